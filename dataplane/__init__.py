@@ -1,0 +1,1 @@
+"""Dataplane helpers: pure computations whose results are programmed into the Linux kernel."""

@@ -1,0 +1,3 @@
+"""Real-packet network emulation lab: topology YAML -> plan -> Linux network namespaces."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,57 @@
+"""Located error messages: every problem in a topology file names its file, line and YAML path."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable
+
+YamlPath = tuple[str | int, ...]
+
+
+def dotted(path: YamlPath) -> str:
+    """Render a YAML path the way netlab users read it: nodes.srx1.bgp.as, links[3].endpoints[0]."""
+    out = ""
+    for part in path:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + part
+    return out or "(top)"
+
+
+@dataclass(frozen=True, order=True)
+class Diagnostic:
+    file: str
+    line: int
+    path: YamlPath = field(compare=False)
+    message: str = field(compare=False)
+    hint: str = field(default="", compare=False)
+
+    def render(self) -> str:
+        text = f"{self.file}:{self.line}: {dotted(self.path)}: {self.message}"
+        return f"{text} ({self.hint})" if self.hint else text
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "file": self.file,
+            "line": self.line,
+            "path": dotted(self.path),
+            "message": self.message,
+            "hint": self.hint,
+        }
+
+
+class LabError(Exception):
+    """An error the user can act on; the CLI prints it as one sentence, never a traceback."""
+
+    exit_code = 1
+
+
+class TopologyInvalid(LabError):
+    """A topology file has one or more problems; all of them are carried at once."""
+
+    exit_code = 2
+
+    def __init__(self, diagnostics: Iterable[Diagnostic]):
+        self.diagnostics = sorted(set(diagnostics), key=lambda d: (d.file, d.line, d.message))
+        super().__init__("\n".join(d.render() for d in self.diagnostics))

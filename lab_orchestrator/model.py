@@ -1,0 +1,134 @@
+"""Typed topology model: what the user says (intent), checked field by field by pydantic.
+
+Cross-references between fields (link endpoints naming nodes, MNHA pairs, pools) are checked
+afterwards by `validate.py`, which has the source map and collects every error at once.
+"""
+
+from __future__ import annotations
+
+from ipaddress import IPv4Address, IPv4Interface, IPv4Network
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+NodeKind = Literal["mx", "srx", "ios-router", "host"]
+Zone = Literal["trust", "untrust", "icl"]
+LoadBalancing = Literal["ecmp-chash", "ecmp", "tlb"]
+UseCase = Literal["sfw", "cgnat"]
+
+NAME_PATTERN = r"^[a-z][a-z0-9-]*$"
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class Bgp(Strict):
+    """BGP intent of one node. `as_` is the node's AS (srx, ios-router); an MX has one AS per side."""
+
+    as_: int | None = Field(default=None, alias="as", ge=1, le=4294967294)
+    trust_as: int | None = Field(default=None, ge=1, le=4294967294)
+    untrust_as: int | None = Field(default=None, ge=1, le=4294967294)
+    announce: list[IPv4Network] = []
+    default_originate: bool = False
+
+
+class Standby(Strict):
+    """HSRP group on an IOS-like interface (RFC 2281 defaults from the FlexVPN seed)."""
+
+    group: int = Field(default=0, ge=0, le=255)
+    ip: IPv4Address
+    priority: int = Field(default=100, ge=1, le=255)
+    preempt: bool = False
+    name: str | None = None
+    hello_ms: int = Field(default=3000, ge=50, le=255000)
+    hold_ms: int = Field(default=10000, ge=150, le=255000)
+    authentication: str = "cisco"
+    version: Literal[1, 2] = 1
+
+
+class InterfaceSettings(Strict):
+    description: str | None = None
+    standby: Standby | None = None
+
+
+class Ikev2Cluster(Strict):
+    """`crypto ikev2 cluster` with the seed's defaults."""
+
+    standby_group: str
+    max_session: int = Field(default=10, ge=1, le=100000)
+    priority: int = Field(default=100, ge=1, le=100)
+    hello_ms: int = Field(default=1000, ge=100, le=30000)
+    update_ms: int = Field(default=3000, ge=100, le=60000)
+    holdtime_ms: int = Field(default=3000, ge=100, le=120000)
+    port: int = Field(default=2012, ge=1, le=65535)
+    weight_crypto_load: int = Field(default=100, ge=0, le=100)
+    weight_system_load: int = Field(default=100, ge=0, le=100)
+    overload_limit: int = Field(default=90, ge=1, le=100)
+    shutdown: bool = False
+
+
+class Ikev2(Strict):
+    redirect: Literal["init", "auth", "none"] = "init"
+    pool: IPv4Network | None = None
+
+
+class Node(Strict):
+    kind: NodeKind
+    bgp: Bgp | None = None
+    loopback: IPv4Address | None = None
+    mgmt_ip: IPv4Address | None = None
+    # host: subscriber or server prefixes it answers for (AnyIP local routes); the adjacent
+    # router routes them to the host and announces them in BGP.
+    prefixes: list[IPv4Network] = []
+    # srx with use_case cgnat: its own source NAT pool (else taken from addressing.nat).
+    nat_pool: IPv4Network | None = None
+    interfaces: dict[str, InterfaceSettings] = {}
+    ikev2_cluster: Ikev2Cluster | None = None
+    ikev2: Ikev2 | None = None
+
+
+class Link(Strict):
+    endpoints: list[str] = Field(min_length=2, max_length=2)
+    zone: Zone | None = None
+    addresses: list[IPv4Interface] | None = None
+    mtu: int = Field(default=1500, ge=576, le=9216)
+
+
+class Addressing(Strict):
+    p2p: IPv4Network = IPv4Network("198.18.0.0/17")
+    loopback: IPv4Network = IPv4Network("198.18.128.0/20")
+    nat: IPv4Network = IPv4Network("198.51.100.0/24")
+    nat_prefixlen: int = Field(default=28, ge=8, le=32)
+    mgmt: IPv4Network | None = None
+
+
+class MnhaPair(Strict):
+    nodes: list[str] = Field(min_length=2, max_length=2)
+    srg1_active: str | None = None
+    preempt: bool = True
+    heartbeat_ms: int = Field(default=1000, ge=100, le=60000)
+    heartbeat_threshold: int = Field(default=3, ge=1, le=100)
+
+
+class Srd(Strict):
+    nodes: list[str] = Field(min_length=2, max_length=2)
+    master: str | None = None
+
+
+class Services(Strict):
+    load_balancing: LoadBalancing = "ecmp-chash"
+    use_case: UseCase = "sfw"
+    buckets: int = Field(default=64, ge=2, le=4096)
+    hash_seed: int = Field(default=0x5EED, ge=0, le=0xFFFFFFFF)
+
+
+class Topology(Strict):
+    name: str = Field(pattern=NAME_PATTERN, max_length=10)
+    description: str = ""
+    addressing: Addressing = Addressing()
+    services: Services = Services()
+    nodes: dict[str, Node]
+    links: list[Link] = []
+    mnha: list[MnhaPair] = []
+    srd: Srd | None = None

@@ -1,0 +1,69 @@
+"""Names: vendor interface names -> Linux interface names, lab/node -> namespace names.
+
+Linux limits interface names to 15 bytes (IFNAMSIZ - 1) and forbids '/', ':' and whitespace.
+The vendor name is kept as the link's alias (`ip link set ... alias ge-0/0/0`), so every output
+can show what the engineer typed.
+"""
+
+from __future__ import annotations
+
+import re
+
+IFNAMSIZ_MAX = 15
+
+# IOS long names have well-known short forms (the ones `show ip interface brief` accepts).
+_IOS_ABBREVIATIONS = (
+    ("TenGigabitEthernet", "Te"),
+    ("GigabitEthernet", "Gi"),
+    ("FastEthernet", "Fa"),
+    ("Ethernet", "Et"),
+    ("Loopback", "Lo"),
+    ("Tunnel", "Tu"),
+    ("Port-channel", "Po"),
+)
+
+_JUNOS_IFD = re.compile(r"^(ge|xe|et|ae|lo|fxp|em|irb|reth|lt|st)[-0-9/.:]*[0-9]$")
+_IOS_IFD = re.compile(r"^[A-Z][A-Za-z-]*[0-9][0-9/.:]*$")
+_LINUX_IFD = re.compile(r"^[a-z][a-z0-9]*[0-9]$")
+
+
+class NameError_(ValueError):
+    """A vendor interface name that cannot be turned into a Linux name."""
+
+
+def linux_ifname(vendor_name: str) -> str:
+    """Map `ge-0/0/0` -> `ge-0-0-0`, `GigabitEthernet0/1` -> `Gi0-1`, `eth1` -> `eth1`."""
+    name = vendor_name
+    if not (_JUNOS_IFD.match(name) or _IOS_IFD.match(name) or _LINUX_IFD.match(name)):
+        raise NameError_(
+            f"'{vendor_name}' is not an interface name this lab understands",
+        )
+    for long, short in _IOS_ABBREVIATIONS:
+        if name.startswith(long):
+            name = short + name[len(long):]
+            break
+    name = name.replace("/", "-").replace(":", "_")
+    if len(name) > IFNAMSIZ_MAX:
+        raise NameError_(
+            f"'{vendor_name}' becomes '{name}' ({len(name)} characters); Linux allows {IFNAMSIZ_MAX}",
+        )
+    return name
+
+
+def namespace(lab: str, node: str, instance: str | None = None) -> str:
+    """`t3-mx1` for a node's master instance, `t3-mx1-trust-vr` for a routing instance."""
+    base = f"{lab}-{node}"
+    return f"{base}-{instance.lower()}" if instance else base
+
+
+def mgmt_bridge(lab: str) -> str:
+    return f"{lab}-mg"[:IFNAMSIZ_MAX]
+
+
+def mgmt_host_port(lab: str, index: int) -> str:
+    """Root-namespace end of a node's management veth (enslaved to the lab's bridge)."""
+    return f"{lab}-m{index}"[:IFNAMSIZ_MAX]
+
+
+def root_nft_table(lab: str) -> str:
+    return f"lab_{lab.replace('-', '_')}"

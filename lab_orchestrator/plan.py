@@ -1,0 +1,341 @@
+"""model -> plan: a pure, deterministic description of everything a lab is.
+
+The plan names every namespace, veth, address, route, sysctl, rendered file and process.
+Backends only apply it; `lab render` writes it to a folder; golden tests compare it.
+Nothing here touches the system.
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from dataclasses import asdict, dataclass, field
+from ipaddress import IPv4Address, IPv4Interface, IPv4Network
+from typing import Iterator
+
+from . import naming
+from .model import Link, Node, Topology
+
+DEFAULT_STATE_ROOT = "/run/lab"
+MX_INSTANCES = {"trust": "TRUST-VR", "untrust": "UNTRUST-VR"}
+ROUTER_SYSCTLS = (
+    ("net.ipv4.ip_forward", "1"),
+    ("net.ipv4.conf.all.rp_filter", "0"),
+    ("net.ipv4.conf.default.rp_filter", "0"),
+)
+HOST_SYSCTLS = (
+    ("net.ipv4.conf.all.rp_filter", "0"),
+    ("net.ipv4.conf.default.rp_filter", "0"),
+)
+
+
+@dataclass(frozen=True)
+class Namespace:
+    name: str
+    node: str
+    instance: str | None  # None: the node's master instance
+    sysctls: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class Interface:
+    ns: str
+    node: str
+    instance: str | None
+    name: str  # Linux name
+    alias: str  # vendor name, shown in every output
+    address: str | None  # "198.18.0.0/31"
+    ifindex: int
+    mtu: int
+    zone: str | None
+    peer_node: str | None
+    peer_alias: str | None
+
+
+@dataclass(frozen=True)
+class Veth:
+    a: Interface
+    b: Interface
+    link_index: int
+
+
+@dataclass(frozen=True)
+class MgmtPort:
+    node: str
+    ns: str
+    name: str  # inside the node
+    host_port: str  # root-namespace end, enslaved to the bridge
+    address: str  # with prefix length
+    ifindex: int
+
+
+@dataclass(frozen=True)
+class Mgmt:
+    bridge: str
+    subnet: str
+    host_address: str  # bridge address in the root namespace, with prefix length
+    nft_table: str
+    ports: tuple[MgmtPort, ...]
+
+
+@dataclass(frozen=True)
+class Route:
+    ns: str
+    dst: str
+    kind: str  # "unicast" | "local" | "blackhole"
+    via: str | None = None
+    dev: str | None = None
+
+
+@dataclass(frozen=True)
+class BgpSession:
+    ns: str
+    node: str
+    instance: str | None
+    protocol: str  # BIRD protocol name
+    local_address: str
+    local_as: int
+    peer_address: str
+    peer_as: int
+    peer_node: str
+    zone: str | None
+
+
+@dataclass(frozen=True)
+class Process:
+    node: str
+    ns: str
+    name: str  # unique within the node: "bird", "bird-trust-vr", ...
+    argv: tuple[str, ...]
+    control_socket: str | None = None
+
+
+@dataclass(frozen=True)
+class ExpectedRoute:
+    ns: str
+    prefix: str
+
+
+@dataclass
+class NodePlan:
+    """One emulated device: its namespaces, addresses and derived facts for templates."""
+
+    name: str
+    kind: str
+    namespaces: list[str]
+    master_ns: str
+    mgmt_address: str
+    loopbacks: dict[str, str] = field(default_factory=dict)  # instance ("" = master) -> address
+    nat_pool: str | None = None
+    files: list[str] = field(default_factory=list)
+
+
+@dataclass
+class LabPlan:
+    name: str
+    source: str
+    state_dir: str
+    load_balancing: str
+    use_case: str
+    mgmt: Mgmt
+    nodes: list[NodePlan]
+    namespaces: list[Namespace]
+    veths: list[Veth]
+    routes: list[Route]
+    sessions: list[BgpSession]
+    processes: list[Process]
+    expected_routes: list[ExpectedRoute]
+    files: dict[str, str] = field(default_factory=dict)  # path relative to state_dir -> content
+
+    def node(self, name: str) -> NodePlan:
+        for node in self.nodes:
+            if node.name == name:
+                return node
+        raise KeyError(name)
+
+    def interfaces(self) -> Iterator[Interface]:
+        for veth in self.veths:
+            yield veth.a
+            yield veth.b
+
+    def to_json(self) -> str:
+        data = asdict(self)
+        data.pop("files")
+        data["file_names"] = sorted(self.files)
+        return json.dumps(data, indent=2, sort_keys=True) + "\n"
+
+
+def default_mgmt_subnet(lab: str) -> IPv4Network:
+    """A /24 in 198.19.0.0/16 picked from the lab's name, so two labs rarely collide."""
+    return IPv4Network(f"198.19.{zlib.crc32(lab.encode()) % 256}.0/24")
+
+
+class _Allocator:
+    """Hands out subnets from a pool in order, skipping what is explicitly taken."""
+
+    def __init__(self, pool: IPv4Network, prefixlen: int, taken: list[IPv4Network]):
+        self._iter = pool.subnets(new_prefix=prefixlen)
+        if prefixlen == 32:
+            next(self._iter)  # a pool's .0 as a loopback confuses readers; start at .1
+        self._taken = taken
+        self._pool = pool
+
+    def next(self) -> IPv4Network:
+        for subnet in self._iter:
+            if not any(subnet.overlaps(t) for t in self._taken):
+                return subnet
+        raise ValueError(f"address pool {self._pool} is exhausted")
+
+
+def _instance_of(node: Node, link: Link) -> str | None:
+    if node.kind == "mx" and link.zone in MX_INSTANCES:
+        return MX_INSTANCES[link.zone]
+    return None
+
+
+def _local_as(node: Node, instance: str | None) -> int | None:
+    if node.bgp is None:
+        return None
+    if node.kind == "mx":
+        return node.bgp.trust_as if instance == "TRUST-VR" else node.bgp.untrust_as
+    return node.bgp.as_
+
+
+def build(topo: Topology, source: str = "", state_root: str = DEFAULT_STATE_ROOT) -> LabPlan:
+    """The whole lab, derived only from the validated topology (same input -> same plan)."""
+    lab = topo.name
+    state_dir = f"{state_root}/{lab}"
+    explicit = [a.network for link in topo.links for a in (link.addresses or [])]
+    p2p = _Allocator(topo.addressing.p2p, 31, explicit)
+    loopbacks = _Allocator(topo.addressing.loopback, 32, [])
+    nat_pools = _Allocator(topo.addressing.nat, topo.addressing.nat_prefixlen,
+                           [n.nat_pool for n in topo.nodes.values() if n.nat_pool])
+
+    mgmt_subnet = topo.addressing.mgmt or default_mgmt_subnet(lab)
+    mgmt_hosts = mgmt_subnet.hosts()
+    host_address = next(mgmt_hosts)
+    reserved_mgmt = {n.mgmt_ip for n in topo.nodes.values() if n.mgmt_ip}
+
+    nodes: list[NodePlan] = []
+    namespaces: list[Namespace] = []
+    mgmt_ports: list[MgmtPort] = []
+    ifindex = 10
+    for index, (name, node) in enumerate(topo.nodes.items()):
+        master = naming.namespace(lab, name)
+        instances: list[str | None] = [None]
+        if node.kind == "mx":
+            instances += list(MX_INSTANCES.values())
+        sysctls = HOST_SYSCTLS if node.kind == "host" else ROUTER_SYSCTLS
+        ns_names = []
+        for instance in instances:
+            ns = naming.namespace(lab, name, instance)
+            namespaces.append(Namespace(ns, name, instance, sysctls))
+            ns_names.append(ns)
+        if node.mgmt_ip is not None:
+            mgmt_ip = node.mgmt_ip
+        else:
+            mgmt_ip = next(h for h in mgmt_hosts if h not in reserved_mgmt)
+        plan_node = NodePlan(name, node.kind, ns_names, master,
+                             f"{mgmt_ip}/{mgmt_subnet.prefixlen}")
+        if node.kind != "host":
+            for instance in instances:
+                key = instance or ""
+                if node.loopback is not None and instance is None:
+                    plan_node.loopbacks[key] = str(node.loopback)
+                else:
+                    plan_node.loopbacks[key] = str(loopbacks.next().network_address)
+        if node.kind == "srx" and topo.services.use_case == "cgnat":
+            plan_node.nat_pool = str(node.nat_pool or nat_pools.next())
+        nodes.append(plan_node)
+        ifindex += 1
+        mgmt_ports.append(MgmtPort(name, master, "fxp0" if node.kind in ("mx", "srx") else "mgmt0",
+                                   naming.mgmt_host_port(lab, index + 1),
+                                   plan_node.mgmt_address, ifindex))
+
+    veths: list[Veth] = []
+    for link_index, link in enumerate(topo.links):
+        ends = [e.partition(":") for e in link.endpoints]
+        subnet = link.addresses[0].network if link.addresses else p2p.next()
+        addresses = [str(a) for a in link.addresses] if link.addresses else \
+            [f"{ip}/{subnet.prefixlen}" for ip in list(subnet)[:2]]
+        pair = []
+        for side, (node_name, _, alias) in enumerate(ends):
+            node = topo.nodes[node_name]
+            other = ends[1 - side]
+            instance = _instance_of(node, link)
+            ifindex += 1
+            pair.append(Interface(
+                ns=naming.namespace(lab, node_name, instance), node=node_name, instance=instance,
+                name=naming.linux_ifname(alias), alias=alias, address=addresses[side],
+                ifindex=ifindex, mtu=link.mtu, zone=link.zone,
+                peer_node=other[0], peer_alias=other[2],
+            ))
+        veths.append(Veth(pair[0], pair[1], link_index))
+
+    plan = LabPlan(
+        name=lab, source=source, state_dir=state_dir,
+        load_balancing=topo.services.load_balancing, use_case=topo.services.use_case,
+        mgmt=Mgmt(naming.mgmt_bridge(lab), str(mgmt_subnet), f"{host_address}/{mgmt_subnet.prefixlen}",
+                  naming.root_nft_table(lab), tuple(mgmt_ports)),
+        nodes=nodes, namespaces=namespaces, veths=veths, routes=[], sessions=[],
+        processes=[], expected_routes=[],
+    )
+    plan.routes = list(_host_routes(topo, plan))
+    plan.sessions = list(_bgp_sessions(topo, plan))
+    from . import render  # the renderer reads the plan; kept apart so templates stay the "how"
+
+    render.render_all(topo, plan)
+    return plan
+
+
+def _host_routes(topo: Topology, plan: LabPlan) -> Iterator[Route]:
+    """Hosts: AnyIP local routes for their prefixes, default route via their first link."""
+    for name, node in topo.nodes.items():
+        if node.kind != "host":
+            continue
+        ns = naming.namespace(plan.name, name)
+        for prefix in node.prefixes:
+            yield Route(ns, str(prefix), "local", dev="lo")
+        own = [i for i in plan.interfaces() if i.node == name]
+        if own:
+            peer = _peer_of(plan, own[0])
+            yield Route(ns, "0.0.0.0/0", "unicast", via=str(IPv4Interface(peer.address).ip) if peer.address else None)
+
+
+def _peer_of(plan: LabPlan, iface: Interface) -> Interface:
+    for veth in plan.veths:
+        if veth.a == iface:
+            return veth.b
+        if veth.b == iface:
+            return veth.a
+    raise KeyError(iface.name)
+
+
+def _bgp_sessions(topo: Topology, plan: LabPlan) -> Iterator[BgpSession]:
+    """eBGP on every link between two BGP speakers, except an MNHA ICL (netlab's habit)."""
+    for veth in plan.veths:
+        if veth.a.zone == "icl":
+            continue
+        for local, remote in ((veth.a, veth.b), (veth.b, veth.a)):
+            local_node, remote_node = topo.nodes[local.node], topo.nodes[remote.node]
+            local_as = _local_as(local_node, local.instance)
+            remote_as = _local_as(remote_node, remote.instance)
+            if local_as is None or remote_as is None or not local.address or not remote.address:
+                continue
+            yield BgpSession(
+                ns=local.ns, node=local.node, instance=local.instance,
+                protocol=_protocol_name(local_node, remote_node, remote, local.zone),
+                local_address=str(IPv4Interface(local.address).ip), local_as=local_as,
+                peer_address=str(IPv4Interface(remote.address).ip), peer_as=remote_as,
+                peer_node=remote.node, zone=local.zone,
+            )
+
+
+def _protocol_name(local: Node, remote: Node, remote_iface: Interface, zone: str | None) -> str:
+    """BIRD protocol names carry the role, so export filters can say 'from the SRXs' by name."""
+    peer = remote_iface.node.replace("-", "_")
+    if local.kind == "mx":
+        return f"fw_{peer}" if remote.kind == "srx" else f"core_{peer}"
+    if local.kind == "srx":
+        return f"{zone}_{peer}"
+    return f"peer_{peer}"

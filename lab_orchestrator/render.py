@@ -1,0 +1,163 @@
+"""Templates say how: BIRD, Junos-like and IOS-like configs rendered from the plan (pure)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from ipaddress import IPv4Interface, IPv4Network
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from . import naming
+from .model import Topology
+from .plan import BgpSession, ExpectedRoute, Interface, LabPlan, NodePlan, Process
+
+
+def templates_dir() -> Path:
+    env = os.environ.get("LAB_TEMPLATES")
+    return Path(env) if env else Path(__file__).resolve().parent.parent / "templates"
+
+
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(templates_dir())),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.filters["netmask"] = lambda a: str(IPv4Interface(a).netmask)
+    env.filters["network"] = lambda p: str(IPv4Network(p).network_address)
+    env.filters["prefixmask"] = lambda p: str(IPv4Network(p).netmask)
+    return env
+
+
+@dataclass(frozen=True)
+class StaticRoute:
+    prefix: str
+    target: str  # BIRD syntax: "via 198.18.0.1" or "blackhole"
+
+
+def _ip(address: str | None) -> str:
+    return str(IPv4Interface(address).ip) if address else ""
+
+
+def _statics(topo: Topology, plan: LabPlan, node: NodePlan) -> list[StaticRoute]:
+    spec = topo.nodes[node.name]
+    out: list[StaticRoute] = []
+    if spec.kind == "ios-router":
+        for iface in plan.interfaces():
+            if iface.node == node.name and iface.peer_node and topo.nodes[iface.peer_node].kind == "host":
+                peer = next(i for i in plan.interfaces() if i.node == iface.peer_node and i.peer_node == node.name)
+                out += [StaticRoute(str(p), f"via {_ip(peer.address)}") for p in topo.nodes[iface.peer_node].prefixes]
+        if spec.bgp is not None:
+            out += [StaticRoute(str(p), "blackhole") for p in spec.bgp.announce]
+            if spec.bgp.default_originate:
+                # Blackhole, not a route out: nothing of the lab can leave through this router.
+                out.append(StaticRoute("0.0.0.0/0", "blackhole"))
+    if spec.kind == "srx" and node.nat_pool:
+        out.append(StaticRoute(node.nat_pool, "blackhole"))
+    return out
+
+
+def _exports(kind: str, use_case: str, sessions: list[BgpSession]) -> dict[str, str]:
+    """Which routes each BGP session announces: the JVD's route exchange, per role."""
+    out = {}
+    for s in sessions:
+        if kind == "mx":
+            source = "core_*" if s.protocol.startswith("fw_") else "fw_*"
+            out[s.protocol] = f'where proto ~ "{source}" || proto = "loopback"'
+        elif kind == "srx":
+            if s.zone == "trust":
+                out[s.protocol] = 'where proto ~ "untrust_*" || proto = "loopback"'
+            elif use_case == "cgnat":
+                out[s.protocol] = 'where proto = "originate" || proto = "loopback"'
+            else:
+                out[s.protocol] = 'where proto ~ "trust_*" || proto = "loopback"'
+        else:
+            out[s.protocol] = "where proto = \"originate\""
+    return out
+
+
+def _bird_files(topo: Topology, plan: LabPlan, node: NodePlan, env: jinja2.Environment) -> None:
+    spec = topo.nodes[node.name]
+    if spec.kind == "host":
+        return
+    instances: list[str | None] = [None] if spec.kind != "mx" else ["TRUST-VR", "UNTRUST-VR"]
+    for instance in instances:
+        ns = naming.namespace(plan.name, node.name, instance)
+        sessions = [s for s in plan.sessions if s.ns == ns]
+        statics = _statics(topo, plan, node) if instance is None else []
+        if not sessions and not statics:
+            continue
+        suffix = f"-{instance.lower()}" if instance else ""
+        conf = f"nodes/{node.name}/bird{suffix}.conf"
+        sock = f"{plan.state_dir}/nodes/{node.name}/bird{suffix}.ctl"
+        local_as = sessions[0].local_as if sessions else 0
+        plan.files[conf] = env.get_template("bird.conf.j2").render(
+            node=node, instance=instance, kind=spec.kind, source=plan.source,
+            router_id=node.loopbacks[instance or ""], loopback=node.loopbacks[instance or ""],
+            statics=statics, sessions=sessions, local_as=local_as,
+            exports=_exports(spec.kind, plan.use_case, sessions),
+        )
+        node.files.append(conf)
+        plan.processes.append(Process(
+            node=node.name, ns=ns, name=f"bird{suffix}",
+            argv=("bird", "-f", "-c", f"{plan.state_dir}/{conf}", "-s", sock),
+            control_socket=sock,
+        ))
+
+
+def _node_interfaces(plan: LabPlan, node: str) -> list[Interface]:
+    return sorted((i for i in plan.interfaces() if i.node == node), key=lambda i: i.alias)
+
+
+def _device_config(topo: Topology, plan: LabPlan, node: NodePlan, env: jinja2.Environment) -> None:
+    spec = topo.nodes[node.name]
+    context: dict[str, Any] = dict(
+        node=node, spec=spec, plan=plan, interfaces=_node_interfaces(plan, node.name),
+        sessions=[s for s in plan.sessions if s.node == node.name],
+        statics=_statics(topo, plan, node), ip=_ip, topo=topo,
+        mgmt=next(p for p in plan.mgmt.ports if p.node == node.name),
+    )
+    if spec.kind in ("mx", "srx"):
+        name, template = f"nodes/{node.name}/juniper.conf", f"junos-{spec.kind}.conf.j2"
+    elif spec.kind == "ios-router":
+        name, template = f"nodes/{node.name}/running-config", "ios.conf.j2"
+    else:
+        return
+    plan.files[name] = env.get_template(template).render(**context)
+    node.files.append(name)
+
+
+def _expected_routes(topo: Topology, plan: LabPlan) -> list[ExpectedRoute]:
+    """Readiness: each gateway has learned what the far side originates (the chain is complete)."""
+    sides: dict[str, list[NodePlan]] = {"trust": [], "untrust": []}
+    for iface in plan.interfaces():
+        if topo.nodes[iface.node].kind == "ios-router" and iface.peer_node and \
+                topo.nodes[iface.peer_node].kind == "mx" and iface.zone in sides:
+            gw = plan.node(iface.node)
+            if gw not in sides[iface.zone]:
+                sides[iface.zone].append(gw)
+    originated = {gw.name: [r.prefix for r in _statics(topo, plan, gw)]
+                  for side in sides.values() for gw in side}
+    pools = [n.nat_pool for n in plan.nodes if n.nat_pool]
+    out = []
+    for gw in sides["trust"]:
+        out += [ExpectedRoute(gw.master_ns, p) for u in sides["untrust"] for p in originated[u.name]]
+    for gw in sides["untrust"]:
+        wanted = pools if plan.use_case == "cgnat" else \
+            [p for t in sides["trust"] for p in originated[t.name]]
+        out += [ExpectedRoute(gw.master_ns, p) for p in wanted]
+    return out
+
+
+def render_all(topo: Topology, plan: LabPlan) -> None:
+    env = _environment()
+    for node in plan.nodes:
+        _bird_files(topo, plan, node, env)
+        _device_config(topo, plan, node, env)
+    plan.expected_routes = _expected_routes(topo, plan)
+    plan.files["plan.json"] = plan.to_json()

@@ -76,13 +76,12 @@ class SelectorTable:
             raise ValueError(f"selector table JSON is malformed: {exc}") from exc
         if not isinstance(data, dict) or not isinstance(data.get("buckets"), list):
             # ValueError, not TypeError: callers loading state treat any bad document alike.
-            raise ValueError('selector table JSON must be an object with a "buckets" list')  # noqa: TRY004
+            message = 'selector table JSON must be an object with a "buckets" list'
+            raise ValueError(message)  # noqa: TRY004
         buckets = data["buckets"]
         if "n_buckets" in data and data["n_buckets"] != len(buckets):
             declared = data["n_buckets"]
-            raise ValueError(
-                f"selector table JSON: n_buckets={declared!r} but {len(buckets)} buckets"
-            )
+            raise ValueError(f"selector table JSON: n_buckets={declared!r} but {len(buckets)} buckets")
         return cls(tuple(buckets))
 
 
@@ -108,9 +107,7 @@ def plain_ecmp(members: Sequence[str], n_buckets: int = DEFAULT_BUCKETS) -> Sele
     return SelectorTable(tuple(names[i % len(names)] for i in range(n_buckets)))
 
 
-def remove_member(
-    table: SelectorTable, member: str, order: Sequence[str] | None = None
-) -> SelectorTable:
+def remove_member(table: SelectorTable, member: str, order: Sequence[str] | None = None) -> SelectorTable:
     """Hand `member`'s buckets to the survivors; no other bucket changes.
 
     The buckets go out in index order, each to the survivor holding the fewest buckets, so
@@ -121,9 +118,7 @@ def remove_member(
     counts = table.counts()
     if member not in counts:
         present = ", ".join(counts) or "none"
-        raise ValueError(
-            f"cannot remove {member!r}: not in the selector table (members: {present})"
-        )
+        raise ValueError(f"cannot remove {member!r}: not in the selector table (members: {present})")
     del counts[member]
     if not counts:
         return SelectorTable()
@@ -192,14 +187,12 @@ def moved_buckets(a: SelectorTable, b: SelectorTable) -> int:
         return max(a.n_buckets, b.n_buckets)
     if a.n_buckets != b.n_buckets:
         sizes = f"{a.n_buckets} and {b.n_buckets}"
-        raise ValueError(
-            f"cannot compare tables of {sizes} buckets: their indices mean different things"
-        )
+        raise ValueError(f"cannot compare tables of {sizes} buckets: their indices mean different things")
     return sum(1 for x, y in zip(a.buckets, b.buckets, strict=True) if x != y)
 
 
 def moved_fraction(a: SelectorTable, b: SelectorTable) -> float:
-    """Share of buckets (hence of uniformly hashed flows) that changed member; 0.0 if both are empty."""
+    """Share of buckets (so of uniformly hashed flows) that changed member; 0.0 if both empty."""
     total = max(a.n_buckets, b.n_buckets)
     return moved_buckets(a, b) / total if total else 0.0
 
@@ -210,8 +203,7 @@ def moved_fraction(a: SelectorTable, b: SelectorTable) -> float:
 def _check_size(n_members: int, n_buckets: int) -> None:
     if n_buckets < n_members:
         raise ValueError(
-            f"n_buckets={n_buckets} is smaller than the {n_members} members: "
-            "every member needs at least one bucket"
+            f"n_buckets={n_buckets} is smaller than the {n_members} members: every member needs at least one bucket"
         )
 
 
@@ -249,9 +241,7 @@ def _ranks(names: Iterable[str], order: Sequence[str]) -> dict[str, int]:
     return rank
 
 
-def _balanced_targets(
-    counts: Mapping[str, int], n_buckets: int, rank: Mapping[str, int]
-) -> dict[str, int]:
+def _balanced_targets(counts: Mapping[str, int], n_buckets: int, rank: Mapping[str, int]) -> dict[str, int]:
     """Final counts differing by at most 1; the extra buckets stay with the biggest holders.
 
     Giving the ``n % M`` extras to whoever already holds the most maximises the buckets that
@@ -262,9 +252,7 @@ def _balanced_targets(
     return {m: base + 1 if i < extra else base for i, m in enumerate(by_size)}
 
 
-def _fill_targets(
-    counts: Mapping[str, int], n_buckets: int, rank: Mapping[str, int]
-) -> dict[str, int]:
+def _fill_targets(counts: Mapping[str, int], n_buckets: int, rank: Mapping[str, int]) -> dict[str, int]:
     """Counts after handing out the orphaned buckets one by one to the smallest holder.
 
     Nobody shrinks, which is what keeps a removal from moving anyone else's buckets even
@@ -277,9 +265,7 @@ def _fill_targets(
     return targets
 
 
-def _drain_targets(
-    counts: Mapping[str, int], newcomer: str, share: int, rank: Mapping[str, int]
-) -> dict[str, int]:
+def _drain_targets(counts: Mapping[str, int], newcomer: str, share: int, rank: Mapping[str, int]) -> dict[str, int]:
     """Counts after taking `share` buckets one by one from the biggest holder for `newcomer`.
 
     Among equal holders the one that has given fewer goes first (so everyone gives within 1
@@ -294,9 +280,7 @@ def _drain_targets(
     return targets
 
 
-def _apply(
-    table: SelectorTable, targets: Mapping[str, int], rank: Mapping[str, int]
-) -> SelectorTable:
+def _apply(table: SelectorTable, targets: Mapping[str, int], rank: Mapping[str, int]) -> SelectorTable:
     """Move the fewest buckets so that every member ends with exactly its target count."""
     slots = _keep_lowest(table, targets)
     return SelectorTable(_fill_slots(slots, targets, rank))
@@ -314,9 +298,7 @@ def _keep_lowest(table: SelectorTable, targets: Mapping[str, int]) -> list[str |
     return slots
 
 
-def _fill_slots(
-    slots: list[str | None], targets: Mapping[str, int], rank: Mapping[str, int]
-) -> tuple[str, ...]:
+def _fill_slots(slots: list[str | None], targets: Mapping[str, int], rank: Mapping[str, int]) -> tuple[str, ...]:
     """Hand out free buckets in index order, each to the short member holding the fewest.
 
     Picking the smallest holder each time interleaves the receivers across the index space

@@ -18,12 +18,17 @@ from .model import Link, Node, Topology
 
 DEFAULT_STATE_ROOT = "/run/lab"
 MX_INSTANCES = {"trust": "TRUST-VR", "untrust": "UNTRUST-VR"}
-ROUTER_SYSCTLS = (
+# IPv6 off: the lab is IPv4 (as the JVD), and link-local chatter would pollute packet counters.
+_NO_IPV6 = (
+    ("net.ipv6.conf.all.disable_ipv6", "1"),
+    ("net.ipv6.conf.default.disable_ipv6", "1"),
+)
+ROUTER_SYSCTLS = _NO_IPV6 + (
     ("net.ipv4.ip_forward", "1"),
     ("net.ipv4.conf.all.rp_filter", "0"),
     ("net.ipv4.conf.default.rp_filter", "0"),
 )
-HOST_SYSCTLS = (
+HOST_SYSCTLS = _NO_IPV6 + (
     ("net.ipv4.conf.all.rp_filter", "0"),
     ("net.ipv4.conf.default.rp_filter", "0"),
 )

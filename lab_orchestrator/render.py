@@ -73,11 +73,11 @@ def _exports(kind: str, use_case: str, sessions: list[BgpSession]) -> dict[str, 
             if s.zone == "trust":
                 out[s.protocol] = 'where proto ~ "untrust_*" || proto = "loopback"'
             elif use_case == "cgnat":
-                out[s.protocol] = 'where proto = "originate" || proto = "loopback"'
+                out[s.protocol] = 'where proto = "originated" || proto = "loopback"'
             else:
                 out[s.protocol] = 'where proto ~ "trust_*" || proto = "loopback"'
         else:
-            out[s.protocol] = "where proto = \"originate\""
+            out[s.protocol] = "where proto = \"originated\""
     return out
 
 

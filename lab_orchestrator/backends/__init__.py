@@ -1,0 +1,1 @@
+"""Backends apply a plan: `netns` (this host's kernel); containerlab comes later."""

@@ -1,0 +1,310 @@
+"""Apply a plan to this host: namespaces, veths, bridge, addresses, routes, processes.
+
+One netlink socket per namespace (opened while the thread is inside it), raw RTM_NEWLINK
+messages so both veth ends get their namespace and ifindex in one request (distinct ifindexes:
+see docs/architecture.md on carrier detection), one `nft -f` for the root guard table.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from ipaddress import IPv4Interface, IPv4Network
+from pathlib import Path
+from typing import Callable
+
+from pyroute2 import IPRoute
+from pyroute2.netlink import NLM_F_ACK, NLM_F_CREATE, NLM_F_EXCL, NLM_F_REQUEST
+from pyroute2.netlink.exceptions import NetlinkError
+from pyroute2.netlink.rtnl import RTM_NEWLINK
+from pyroute2.netlink.rtnl.ifinfmsg import ifinfmsg
+
+from .. import birdctl, netnsutil, supervisor
+from ..diagnostics import LabError
+from ..plan import Interface, LabPlan
+from ..state import LabState
+
+Progress = Callable[[str, str], None]  # (step, detail)
+
+
+def _quiet(step: str, detail: str) -> None:
+    pass
+
+
+class NetnsBackend:
+    def __init__(self, progress: Progress = _quiet):
+        self.progress = progress
+        self._sockets: dict[str, IPRoute] = {}
+
+    # ---------------------------------------------------------------- up
+    def up(self, plan: LabPlan, ready_timeout: float = 30.0) -> LabState:
+        state = LabState(
+            name=plan.name, source=plan.source, state_dir=plan.state_dir, status="creating",
+            namespaces=[ns.name for ns in plan.namespaces], bridge=plan.mgmt.bridge,
+            host_ports=[p.host_port for p in plan.mgmt.ports], nft_table=plan.mgmt.nft_table,
+            mgmt_subnet=plan.mgmt.subnet, created_at=time.time(),
+        )
+        state.save()  # the journal first: a crash from here on is cleaned by `lab down`
+        try:
+            self._write_files(plan)
+            self._namespaces(plan)
+            self._links(plan)
+            self._mgmt(plan)
+            self._addresses(plan)
+            self._routes(plan)
+            self._guard_root(plan)
+            self._start_processes(plan, state)
+            self._wait_ready(plan, state, ready_timeout)
+        except NetlinkError as exc:
+            raise LabError(f"the kernel refused a step of the plan: {exc.args[1]} (errno {exc.code})") from None
+        finally:
+            self._close()
+        state.status = "ready"
+        state.ready_at = time.time()
+        state.save()
+        return state
+
+    def _write_files(self, plan: LabPlan) -> None:
+        root = Path(plan.state_dir)
+        for rel, content in plan.files.items():
+            target = root / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(content)
+        (root / "logs").mkdir(exist_ok=True)
+
+    def _ipr(self, ns: str) -> IPRoute:
+        if ns not in self._sockets:
+            with netnsutil.entered(ns):
+                self._sockets[ns] = IPRoute()
+        return self._sockets[ns]
+
+    def _close(self) -> None:
+        for sock in self._sockets.values():
+            sock.close()
+        self._sockets.clear()
+
+    def _namespaces(self, plan: LabPlan) -> None:
+        self.progress("namespaces", f"{len(plan.namespaces)} namespaces")
+        for ns in plan.namespaces:
+            try:
+                netnsutil.create(ns.name)
+            except FileExistsError:
+                raise LabError(f"namespace {ns.name} already exists and is not this lab's to reuse "
+                               f"(run `lab down` for the lab that owns it)") from None
+            with netnsutil.entered(ns.name):
+                for key, value in ns.sysctls:
+                    target = Path("/proc/sys", *key.split("."))
+                    if target.exists():  # e.g. no IPv6 in this kernel: nothing to switch off
+                        target.write_text(value)
+                self._sockets[ns.name] = IPRoute()
+            ipr = self._sockets[ns.name]
+            ipr.link("set", index=1, state="up")
+
+    def _links(self, plan: LabPlan) -> None:
+        self.progress("links", f"{len(plan.veths)} veth pairs")
+        with IPRoute() as root:
+            fds = {ns.name: os.open(netnsutil.path(ns.name), os.O_RDONLY) for ns in plan.namespaces}
+            try:
+                for veth in plan.veths:
+                    _add_veth(root, veth.a.name, veth.a.ifindex, fds[veth.a.ns],
+                              veth.b.name, veth.b.ifindex, fds[veth.b.ns])
+            finally:
+                for fd in fds.values():
+                    os.close(fd)
+
+    def _mgmt(self, plan: LabPlan) -> None:
+        mgmt = plan.mgmt
+        self.progress("management", f"bridge {mgmt.bridge} {mgmt.subnet}")
+        with IPRoute() as root:
+            try:
+                root.link("add", ifname=mgmt.bridge, kind="bridge")
+            except NetlinkError as exc:
+                raise LabError(f"cannot create management bridge {mgmt.bridge}: {exc.args[1]}") from None
+            bridge = root.link_lookup(ifname=mgmt.bridge)[0]
+            host = IPv4Interface(mgmt.host_address)
+            root.addr("add", index=bridge, address=str(host.ip), prefixlen=host.network.prefixlen)
+            root.link("set", index=bridge, state="up")
+            for port in mgmt.ports:
+                fd = os.open(netnsutil.path(port.ns), os.O_RDONLY)
+                try:
+                    _add_veth(root, port.name, port.ifindex, fd, port.host_port, 0, None)
+                finally:
+                    os.close(fd)
+                index = root.link_lookup(ifname=port.host_port)[0]
+                root.link("set", index=index, master=bridge, state="up")
+                ipr = self._ipr(port.ns)
+                inner = ipr.link_lookup(ifname=port.name)[0]
+                address = IPv4Interface(port.address)
+                ipr.addr("add", index=inner, address=str(address.ip), prefixlen=address.network.prefixlen)
+                ipr.link("set", index=inner, state="up", ifalias=port.name)
+
+    def _addresses(self, plan: LabPlan) -> None:
+        self.progress("addresses", "interfaces, aliases, loopbacks")
+        for iface in plan.interfaces():
+            _configure(self._ipr(iface.ns), iface)
+        for node in plan.nodes:
+            for instance, address in node.loopbacks.items():
+                ns = node.master_ns if not instance else next(
+                    n for n in node.namespaces if n.endswith("-" + instance.lower()))
+                self._ipr(ns).addr("add", index=1, address=address, prefixlen=32)
+
+    def _routes(self, plan: LabPlan) -> None:
+        for route in plan.routes:
+            ipr = self._ipr(route.ns)
+            net = IPv4Network(route.dst)
+            if route.kind == "local":
+                ipr.route("add", dst=str(net.network_address), dst_len=net.prefixlen, type="local",
+                          oif=1, table=255, scope=254)
+            elif route.via:
+                ipr.route("add", dst=str(net.network_address), dst_len=net.prefixlen, gateway=route.via)
+
+    def _guard_root(self, plan: LabPlan) -> None:
+        """No routed path between the lab's management bridge and the rest of the host."""
+        table = plan.mgmt.nft_table
+        ruleset = (
+            f"table inet {table} {{\n"
+            f"  chain guard {{\n"
+            f"    type filter hook forward priority -10; policy accept;\n"
+            f'    iifname "{plan.mgmt.bridge}" counter drop\n'
+            f'    oifname "{plan.mgmt.bridge}" counter drop\n'
+            f"  }}\n"
+            f"}}\n"
+        )
+        _nft(ruleset)
+
+    def _start_processes(self, plan: LabPlan, state: LabState) -> None:
+        self.progress("processes", f"{len(plan.processes)} daemons")
+        logs = Path(plan.state_dir) / "logs"
+        for proc in plan.processes:
+            record = supervisor.spawn(proc.node, proc.name, proc.ns, proc.argv,
+                                      logs / f"{proc.node}-{proc.name}.log")
+            state.processes.append(record)
+            state.save()
+
+    def _wait_ready(self, plan: LabPlan, state: LabState, timeout: float) -> None:
+        self.progress("bgp", f"waiting for {len(plan.sessions)} BGP sessions")
+        deadline = time.monotonic() + timeout
+        pending: list[str] = []
+        while time.monotonic() < deadline:
+            for record in state.processes:
+                if not supervisor.alive(record):
+                    raise LabError(f"{record.name} on {record.node} exited during start-up: "
+                                   f"{_tail(record.log)} (log: {record.log})")
+            pending = self._not_ready(plan)
+            if not pending:
+                return
+            time.sleep(0.05)
+        raise LabError(f"lab {plan.name} not ready after {timeout:.0f} s: " + "; ".join(pending[:6]))
+
+    def _not_ready(self, plan: LabPlan) -> list[str]:
+        pending = []
+        by_socket: dict[str, set[str]] = {}
+        for session in plan.sessions:
+            proc = next(p for p in plan.processes if p.ns == session.ns and p.control_socket)
+            by_socket.setdefault(proc.control_socket or "", set()).add(session.protocol)
+        for sock, names in by_socket.items():
+            try:
+                states = {p.name: p.info for p in birdctl.protocols(sock)}
+            except birdctl.BirdError as exc:
+                pending.append(str(exc))
+                continue
+            pending += [f"{name} {states.get(name, 'missing')}" for name in sorted(names)
+                        if not states.get(name, "").startswith("Established")]
+        if pending:
+            return pending
+        for expected in plan.expected_routes:
+            net = IPv4Network(expected.prefix)
+            routes = self._ipr(expected.ns).get_routes(dst_len=net.prefixlen, table=254)
+            if not any(_route_dst(r) == str(net.network_address) for r in routes):
+                pending.append(f"route {expected.prefix} missing in {expected.ns}")
+        return pending
+
+    # ---------------------------------------------------------------- down
+    def down(self, state: LabState) -> list[str]:
+        """Remove everything the lab owns; return what could not be removed (normally nothing)."""
+        problems: list[str] = []
+        state.status = "destroying"
+        if Path(state.state_dir).is_dir():
+            state.save()
+        self.progress("processes", "stopping daemons")
+        inodes = set()
+        for ns in state.namespaces:
+            if netnsutil.exists(ns):
+                inodes.add(netnsutil.inode(ns))
+        pids = [r.pid for r in state.processes if supervisor.alive(r)]
+        pids += [p for p in netnsutil.pids_in(inodes) if p not in pids and p != os.getpid()]
+        supervisor.terminate(pids)
+        self.progress("links", "management ports and bridge")
+        with IPRoute() as root:
+            for port in state.host_ports + [state.bridge]:
+                for index in root.link_lookup(ifname=port):
+                    try:
+                        root.link("del", index=index)
+                    except NetlinkError as exc:
+                        problems.append(f"link {port}: {exc.args[1]}")
+        self.progress("namespaces", f"{len(state.namespaces)} namespaces")
+        for ns in state.namespaces:
+            netnsutil.delete(ns)
+        if _nft_has_table(state.nft_table):
+            _nft(f"delete table inet {state.nft_table}\n")
+        leftovers = [p for p in netnsutil.pids_in(inodes) if p != os.getpid()]
+        if leftovers:
+            problems.append(f"processes still running: {leftovers}")
+        return problems
+
+
+def _route_dst(route: dict) -> str:  # type: ignore[type-arg]
+    for key, value in route.get("attrs", []):
+        if key == "RTA_DST":
+            return str(value)
+    return "0.0.0.0"
+
+
+def _add_veth(root: IPRoute, name: str, index: int, ns_fd: int,
+              peer: str, peer_index: int, peer_ns_fd: int | None) -> None:
+    """One RTM_NEWLINK creating both ends, each in its namespace with its ifindex."""
+    peer_attrs: list[tuple[str, object]] = [("IFLA_IFNAME", peer)]
+    if peer_ns_fd is not None:
+        peer_attrs.append(("IFLA_NET_NS_FD", peer_ns_fd))
+    msg = ifinfmsg()
+    msg["index"] = index
+    msg["attrs"] = [
+        ("IFLA_IFNAME", name),
+        ("IFLA_NET_NS_FD", ns_fd),
+        ("IFLA_LINKINFO", {"attrs": [
+            ("IFLA_INFO_KIND", "veth"),
+            ("IFLA_INFO_DATA", {"attrs": [("VETH_INFO_PEER", {"index": peer_index, "attrs": peer_attrs})]}),
+        ]}),
+    ]
+    try:
+        root.nlm_request(msg, msg_type=RTM_NEWLINK,
+                         msg_flags=NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL)
+    except NetlinkError as exc:
+        raise LabError(f"cannot create veth {name} <-> {peer}: {exc.args[1]}") from None
+
+
+def _configure(ipr: IPRoute, iface: Interface) -> None:
+    index = ipr.link_lookup(ifname=iface.name)[0]
+    ipr.link("set", index=index, ifalias=iface.alias, mtu=iface.mtu, state="up")
+    if iface.address:
+        address = IPv4Interface(iface.address)
+        ipr.addr("add", index=index, address=str(address.ip), prefixlen=address.network.prefixlen)
+
+
+def _nft(ruleset: str, check: bool = True) -> None:
+    result = subprocess.run(["nft", "-f", "-"], input=ruleset, text=True, capture_output=True)
+    if check and result.returncode != 0:
+        raise LabError(f"nft refused the ruleset: {result.stderr.strip()}")
+
+
+def _nft_has_table(table: str) -> bool:
+    result = subprocess.run(["nft", "list", "table", "inet", table], capture_output=True, text=True)
+    return result.returncode == 0
+
+
+def _tail(log: str, lines: int = 3) -> str:
+    try:
+        return " | ".join(Path(log).read_text().strip().splitlines()[-lines:])
+    except OSError:
+        return "(no log)"

@@ -1,0 +1,366 @@
+"""`lab`: validate, render, bring up, inspect and tear down emulated vendor topologies."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from enum import Enum
+from pathlib import Path
+from typing import Any, Callable, NoReturn, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from . import __version__, hostcheck, netnsutil, plan as planmod
+from .diagnostics import LabError, TopologyInvalid
+from .state import STATE_ROOT, LabState, running_labs, state_dir
+from .validate import LoadedTopology, load_topology
+
+app = typer.Typer(
+    name="lab",
+    help="Real-packet network emulation: Junos-like and IOS-like topologies in Linux network namespaces.\n\n"
+    "A topology file (labs/*.yml) becomes a plan (namespaces, veths, addresses, configs, daemons);\n"
+    "the netns backend applies it with real BGP (BIRD) and kernel forwarding.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+out = Console()
+err = Console(stderr=True)
+
+TopologyArg = typer.Argument(..., exists=False, help="Topology file, e.g. labs/topology3.yml.")
+
+
+def _fail(message: str, code: int = 1) -> NoReturn:
+    err.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    raise typer.Exit(code)
+
+
+def _guarded(fn: Callable[[], Any]) -> Any:
+    """Every LabError is one clear sentence and an exit code, never a traceback."""
+    try:
+        return fn()
+    except TopologyInvalid as exc:
+        for diag in exc.diagnostics:
+            err.print(diag.render(), highlight=False, soft_wrap=True, markup=False)
+        err.print(f"[red]{len(exc.diagnostics)} error(s)[/]")
+        raise typer.Exit(exc.exit_code) from None
+    except LabError as exc:
+        _fail(str(exc), exc.exit_code)
+
+
+def _load(path: Path, check_host: bool = True) -> LoadedTopology:
+    routes = []
+    if check_host:
+        try:
+            lab_name = _peek_name(path)
+            own = tuple(s.bridge for s in running_labs() if s.name == lab_name)
+            routes = hostcheck.root_routes(own)
+        except (OSError, ImportError):
+            routes = []
+    return load_topology(path, routes)
+
+
+def _peek_name(path: Path) -> str | None:
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text())
+        return str(data.get("name")) if isinstance(data, dict) else None
+    except (OSError, yaml.YAMLError):
+        return None
+
+
+@app.command()
+def validate(
+    topology: Path = TopologyArg,
+    json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+    no_host_check: bool = typer.Option(False, "--no-host-check",
+                                       help="Skip the check against this host's routes."),
+) -> None:
+    """Check a topology file: every error at once, as FILE:LINE: yaml.path: message (hint). Exit 2 if invalid."""
+    try:
+        loaded = _load(topology, check_host=not no_host_check)
+    except TopologyInvalid as exc:
+        if json_out:
+            out.print_json(json.dumps({"valid": False, "errors": [d.to_json() for d in exc.diagnostics]}))
+            raise typer.Exit(2) from None
+        _guarded(lambda: (_ for _ in ()).throw(exc))
+        return
+    topo = loaded.topology
+    if json_out:
+        out.print_json(json.dumps({"valid": True, "name": topo.name, "nodes": len(topo.nodes),
+                                   "links": len(topo.links)}))
+    else:
+        out.print(f"{topology}: valid ({len(topo.nodes)} nodes, {len(topo.links)} links, "
+                  f"{topo.services.load_balancing}, {topo.services.use_case})")
+
+
+@app.command()
+def render(
+    topology: Path = TopologyArg,
+    out_dir: Path = typer.Option(..., "--out", "-o", help="Folder to write the plan and configs into."),
+) -> None:
+    """Write the complete plan (plan.json) and every rendered config to a folder. No root needed."""
+
+    def run() -> None:
+        loaded = _load(topology, check_host=False)
+        plan = planmod.build(loaded.topology, str(topology), str(STATE_ROOT))
+        for rel, content in plan.files.items():
+            target = out_dir / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(content)
+        out.print(f"wrote {len(plan.files)} files to {out_dir}")
+
+    _guarded(run)
+
+
+def _preflight_up(loaded: LoadedTopology) -> planmod.LabPlan:
+    hostcheck.require_root()
+    hostcheck.require_kernel()
+    hostcheck.require_tools()
+    plan = planmod.build(loaded.topology, str(loaded.path), str(STATE_ROOT))
+    existing = state_dir(plan.name)
+    if (existing / "state.json").exists():
+        state = LabState.load(existing)
+        if any(netnsutil.exists(ns) for ns in state.namespaces):
+            raise LabError(f"lab {plan.name} is already up ({state.status}, from {state.source}); "
+                           f"`lab down --name {plan.name}` first")
+    taken = [ns.name for ns in plan.namespaces if netnsutil.exists(ns.name)]
+    if taken:
+        raise LabError(f"namespaces {', '.join(taken[:5])} exist but belong to no running lab record; "
+                       f"`lab down {loaded.path}` removes them")
+    return plan
+
+
+@app.command()
+def up(
+    topology: Path = TopologyArg,
+    timeout: float = typer.Option(30.0, help="Seconds to wait for every BGP session and route."),
+    json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+) -> None:
+    """Bring a lab up: namespaces, links, addresses, daemons; exit 0 only once BGP is established
+    and the expected routes are in the kernel. On any failure (or Ctrl-C) everything is removed."""
+    from .backends.netns import NetnsBackend
+
+    started = time.monotonic()
+
+    def progress(step: str, detail: str) -> None:
+        if not json_out:
+            err.print(f"[dim]{time.monotonic() - started:6.2f}s[/] [cyan]{step:<11}[/] {detail}", highlight=False)
+
+    def run() -> None:
+        loaded = _load(topology)
+        plan = _preflight_up(loaded)
+        backend = NetnsBackend(progress)
+        signal.signal(signal.SIGTERM, _raise_interrupt)
+        try:
+            state = backend.up(plan, ready_timeout=timeout)
+        except BaseException as exc:
+            progress("cleanup", "removing everything this attempt created")
+            state = LabState.load(state_dir(plan.name))
+            NetnsBackend().down(state)
+            _remove_state(plan.name)
+            if isinstance(exc, KeyboardInterrupt):
+                raise LabError("interrupted; the lab was removed") from None
+            if isinstance(exc, LabError):
+                raise LabError(f"{exc} — the lab was removed") from None
+            raise
+        elapsed = time.monotonic() - started
+        if json_out:
+            out.print_json(json.dumps({"name": plan.name, "status": state.status, "seconds": round(elapsed, 3),
+                                       "nodes": {n.name: n.mgmt_address for n in plan.nodes}}))
+        else:
+            out.print(f"[green]lab {plan.name} is up[/] in {elapsed:.2f} s: {len(plan.nodes)} nodes, "
+                      f"{len(plan.sessions) // 2} BGP sessions established. Try `lab status` or "
+                      f"`lab exec {plan.nodes[0].name} -- ip route`.")
+
+    _guarded(run)
+
+
+def _raise_interrupt(signum: int, frame: object) -> NoReturn:
+    raise KeyboardInterrupt
+
+
+def _remove_state(name: str) -> None:
+    import shutil
+
+    shutil.rmtree(state_dir(name), ignore_errors=True)
+
+
+@app.command()
+def down(
+    topology: Optional[Path] = typer.Argument(None, help="Topology file of the lab to remove."),
+    name: Optional[str] = typer.Option(None, "--name", "-n", help="Lab name instead of a file."),
+    all_labs: bool = typer.Option(False, "--all", help="Remove every running lab."),
+) -> None:
+    """Tear a lab down: daemons, namespaces, links, bridge, nft table and state. Safe to repeat."""
+    from .backends.netns import NetnsBackend
+
+    def run() -> None:
+        hostcheck.require_root()
+        targets: list[LabState] = []
+        if all_labs:
+            targets = running_labs()
+        else:
+            lab = name or (_peek_name(topology) if topology else None)
+            if lab is None:
+                raise LabError("say which lab: a topology file, --name NAME or --all")
+            if (state_dir(lab) / "state.json").exists():
+                targets = [LabState.load(state_dir(lab))]
+            elif topology is not None:
+                targets = [_state_from_plan(topology)]
+            else:
+                raise LabError(f"no running lab named {lab} (see `lab status`)")
+        if not targets:
+            out.print("no lab is running")
+        for state in targets:
+            started = time.monotonic()
+            problems = NetnsBackend().down(state)
+            _remove_state(state.name)
+            if problems:
+                raise LabError(f"lab {state.name}: " + "; ".join(problems))
+            out.print(f"lab {state.name} is down ({time.monotonic() - started:.2f} s)")
+
+    _guarded(run)
+
+
+def _state_from_plan(topology: Path) -> LabState:
+    """No record (lab up killed before writing it): clean what the plan would have created."""
+    loaded = _load(topology, check_host=False)
+    plan = planmod.build(loaded.topology, str(topology), str(STATE_ROOT))
+    return LabState(plan.name, plan.source, plan.state_dir, "unknown", [ns.name for ns in plan.namespaces],
+                    plan.mgmt.bridge, [p.host_port for p in plan.mgmt.ports], plan.mgmt.nft_table,
+                    plan.mgmt.subnet)
+
+
+@app.command()
+def status(
+    name: Optional[str] = typer.Argument(None, help="Lab name (default: every running lab)."),
+    json_out: bool = typer.Option(False, "--json", help="Print as JSON for automation."),
+) -> None:
+    """Running labs: nodes, namespaces, management addresses, daemons and BGP sessions."""
+    from . import status as statusmod
+
+    def run() -> None:
+        labs = [s for s in running_labs() if name in (None, s.name)]
+        if name and not labs:
+            raise LabError(f"no running lab named {name}")
+        reports = [statusmod.collect(s) for s in labs]
+        if json_out:
+            sys.stdout.write(statusmod.to_json(reports))
+            return
+        if not reports:
+            out.print("no lab is running")
+        for report in reports:
+            out.print(f"[bold]{report.name}[/] ({report.source}) {report.status}, management {report.mgmt_subnet}, "
+                      f"namespaces {report.namespaces_present}/{report.namespaces_expected}")
+            table = Table("node", "kind", "mgmt", "namespaces", "daemons", "BGP")
+            for node in report.nodes:
+                daemons = ", ".join(f"{d.name}({d.pid})" if d.running else f"[red]{d.name} down[/]"
+                                    for d in node.daemons)
+                est = sum(1 for s in node.bgp if s.info.startswith("Established"))
+                bgp = f"{est}/{len(node.bgp)} established" if node.bgp else "-"
+                table.add_row(node.name, node.kind, node.mgmt_address.split("/")[0],
+                              "\n".join(node.namespaces), daemons or "-", bgp)
+            out.print(table)
+
+    _guarded(run)
+
+
+@app.command(name="exec", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def exec_(
+    ctx: typer.Context,
+    node: str = typer.Argument(..., help="Node name, e.g. srx1."),
+    lab: Optional[str] = typer.Option(None, "--lab", "-l", help="Lab name (needed when several run)."),
+    instance: Optional[str] = typer.Option(None, "--instance", "-i",
+                                           help="Routing instance of an mx, e.g. TRUST-VR."),
+) -> None:
+    """Run a command inside a node's namespace: `lab exec srx1 -- ip route`."""
+
+    def run() -> None:
+        command = list(ctx.args)
+        if not command:
+            raise LabError("give a command after --, e.g. `lab exec srx1 -- ip route`")
+        state = _pick_lab(lab)
+        ns = f"{state.name}-{node}" + (f"-{instance.lower()}" if instance else "")
+        if ns not in state.namespaces:
+            nodes = sorted({n[len(state.name) + 1:] for n in state.namespaces})
+            raise LabError(f"lab {state.name} has no node/instance '{node}{'/' + instance if instance else ''}' "
+                           f"(namespaces: {', '.join(nodes)})")
+        hostcheck.require_root()
+        fd = os.open(netnsutil.path(ns), os.O_RDONLY)
+        if netnsutil._libc.setns(fd, netnsutil.CLONE_NEWNET) != 0:
+            raise LabError(f"cannot enter namespace {ns}")
+        sys.stdout.flush()
+        try:
+            os.execvp(command[0], command)
+        except FileNotFoundError:
+            raise LabError(f"command not found: {command[0]}") from None
+
+    _guarded(run)
+
+
+def _pick_lab(name: str | None) -> LabState:
+    labs = running_labs()
+    if name:
+        for state in labs:
+            if state.name == name:
+                return state
+        raise LabError(f"no running lab named {name}")
+    if len(labs) == 1:
+        return labs[0]
+    if not labs:
+        raise LabError("no lab is running (`lab up labs/topology3.yml`)")
+    raise LabError(f"several labs run ({', '.join(s.name for s in labs)}): pick one with --lab")
+
+
+class GraphFormat(str, Enum):
+    svg = "svg"
+    png = "png"
+    mermaid = "mermaid"
+    dot = "dot"
+
+
+@app.command()
+def graph(
+    topology: Path = TopologyArg,
+    fmt: GraphFormat = typer.Option(GraphFormat.mermaid, "--format", "-f", help="Output format."),
+    output: Optional[Path] = typer.Option(None, "--out", "-o", help="File to write (default: stdout for text)."),
+) -> None:
+    """Draw the topology: Mermaid or DOT text, or SVG/PNG through Graphviz."""
+    from . import graph as graphmod
+
+    def run() -> None:
+        topo = _load(topology, check_host=False).topology
+        if fmt in (GraphFormat.mermaid, GraphFormat.dot):
+            text = graphmod.mermaid(topo) if fmt == GraphFormat.mermaid else graphmod.dot(topo)
+            if output:
+                output.write_text(text)
+            else:
+                sys.stdout.write(text)
+            return
+        data = graphmod.render_image(topo, fmt.value)
+        target = output or Path(f"{topo.name}.{fmt.value}")
+        target.write_bytes(data)
+        out.print(f"wrote {target}")
+
+    _guarded(run)
+
+
+@app.command()
+def version() -> None:
+    """Print the version."""
+    out.print(__version__)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,105 @@
+"""Network namespaces without a process per call: unshare/setns/mount through libc.
+
+`ip netns add` forks `ip`; pyroute2's netns.create forks too (~8 ms each). Here the calling
+thread unshares, bind-mounts its new namespace at /run/netns/NAME and returns with setns, so
+creating a lab's namespaces costs a few hundred microseconds each.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import os
+from pathlib import Path
+from typing import Iterator
+
+NETNS_RUN_DIR = Path("/run/netns")
+CLONE_NEWNET = 0x40000000
+MS_BIND = 0x1000
+MNT_DETACH = 0x2
+
+_libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def path(name: str) -> Path:
+    return NETNS_RUN_DIR / name
+
+
+def exists(name: str) -> bool:
+    return path(name).exists()
+
+
+def list_names() -> list[str]:
+    if not NETNS_RUN_DIR.is_dir():
+        return []
+    return sorted(p.name for p in NETNS_RUN_DIR.iterdir())
+
+
+@contextlib.contextmanager
+def entered(name: str) -> Iterator[None]:
+    """Run the body with this thread inside namespace NAME (sockets opened here stay bound to it)."""
+    home = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
+    target = os.open(path(name), os.O_RDONLY)
+    try:
+        _check(_libc.setns(target, CLONE_NEWNET), f"setns into {name}")
+        yield
+    finally:
+        _check(_libc.setns(home, CLONE_NEWNET), "setns back to the original namespace")
+        os.close(home)
+        os.close(target)
+
+
+def create(name: str) -> None:
+    """Create /run/netns/NAME like `ip netns add`, failing if it already exists."""
+    NETNS_RUN_DIR.mkdir(parents=True, exist_ok=True)
+    target = path(name)
+    fd = os.open(target, os.O_RDONLY | os.O_CREAT | os.O_EXCL, 0o444)
+    os.close(fd)
+    home = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
+    try:
+        _check(_libc.unshare(CLONE_NEWNET), "unshare(CLONE_NEWNET)")
+        try:
+            _check(_libc.mount(b"/proc/thread-self/ns/net", str(target).encode(), b"none", MS_BIND, None),
+                   f"bind-mount namespace {name}")
+        finally:
+            _check(_libc.setns(home, CLONE_NEWNET), "setns back to the original namespace")
+    except OSError:
+        target.unlink(missing_ok=True)
+        raise
+    finally:
+        os.close(home)
+
+
+def delete(name: str) -> bool:
+    """Unmount and remove /run/netns/NAME; True if it existed. Devices die with the last user."""
+    target = path(name)
+    if not target.exists():
+        return False
+    _libc.umount2(str(target).encode(), MNT_DETACH)
+    target.unlink(missing_ok=True)
+    return True
+
+
+def inode(name: str) -> int:
+    return os.stat(path(name)).st_ino
+
+
+def pids_in(inodes: set[int]) -> list[int]:
+    """Processes whose network namespace is one of these (a lab owns what runs in its namespaces)."""
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            if os.stat(f"/proc/{entry.name}/ns/net").st_ino in inodes:
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return sorted(found)

@@ -1,0 +1,71 @@
+"""A running lab's record on disk: what it created and which processes it runs.
+
+Written before anything is created (a journal), so `lab down` can clean up after a crash or
+a kill -9 of `lab up`. Lives in /run/lab/NAME (tmpfs: it vanishes with the namespaces on reboot).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from .supervisor import ProcessRecord
+
+STATE_ROOT = Path(os.environ.get("LAB_STATE_ROOT", "/run/lab"))
+
+
+@dataclass
+class LabState:
+    name: str
+    source: str
+    state_dir: str
+    status: str  # "creating" | "ready" | "failed" | "destroying"
+    namespaces: list[str]
+    bridge: str
+    host_ports: list[str]
+    nft_table: str
+    mgmt_subnet: str
+    processes: list[ProcessRecord] = field(default_factory=list)
+    created_at: float = 0.0
+    ready_at: float = 0.0
+
+    @property
+    def path(self) -> Path:
+        return Path(self.state_dir) / "state.json"
+
+    def save(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(self), indent=2, sort_keys=True) + "\n")
+        os.replace(tmp, self.path)
+
+    @classmethod
+    def load(cls, state_dir: Path) -> LabState:
+        data = json.loads((state_dir / "state.json").read_text())
+        data["processes"] = [ProcessRecord(**p) for p in data.get("processes", [])]
+        return cls(**data)
+
+    def process(self, node: str, name: str) -> ProcessRecord | None:
+        for record in self.processes:
+            if record.node == node and record.name == name:
+                return record
+        return None
+
+
+def state_dir(name: str) -> Path:
+    return STATE_ROOT / name
+
+
+def running_labs() -> list[LabState]:
+    if not STATE_ROOT.is_dir():
+        return []
+    labs = []
+    for entry in sorted(STATE_ROOT.iterdir()):
+        if (entry / "state.json").is_file():
+            try:
+                labs.append(LabState.load(entry))
+            except (ValueError, TypeError, KeyError):
+                continue
+    return labs

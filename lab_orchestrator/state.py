@@ -28,6 +28,7 @@ class LabState:
     nft_table: str
     mgmt_subnet: str
     processes: list[ProcessRecord] = field(default_factory=list)
+    supervisor_pid: int = 0
     created_at: float = 0.0
     ready_at: float = 0.0
 

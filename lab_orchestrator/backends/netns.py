@@ -176,11 +176,14 @@ class NetnsBackend:
     def _start_processes(self, plan: LabPlan, state: LabState) -> None:
         self.progress("processes", f"{len(plan.processes)} daemons")
         logs = Path(plan.state_dir) / "logs"
+        sup = supervisor.Supervisor(plan.state_dir)
+        state.supervisor_pid = sup.start()
+        state.save()
         for proc in plan.processes:
-            record = supervisor.spawn(proc.node, proc.name, proc.ns, proc.argv,
-                                      logs / f"{proc.node}-{proc.name}.log")
+            record = sup.spawn(proc.node, proc.name, proc.ns, proc.argv,
+                               str(logs / f"{proc.node}-{proc.name}.log"))
             state.processes.append(record)
-            state.save()
+        state.save()
 
     def _wait_ready(self, plan: LabPlan, state: LabState, timeout: float) -> None:
         self.progress("bgp", f"waiting for {len(plan.sessions)} BGP sessions")
@@ -234,7 +237,11 @@ class NetnsBackend:
                 inodes.add(netnsutil.inode(ns))
         pids = [r.pid for r in state.processes if supervisor.alive(r)]
         pids += [p for p in netnsutil.pids_in(inodes) if p not in pids and p != os.getpid()]
-        supervisor.terminate(pids)
+        sup = supervisor.Supervisor(state.state_dir)
+        if sup.running():
+            sup.stop(pids)  # the supervisor reaps them: nothing lingers as a zombie
+            sup.shutdown()
+        supervisor.terminate(pids)  # whatever is left (supervisor gone after a crash)
         self.progress("links", "management ports and bridge")
         with IPRoute() as root:
             for port in state.host_ports + [state.bridge]:

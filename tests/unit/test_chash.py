@@ -252,17 +252,20 @@ def test_remove_interleaves_receivers() -> None:
     assert [after.buckets[i] for i in (0, 3, 6, 9)] == ["b", "c", "b", "c"]
 
 
-def test_remove_extra_goes_to_the_biggest_holder() -> None:
-    # a b c c a b c c: c holds 4, a and b hold 2. Removing a leaves 6 buckets for b and c:
-    # b gets both (3 + 3 would need c to give one away, and c must keep all of its).
-    table = SelectorTable(("a", "b", "c", "c", "a", "b", "c", "c"))
-    assert remove_member(table, "a").buckets == ("b", "b", "c", "c", "b", "b", "c", "c")
-    # b c b c c a: b, c hold 2+... removing a's single bucket goes to the smaller holder, b.
-    table = SelectorTable(("b", "c", "b", "c", "c", "a"))
-    assert remove_member(table, "a").buckets[5] == "b"
-    # Equal holders: the one that received fewer wins. b and c hold 2, a holds 2, d holds 2;
-    # removing d (indices 6, 7) sends one bucket each to the earliest two by order.
-    table = SelectorTable(("a", "b", "c", "a", "b", "c", "d", "d"))
+def test_remove_fills_the_smallest_holders_first() -> None:
+    # c holds 4, a and b hold 2: both of a's buckets go to b.
+    table = SelectorTable(tuple("abccabcc"))
+    assert "".join(remove_member(table, "a").buckets) == "bbccbbcc"
+
+
+def test_remove_ties_go_to_fewer_received_then_order() -> None:
+    # a holds 2, b holds 3, d's buckets are 2 and 5. Bucket 2 goes to a (smaller); then a and
+    # b both hold 3 and b takes bucket 5 because a has already received one: each survivor
+    # gets one bucket rather than a getting both.
+    table = SelectorTable(tuple("abdbadb"))
+    assert "".join(remove_member(table, "d", ["a", "b", "d"]).buckets) == "abababb"
+    # All equal: the earliest in order wins, whichever order is given.
+    table = SelectorTable(tuple("abcabcdd"))
     assert remove_member(table, "d", ["a", "b", "c", "d"]).buckets[6:] == ("a", "b")
     assert remove_member(table, "d", ["c", "b", "a", "d"]).buckets[6:] == ("c", "b")
 
@@ -334,10 +337,11 @@ def test_add_small_examples_break_ties_by_order() -> None:
 @pytest.mark.parametrize(
     ("buckets", "expected"),
     [
-        # a holds 4, b 3: the newcomer takes one from each, not two from the bigger one.
-        ("abababa", "abababa"[:4] + "cbc"),
-        # Same with the bigger holder later in order (b) so order alone cannot explain it.
-        ("abababb", "abab" + "acc"),
+        # a holds 4, b 3: the newcomer takes one from each (their highest-index buckets 5
+        # and 6), not two from the bigger one.
+        ("abababa", "ababacc"),
+        # Same with the bigger holder later in order (b), so order alone cannot explain it.
+        ("abababb", "ababcbc"),
     ],
 )
 def test_add_takes_one_from_each_of_two(buckets: str, expected: str) -> None:

@@ -51,6 +51,13 @@ def _guarded(fn: Callable[[], Any]) -> Any:
         raise typer.Exit(exc.exit_code) from None
     except LabError as exc:
         _fail(str(exc), exc.exit_code)
+    except (typer.Exit, typer.Abort, KeyboardInterrupt):
+        raise
+    except Exception as exc:  # a bug: say so plainly; the traceback is one variable away
+        if os.environ.get("LAB_DEBUG"):
+            raise
+        _fail(f"internal error ({type(exc).__name__}: {exc}); this is a bug in lab — "
+              f"rerun with LAB_DEBUG=1 for the traceback and report it", 70)
 
 
 def _load(path: Path, check_host: bool = True) -> LoadedTopology:

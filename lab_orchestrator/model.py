@@ -84,12 +84,22 @@ class Node(Strict):
     # srx with use_case cgnat: its own source NAT pool (else taken from addressing.nat).
     nat_pool: IPv4Network | None = None
     interfaces: dict[str, InterfaceSettings] = {}
+    # host: default gateway (else the peer of its first link, or the first router on its LAN)
+    gateway: IPv4Address | None = None
+    routes: list[StaticRoute] = []
     ikev2_cluster: Ikev2Cluster | None = None
     ikev2: Ikev2 | None = None
 
 
+class StaticRoute(Strict):
+    prefix: IPv4Network
+    via: IPv4Address
+
+
 class Link(Strict):
-    endpoints: list[str] = Field(min_length=2, max_length=2)
+    """Two endpoints: a point-to-point veth. More: a LAN (a bridge in a namespace of its own)."""
+
+    endpoints: list[str] = Field(min_length=2, max_length=64)
     zone: Zone | None = None
     addresses: list[IPv4Interface] | None = None
     mtu: int = Field(default=1500, ge=576, le=9216)
@@ -98,6 +108,7 @@ class Link(Strict):
 class Addressing(Strict):
     p2p: IPv4Network = IPv4Network("198.18.0.0/17")
     loopback: IPv4Network = IPv4Network("198.18.128.0/20")
+    lan: IPv4Network = IPv4Network("198.18.192.0/18")
     nat: IPv4Network = IPv4Network("198.51.100.0/24")
     nat_prefixlen: int = Field(default=28, ge=8, le=32)
     mgmt: IPv4Network | None = None

@@ -53,14 +53,25 @@ class Interface:
     ifindex: int
     mtu: int
     zone: str | None
-    peer_node: str | None
+    peer_node: str | None  # the node at the other end; for a LAN port, None
     peer_alias: str | None
+    lan: str | None = None  # namespace of the LAN switch this interface is plugged into
 
 
 @dataclass(frozen=True)
 class Veth:
     a: Interface
     b: Interface
+    link_index: int
+
+
+@dataclass(frozen=True)
+class Bridge:
+    """A LAN: a Linux bridge in a namespace of its own, one veth port per attached interface."""
+
+    ns: str
+    name: str
+    ports: tuple[str, ...]
     link_index: int
 
 
@@ -116,6 +127,15 @@ class Process:
 
 
 @dataclass(frozen=True)
+class Ruleset:
+    """An nftables file loaded atomically inside a namespace before the daemons start."""
+
+    node: str
+    ns: str
+    file: str  # relative to the state dir
+
+
+@dataclass(frozen=True)
 class ExpectedRoute:
     ns: str
     prefix: str
@@ -146,10 +166,12 @@ class LabPlan:
     nodes: list[NodePlan]
     namespaces: list[Namespace]
     veths: list[Veth]
+    bridges: list[Bridge]
     routes: list[Route]
     sessions: list[BgpSession]
     processes: list[Process]
     expected_routes: list[ExpectedRoute]
+    rulesets: list[Ruleset] = field(default_factory=list)
     files: dict[str, str] = field(default_factory=dict)  # path relative to state_dir -> content
 
     def node(self, name: str) -> NodePlan:
@@ -159,6 +181,12 @@ class LabPlan:
         raise KeyError(name)
 
     def interfaces(self) -> Iterator[Interface]:
+        """Interfaces of the emulated nodes (LAN switch ports excluded)."""
+        for iface in self.all_interfaces():
+            if iface.ns != iface.lan:
+                yield iface
+
+    def all_interfaces(self) -> Iterator[Interface]:
         for veth in self.veths:
             yield veth.a
             yield veth.b
@@ -258,31 +286,50 @@ def build(topo: Topology, source: str = "", state_root: str = DEFAULT_STATE_ROOT
                                    plan_node.mgmt_address, ifindex))
 
     veths: list[Veth] = []
+    bridges: list[Bridge] = []
+    lans = _Allocator(topo.addressing.lan, 24, explicit)
     for link_index, link in enumerate(topo.links):
         ends = [e.partition(":") for e in link.endpoints]
-        subnet = link.addresses[0].network if link.addresses else p2p.next()
-        addresses = [str(a) for a in link.addresses] if link.addresses else \
-            [f"{ip}/{subnet.prefixlen}" for ip in list(subnet)[:2]]
+        is_lan = len(ends) > 2
+        if link.addresses:
+            addresses = [str(a) for a in link.addresses]
+        else:
+            subnet = lans.next() if is_lan else p2p.next()
+            hosts = list(subnet.hosts()) if is_lan else list(subnet)
+            addresses = [f"{ip}/{subnet.prefixlen}" for ip in hosts[:len(ends)]]
+        lan_ns = naming.namespace(lab, f"lan{link_index}") if is_lan else None
+        if lan_ns:
+            namespaces.append(Namespace(lan_ns, f"lan{link_index}", None, _NO_IPV6))
+            bridges.append(Bridge(lan_ns, "br0", tuple(f"p{j}" for j in range(len(ends))), link_index))
         pair = []
         for side, (node_name, _, alias) in enumerate(ends):
             node = topo.nodes[node_name]
-            other = ends[1 - side]
+            other = None if is_lan else ends[1 - side]
             instance = _instance_of(node, link)
             ifindex += 1
-            pair.append(Interface(
+            iface = Interface(
                 ns=naming.namespace(lab, node_name, instance), node=node_name, instance=instance,
                 name=naming.linux_ifname(alias), alias=alias, address=addresses[side],
                 ifindex=ifindex, mtu=link.mtu, zone=link.zone,
-                peer_node=other[0], peer_alias=other[2],
-            ))
-        veths.append(Veth(pair[0], pair[1], link_index))
+                peer_node=other[0] if other else None, peer_alias=other[2] if other else None, lan=lan_ns,
+            )
+            if lan_ns:
+                ifindex += 1
+                port = Interface(ns=lan_ns, node=f"lan{link_index}", instance=None, name=f"p{side}",
+                                 alias=f"{node_name}:{alias}", address=None, ifindex=ifindex, mtu=link.mtu,
+                                 zone=link.zone, peer_node=node_name, peer_alias=alias, lan=lan_ns)
+                veths.append(Veth(iface, port, link_index))
+            else:
+                pair.append(iface)
+        if not is_lan:
+            veths.append(Veth(pair[0], pair[1], link_index))
 
     plan = LabPlan(
         name=lab, source=source, state_dir=state_dir,
         load_balancing=topo.services.load_balancing, use_case=topo.services.use_case,
         mgmt=Mgmt(naming.mgmt_bridge(lab), str(mgmt_subnet), f"{host_address}/{mgmt_subnet.prefixlen}",
                   naming.root_nft_table(lab), tuple(mgmt_ports)),
-        nodes=nodes, namespaces=namespaces, veths=veths, routes=[], sessions=[],
+        nodes=nodes, namespaces=namespaces, veths=veths, bridges=bridges, routes=[], sessions=[],
         processes=[], expected_routes=[],
     )
     plan.routes = list(_host_routes(topo, plan))
@@ -294,17 +341,34 @@ def build(topo: Topology, source: str = "", state_root: str = DEFAULT_STATE_ROOT
 
 
 def _host_routes(topo: Topology, plan: LabPlan) -> Iterator[Route]:
-    """Hosts: AnyIP local routes for their prefixes, default route via their first link."""
+    """Hosts: AnyIP local routes for their prefixes and a default route; static routes of any node."""
     for name, node in topo.nodes.items():
+        ns = naming.namespace(plan.name, name)
+        for static in node.routes:
+            yield Route(ns, str(static.prefix), "unicast", via=str(static.via))
         if node.kind != "host":
             continue
-        ns = naming.namespace(plan.name, name)
         for prefix in node.prefixes:
             yield Route(ns, str(prefix), "local", dev="lo")
-        own = [i for i in plan.interfaces() if i.node == name]
-        if own:
-            peer = _peer_of(plan, own[0])
-            yield Route(ns, "0.0.0.0/0", "unicast", via=str(IPv4Interface(peer.address).ip) if peer.address else None)
+        gateway = str(node.gateway) if node.gateway else _default_gateway(topo, plan, name)
+        if gateway:
+            yield Route(ns, "0.0.0.0/0", "unicast", via=gateway)
+
+
+def _default_gateway(topo: Topology, plan: LabPlan, host: str) -> str | None:
+    """The peer of the host's first link, or on a LAN the first router's address."""
+    own = [i for i in plan.interfaces() if i.node == host]
+    if not own:
+        return None
+    first = own[0]
+    if first.lan is None:
+        peer = _peer_of(plan, first)
+        return str(IPv4Interface(peer.address).ip) if peer.address else None
+    for iface in plan.interfaces():
+        if iface.lan == first.lan and iface.address and iface.node in topo.nodes \
+                and topo.nodes[iface.node].kind != "host":
+            return str(IPv4Interface(iface.address).ip)
+    return None
 
 
 def _peer_of(plan: LabPlan, iface: Interface) -> Interface:
@@ -317,9 +381,9 @@ def _peer_of(plan: LabPlan, iface: Interface) -> Interface:
 
 
 def _bgp_sessions(topo: Topology, plan: LabPlan) -> Iterator[BgpSession]:
-    """eBGP on every link between two BGP speakers, except an MNHA ICL (netlab's habit)."""
+    """eBGP on every point-to-point link between two BGP speakers, except an MNHA ICL."""
     for veth in plan.veths:
-        if veth.a.zone == "icl":
+        if veth.a.zone == "icl" or veth.a.lan is not None:
             continue
         for local, remote in ((veth.a, veth.b), (veth.b, veth.a)):
             local_node, remote_node = topo.nodes[local.node], topo.nodes[remote.node]

@@ -12,7 +12,7 @@ import jinja2
 
 from . import naming
 from .model import Topology
-from .plan import BgpSession, ExpectedRoute, Interface, LabPlan, NodePlan, Process
+from .plan import BgpSession, ExpectedRoute, Interface, LabPlan, NodePlan, Process, Ruleset
 
 
 def templates_dir() -> Path:
@@ -132,6 +132,21 @@ def _device_config(topo: Topology, plan: LabPlan, node: NodePlan, env: jinja2.En
     node.files.append(name)
 
 
+def _srx_ruleset(topo: Topology, plan: LabPlan, node: NodePlan, env: jinja2.Environment) -> None:
+    if topo.nodes[node.name].kind != "srx":
+        return
+    own = _node_interfaces(plan, node.name)
+    pool = IPv4Network(node.nat_pool) if node.nat_pool else None
+    name = f"nodes/{node.name}/srx.nft"
+    plan.files[name] = env.get_template("srx.nft.j2").render(
+        node=node, plan=plan,
+        trust=[i.name for i in own if i.zone == "trust"], untrust=[i.name for i in own if i.zone == "untrust"],
+        pool_first=pool.network_address if pool else "", pool_last=pool.broadcast_address if pool else "",
+    )
+    node.files.append(name)
+    plan.rulesets.append(Ruleset(node.name, node.master_ns, name))
+
+
 def _expected_routes(topo: Topology, plan: LabPlan) -> list[ExpectedRoute]:
     """Readiness: each gateway has learned what the far side originates (the chain is complete)."""
     sides: dict[str, list[NodePlan]] = {"trust": [], "untrust": []}
@@ -159,5 +174,6 @@ def render_all(topo: Topology, plan: LabPlan) -> None:
     for node in plan.nodes:
         _bird_files(topo, plan, node, env)
         _device_config(topo, plan, node, env)
+        _srx_ruleset(topo, plan, node, env)
     plan.expected_routes = _expected_routes(topo, plan)
     plan.files["plan.json"] = plan.to_json()

@@ -160,8 +160,12 @@ def _check_links(topo: Topology, src: SourceMap) -> Iterable[Diagnostic]:
                 yield src.diag(path, f"{node}:{ifname} and {node}:{previous} both become Linux name '{linux}'",
                                "rename one of them")
             linux_names[(node, linux)] = ifname
-        if link.endpoints[0].partition(":")[0] == link.endpoints[1].partition(":")[0]:
-            yield src.diag(base + ("endpoints",), "a link joins two different nodes")
+        names = [e.partition(":")[0] for e in link.endpoints]
+        if len(set(names)) != len(names):
+            yield src.diag(base + ("endpoints",), "a link joins different nodes (a node appears twice)")
+        if len(names) > 2 and ("mx" in kinds or "srx" in kinds):
+            yield src.diag(base + ("endpoints",), "mx and srx connect point-to-point; a LAN (3+ endpoints) "
+                           "is for ios-router and host nodes")
         if "mx" in kinds and link.zone not in ("trust", "untrust"):
             yield src.diag(base, "a link of an mx needs zone: trust or untrust",
                            "the zone picks the routing instance (TRUST-VR / UNTRUST-VR)")
@@ -170,18 +174,18 @@ def _check_links(topo: Topology, src: SourceMap) -> Iterable[Diagnostic]:
         if "srx" in kinds and "mx" not in kinds and kinds != ["srx", "srx"] and link.zone is None:
             yield src.diag(base, "a link of an srx needs a zone", "trust or untrust")
         if link.addresses is not None:
-            yield from _check_link_addresses(link.addresses, base, src)
+            yield from _check_link_addresses(link.addresses, len(link.endpoints), base, src)
 
 
-def _check_link_addresses(addresses: list[IPv4Interface], base: YamlPath, src: SourceMap) -> Iterable[Diagnostic]:
-    if len(addresses) != 2:
-        yield src.diag(base + ("addresses",), "give one address per endpoint (two)")
+def _check_link_addresses(addresses: list[IPv4Interface], count: int, base: YamlPath,
+                          src: SourceMap) -> Iterable[Diagnostic]:
+    if len(addresses) != count:
+        yield src.diag(base + ("addresses",), f"give one address per endpoint ({count}), got {len(addresses)}")
         return
-    if addresses[0].network != addresses[1].network:
-        yield src.diag(base + ("addresses", 1), f"{addresses[1]} is not in the subnet of {addresses[0]}",
-                       "both ends of a link share one subnet")
-    if addresses[0].ip == addresses[1].ip:
-        yield src.diag(base + ("addresses", 1), f"both endpoints have address {addresses[0].ip}")
+    for index, address in enumerate(addresses[1:], start=1):
+        if address.network != addresses[0].network:
+            yield src.diag(base + ("addresses", index), f"{address} is not in the subnet of {addresses[0]}",
+                           "all ends of a link share one subnet")
 
 
 def _check_addresses(topo: Topology, src: SourceMap, host_routes: list[IPv4Network]) -> Iterable[Diagnostic]:

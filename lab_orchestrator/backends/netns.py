@@ -52,8 +52,10 @@ class NetnsBackend:
             self._links(plan)
             self._mgmt(plan)
             self._addresses(plan)
+            self._bridges(plan)
             self._routes(plan)
             self._guard_root(plan)
+            self._rulesets(plan)
             self._start_processes(plan, state)
             self._wait_ready(plan, state, ready_timeout)
         except NetlinkError as exc:
@@ -141,13 +143,22 @@ class NetnsBackend:
 
     def _addresses(self, plan: LabPlan) -> None:
         self.progress("addresses", "interfaces, aliases, loopbacks")
-        for iface in plan.interfaces():
+        for iface in plan.all_interfaces():
             _configure(self._ipr(iface.ns), iface)
         for node in plan.nodes:
             for instance, address in node.loopbacks.items():
                 ns = node.master_ns if not instance else next(
                     n for n in node.namespaces if n.endswith("-" + instance.lower()))
                 self._ipr(ns).addr("add", index=1, address=address, prefixlen=32)
+
+    def _bridges(self, plan: LabPlan) -> None:
+        for bridge in plan.bridges:
+            ipr = self._ipr(bridge.ns)
+            ipr.link("add", ifname=bridge.name, kind="bridge")
+            index = ipr.link_lookup(ifname=bridge.name)[0]
+            ipr.link("set", index=index, state="up")
+            for port in bridge.ports:
+                ipr.link("set", index=ipr.link_lookup(ifname=port)[0], master=index)
 
     def _routes(self, plan: LabPlan) -> None:
         for route in plan.routes:
@@ -172,6 +183,14 @@ class NetnsBackend:
             f"}}\n"
         )
         _nft(ruleset)
+
+    def _rulesets(self, plan: LabPlan) -> None:
+        if plan.rulesets:
+            self.progress("rulesets", f"{len(plan.rulesets)} nftables rulesets")
+        for ruleset in plan.rulesets:
+            result = run_in_namespace(ruleset.ns, ["nft", "-f", f"{plan.state_dir}/{ruleset.file}"])
+            if result.returncode != 0:
+                raise LabError(f"nft refused {ruleset.file} on {ruleset.node}: {result.stderr.strip()}")
 
     def _start_processes(self, plan: LabPlan, state: LabState) -> None:
         self.progress("processes", f"{len(plan.processes)} daemons")
@@ -303,6 +322,20 @@ def _nft(ruleset: str, check: bool = True) -> None:
     result = subprocess.run(["nft", "-f", "-"], input=ruleset, text=True, capture_output=True)
     if check and result.returncode != 0:
         raise LabError(f"nft refused the ruleset: {result.stderr.strip()}")
+
+
+def run_in_namespace(ns: str, argv: list[str], stdin: str | None = None,
+                     timeout: float = 10.0) -> subprocess.CompletedProcess[str]:
+    """Run a short command inside namespace NS (setns in the child; no `ip netns exec`)."""
+    target = str(netnsutil.path(ns))
+
+    def enter() -> None:  # pragma: no cover - runs in the child
+        fd = os.open(target, os.O_RDONLY)
+        if netnsutil._libc.setns(fd, netnsutil.CLONE_NEWNET) != 0:
+            raise OSError("setns failed")
+        os.close(fd)
+
+    return subprocess.run(argv, input=stdin, text=True, capture_output=True, preexec_fn=enter, timeout=timeout)
 
 
 def _nft_has_table(table: str) -> bool:

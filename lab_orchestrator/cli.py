@@ -130,7 +130,7 @@ def _preflight_up(loaded: LoadedTopology) -> planmod.LabPlan:
     hostcheck.require_root()
     hostcheck.require_kernel()
     hostcheck.require_tools()
-    plan = planmod.build(loaded.topology, str(loaded.path), str(STATE_ROOT))
+    plan = planmod.build(loaded.topology, str(loaded.path), str(STATE_ROOT), python=sys.executable)
     existing = state_dir(plan.name)
     if (existing / "state.json").exists():
         state = LabState.load(existing)

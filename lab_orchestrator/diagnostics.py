@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Iterable
 
 YamlPath = tuple[str | int, ...]
@@ -19,13 +19,14 @@ def dotted(path: YamlPath) -> str:
     return out or "(top)"
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(frozen=True)
 class Diagnostic:
+    # Every field takes part in equality: two different problems on one line are two diagnostics.
     file: str
     line: int
-    path: YamlPath = field(compare=False)
-    message: str = field(compare=False)
-    hint: str = field(default="", compare=False)
+    path: YamlPath
+    message: str
+    hint: str = ""
 
     def render(self) -> str:
         text = f"{self.file}:{self.line}: {dotted(self.path)}: {self.message}"
@@ -53,5 +54,7 @@ class TopologyInvalid(LabError):
     exit_code = 2
 
     def __init__(self, diagnostics: Iterable[Diagnostic]):
-        self.diagnostics = sorted(set(diagnostics), key=lambda d: (d.file, d.line, d.message))
+        # Exact repeats collapse; the order is total (no dependence on set iteration order).
+        unique = dict.fromkeys(diagnostics)
+        self.diagnostics = sorted(unique, key=lambda d: (d.file, d.line, dotted(d.path), d.message, d.hint))
         super().__init__("\n".join(d.render() for d in self.diagnostics))

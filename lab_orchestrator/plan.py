@@ -101,6 +101,17 @@ class Route:
     kind: str  # "unicast" | "local" | "blackhole"
     via: str | None = None
     dev: str | None = None
+    table: int | None = None  # None: main
+
+
+@dataclass(frozen=True)
+class Rule:
+    """Policy routing: packets with FWMARK look up TABLE (the MX selector's per-SRX tables)."""
+
+    ns: str
+    fwmark: int
+    table: int
+    priority: int
 
 
 @dataclass(frozen=True)
@@ -172,6 +183,7 @@ class LabPlan:
     processes: list[Process]
     expected_routes: list[ExpectedRoute]
     rulesets: list[Ruleset] = field(default_factory=list)
+    rules: list[Rule] = field(default_factory=list)
     files: dict[str, str] = field(default_factory=dict)  # path relative to state_dir -> content
 
     def node(self, name: str) -> NodePlan:
@@ -234,7 +246,8 @@ def _local_as(node: Node, instance: str | None) -> int | None:
     return node.bgp.as_
 
 
-def build(topo: Topology, source: str = "", state_root: str = DEFAULT_STATE_ROOT) -> LabPlan:
+def build(topo: Topology, source: str = "", state_root: str = DEFAULT_STATE_ROOT,
+          python: str = "python3") -> LabPlan:
     """The whole lab, derived only from the validated topology (same input -> same plan)."""
     lab = topo.name
     state_dir = f"{state_root}/{lab}"
@@ -337,6 +350,10 @@ def build(topo: Topology, source: str = "", state_root: str = DEFAULT_STATE_ROOT
     from . import render  # the renderer reads the plan; kept apart so templates stay the "how"
 
     render.render_all(topo, plan)
+    from . import mxlb
+
+    mxlb.plan_selectors(topo, plan, python)
+    plan.files["plan.json"] = plan.to_json()
     return plan
 
 

@@ -176,4 +176,3 @@ def render_all(topo: Topology, plan: LabPlan) -> None:
         _device_config(topo, plan, node, env)
         _srx_ruleset(topo, plan, node, env)
     plan.expected_routes = _expected_routes(topo, plan)
-    plan.files["plan.json"] = plan.to_json()

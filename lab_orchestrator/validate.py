@@ -6,17 +6,22 @@ cross-reference checks below, which need the entire model. Both passes report to
 
 from __future__ import annotations
 
+import copy
+import difflib
 import re
+import types
+import typing
 from dataclasses import dataclass
 from ipaddress import IPv4Interface, IPv4Network
 from pathlib import Path
 from typing import Any, Iterable
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from . import naming
 from .diagnostics import Diagnostic, TopologyInvalid, YamlPath, dotted
 from .model import NAME_PATTERN, Topology
+from .plan import default_mgmt_subnet
 from .yamlsrc import SourceMap, load
 
 BGP_KINDS = ("mx", "srx", "ios-router")
@@ -44,21 +49,173 @@ def _normalise(data: Any, source: SourceMap) -> Any:
     return data
 
 
+def _model_at(path: YamlPath) -> type[BaseModel] | None:
+    """The model class that validates the mapping at PATH (for 'did you mean' hints), if any."""
+    current: Any = Topology
+    for part in path:
+        while True:  # unwrap X | None, list[X] (by index) and dict[str, X] (by key)
+            origin, args = typing.get_origin(current), typing.get_args(current)
+            if origin in (typing.Union, types.UnionType):
+                rest = [a for a in args if a is not type(None)]
+                if len(rest) != 1:
+                    return None
+                current = rest[0]
+            else:
+                break
+        if isinstance(current, type) and issubclass(current, BaseModel) and isinstance(part, str):
+            hints = typing.get_type_hints(current)
+            name = next((n for n, f in current.model_fields.items() if (f.alias or n) == part), None)
+            if name is None:
+                return None
+            current = hints[name]
+        elif typing.get_origin(current) is list and isinstance(part, int):
+            current = typing.get_args(current)[0]
+        elif typing.get_origin(current) is dict:
+            current = typing.get_args(current)[1]
+        else:
+            return None
+    while typing.get_origin(current) in (typing.Union, types.UnionType):
+        rest = [a for a in typing.get_args(current) if a is not type(None)]
+        if len(rest) != 1:
+            return None
+        current = rest[0]
+    return current if isinstance(current, type) and issubclass(current, BaseModel) else None
+
+
+def _unknown_key_hint(loc: YamlPath) -> str:
+    model = _model_at(loc[:-1])
+    if model is None:
+        return "check the spelling"
+    known = sorted(f.alias or n for n, f in model.model_fields.items())
+    close = difflib.get_close_matches(str(loc[-1]), known, n=1)
+    return f"did you mean '{close[0]}'?" if close else f"known keys here: {', '.join(known)}"
+
+
+def _shown(value: Any) -> str:
+    """A value as the user wrote it in YAML, for 'got ...'."""
+    if value is None:
+        return "an empty value"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return str(value)
+    if isinstance(value, str):
+        return f"'{value}'"
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    return type(value).__name__
+
+
+_MSG_PREFIXES = (
+    ("Input should be", "must be"),
+    ("String should", "must"),
+    ("List should", "must"),
+    ("Dictionary should", "must"),
+    ("Value error, ", ""),
+)
+
+
+def _pydantic_message(err: Any, loc: YamlPath) -> tuple[str, str]:
+    kind, raw, value = err["type"], err["msg"], err.get("input")
+    if kind == "extra_forbidden":
+        return f"unknown key '{loc[-1]}'", _unknown_key_hint(loc)
+    if kind == "missing":
+        return f"missing required key '{loc[-1]}'", ""
+    if kind in ("model_type", "dict_type"):
+        return f"must be a mapping (key: value), got {_shown(value)}", ""
+    if kind == "string_pattern_mismatch" and loc == ("name",):
+        return (f"lab name {_shown(value)} must start with a lower-case letter and hold only lower-case "
+                "letters, digits and '-'", "it prefixes every namespace name")
+    if kind == "string_too_long" and loc == ("name",):
+        return (f"lab name {_shown(value)} is {len(str(value))} characters; at most "
+                f"{err['ctx']['max_length']} are allowed", "it prefixes every namespace name")
+    if raw.startswith("Input is not"):
+        return f"{_shown(value)} is not{raw[len('Input is not'):]}", ""
+    message = raw.replace(" after validation", "")
+    for prefix, replacement in _MSG_PREFIXES:
+        if message.startswith(prefix):
+            message = replacement + message[len(prefix):]
+            break
+    else:
+        message = message[0].lower() + message[1:]
+    if kind not in ("too_short", "too_long") and (value is None or isinstance(value, (str, int, float))):
+        message += f", got {_shown(value)}"
+    return message.strip(), ""
+
+
 def _pydantic_diagnostics(exc: ValidationError, source: SourceMap) -> list[Diagnostic]:
     out = []
     for err in exc.errors():
         loc: YamlPath = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
-        kind = err["type"]
-        if kind == "extra_forbidden":
-            msg, hint = f"unknown key '{loc[-1]}'", "check the spelling; see docs/topology.md for the keys"
-        elif kind == "missing":
-            msg, hint = f"missing required key '{loc[-1]}'", ""
-        elif kind == "literal_error":
-            msg, hint = err["msg"].replace("Input should be", "must be"), ""
-        else:
-            msg, hint = err["msg"][0].lower() + err["msg"][1:], ""
+        if loc and loc[-1] == "[key]":  # a mapping key of the wrong type, e.g. a node named `yes` (a bool)
+            out.append(source.diag(loc[:-1], f"key {_shown(loc[-2])} must be text", "quote it"))
+            continue
+        msg, hint = _pydantic_message(err, loc)
         out.append(source.diag(loc, msg, hint))
     return out
+
+
+# Mappings whose keys the user names (nodes, interfaces): dropping one of their entries would
+# invent errors elsewhere (a link to a node that "is not defined"), so they are never pruned.
+_USER_KEYED = (("nodes",), ("nodes", "*", "interfaces"))
+
+
+def _prunable(loc: YamlPath) -> YamlPath | None:
+    """The model field to drop so the rest of the file can still be checked (None: cannot)."""
+    cut = loc
+    while cut and not isinstance(cut[-1], str):
+        cut = cut[:-1]
+    if not cut or cut[-1] == "[key]":
+        return None
+    parent = cut[:-1]
+    for pattern in _USER_KEYED:
+        if len(parent) == len(pattern) and all(p in ("*", q) for p, q in zip(pattern, parent, strict=True)):
+            return None
+    return cut
+
+
+def _drop(data: Any, path: YamlPath) -> bool:
+    for part in path[:-1]:
+        try:
+            data = data[part]
+        except (KeyError, IndexError, TypeError):
+            return False
+    if isinstance(data, dict) and path[-1] in data:
+        del data[path[-1]]
+        return True
+    return False
+
+
+def _model_pass(data: dict[str, Any], source: SourceMap) -> tuple[Topology | None, list[Diagnostic], list[YamlPath]]:
+    """Pydantic's field-by-field pass. On errors, drop the offending optional fields and validate
+    again, so the cross-reference pass can still run on the rest of the file. Returns the model
+    (None when the rest cannot be checked), the diagnostics and the dropped value paths."""
+    try:
+        return Topology.model_validate(data), [], []
+    except ValidationError as exc:
+        diagnostics = _pydantic_diagnostics(exc, source)
+        errors = exc.errors()
+    trimmed = copy.deepcopy(data)
+    dropped: list[YamlPath] = []
+    for err in errors:
+        loc: YamlPath = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+        cut = _prunable(loc) if err["type"] != "missing" else None
+        if cut is None:
+            return None, diagnostics, []
+        if _drop(trimmed, cut) and err["type"] != "extra_forbidden":
+            dropped.append(cut)
+    try:
+        return Topology.model_validate(trimmed), diagnostics, dropped
+    except ValidationError:  # a required field was wrong: its default cannot stand in
+        return None, diagnostics, []
+
+
+def _caused_by_drop(diag: Diagnostic, dropped: list[YamlPath]) -> bool:
+    """A cross-reference problem at a dropped value, or at the mapping it was dropped from, is
+    an echo of the field error already reported (AS 0 -> 'an srx needs bgp.as')."""
+    return any(diag.path == cut[:-1] or diag.path[:len(cut)] == cut for cut in dropped)
 
 
 def load_topology(path: str | Path, host_routes: Iterable[IPv4Network] = ()) -> LoadedTopology:
@@ -66,18 +223,17 @@ def load_topology(path: str | Path, host_routes: Iterable[IPv4Network] = ()) -> 
     file = Path(path)
     try:
         text = file.read_text()
-    except OSError as exc:
-        raise TopologyInvalid([Diagnostic(str(file), 0, (), f"cannot read file: {exc.strerror}")]) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+        raise TopologyInvalid([Diagnostic(str(file), 0, (), f"cannot read file: {reason}")]) from None
     data, source = load(text, str(file))
     data = _normalise(data, source)
     if not isinstance(data, dict):
         raise TopologyInvalid([source.diag((), "a topology file must be a mapping with 'name' and 'nodes'")])
-    try:
-        topology = Topology.model_validate(data)
-    except ValidationError as exc:
-        raise TopologyInvalid(_pydantic_diagnostics(exc, source)) from None
-    problems = list(check(topology, source, host_routes))
-    if problems:
+    topology, problems, dropped = _model_pass(data, source)
+    if topology is not None:
+        problems += [d for d in check(topology, source, host_routes) if not _caused_by_drop(d, dropped)]
+    if problems or topology is None:
         raise TopologyInvalid(problems)
     return LoadedTopology(topology, source, file)
 
@@ -99,7 +255,7 @@ def _check_nodes(topo: Topology, src: SourceMap) -> Iterable[Diagnostic]:
         if node.kind == "mx":
             if node.bgp is None or node.bgp.trust_as is None or node.bgp.untrust_as is None:
                 yield src.diag(path + ("bgp",), "an mx needs bgp.trust_as and bgp.untrust_as",
-                               "one AS per routing instance (TRUST-VR, UNTRUST-VR)")
+                               "one AS per routing instance: TRUST-VR and UNTRUST-VR")
             elif node.bgp.as_ is not None:
                 yield src.diag(path + ("bgp", "as"), "an mx takes trust_as/untrust_as, not as")
         elif node.kind in ("srx", "ios-router"):
@@ -114,11 +270,22 @@ def _check_nodes(topo: Topology, src: SourceMap) -> Iterable[Diagnostic]:
         if node.prefixes and node.kind != "host":
             yield src.diag(path + ("prefixes",), "prefixes belong to a host",
                            "routers announce with bgp.announce")
+        if node.gateway is not None and node.kind != "host":
+            yield src.diag(path + ("gateway",), "only a host has a default gateway", "routers learn routes by BGP")
+        if node.loopback is not None and node.kind == "host":
+            yield src.diag(path + ("loopback",), "a host has no loopback address", "give it prefixes instead")
+        if node.ikev2 is not None and node.kind != "ios-router":
+            yield src.diag(path + ("ikev2",), "IKEv2 redirect runs on an ios-router")
+        linked = {e.partition(":")[2] for link in topo.links for e in link.endpoints if e.partition(":")[0] == name}
         for ifname in node.interfaces:
             try:
                 naming.linux_ifname(ifname)
             except naming.NameError_ as exc:
                 yield src.diag(path + ("interfaces", ifname), str(exc))
+                continue
+            if ifname not in linked:
+                yield src.diag(path + ("interfaces", ifname), f"no link uses {name}:{ifname}, so these settings "
+                               "would be ignored", "add the interface to a link, or check its spelling")
 
 
 def _endpoint(text: str) -> tuple[str, str] | None:
@@ -128,7 +295,7 @@ def _endpoint(text: str) -> tuple[str, str] | None:
 
 def _check_links(topo: Topology, src: SourceMap) -> Iterable[Diagnostic]:
     used: dict[tuple[str, str], YamlPath] = {}
-    linux_names: dict[tuple[str, str], str] = {}
+    linux_names: dict[tuple[str, str], tuple[str, YamlPath]] = {}
     for index, link in enumerate(topo.links):
         base: YamlPath = ("links", index)
         kinds = []
@@ -156,10 +323,10 @@ def _check_links(topo: Topology, src: SourceMap) -> Iterable[Diagnostic]:
             if linux in ("lo", "fxp0", "mgmt0"):
                 yield src.diag(path, f"interface name '{ifname}' is reserved for the loopback/management")
             previous = linux_names.get((node, linux))
-            if previous and previous != ifname:
-                yield src.diag(path, f"{node}:{ifname} and {node}:{previous} both become Linux name '{linux}'",
-                               "rename one of them")
-            linux_names[(node, linux)] = ifname
+            if previous and previous[0] != ifname:
+                yield src.diag(path, f"{node}:{ifname} and {node}:{previous[0]} (at {dotted(previous[1])}) both "
+                               f"become Linux name '{linux}'", "rename one of them")
+            linux_names.setdefault((node, linux), (ifname, path))
         names = [e.partition(":")[0] for e in link.endpoints]
         if len(set(names)) != len(names):
             yield src.diag(base + ("endpoints",), "a link joins different nodes (a node appears twice)")
@@ -168,11 +335,14 @@ def _check_links(topo: Topology, src: SourceMap) -> Iterable[Diagnostic]:
                            "is for ios-router and host nodes")
         if "mx" in kinds and link.zone not in ("trust", "untrust"):
             yield src.diag(base, "a link of an mx needs zone: trust or untrust",
-                           "the zone picks the routing instance (TRUST-VR / UNTRUST-VR)")
+                           "the zone picks the routing instance, TRUST-VR or UNTRUST-VR")
         if kinds == ["srx", "srx"] and link.zone != "icl":
             yield src.diag(base, "a link between two srx is an MNHA ICL: set zone: icl")
         if "srx" in kinds and "mx" not in kinds and kinds != ["srx", "srx"] and link.zone is None:
             yield src.diag(base, "a link of an srx needs a zone", "trust or untrust")
+        if link.zone == "icl" and len(kinds) == len(link.endpoints) and "mx" not in kinds and kinds != ["srx", "srx"]:
+            yield src.diag(base + ("zone",), "zone icl is the MNHA link between two srx",
+                           f"this link joins {' and '.join(kinds)}")
         if link.addresses is not None:
             yield from _check_link_addresses(link.addresses, len(link.endpoints), base, src)
 
@@ -204,15 +374,17 @@ def _check_addresses(topo: Topology, src: SourceMap, host_routes: list[IPv4Netwo
             if value is not None:
                 path = ("nodes", name, field)
                 if str(value) in seen:
-                    yield src.diag(path, f"address {value} is also used at {dotted(seen[str(value)])}")
+                    yield src.diag(path, f"address {value} is also used at {dotted(seen[str(value)])}",
+                                   "addresses are unique")
                 seen[str(value)] = path
+    yield from _check_mgmt(topo, src)
 
     ranges: list[tuple[IPv4Network, YamlPath]] = []
     a = topo.addressing
-    for field in ("p2p", "loopback", "nat", "mgmt"):
-        net = getattr(a, field)
-        if net is not None:
-            ranges.append((net, ("addressing", field)))
+    for field in ("p2p", "loopback", "lan", "nat"):
+        ranges.append((getattr(a, field), ("addressing", field)))
+    # The management subnet is used even when not written: it is then picked from the lab's name.
+    ranges.append((a.mgmt or default_mgmt_subnet(topo.name), ("addressing", "mgmt")))
     for name, node in topo.nodes.items():
         for i, prefix in enumerate(node.prefixes):
             ranges.append((prefix, ("nodes", name, "prefixes", i)))
@@ -222,8 +394,18 @@ def _check_addresses(topo: Topology, src: SourceMap, host_routes: list[IPv4Netwo
         for other, other_path in ranges[:i]:
             if net.overlaps(other) and not _nat_pool_inside_pool(path, other_path):
                 yield src.diag(path, f"{net} overlaps {other} at {dotted(other_path)}", "pools and prefixes must be disjoint")
+    # Explicit link subnets: the p2p and LAN allocators step around them; nothing else does.
     explicit = [(addr.network, ("links", i, "addresses", s)) for i, link in enumerate(topo.links)
                 for s, addr in enumerate(link.addresses or []) if s == 0]
+    for i, (net, path) in enumerate(explicit):
+        for other, other_path in explicit[:i]:
+            if net.overlaps(other):
+                yield src.diag(path, f"subnet {net} overlaps {other} of {dotted(other_path[:2])}",
+                               "each link has a subnet of its own")
+        for other, other_path in ranges:
+            if other_path not in (("addressing", "p2p"), ("addressing", "lan")) and net.overlaps(other):
+                yield src.diag(path, f"subnet {net} overlaps {other} at {dotted(other_path)}",
+                               "link addresses must stay off pools and prefixes")
     for route in host_routes:
         if route.prefixlen == 0:
             continue  # the host's default route overlaps everything; the lab never uses it
@@ -231,6 +413,25 @@ def _check_addresses(topo: Topology, src: SourceMap, host_routes: list[IPv4Netwo
             if net.overlaps(route):
                 yield src.diag(path, f"{net} overlaps {route}, a route of this machine's root namespace",
                                "lab addressing must stay off the host's networks: pick another range")
+
+
+def _check_mgmt(topo: Topology, src: SourceMap) -> Iterable[Diagnostic]:
+    """Explicit management addresses sit in the management subnet, off the bridge's own address."""
+    subnet = topo.addressing.mgmt or default_mgmt_subnet(topo.name)
+    hosts = subnet.hosts()
+    bridge = next(hosts, None)
+    for name, node in topo.nodes.items():
+        ip = node.mgmt_ip
+        if ip is None:
+            continue
+        path: YamlPath = ("nodes", name, "mgmt_ip")
+        if ip not in subnet or ip in (subnet.network_address, subnet.broadcast_address) and subnet.prefixlen < 31:
+            where = "addressing.mgmt" if topo.addressing.mgmt else "the default management subnet"
+            yield src.diag(path, f"{ip} is not a host address of {where} {subnet}",
+                           "set addressing.mgmt to the subnet you want" if not topo.addressing.mgmt else "")
+        elif ip == bridge:
+            yield src.diag(path, f"{ip} is the management bridge's own address", "the first host of the subnet is "
+                           "the root namespace's; pick another")
 
 
 def _nat_pool_inside_pool(path: YamlPath, other: YamlPath) -> bool:
@@ -254,10 +455,13 @@ def _check_pairs(topo: Topology, src: SourceMap) -> Iterable[Diagnostic]:
             paired.setdefault(node, index)
         if pair.srg1_active is not None and pair.srg1_active not in pair.nodes:
             yield src.diag(base + ("srg1_active",), f"srg1_active '{pair.srg1_active}' is not in this pair")
-        if len(set(pair.nodes)) == 2 and not _has_link(topo, *pair.nodes, zone="icl"):
+        both_srx = all(n in topo.nodes and topo.nodes[n].kind == "srx" for n in pair.nodes)
+        if len(set(pair.nodes)) == 2 and both_srx and not _has_link(topo, *pair.nodes, zone="icl"):
             yield src.diag(base + ("nodes",), "an MNHA pair needs an ICL link between its nodes",
                            "add a link with zone: icl")
     if topo.srd is not None:
+        if topo.srd.nodes[0] == topo.srd.nodes[1]:
+            yield src.diag(("srd", "nodes"), f"SRD needs two different mx nodes, got {topo.srd.nodes[0]} twice")
         for side, node in enumerate(topo.srd.nodes):
             if node not in topo.nodes or topo.nodes[node].kind != "mx":
                 yield src.diag(("srd", "nodes", side), f"SRD is run by two mx nodes; '{node}' is not one")

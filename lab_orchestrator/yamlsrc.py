@@ -9,6 +9,8 @@ import yaml
 
 from .diagnostics import Diagnostic, TopologyInvalid, YamlPath
 
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+
 
 @dataclass
 class SourceMap:
@@ -30,47 +32,123 @@ class SourceMap:
         return Diagnostic(self.file, self.line_of(path), tuple(path), message, hint)
 
 
-def _construct(node: yaml.Node, path: YamlPath, lines: dict[YamlPath, int], src: str) -> Any:
-    lines.setdefault(path, node.start_mark.line + 1)
-    if isinstance(node, yaml.MappingNode):
+class _Builder:
+    """Turns a composed YAML node tree into plain data, recording the line of every key and item.
+
+    Problems that PyYAML would raise one at a time (duplicate keys, unknown tags) are collected,
+    so the user sees all of them in one run.
+    """
+
+    def __init__(self, filename: str):
+        self.file = filename
+        self.lines: dict[YamlPath, int] = {}
+        self.problems: list[Diagnostic] = []
+        self._open: set[int] = set()  # collections being built: an alias back into one is a cycle
+        # One constructor per load: its cache of constructed nodes must not outlive the file.
+        self._constructor = yaml.constructor.SafeConstructor()
+
+    def build(self, node: yaml.Node, path: YamlPath) -> Any:
+        self.lines.setdefault(path, node.start_mark.line + 1)
+        if isinstance(node, yaml.ScalarNode):
+            return self._scalar(node, path)
+        if id(node) in self._open:
+            self.problems.append(Diagnostic(self.file, node.start_mark.line + 1, path,
+                                            "an alias refers to the collection that contains it"))
+            return None
+        self._open.add(id(node))
+        try:
+            if isinstance(node, yaml.MappingNode):
+                return self._mapping(node, path)
+            items = []
+            for index, item in enumerate(node.value):
+                self.lines[path + (index,)] = item.start_mark.line + 1
+                items.append(self.build(item, path + (index,)))
+            return items
+        finally:
+            self._open.discard(id(node))
+
+    def _mapping(self, node: yaml.MappingNode, path: YamlPath) -> dict[Any, Any]:
         out: dict[Any, Any] = {}
+        first_line: dict[Any, int] = {}
+        merges: list[yaml.Node] = []
         for key_node, value_node in node.value:
-            key = _scalar(key_node)
-            if key in out:
-                raise TopologyInvalid([Diagnostic(src, key_node.start_mark.line + 1, path + (str(key),),
-                                                  "duplicate key", "each key may appear once")])
-            child = path + (str(key) if not isinstance(key, int) else key,)
-            lines[child] = key_node.start_mark.line + 1
-            out[key] = _construct(value_node, child, lines, src)
+            line = key_node.start_mark.line + 1
+            if key_node.tag == _MERGE_TAG:
+                merges.append(value_node)
+                continue
+            if not isinstance(key_node, yaml.ScalarNode):
+                self.problems.append(Diagnostic(self.file, line, path, "a key must be a plain name or number",
+                                                "lists and mappings cannot be keys"))
+                continue
+            key = self._scalar(key_node, path)
+            child = path + (key if isinstance(key, int) else str(key),)
+            if key in first_line:
+                self.problems.append(Diagnostic(self.file, line, child, f"duplicate key '{key}'",
+                                                f"first at line {first_line[key]}; each key may appear once"))
+                continue
+            first_line[key] = line
+            self.lines[child] = line
+            out[key] = self.build(value_node, child)
+        # `<<: *anchor` (or a list of anchors): keys written here win, then the first source wins.
+        for merge in merges:
+            sources = merge.value if isinstance(merge, yaml.SequenceNode) else [merge]
+            for source in sources:
+                if not isinstance(source, yaml.MappingNode):
+                    self.problems.append(Diagnostic(self.file, source.start_mark.line + 1, path,
+                                                    "'<<' merges a mapping (an alias like *name)"))
+                    continue
+                saved, self.lines = self.lines, {}
+                merged = self._mapping(source, path)
+                merged_lines, self.lines = self.lines, saved
+                for key, value in merged.items():
+                    if key in out:
+                        continue
+                    out[key] = value
+                    child = path + (key if isinstance(key, int) else str(key),)
+                    for sub, line in merged_lines.items():
+                        if sub[:len(child)] == child:
+                            self.lines.setdefault(sub, line)
         return out
-    if isinstance(node, yaml.SequenceNode):
-        items = []
-        for index, item in enumerate(node.value):
-            lines[path + (index,)] = item.start_mark.line + 1
-            items.append(_construct(item, path + (index,), lines, src))
-        return items
-    return _scalar(node)
+
+    def _scalar(self, node: yaml.Node, path: YamlPath) -> Any:
+        # The composer already resolved the tag (int, bool, str...); construct just this scalar.
+        try:
+            return self._constructor.construct_object(node, deep=True)
+        except yaml.constructor.ConstructorError:
+            self.problems.append(Diagnostic(self.file, node.start_mark.line + 1, path,
+                                            f"unsupported YAML tag '{node.tag}'", "remove the tag"))
+            return None
+        except ValueError:
+            # e.g. 2024-13-45 resolves as a timestamp but is no date: keep the text, let the model judge.
+            return node.value
 
 
-_SCALARS = yaml.constructor.SafeConstructor()
-
-
-def _scalar(node: yaml.Node) -> Any:
-    # The composer already resolved the tag (int, bool, str...); construct just this scalar.
-    return _SCALARS.construct_object(node, deep=True)
+def _syntax_error(exc: yaml.YAMLError, text: str, filename: str) -> Diagnostic:
+    if isinstance(exc, yaml.reader.ReaderError):
+        line = text.count("\n", 0, max(exc.position, 0)) + 1
+        return Diagnostic(filename, line, (), f"character #x{exc.character:04x} is not allowed in YAML",
+                          "remove control characters from the file")
+    if isinstance(exc, yaml.MarkedYAMLError):
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark else 1
+        hint = "check indentation and quoting"
+        context = exc.context_mark
+        if exc.context and context is not None and context.line + 1 != line:
+            hint = f"{exc.context} started at line {context.line + 1}; {hint}"
+        return Diagnostic(filename, line, (), f"YAML syntax error: {exc.problem or exc.context}", hint)
+    return Diagnostic(filename, 1, (), f"YAML error: {exc}")
 
 
 def load(text: str, filename: str) -> tuple[Any, SourceMap]:
     """Parse YAML text; syntax errors become a located Diagnostic rather than a traceback."""
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark
-        line = mark.line + 1 if mark else 1
-        raise TopologyInvalid([Diagnostic(filename, line, (), f"YAML syntax error: {exc.problem}",
-                                          "check indentation and quoting")]) from None
-    lines: dict[YamlPath, int] = {}
+    except yaml.YAMLError as exc:
+        raise TopologyInvalid([_syntax_error(exc, text, filename)]) from None
     if root is None:
         return {}, SourceMap(filename, {(): 1})
-    data = _construct(root, (), lines, filename)
-    return data, SourceMap(filename, lines)
+    builder = _Builder(filename)
+    data = builder.build(root, ())
+    if builder.problems:
+        raise TopologyInvalid(builder.problems)
+    return data, SourceMap(filename, builder.lines)

@@ -168,7 +168,12 @@ class NetnsBackend:
                 ipr.route("add", dst=str(net.network_address), dst_len=net.prefixlen, type="local",
                           oif=1, table=255, scope=254)
             elif route.via:
-                ipr.route("add", dst=str(net.network_address), dst_len=net.prefixlen, gateway=route.via)
+                extra = {"table": route.table} if route.table else {}
+                if route.dev:
+                    extra["oif"] = ipr.link_lookup(ifname=route.dev)[0]
+                ipr.route("add", dst=str(net.network_address), dst_len=net.prefixlen, gateway=route.via, **extra)
+        for rule in plan.rules:
+            self._ipr(rule.ns).rule("add", fwmark=rule.fwmark, table=rule.table, priority=rule.priority)
 
     def _guard_root(self, plan: LabPlan) -> None:
         """No routed path between the lab's management bridge and the rest of the host."""

@@ -1,0 +1,277 @@
+"""MX load-balancing daemon (ECMP CHASH / plain ECMP): keeps the selector map in step with the SRXs.
+
+A control plane only. It watches, over netlink in each routing-instance namespace, the carrier of
+every SRX-facing link and the BGP routes BIRD installs (an SRX whose next hop leaves the watched
+route, after having been in it, has withdrawn), decides which SRXs are alive, computes the
+selector table (dataplane.chash) and rewrites the nft map of every side in one transaction per
+side. One table serves both sides, so a subscriber's traffic crosses the same SRX both ways.
+
+On start it reads the programmed map back and changes nothing if nothing changed: restarting this
+daemon never disturbs forwarding (the kernel keeps forwarding with the last map meanwhile).
+
+    python -m dataplane.mxlb /run/lab/LAB/nodes/MX/mxlb.json
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from ipaddress import IPv4Network
+from pathlib import Path
+from typing import Any
+
+from pyroute2 import IPRoute
+from pyroute2.netlink.rtnl import RTMGRP_IPV4_ROUTE, RTMGRP_LINK
+
+from .chash import SelectorTable, build_initial, plain_ecmp, reconcile
+from .nft import Nft, NftError
+
+IFF_UP = 0x1
+IFF_LOWER_UP = 0x10000
+CLONE_NEWNET = 0x40000000
+
+
+@dataclass
+class MemberState:
+    name: str
+    mark: int
+    carrier: dict[str, bool] = field(default_factory=dict)  # side -> link has carrier
+    routed: dict[str, bool] = field(default_factory=dict)  # side -> next hop in the watched routes
+    seen: bool = False  # next hop has been in the routes at least once (BGP came up)
+
+    def alive(self) -> bool:
+        if not self.carrier or not all(self.carrier.values()):
+            return False
+        return not self.seen or all(self.routed.values())
+
+
+def _open_in(ns: str, groups: int) -> IPRoute:
+    from lab_orchestrator import netnsutil
+
+    with netnsutil.entered(ns):
+        ipr = IPRoute()
+        if groups:
+            ipr.bind(groups=groups)
+        return ipr
+
+
+def _link_flags(ipr: IPRoute) -> dict[str, int]:
+    return {link.get_attr("IFLA_IFNAME"): int(link["flags"]) for link in ipr.get_links()}
+
+
+def _route_nexthops(ipr: IPRoute, prefix: str) -> set[str]:
+    net = IPv4Network(prefix)
+    hops: set[str] = set()
+    for route in ipr.get_routes(family=2, table=254):
+        dst = route.get_attr("RTA_DST") or "0.0.0.0"
+        if route["dst_len"] != net.prefixlen or dst != str(net.network_address):
+            continue
+        gateway = route.get_attr("RTA_GATEWAY")
+        if gateway:
+            hops.add(gateway)
+        for hop in route.get_attr("RTA_MULTIPATH") or []:
+            gw = hop.get_attr("RTA_GATEWAY")
+            if gw:
+                hops.add(gw)
+    return hops
+
+
+class Daemon:
+    def __init__(self, config: dict[str, Any]):
+        self.config = config
+        self.order: list[str] = list(config["order"])
+        self.buckets: int = int(config["buckets"])
+        self.mode: str = config["mode"]
+        self.selectors: list[dict[str, Any]] = config["selectors"]
+        self.nft = Nft()
+        self.members: dict[str, MemberState] = {}
+        for selector in self.selectors:
+            for m in selector["members"]:
+                self.members.setdefault(m["name"], MemberState(m["name"], int(m["mark"])))
+        self.mark_of = {name: state.mark for name, state in self.members.items()}
+        self.name_of = {state.mark: name for name, state in self.members.items()}
+        self.query = {s["side"]: _open_in(s["ns"], 0) for s in self.selectors}
+        self.dev_member = {s["side"]: {m["dev"]: m["name"] for m in s["members"]} for s in self.selectors}
+        self.watch = {s["side"]: _open_in(s["ns"], RTMGRP_LINK | RTMGRP_IPV4_ROUTE) for s in self.selectors}
+        self.table = SelectorTable()
+        self.changes = 0
+        self.last_event = 0.0
+        self.last_programmed = 0.0
+        self.history: list[dict[str, Any]] = []
+
+    # ------------------------------------------------------------ kernel reads
+    def observe(self) -> None:
+        for selector in self.selectors:
+            side = selector["side"]
+            ipr = self.query[side]
+            flags = _link_flags(ipr)
+            hops: set[str] = set()
+            for prefix in selector["watch_prefixes"]:
+                hops |= _route_nexthops(ipr, prefix)
+            for m in selector["members"]:
+                state = self.members[m["name"]]
+                f = flags.get(m["dev"], 0)
+                state.carrier[side] = bool(f & IFF_UP) and bool(f & IFF_LOWER_UP)
+                state.routed[side] = m["nexthop"] in hops
+        for state in self.members.values():
+            if state.routed and all(state.routed.values()):
+                state.seen = True
+
+    def programmed(self, ns: str) -> SelectorTable | None:
+        """The map as the kernel has it now (None if it does not describe our members)."""
+        try:
+            data = self.nft.json("list map ip mxlb sel", ns=ns)
+        except NftError:
+            return None
+        for item in data.get("nftables", []):
+            if "map" in item:
+                elements = dict((int(k), int(v)) for k, v in item["map"].get("elem", []))
+                if not elements:
+                    return SelectorTable()
+                if sorted(elements) != list(range(self.buckets)) or \
+                        any(v not in self.name_of for v in elements.values()):
+                    return None
+                return SelectorTable(tuple(self.name_of[elements[b]] for b in range(self.buckets)))
+        return None
+
+    def absorb(self, side: str, messages: Any) -> bool:
+        """Apply link events straight from the messages (the fast path: no dump needed to notice
+        a carrier loss). Return True if routes changed, which needs a dump of the watched routes."""
+        routes_changed = False
+        for msg in messages:
+            event = msg.get("event", "")
+            if event in ("RTM_NEWLINK", "RTM_DELLINK"):
+                member = self.dev_member[side].get(msg.get_attr("IFLA_IFNAME"))
+                if member is not None:
+                    flags = int(msg["flags"])
+                    up = event == "RTM_NEWLINK" and bool(flags & IFF_UP) and bool(flags & IFF_LOWER_UP)
+                    self.members[member].carrier[side] = up
+            elif event in ("RTM_NEWROUTE", "RTM_DELROUTE"):
+                routes_changed = True
+        return routes_changed
+
+    # ------------------------------------------------------------ decisions
+    def desired(self) -> SelectorTable:
+        alive = [name for name in self.order if name in self.members and self.members[name].alive()]
+        if self.mode == "ecmp":
+            return plain_ecmp(alive, self.buckets) if alive else SelectorTable()
+        return reconcile(self.table, alive, self.order, self.buckets)
+
+    def program(self, table: SelectorTable, reason: str) -> None:
+        if table.n_buckets:
+            elements = ", ".join(f"{b} : {self.mark_of[name]}" for b, name in enumerate(table.buckets))
+            commands = f"flush map ip mxlb sel; add element ip mxlb sel {{ {elements} }}"
+        else:
+            commands = "flush map ip mxlb sel"
+        for selector in self.selectors:
+            self.nft.run(commands, ns=selector["ns"])
+        self.last_programmed = time.time()
+        self.changes += 1
+        self.history = (self.history + [{"at": self.last_programmed, "reason": reason,
+                                         "members": list(table.members())}])[-20:]
+        self.table = table
+
+    def adopt(self) -> None:
+        """Start-up: take the programmed map as the current table if it is one of ours."""
+        tables = [self.programmed(s["ns"]) for s in self.selectors]
+        first = tables[0] if tables else None
+        self.observe()
+        if first is not None and all(t == first for t in tables):
+            self.table = first
+            # A member missing from the programmed map was taken out for a reason (withdrawn or
+            # failed): it comes back only once its routes do, not merely because its link is up.
+            for name, state in self.members.items():
+                if name not in first.members():
+                    state.seen = True
+        else:
+            self.table = build_initial([n for n in self.order if n in self.members], self.buckets)
+            self.program(self.table, "initial table (programmed map missing or inconsistent)")
+
+    def step(self, reason: str) -> bool:
+        self.observe()
+        return self.decide(reason)
+
+    def decide(self, reason: str) -> bool:
+        wanted = self.desired()
+        if wanted == self.table:
+            return False
+        self.program(wanted, reason)
+        return True
+
+    # ------------------------------------------------------------ status
+    def write_status(self) -> None:
+        counts = self.table.counts() if self.table.n_buckets else {}
+        status = {
+            "node": self.config["node"], "mode": self.mode, "buckets": self.buckets,
+            "pid": os.getpid(), "updated_at": time.time(),
+            "last_event_at": self.last_event, "last_programmed_at": self.last_programmed,
+            "changes": self.changes,
+            "members": [{
+                "name": name, "mark": state.mark, "alive": state.alive(), "carrier": state.carrier,
+                "routed": state.routed, "buckets": counts.get(name, 0),
+            } for name, state in sorted(self.members.items(), key=lambda kv: kv[1].mark)],
+            "table": list(self.table.buckets), "history": self.history,
+        }
+        target = Path(self.config["status_file"])
+        tmp = target.with_suffix(".tmp")
+        tmp.write_text(json.dumps(status, indent=2) + "\n")
+        os.replace(tmp, target)
+
+    # ------------------------------------------------------------ loop
+    def run(self) -> None:
+        stopping = False
+
+        def on_term(signum: int, frame: object) -> None:
+            nonlocal stopping
+            stopping = True
+
+        signal.signal(signal.SIGTERM, on_term)
+        signal.signal(signal.SIGINT, on_term)
+        self.adopt()
+        self.step("start-up")
+        self.write_status()
+        sockets = {ipr.fileno(): ipr for ipr in self.watch.values()}
+        self.side_of = {ipr.fileno(): side for side, ipr in self.watch.items()}
+        while not stopping:
+            try:
+                ready, _, _ = select.select(list(sockets), [], [], 1.0)
+            except InterruptedError:
+                continue
+            if not ready:
+                self.step("periodic check")
+                continue
+            self.last_event = time.time()
+            routes_changed = False
+            for fd in ready:
+                side = self.side_of[fd]
+                routes_changed |= self.absorb(side, sockets[fd].get())
+            # Decide on what the messages said first (a lost carrier is acted on at once), then,
+            # if routes moved, re-read them as a whole and decide again.
+            changed = self.decide("link event")
+            if routes_changed:
+                changed |= self.step("route event")
+            if changed:
+                print(f"{time.strftime('%H:%M:%S')} selector now {self.table.counts()} "
+                      f"({(self.last_programmed - self.last_event) * 1000:.2f} ms after the event)", flush=True)
+            self.write_status()
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2:
+        print("usage: python -m dataplane.mxlb CONFIG.json", file=sys.stderr)
+        return 2
+    config = json.loads(Path(argv[1]).read_text())
+    daemon = Daemon(config)
+    print(f"mxlb {config['node']}: mode {config['mode']}, {len(daemon.members)} SRX, "
+          f"{config['buckets']} buckets", flush=True)
+    daemon.run()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

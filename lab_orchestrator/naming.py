@@ -13,6 +13,9 @@ IFNAMSIZ_MAX = 15
 
 # IOS long names have well-known short forms (the ones `show ip interface brief` accepts).
 _IOS_ABBREVIATIONS = (
+    ("HundredGigE", "Hu"),
+    ("FortyGigabitEthernet", "Fo"),
+    ("TwentyFiveGigE", "Twe"),
     ("TenGigabitEthernet", "Te"),
     ("GigabitEthernet", "Gi"),
     ("FastEthernet", "Fa"),
@@ -20,6 +23,8 @@ _IOS_ABBREVIATIONS = (
     ("Loopback", "Lo"),
     ("Tunnel", "Tu"),
     ("Port-channel", "Po"),
+    ("Serial", "Se"),
+    ("Vlan", "Vl"),
 )
 
 _JUNOS_IFD = re.compile(r"^(ge|xe|et|ae|lo|fxp|em|irb|reth|lt|st)[-0-9/.:]*[0-9]$")

@@ -28,6 +28,8 @@ ROUTER_SYSCTLS = _NO_IPV6 + (
     ("net.ipv4.conf.all.rp_filter", "0"),
     ("net.ipv4.conf.default.rp_filter", "0"),
 )
+# Per-session packet and byte counters on the SRX (`show security flow session`).
+SRX_SYSCTLS = ROUTER_SYSCTLS + (("net.netfilter.nf_conntrack_acct", "1"),)
 HOST_SYSCTLS = _NO_IPV6 + (
     ("net.ipv4.conf.all.rp_filter", "0"),
     ("net.ipv4.conf.default.rp_filter", "0"),
@@ -271,7 +273,7 @@ def build(topo: Topology, source: str = "", state_root: str = DEFAULT_STATE_ROOT
         instances: list[str | None] = [None]
         if node.kind == "mx":
             instances += list(MX_INSTANCES.values())
-        sysctls = HOST_SYSCTLS if node.kind == "host" else ROUTER_SYSCTLS
+        sysctls = {"host": HOST_SYSCTLS, "srx": SRX_SYSCTLS}.get(node.kind, ROUTER_SYSCTLS)
         ns_names = []
         for instance in instances:
             ns = naming.namespace(lab, name, instance)

@@ -11,10 +11,11 @@ import difflib
 import re
 import types
 import typing
+from collections.abc import Iterable
 from dataclasses import dataclass
 from ipaddress import IPv4Interface, IPv4Network
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
@@ -241,10 +242,12 @@ def load_topology(path: str | Path, host_routes: Iterable[IPv4Network] = ()) -> 
 def check(topo: Topology, src: SourceMap, host_routes: Iterable[IPv4Network] = ()) -> Iterable[Diagnostic]:
     """Cross-reference checks; yields every problem (never stops at the first)."""
     yield from _check_nodes(topo, src)
+    yield from _check_namespaces(topo, src)
     yield from _check_links(topo, src)
     yield from _check_addresses(topo, src, list(host_routes))
     yield from _check_pairs(topo, src)
     yield from _check_flexvpn(topo, src)
+    yield from _check_gateways(topo, src)
 
 
 def _check_nodes(topo: Topology, src: SourceMap) -> Iterable[Diagnostic]:
@@ -286,6 +289,24 @@ def _check_nodes(topo: Topology, src: SourceMap) -> Iterable[Diagnostic]:
             if ifname not in linked:
                 yield src.diag(path + ("interfaces", ifname), f"no link uses {name}:{ifname}, so these settings "
                                "would be ignored", "add the interface to a link, or check its spelling")
+
+
+def _check_namespaces(topo: Topology, src: SourceMap) -> Iterable[Diagnostic]:
+    """Node names become namespace names next to generated ones (mx routing instances, LANs):
+    `mx1` makes `LAB-mx1-trust-vr`, the LAN of links[3] is `LAB-lan3`; a node may not take those."""
+    owners: dict[str, str] = {}
+    for index, link in enumerate(topo.links):
+        if len(link.endpoints) > 2:
+            owners[naming.namespace(topo.name, f"lan{index}")] = f"the LAN of links[{index}]"
+    for name, node in topo.nodes.items():
+        if node.kind == "mx":
+            for instance in ("TRUST-VR", "UNTRUST-VR"):
+                owners.setdefault(naming.namespace(topo.name, name, instance), f"routing instance {instance} of {name}")
+    for name in topo.nodes:
+        ns = naming.namespace(topo.name, name)
+        if ns in owners:
+            yield src.diag(("nodes", name), f"node {name} would get namespace '{ns}', which is {owners[ns]}",
+                           "rename the node")
 
 
 def _endpoint(text: str) -> tuple[str, str] | None:
@@ -393,7 +414,8 @@ def _check_addresses(topo: Topology, src: SourceMap, host_routes: list[IPv4Netwo
     for i, (net, path) in enumerate(ranges):
         for other, other_path in ranges[:i]:
             if net.overlaps(other) and not _nat_pool_inside_pool(path, other_path):
-                yield src.diag(path, f"{net} overlaps {other} at {dotted(other_path)}", "pools and prefixes must be disjoint")
+                yield src.diag(path, f"{net} overlaps {other} at {dotted(other_path)}",
+                               "pools and prefixes must be disjoint")
     # Explicit link subnets: the p2p and LAN allocators step around them; nothing else does.
     explicit = [(addr.network, ("links", i, "addresses", s)) for i, link in enumerate(topo.links)
                 for s, addr in enumerate(link.addresses or []) if s == 0]
@@ -449,14 +471,15 @@ def _check_pairs(topo: Topology, src: SourceMap) -> Iterable[Diagnostic]:
             if node not in topo.nodes:
                 yield src.diag(base + ("nodes", side), f"MNHA pair names node '{node}', which is not defined")
             elif topo.nodes[node].kind != "srx":
-                yield src.diag(base + ("nodes", side), f"MNHA pairs are made of srx nodes; {node} is {topo.nodes[node].kind}")
+                yield src.diag(base + ("nodes", side),
+                               f"MNHA pairs are made of srx nodes; {node} is {topo.nodes[node].kind}")
             elif node in paired and paired[node] != index:
                 yield src.diag(base + ("nodes", side), f"{node} is already in mnha[{paired[node]}]")
             paired.setdefault(node, index)
         if pair.srg1_active is not None and pair.srg1_active not in pair.nodes:
             yield src.diag(base + ("srg1_active",), f"srg1_active '{pair.srg1_active}' is not in this pair")
         both_srx = all(n in topo.nodes and topo.nodes[n].kind == "srx" for n in pair.nodes)
-        if len(set(pair.nodes)) == 2 and both_srx and not _has_link(topo, *pair.nodes, zone="icl"):
+        if len(set(pair.nodes)) == 2 and both_srx and not _has_link(topo, pair.nodes[0], pair.nodes[1], zone="icl"):
             yield src.diag(base + ("nodes",), "an MNHA pair needs an ICL link between its nodes",
                            "add a link with zone: icl")
     if topo.srd is not None:
@@ -490,3 +513,18 @@ def _check_flexvpn(topo: Topology, src: SourceMap) -> Iterable[Diagnostic]:
         for ifname, settings in node.interfaces.items():
             if settings.standby is not None and node.kind != "ios-router":
                 yield src.diag(("nodes", name, "interfaces", ifname, "standby"), "HSRP runs on an ios-router")
+
+
+def _check_gateways(topo: Topology, src: SourceMap) -> Iterable[Diagnostic]:
+    """A host's explicit gateway is a neighbour's address (checked where the links' addresses are given)."""
+    for name, node in topo.nodes.items():
+        if node.kind != "host" or node.gateway is None:
+            continue
+        own = [link for link in topo.links if any(e.partition(":")[0] == name for e in link.endpoints)]
+        if not own or any(link.addresses is None for link in own):
+            continue  # addresses are allocated by the plan: nothing to compare with here
+        neighbours = {addr.ip for link in own for e, addr in zip(link.endpoints, link.addresses or [], strict=False)
+                      if e.partition(":")[0] != name}
+        if node.gateway not in neighbours:
+            yield src.diag(("nodes", name, "gateway"), f"gateway {node.gateway} is no neighbour's address",
+                           f"neighbours: {', '.join(sorted(str(n) for n in neighbours))}")

@@ -1,0 +1,62 @@
+"""SRX session tables, read from conntrack in the SRX's namespace (`show security flow session`)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_FIELD = re.compile(r"(\w+)=(\S+)")
+
+
+@dataclass(frozen=True)
+class Session:
+    protocol: str
+    state: str
+    source: str
+    destination: str
+    source_port: int
+    destination_port: int
+    reply_source: str  # for CGNAT: the server; reply_destination is the translated address
+    reply_destination: str
+    packets: int  # both directions (needs net.netfilter.nf_conntrack_acct=1)
+    bytes: int
+    timeout: int
+
+    @property
+    def translated(self) -> bool:
+        return self.reply_destination != self.source
+
+    def to_json(self) -> dict[str, object]:
+        return {**self.__dict__, "translated": self.translated}
+
+
+def parse_conntrack(text: str) -> list[Session]:
+    """Parse `conntrack -L` output (original tuple first, reply tuple second)."""
+    sessions = []
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) < 4 or not parts[2].isdigit():
+            continue
+        protocol, timeout = parts[0], int(parts[2])
+        state = parts[3] if "=" not in parts[3] else ""
+        pairs = _FIELD.findall(line)
+        src = [v for k, v in pairs if k == "src"]
+        dst = [v for k, v in pairs if k == "dst"]
+        sport = [v for k, v in pairs if k == "sport"]
+        dport = [v for k, v in pairs if k == "dport"]
+        packets = sum(int(v) for k, v in pairs if k == "packets")
+        size = sum(int(v) for k, v in pairs if k == "bytes")
+        if len(src) < 2 or len(dst) < 2:
+            continue
+        sessions.append(Session(
+            protocol, state, src[0], dst[0], int(sport[0]) if sport else 0, int(dport[0]) if dport else 0,
+            src[1], dst[1], packets, size, timeout,
+        ))
+    return sessions
+
+
+def read(ns: str) -> list[Session]:
+    from .backends.netns import run_in_namespace
+
+    result = run_in_namespace(ns, ["conntrack", "-L"])
+    return parse_conntrack(result.stdout)

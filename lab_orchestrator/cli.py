@@ -7,15 +7,17 @@ import os
 import signal
 import sys
 import time
-from enum import Enum
+from collections.abc import Callable
+from enum import StrEnum
 from pathlib import Path
-from typing import Any, Callable, NoReturn, Optional
+from typing import Any, NoReturn
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from . import __version__, hostcheck, netnsutil, plan as planmod
+from . import __version__, hostcheck, netnsutil
+from . import plan as planmod
 from .diagnostics import LabError, TopologyInvalid
 from .state import STATE_ROOT, LabState, running_labs, state_dir
 from .validate import LoadedTopology, load_topology
@@ -45,10 +47,7 @@ def _guarded(fn: Callable[[], Any]) -> Any:
     try:
         return fn()
     except TopologyInvalid as exc:
-        for diag in exc.diagnostics:
-            err.print(diag.render(), highlight=False, soft_wrap=True, markup=False)
-        err.print(f"[red]{len(exc.diagnostics)} error(s)[/]")
-        raise typer.Exit(exc.exit_code) from None
+        _print_invalid(exc)
     except LabError as exc:
         _fail(str(exc), exc.exit_code)
     except (typer.Exit, typer.Abort, KeyboardInterrupt):
@@ -58,6 +57,13 @@ def _guarded(fn: Callable[[], Any]) -> Any:
             raise
         _fail(f"internal error ({type(exc).__name__}: {exc}); this is a bug in lab — "
               f"rerun with LAB_DEBUG=1 for the traceback and report it", 70)
+
+
+def _print_invalid(exc: TopologyInvalid) -> NoReturn:
+    for diag in exc.diagnostics:
+        err.print(diag.render(), highlight=False, soft_wrap=True, markup=False)
+    err.print(f"[red]{len(exc.diagnostics)} error(s)[/]")
+    raise typer.Exit(exc.exit_code) from None
 
 
 def _load(path: Path, check_host: bool = True) -> LoadedTopology:
@@ -96,8 +102,7 @@ def validate(
         if json_out:
             out.print_json(json.dumps({"valid": False, "errors": [d.to_json() for d in exc.diagnostics]}))
             raise typer.Exit(2) from None
-        _guarded(lambda: (_ for _ in ()).throw(exc))
-        return
+        _print_invalid(exc)
     topo = loaded.topology
     if json_out:
         out.print_json(json.dumps({"valid": True, "name": topo.name, "nodes": len(topo.nodes),
@@ -201,8 +206,8 @@ def _remove_state(name: str) -> None:
 
 @app.command()
 def down(
-    topology: Optional[Path] = typer.Argument(None, help="Topology file of the lab to remove."),
-    name: Optional[str] = typer.Option(None, "--name", "-n", help="Lab name instead of a file."),
+    topology: Path | None = typer.Argument(None, help="Topology file of the lab to remove."),
+    name: str | None = typer.Option(None, "--name", "-n", help="Lab name instead of a file."),
     all_labs: bool = typer.Option(False, "--all", help="Remove every running lab."),
 ) -> None:
     """Tear a lab down: daemons, namespaces, links, bridge, nft table and state. Safe to repeat."""
@@ -247,7 +252,7 @@ def _state_from_plan(topology: Path) -> LabState:
 
 @app.command()
 def status(
-    name: Optional[str] = typer.Argument(None, help="Lab name (default: every running lab)."),
+    name: str | None = typer.Argument(None, help="Lab name (default: every running lab)."),
     json_out: bool = typer.Option(False, "--json", help="Print as JSON for automation."),
 ) -> None:
     """Running labs: nodes, namespaces, management addresses, daemons and BGP sessions."""
@@ -283,8 +288,8 @@ def status(
 def exec_(
     ctx: typer.Context,
     node: str = typer.Argument(..., help="Node name, e.g. srx1."),
-    lab: Optional[str] = typer.Option(None, "--lab", "-l", help="Lab name (needed when several run)."),
-    instance: Optional[str] = typer.Option(None, "--instance", "-i",
+    lab: str | None = typer.Option(None, "--lab", "-l", help="Lab name (needed when several run)."),
+    instance: str | None = typer.Option(None, "--instance", "-i",
                                            help="Routing instance of an mx, e.g. TRUST-VR."),
 ) -> None:
     """Run a command inside a node's namespace: `lab exec srx1 -- ip route`."""
@@ -326,7 +331,7 @@ def _pick_lab(name: str | None) -> LabState:
     raise LabError(f"several labs run ({', '.join(s.name for s in labs)}): pick one with --lab")
 
 
-class GraphFormat(str, Enum):
+class GraphFormat(StrEnum):
     svg = "svg"
     png = "png"
     mermaid = "mermaid"
@@ -337,7 +342,7 @@ class GraphFormat(str, Enum):
 def graph(
     topology: Path = TopologyArg,
     fmt: GraphFormat = typer.Option(GraphFormat.mermaid, "--format", "-f", help="Output format."),
-    output: Optional[Path] = typer.Option(None, "--out", "-o", help="File to write (default: stdout for text)."),
+    output: Path | None = typer.Option(None, "--out", "-o", help="File to write (default: stdout for text)."),
 ) -> None:
     """Draw the topology: Mermaid or DOT text, or SVG/PNG through Graphviz."""
     from . import graph as graphmod

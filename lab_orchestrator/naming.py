@@ -33,7 +33,11 @@ _LINUX_IFD = re.compile(r"^[a-z][a-z0-9]*[0-9]$")
 
 
 class NameError_(ValueError):
-    """A vendor interface name that cannot be turned into a Linux name."""
+    """A vendor interface name that cannot be turned into a Linux name; `hint` says what to do."""
+
+    def __init__(self, message: str, hint: str = ""):
+        super().__init__(message)
+        self.hint = hint
 
 
 def linux_ifname(vendor_name: str) -> str:
@@ -42,6 +46,7 @@ def linux_ifname(vendor_name: str) -> str:
     if not (_JUNOS_IFD.match(name) or _IOS_IFD.match(name) or _LINUX_IFD.match(name)):
         raise NameError_(
             f"'{vendor_name}' is not an interface name this lab understands",
+            "e.g. ge-0/0/0, ae0.100, GigabitEthernet0/1 or eth1",
         )
     for long, short in _IOS_ABBREVIATIONS:
         if name.startswith(long):
@@ -51,6 +56,7 @@ def linux_ifname(vendor_name: str) -> str:
     if len(name) > IFNAMSIZ_MAX:
         raise NameError_(
             f"'{vendor_name}' becomes '{name}' ({len(name)} characters); Linux allows {IFNAMSIZ_MAX}",
+            "shorten it or use another interface",
         )
     return name
 

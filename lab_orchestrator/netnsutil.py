@@ -11,8 +11,8 @@ import contextlib
 import ctypes
 import ctypes.util
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 NETNS_RUN_DIR = Path("/run/netns")
 CLONE_NEWNET = 0x40000000

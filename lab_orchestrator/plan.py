@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import json
 import zlib
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
-from ipaddress import IPv4Address, IPv4Interface, IPv4Network
-from typing import Iterator
+from ipaddress import IPv4Interface, IPv4Network
 
 from . import naming
 from .model import Link, Node, Topology
@@ -279,10 +279,7 @@ def build(topo: Topology, source: str = "", state_root: str = DEFAULT_STATE_ROOT
             ns = naming.namespace(lab, name, instance)
             namespaces.append(Namespace(ns, name, instance, sysctls))
             ns_names.append(ns)
-        if node.mgmt_ip is not None:
-            mgmt_ip = node.mgmt_ip
-        else:
-            mgmt_ip = next(h for h in mgmt_hosts if h not in reserved_mgmt)
+        mgmt_ip = node.mgmt_ip if node.mgmt_ip is not None else next(h for h in mgmt_hosts if h not in reserved_mgmt)
         plan_node = NodePlan(name, node.kind, ns_names, master,
                              f"{mgmt_ip}/{mgmt_subnet.prefixlen}")
         if node.kind != "host":

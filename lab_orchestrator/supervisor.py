@@ -10,15 +10,17 @@ is never signalled.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import socket
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from . import netnsutil
 from .diagnostics import LabError
@@ -116,16 +118,12 @@ def fork_exec(argv: Sequence[str], ns: str | None, log: str, env: dict[str, str]
 def terminate(pids: Sequence[int], timeout: float = 2.0) -> None:
     """SIGTERM, then SIGKILL after TIMEOUT; returns once none of PIDS is running."""
     for pid in pids:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
     remaining = _wait_gone(pids, timeout)
     for pid in remaining:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
     _wait_gone(remaining, timeout)
 
 
@@ -178,10 +176,8 @@ class Supervisor:
         self._call({"op": "stop", "pids": list(pids), "timeout": timeout}, timeout=timeout * 2 + 1)
 
     def shutdown(self) -> None:
-        try:
+        with contextlib.suppress(OSError, LabError):
             self._call({"op": "shutdown"}, timeout=5.0)
-        except (OSError, LabError):
-            pass
 
     def _call(self, request: dict[str, Any], timeout: float = 5.0) -> dict[str, Any]:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:

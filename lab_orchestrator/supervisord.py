@@ -10,6 +10,7 @@ It keeps no state that matters: the lab's record (state.json) is written by the 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import selectors
@@ -40,10 +41,8 @@ def _reap() -> None:
 def _stop(pids: list[int], timeout: float) -> None:
     for sig in (signal.SIGTERM, signal.SIGKILL):
         for pid in pids:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, sig)
-            except ProcessLookupError:
-                pass
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             _reap()

@@ -132,9 +132,13 @@ def _pydantic_message(err: Any, loc: YamlPath) -> tuple[str, str]:
     if kind == "string_too_long" and loc == ("name",):
         return (f"lab name {_shown(value)} is {len(str(value))} characters; at most "
                 f"{err['ctx']['max_length']} are allowed", "it prefixes every namespace name")
+    if kind == "ip_v4_interface":
+        return f"{_shown(value)} is not an IPv4 address with a prefix length", "e.g. 198.18.0.0/31"
     if raw.startswith("Input is not"):
-        return f"{_shown(value)} is not{raw[len('Input is not'):]}", ""
+        return f"{_shown(value)} is not{raw[len('Input is not'):]}", _address_hint(kind, value)
     message = raw.replace(" after validation", "")
+    if kind.endswith("_parsing"):  # "..., unable to parse string as an integer": the 'got' says it
+        message = message.split(",")[0]
     for prefix, replacement in _MSG_PREFIXES:
         if message.startswith(prefix):
             message = replacement + message[len(prefix):]
@@ -144,6 +148,15 @@ def _pydantic_message(err: Any, loc: YamlPath) -> tuple[str, str]:
     if kind not in ("too_short", "too_long") and (value is None or isinstance(value, (str, int, float))):
         message += f", got {_shown(value)}"
     return message.strip(), ""
+
+
+def _address_hint(kind: str, value: Any) -> str:
+    if kind == "ip_v4_network" and isinstance(value, str):
+        try:
+            return f"host bits are set: the network is {IPv4Interface(value).network}"
+        except ValueError:
+            pass
+    return ""
 
 
 def _pydantic_diagnostics(exc: ValidationError, source: SourceMap) -> list[Diagnostic]:
@@ -284,7 +297,7 @@ def _check_nodes(topo: Topology, src: SourceMap) -> Iterable[Diagnostic]:
             try:
                 naming.linux_ifname(ifname)
             except naming.NameError_ as exc:
-                yield src.diag(path + ("interfaces", ifname), str(exc))
+                yield src.diag(path + ("interfaces", ifname), str(exc), exc.hint)
                 continue
             if ifname not in linked:
                 yield src.diag(path + ("interfaces", ifname), f"no link uses {name}:{ifname}, so these settings "
@@ -339,7 +352,7 @@ def _check_links(topo: Topology, src: SourceMap) -> Iterable[Diagnostic]:
             try:
                 linux = naming.linux_ifname(ifname)
             except naming.NameError_ as exc:
-                yield src.diag(path, str(exc), "shorten it or use another interface")
+                yield src.diag(path, str(exc), exc.hint)
                 continue
             if linux in ("lo", "fxp0", "mgmt0"):
                 yield src.diag(path, f"interface name '{ifname}' is reserved for the loopback/management")
@@ -411,30 +424,42 @@ def _check_addresses(topo: Topology, src: SourceMap, host_routes: list[IPv4Netwo
             ranges.append((prefix, ("nodes", name, "prefixes", i)))
         if node.nat_pool is not None:
             ranges.append((node.nat_pool, ("nodes", name, "nat_pool")))
+    def where(path: YamlPath) -> str:  # a pool the file does not write is a default
+        return dotted(path) if path in src.lines else f"{dotted(path)} (default)"
+
     for i, (net, path) in enumerate(ranges):
         for other, other_path in ranges[:i]:
             if net.overlaps(other) and not _nat_pool_inside_pool(path, other_path):
-                yield src.diag(path, f"{net} overlaps {other} at {dotted(other_path)}",
+                first, second = (net, path), (other, other_path)
+                if path not in src.lines and other_path in src.lines:  # report where the user wrote it
+                    first, second = second, first
+                yield src.diag(first[1], f"{first[0]} overlaps {second[0]} at {where(second[1])}",
                                "pools and prefixes must be disjoint")
     # Explicit link subnets: the p2p and LAN allocators step around them; nothing else does.
     explicit = [(addr.network, ("links", i, "addresses", s)) for i, link in enumerate(topo.links)
                 for s, addr in enumerate(link.addresses or []) if s == 0]
+    ips = {i: {a.ip for a in link.addresses or []} for i, link in enumerate(topo.links)}
     for i, (net, path) in enumerate(explicit):
         for other, other_path in explicit[:i]:
-            if net.overlaps(other):
+            if net.overlaps(other) and not ips[int(path[1])] & ips[int(other_path[1])]:  # else: duplicates, said
                 yield src.diag(path, f"subnet {net} overlaps {other} of {dotted(other_path[:2])}",
                                "each link has a subnet of its own")
         for other, other_path in ranges:
             if other_path not in (("addressing", "p2p"), ("addressing", "lan")) and net.overlaps(other):
-                yield src.diag(path, f"subnet {net} overlaps {other} at {dotted(other_path)}",
+                yield src.diag(path, f"subnet {net} overlaps {other} at {where(other_path)}",
                                "link addresses must stay off pools and prefixes")
     for route in host_routes:
         if route.prefixlen == 0:
             continue  # the host's default route overlaps everything; the lab never uses it
         for net, path in ranges + explicit:
-            if net.overlaps(route):
+            if not net.overlaps(route):
+                continue
+            if path in src.lines:
                 yield src.diag(path, f"{net} overlaps {route}, a route of this machine's root namespace",
                                "lab addressing must stay off the host's networks: pick another range")
+            else:
+                yield src.diag(path, f"{net}, the default {dotted(path)}, overlaps {route}, a route of this "
+                               "machine's root namespace", f"set {dotted(path)} to a range this machine does not use")
 
 
 def _check_mgmt(topo: Topology, src: SourceMap) -> Iterable[Diagnostic]:

@@ -10,9 +10,9 @@ from __future__ import annotations
 import os
 import subprocess
 import time
+from collections.abc import Callable
 from ipaddress import IPv4Interface, IPv4Network
 from pathlib import Path
-from typing import Callable
 
 from pyroute2 import IPRoute
 from pyroute2.netlink import NLM_F_ACK, NLM_F_CREATE, NLM_F_EXCL, NLM_F_REQUEST

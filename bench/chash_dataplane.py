@@ -1,0 +1,160 @@
+#!/usr/bin/env python3
+"""Issue 3 figures on real namespaces (root): forwarding cost of CHASH + SFW, and failover speed.
+
+1. 64-byte UDP pps (iperf3, received) client -> MX -> SRX -> MX -> server with the CHASH selector and
+   the SRX stateful ruleset, divided by the same chain with plain routing and no rules, measured
+   alternately in the same run (goal >= 0.90).
+2. Time from carrier loss on an MX-SRX link (the SRX end set down over netlink) to the selector map
+   being reprogrammed by dataplane.mxlb (its status file records when it programmed): goal <= 10 ms
+   median.
+
+    python3 bench/chash_dataplane.py [--rounds 3] [--seconds 3] [--trials 10] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from lab_orchestrator import netnsutil  # noqa: E402
+
+LAB = [sys.executable, "-m", "lab_orchestrator.cli"]
+NAME = "benchch"
+
+
+def lab(*args: str) -> str:
+    result = subprocess.run([*LAB, *args], cwd=REPO, capture_output=True, text=True, timeout=120)
+    if result.returncode != 0:
+        raise SystemExit(f"lab {' '.join(args)}: {result.stderr.strip()}")
+    return result.stdout
+
+
+def in_ns(node: str, *argv: str, timeout: float = 60) -> str:
+    return subprocess.run(["ip", "netns", "exec", f"{NAME}-{node}", *argv], capture_output=True, text=True,
+                          timeout=timeout).stdout
+
+
+def iperf_pps(seconds: float) -> float:
+    server = subprocess.Popen(["ip", "netns", "exec", f"{NAME}-server", "iperf3", "-s", "-1", "-B", "203.0.113.9",
+                               "-J"], stdout=subprocess.PIPE, text=True)
+    time.sleep(0.3)
+    in_ns("client", "iperf3", "-c", "203.0.113.9", "-B", "100.64.1.1", "-u", "-l", "64", "-b", "0",
+          "-t", str(seconds), "-J")
+    out, _ = server.communicate(timeout=seconds + 10)
+    data = json.loads(out)
+    received = data["end"]["sum"]["packets"] - data["end"]["sum"]["lost_packets"]
+    return float(received) / float(data["end"]["sum"]["seconds"])
+
+
+RULES = {
+    "mx1-trust-vr": "table ip mxlb", "mx1-untrust-vr": "table ip mxlb",
+    **{f"srx{i}": "table inet srx" for i in range(1, 5)},
+}
+
+
+def save_rules() -> dict[str, str]:
+    return {node: in_ns(node, "nft", "list", *table.split()) for node, table in RULES.items()}
+
+
+def set_rules(saved: dict[str, str], on: bool) -> None:
+    for node, table in RULES.items():
+        in_ns(node, "nft", "delete", *table.split())
+        if on:
+            subprocess.run(["ip", "netns", "exec", f"{NAME}-{node}", "nft", "-f", "-"], input=saved[node],
+                           text=True, check=True)
+
+
+def failover_latency(trials: int) -> list[float]:
+    from pyroute2 import IPRoute
+
+    status_file = Path(f"/run/lab/{NAME}/nodes/mx1/mxlb-status.json")
+    with netnsutil.entered(f"{NAME}-srx3"):
+        ipr = IPRoute()
+    index = ipr.link_lookup(ifname="ge-0-0-0")[0]
+    samples = []
+    try:
+        for _ in range(trials):
+            before = json.loads(status_file.read_text())["changes"]
+            t0 = time.time()
+            ipr.link("set", index=index, state="down")
+            deadline = time.monotonic() + 2
+            while time.monotonic() < deadline:
+                status = json.loads(status_file.read_text())
+                if status["changes"] > before:
+                    samples.append((status["last_programmed_at"] - t0) * 1000)
+                    break
+                time.sleep(0.001)
+            ipr.link("set", index=index, state="up")
+            wait_all_alive(status_file)
+    finally:
+        ipr.link("set", index=index, state="up")
+        ipr.close()
+    return samples
+
+
+def wait_all_alive(status_file: Path, timeout: float = 20) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            members = json.loads(status_file.read_text())["members"]
+        except ValueError:
+            members = []
+        if members and all(m["alive"] and m["buckets"] for m in members):
+            return
+        time.sleep(0.05)
+    raise SystemExit("selector did not re-add every SRX")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--seconds", type=float, default=3.0)
+    parser.add_argument("--trials", type=int, default=10)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    source = (REPO / "labs/topology1.yml").read_text().replace("name: t1", f"name: {NAME}", 1)
+    with tempfile.TemporaryDirectory() as tmp:
+        topo = Path(tmp) / f"{NAME}.yml"
+        topo.write_text(source)
+        lab("up", str(topo))
+        try:
+            saved = save_rules()
+            chash, plain = [], []
+            for _ in range(args.rounds):
+                set_rules(saved, on=True)
+                chash.append(iperf_pps(args.seconds))
+                set_rules(saved, on=False)
+                plain.append(iperf_pps(args.seconds))
+            set_rules(saved, on=True)
+            latency = failover_latency(args.trials)
+        finally:
+            lab("down", "--name", NAME)
+    result = {
+        "pps_chash_sfw": statistics.median(chash), "pps_plain_routing": statistics.median(plain),
+        "ratio": statistics.median(chash) / statistics.median(plain),
+        "ratios_per_round": [c / p for c, p in zip(chash, plain, strict=False)],
+        "reprogram_ms_median": statistics.median(latency) if latency else None,
+        "reprogram_ms_max": max(latency) if latency else None, "reprogram_ms": latency,
+    }
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return
+    print("| metric | value | goal |\n|---|---|---|")
+    print(f"| 64 B UDP pps, CHASH + SFW | {result['pps_chash_sfw']:,.0f} | |")
+    print(f"| 64 B UDP pps, plain routing, no rules | {result['pps_plain_routing']:,.0f} | |")
+    print(f"| ratio (median of {args.rounds} alternating rounds) | {result['ratio']:.3f} | >= 0.90 |")
+    print(f"| carrier loss -> selector reprogrammed, median of {len(latency)} | "
+          f"{result['reprogram_ms_median']:.2f} ms (max {result['reprogram_ms_max']:.2f}) | <= 10 ms |")
+
+
+if __name__ == "__main__":
+    main()

@@ -331,6 +331,65 @@ def _pick_lab(name: str | None) -> LabState:
     raise LabError(f"several labs run ({', '.join(s.name for s in labs)}): pick one with --lab")
 
 
+@app.command()
+def sessions(
+    node: str = typer.Argument(..., help="An srx node."),
+    lab: str | None = typer.Option(None, "--lab", "-l", help="Lab name (needed when several run)."),
+    json_out: bool = typer.Option(False, "--json", help="Print as JSON."),
+) -> None:
+    """An SRX's session table (conntrack in its namespace): like `show security flow session`."""
+    from . import sessions as sessionsmod
+
+    def run() -> None:
+        hostcheck.require_root()
+        state = _pick_lab(lab)
+        ns = f"{state.name}-{node}"
+        if ns not in state.namespaces:
+            raise LabError(f"lab {state.name} has no node {node}")
+        table = [s for s in sessionsmod.read(ns) if 179 not in (s.source_port, s.destination_port)]
+        if json_out:
+            sys.stdout.write(json.dumps([s.to_json() for s in table], indent=2) + "\n")
+            return
+        view = Table("proto", "source", "destination", "translated source", "packets", "bytes", "timeout")
+        for s in table:  # the SRX's own BGP sessions (port 179) are left out: not transit sessions
+            view.add_row(s.protocol, f"{s.source}/{s.source_port}", f"{s.destination}/{s.destination_port}",
+                         s.reply_destination if s.translated else "-", str(s.packets), str(s.bytes),
+                         str(s.timeout))
+        out.print(view)
+        out.print(f"Total sessions: {len(table)}")
+
+    _guarded(run)
+
+
+@app.command()
+def selector(
+    node: str = typer.Argument(..., help="An mx node."),
+    lab: str | None = typer.Option(None, "--lab", "-l", help="Lab name (needed when several run)."),
+    json_out: bool = typer.Option(False, "--json", help="Print as JSON."),
+) -> None:
+    """The MX load-balancing selector: each SRX's state and share of the hash buckets."""
+
+    def run() -> None:
+        state = _pick_lab(lab)
+        path = Path(state.state_dir) / "nodes" / node / "mxlb-status.json"
+        if not path.exists():
+            raise LabError(f"{node} in lab {state.name} runs no selector (mx with ecmp-chash or ecmp only)")
+        status = json.loads(path.read_text())
+        if json_out:
+            sys.stdout.write(json.dumps(status, indent=2) + "\n")
+            return
+        out.print(f"{node}: mode {status['mode']}, {status['buckets']} buckets, {status['changes']} changes")
+        view = Table("SRX", "mark", "alive", "carrier", "BGP next hop", "buckets")
+        for m in status["members"]:
+            view.add_row(m["name"], str(m["mark"]), "yes" if m["alive"] else "[red]no[/]",
+                         " ".join(f"{k}:{'up' if v else 'down'}" for k, v in m["carrier"].items()),
+                         " ".join(f"{k}:{'yes' if v else 'no'}" for k, v in m["routed"].items()),
+                         str(m["buckets"]))
+        out.print(view)
+
+    _guarded(run)
+
+
 class GraphFormat(StrEnum):
     svg = "svg"
     png = "png"

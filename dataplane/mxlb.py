@@ -1,10 +1,12 @@
-"""MX load-balancing daemon (ECMP CHASH / plain ECMP): keeps the selector map in step with the SRXs.
+"""MX load-balancing daemon (ECMP CHASH, plain ECMP, TLB): keeps the selector map in step with the SRXs.
 
 A control plane only. It watches, over netlink in each routing-instance namespace, the carrier of
-every SRX-facing link and the BGP routes BIRD installs (an SRX whose next hop leaves the watched
-route, after having been in it, has withdrawn), decides which SRXs are alive, computes the
-selector table (dataplane.chash) and rewrites the nft map of every side in one transaction per
-side. One table serves both sides, so a subscriber's traffic crosses the same SRX both ways.
+every SRX-facing link and, for ECMP, the BGP routes BIRD installs (an SRX whose next hop leaves the
+watched route, after having been in it, has withdrawn); for TLB it health-checks each SRX's
+loopback from the trust instance instead (a thread; dataplane.health). It decides which SRXs are
+alive, computes the selector table (dataplane.chash) and rewrites the nft map of every side in one
+transaction per side. One table serves both sides, so a subscriber's traffic crosses the same SRX
+both ways. For TLB the forwarding instance's default route exists only while an SRX is healthy.
 
 On start it reads the programmed map back and changes nothing if nothing changed: restarting this
 daemon never disturbs forwarding (the kernel keeps forwarding with the last map meanwhile).
@@ -14,11 +16,14 @@ daemon never disturbs forwarding (the kernel keeps forwarding with the last map 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import queue
 import select
 import signal
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from ipaddress import IPv4Network
@@ -29,6 +34,7 @@ from pyroute2 import IPRoute
 from pyroute2.netlink.rtnl import RTMGRP_IPV4_ROUTE, RTMGRP_LINK
 
 from .chash import SelectorTable, build_initial, plain_ecmp, reconcile
+from .health import HealthState, Prober
 from .nft import Nft, NftError
 
 IFF_UP = 0x1
@@ -43,10 +49,13 @@ class MemberState:
     carrier: dict[str, bool] = field(default_factory=dict)  # side -> link has carrier
     routed: dict[str, bool] = field(default_factory=dict)  # side -> next hop in the watched routes
     seen: bool = False  # next hop has been in the routes at least once (BGP came up)
+    health: HealthState | None = None  # TLB only
 
     def alive(self) -> bool:
         if not self.carrier or not all(self.carrier.values()):
             return False
+        if self.health is not None:
+            return self.health.up
         return not self.seen or all(self.routed.values())
 
 
@@ -90,15 +99,25 @@ class Daemon:
         self.selectors: list[dict[str, Any]] = config["selectors"]
         self.nft = Nft()
         self.members: dict[str, MemberState] = {}
+        health = config.get("health") or {}
+        self.targets: dict[str, str] = {}
         for selector in self.selectors:
             for m in selector["members"]:
-                self.members.setdefault(m["name"], MemberState(m["name"], int(m["mark"])))
+                state = self.members.setdefault(m["name"], MemberState(m["name"], int(m["mark"])))
+                if self.mode == "tlb" and state.health is None:
+                    state.health = HealthState(int(health["failures"]), int(health["recoveries"]))
+                    self.targets[m["name"]] = m["loopback"]
+        self.health_config = health
+        self.results: queue.Queue[dict[str, tuple[bool, str]]] = queue.Queue()
+        self.wake_r, self.wake_w = os.pipe()
         self.mark_of = {name: state.mark for name, state in self.members.items()}
         self.name_of = {state.mark: name for name, state in self.members.items()}
         self.query = {s["side"]: _open_in(s["ns"], 0) for s in self.selectors}
         self.dev_member = {s["side"]: {m["dev"]: m["name"] for m in s["members"]} for s in self.selectors}
         self.watch = {s["side"]: _open_in(s["ns"], RTMGRP_LINK | RTMGRP_IPV4_ROUTE) for s in self.selectors}
         self.table = SelectorTable()
+        self.fallback_route: dict[str, str | None] = {}
+        self.counters: dict[str, dict[str, dict[str, int]]] = {}
         self.changes = 0
         self.last_event = 0.0
         self.last_programmed = 0.0
@@ -171,10 +190,74 @@ class Daemon:
         for selector in self.selectors:
             self.nft.run(commands, ns=selector["ns"])
         self.last_programmed = time.time()
+        if self.mode == "tlb":
+            self.program_fallback(table)
         self.changes += 1
         self.history = (self.history + [{"at": self.last_programmed, "reason": reason,
                                          "members": list(table.members())}])[-20:]
         self.table = table
+
+    def program_fallback(self, table: SelectorTable) -> None:
+        """TLB: the forwarding instance's default route exists only while an SRX is healthy (the
+        blackhole under it, at the highest metric, is static: with no SRX, traffic dies here)."""
+        for selector in self.selectors:
+            side, ipr = selector["side"], self.query[selector["side"]]
+            first = next((m for m in selector["members"] if m["name"] in table.members()), None)
+            want = first["nexthop"] if first else None
+            if self.fallback_route.get(side, "?") == want:
+                continue
+            with contextlib.suppress(Exception):  # absent already
+                ipr.route("del", dst="0.0.0.0", dst_len=0, table=self.config["fallback_table"], priority=1)
+            if first is not None:
+                oif = ipr.link_lookup(ifname=first["dev"])
+                ipr.route("add", dst="0.0.0.0", dst_len=0, table=self.config["fallback_table"], priority=1,
+                          gateway=first["nexthop"], oif=oif[0] if oif else None)
+            self.fallback_route[side] = want
+
+    def read_counters(self) -> None:
+        for selector in self.selectors:
+            try:
+                data = self.nft.json("list counters table ip mxlb", ns=selector["ns"])
+            except NftError:
+                continue
+            side: dict[str, dict[str, int]] = {}
+            for item in data.get("nftables", []):
+                counter = item.get("counter")
+                if counter:
+                    side[counter["name"]] = {"packets": counter["packets"], "bytes": counter["bytes"]}
+            self.counters[selector["side"]] = side
+
+    # ------------------------------------------------------------ health checks (TLB)
+    def start_health_thread(self) -> None:
+        trust = next(s for s in self.selectors if s["side"] == "trust")
+        interval = int(self.health_config["interval_ms"]) / 1000
+        prober = Prober(str(self.health_config["type"]), int(self.health_config["timeout_ms"]) / 1000,
+                        self.health_config.get("port"), str(self.health_config.get("http_path", "/")))
+
+        def loop() -> None:
+            from lab_orchestrator import netnsutil
+
+            with netnsutil.entered(trust["ns"]):
+                prober.open()  # probes leave from the trust instance (the RE side of the MX)
+                while True:
+                    started = time.monotonic()
+                    self.results.put(prober.round(self.targets))
+                    os.write(self.wake_w, b"h")
+                    time.sleep(max(0.0, interval - (time.monotonic() - started)))
+
+        threading.Thread(target=loop, name="health", daemon=True).start()
+
+    def absorb_health(self) -> None:
+        while True:
+            try:
+                results = self.results.get_nowait()
+            except queue.Empty:
+                return
+            for name, (ok, detail) in results.items():
+                health = self.members[name].health
+                if health is not None and health.record(ok, detail):
+                    print(f"{time.strftime('%H:%M:%S')} {name} health {'up' if health.up else 'down'}: {detail}",
+                          flush=True)
 
     def adopt(self) -> None:
         """Start-up: take the programmed map as the current table if it is one of ours."""
@@ -188,6 +271,8 @@ class Daemon:
             for name, state in self.members.items():
                 if name not in first.members():
                     state.seen = True
+                    if state.health is not None:
+                        state.health.up = False
         else:
             self.table = build_initial([n for n in self.order if n in self.members], self.buckets)
             self.program(self.table, "initial table (programmed map missing or inconsistent)")
@@ -214,7 +299,15 @@ class Daemon:
             "members": [{
                 "name": name, "mark": state.mark, "alive": state.alive(), "carrier": state.carrier,
                 "routed": state.routed, "buckets": counts.get(name, 0),
+                "health": None if state.health is None else {
+                    "up": state.health.up, "last_result": state.health.last_result,
+                    "probes": state.health.probes, "fail_streak": state.health.fail_streak,
+                    "last_change": state.health.last_change,
+                },
+                "counters": {side: values.get(name, {"packets": 0, "bytes": 0})
+                             for side, values in self.counters.items()},
             } for name, state in sorted(self.members.items(), key=lambda kv: kv[1].mark)],
+            "fallback_route": self.fallback_route,
             "table": list(self.table.buckets), "history": self.history,
         }
         target = Path(self.config["status_file"])
@@ -234,25 +327,38 @@ class Daemon:
         signal.signal(signal.SIGINT, on_term)
         self.adopt()
         self.step("start-up")
+        if self.mode == "tlb":
+            self.program_fallback(self.table)
+            self.start_health_thread()
+        self.read_counters()
         self.write_status()
         sockets = {ipr.fileno(): ipr for ipr in self.watch.values()}
         self.side_of = {ipr.fileno(): side for side, ipr in self.watch.items()}
+        last_status = time.monotonic()
         while not stopping:
             try:
-                ready, _, _ = select.select(list(sockets), [], [], 1.0)
+                ready, _, _ = select.select([*sockets, self.wake_r], [], [], 1.0)
             except InterruptedError:
                 continue
+            if time.monotonic() - last_status >= 1.0:
+                self.read_counters()
+                last_status = time.monotonic()
             if not ready:
                 self.step("periodic check")
+                self.write_status()
                 continue
             self.last_event = time.time()
             routes_changed = False
+            if self.wake_r in ready:
+                os.read(self.wake_r, 4096)
+                self.absorb_health()
+                ready = [fd for fd in ready if fd != self.wake_r]
             for fd in ready:
                 side = self.side_of[fd]
                 routes_changed |= self.absorb(side, sockets[fd].get())
             # Decide on what the messages said first (a lost carrier is acted on at once), then,
             # if routes moved, re-read them as a whole and decide again.
-            changed = self.decide("link event")
+            changed = self.decide("link or health event")
             if routes_changed:
                 changed |= self.step("route event")
             if changed:

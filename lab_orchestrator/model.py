@@ -127,11 +127,27 @@ class Srd(Strict):
     master: str | None = None
 
 
+class HealthCheck(Strict):
+    """TLB health check of each SRX (from the MX's routing engine side, to the SRX loopback).
+
+    Defaults: ICMP every 1000 ms, a probe fails after 1000 ms, 3 consecutive failures take an SRX
+    out, 3 consecutive successes bring it back (detection time = interval x failures, + 1 interval)."""
+
+    type: Literal["icmp", "tcp", "udp", "http"] = "icmp"
+    port: int | None = Field(default=None, ge=1, le=65535)  # tcp/udp/http (http default 80)
+    interval_ms: int = Field(default=1000, ge=50, le=60000)
+    timeout_ms: int | None = Field(default=None, ge=10, le=60000)  # default: the interval
+    failures: int = Field(default=3, ge=1, le=100)
+    recoveries: int = Field(default=3, ge=1, le=100)
+    http_path: str = "/"
+
+
 class Services(Strict):
     load_balancing: LoadBalancing = "ecmp-chash"
     use_case: UseCase = "sfw"
     buckets: int = Field(default=64, ge=2, le=4096)
     hash_seed: int = Field(default=0x5EED, ge=0, le=0xFFFFFFFF)
+    health_check: HealthCheck = HealthCheck()
 
 
 class Topology(Strict):

@@ -114,6 +114,7 @@ class Rule:
     fwmark: int
     table: int
     priority: int
+    mask: int | None = None  # None: the whole mark must match
 
 
 @dataclass(frozen=True)

@@ -164,7 +164,10 @@ class NetnsBackend:
         for route in plan.routes:
             ipr = self._ipr(route.ns)
             net = IPv4Network(route.dst)
-            if route.kind == "local":
+            if route.kind == "blackhole":
+                ipr.route("add", dst=str(net.network_address), dst_len=net.prefixlen, type="blackhole",
+                          table=route.table or 254, priority=4294967295)
+            elif route.kind == "local":
                 ipr.route("add", dst=str(net.network_address), dst_len=net.prefixlen, type="local",
                           oif=1, table=255, scope=254)
             elif route.via:
@@ -173,7 +176,8 @@ class NetnsBackend:
                     extra["oif"] = ipr.link_lookup(ifname=route.dev)[0]
                 ipr.route("add", dst=str(net.network_address), dst_len=net.prefixlen, gateway=route.via, **extra)
         for rule in plan.rules:
-            self._ipr(rule.ns).rule("add", fwmark=rule.fwmark, table=rule.table, priority=rule.priority)
+            extra = {"fwmask": rule.mask} if rule.mask is not None else {}
+            self._ipr(rule.ns).rule("add", fwmark=rule.fwmark, table=rule.table, priority=rule.priority, **extra)
 
     def _guard_root(self, plan: LabPlan) -> None:
         """No routed path between the lab's management bridge and the rest of the host."""

@@ -1,0 +1,157 @@
+"""Health checks of the TLB: a pure up/down state machine and the probes that feed it.
+
+The state machine is plain logic (unit-tested); the probes (ICMP echo over a raw socket, TCP
+connect, UDP request/any answer, HTTP GET) are thin I/O that report one boolean per round.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import select
+import socket
+import struct
+import time
+from dataclasses import dataclass, field
+
+
+@dataclass
+class HealthState:
+    """Consecutive failures take a target down, consecutive successes bring it back.
+
+    A target starts up (the lab comes up with every SRX in the table and must not churn while the
+    first probes are in flight) unless told otherwise, e.g. after a restart that found it out."""
+
+    failures: int
+    recoveries: int
+    up: bool = True
+    fail_streak: int = 0
+    ok_streak: int = 0
+    last_result: str = "not probed yet"
+    last_change: float = 0.0
+    probes: int = 0
+
+    def record(self, ok: bool, detail: str = "", now: float | None = None) -> bool:
+        """Account one probe; return True when the up/down state changed."""
+        self.probes += 1
+        self.last_result = detail or ("ok" if ok else "failed")
+        if ok:
+            self.ok_streak += 1
+            self.fail_streak = 0
+            if not self.up and self.ok_streak >= self.recoveries:
+                return self._flip(True, now)
+        else:
+            self.fail_streak += 1
+            self.ok_streak = 0
+            if self.up and self.fail_streak >= self.failures:
+                return self._flip(False, now)
+        return False
+
+    def _flip(self, up: bool, now: float | None) -> bool:
+        self.up = up
+        self.last_change = time.time() if now is None else now
+        return True
+
+
+def _checksum(data: bytes) -> int:
+    if len(data) % 2:
+        data += b"\0"
+    total = sum(struct.unpack(f"!{len(data) // 2}H", data))
+    total = (total >> 16) + (total & 0xFFFF)
+    total += total >> 16
+    return ~total & 0xFFFF
+
+
+def icmp_echo(ident: int, seq: int, payload: bytes = b"lab-tlb-health") -> bytes:
+    header = struct.pack("!BBHHH", 8, 0, 0, ident, seq)
+    return struct.pack("!BBHHH", 8, 0, _checksum(header + payload), ident, seq) + payload
+
+
+def parse_echo_reply(packet: bytes) -> tuple[int, int] | None:
+    """(identifier, sequence) of an ICMP echo reply inside an IPv4 packet, else None."""
+    if len(packet) < 28:
+        return None
+    ihl = (packet[0] & 0x0F) * 4
+    icmp = packet[ihl:ihl + 8]
+    if len(icmp) < 8 or icmp[0] != 0:
+        return None
+    _type, _code, _sum, ident, seq = struct.unpack("!BBHHH", icmp)
+    return ident, seq
+
+
+@dataclass
+class Prober:
+    """One probe round to every target, answered within TIMEOUT seconds."""
+
+    kind: str
+    timeout: float
+    port: int | None = None
+    http_path: str = "/"
+    _icmp: socket.socket | None = None
+    _seq: int = 0
+    _ident: int = field(default_factory=lambda: os.getpid() & 0xFFFF)
+
+    def open(self) -> None:
+        """Open sockets in the calling thread's namespace (call it while inside the instance)."""
+        if self.kind == "icmp":
+            self._icmp = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)
+            self._icmp.setblocking(False)
+
+    def round(self, targets: dict[str, str]) -> dict[str, tuple[bool, str]]:
+        if self.kind == "icmp":
+            return self._icmp_round(targets)
+        return {name: self._stream_probe(address) for name, address in targets.items()}
+
+    def _icmp_round(self, targets: dict[str, str]) -> dict[str, tuple[bool, str]]:
+        assert self._icmp is not None
+        pending: dict[int, str] = {}
+        failed: dict[str, tuple[bool, str]] = {}
+        sent_at = time.monotonic()
+        for name, address in targets.items():
+            self._seq = (self._seq + 1) & 0xFFFF
+            try:
+                self._icmp.sendto(icmp_echo(self._ident, self._seq), (address, 0))
+                pending[self._seq] = name
+            except OSError as exc:  # e.g. no route to the loopback any more
+                failed[name] = (False, f"send failed: {os.strerror(exc.errno or errno.EIO)}")
+        return {**self._drain(pending, sent_at), **failed}
+
+    def _drain(self, pending: dict[int, str], sent_at: float) -> dict[str, tuple[bool, str]]:
+        assert self._icmp is not None
+        results: dict[str, tuple[bool, str]] = {}
+        deadline = sent_at + self.timeout
+        while pending and (left := deadline - time.monotonic()) > 0:
+            ready, _, _ = select.select([self._icmp], [], [], left)
+            if not ready:
+                break
+            while True:
+                try:
+                    packet = self._icmp.recv(2048)
+                except BlockingIOError:
+                    break
+                reply = parse_echo_reply(packet)
+                if reply and reply[0] == self._ident and reply[1] in pending:
+                    name = pending.pop(reply[1])
+                    results[name] = (True, f"echo reply in {(time.monotonic() - sent_at) * 1000:.1f} ms")
+        for name in pending.values():
+            results[name] = (False, f"no echo reply within {self.timeout * 1000:.0f} ms")
+        return results
+
+    def _stream_probe(self, address: str) -> tuple[bool, str]:
+        kind = socket.SOCK_DGRAM if self.kind == "udp" else socket.SOCK_STREAM
+        port = self.port or (80 if self.kind == "http" else 7)
+        with socket.socket(socket.AF_INET, kind) as sock:
+            sock.settimeout(self.timeout)
+            try:
+                sock.connect((address, port))
+                if self.kind == "udp":
+                    sock.send(b"lab-tlb-health")
+                    sock.recv(2048)  # any answer; ICMP port unreachable raises ConnectionRefused
+                elif self.kind == "http":
+                    sock.sendall(f"GET {self.http_path} HTTP/1.0\r\nHost: {address}\r\n\r\n".encode())
+                    status = sock.recv(64).split(b" ", 2)
+                    if len(status) < 2 or not status[1].startswith(b"2"):
+                        return False, f"HTTP status {status[1:2]!r}"
+            except (OSError, TimeoutError) as exc:
+                return False, f"{self.kind}/{port}: {exc.__class__.__name__}"
+        return True, f"{self.kind}/{port} ok"

@@ -27,7 +27,9 @@ def serve(address: str, port: int, seconds: float) -> int:
     # not match the firewall session and would (rightly) be dropped by the SRX.
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)  # a probe arrives as one burst
     sock.bind((address, port))
+    print(json.dumps({"serving": f"{address}:{port}"}), flush=True)
     deadline = time.monotonic() + seconds
     echoed = 0
     while time.monotonic() < deadline:
@@ -52,9 +54,14 @@ def probe(sources: IPv4Network, count: int, target: tuple[str, int], port: int, 
         sockets[sock.fileno()] = (address, sock)
     answered: set[str] = set()
     for _ in range(rounds):
-        for address, sock in sockets.values():
+        for index, (address, sock) in enumerate(sockets.values()):
             if address not in answered:
-                sock.sendto(address.encode(), target)
+                try:
+                    sock.sendto(address.encode(), target)
+                except BlockingIOError:
+                    pass  # the next round resends
+                if index % 100 == 99:
+                    time.sleep(0.002)  # let the forwarding path's backlogs (1000 packets) drain
         deadline = time.monotonic() + timeout
         while len(answered) < len(addresses) and time.monotonic() < deadline:
             poller = select.poll()
@@ -92,7 +99,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--to", required=True, help="HOST:PORT of the echo server")
     p.add_argument("--port", type=int, default=40000, help="source port (the same for every address)")
     p.add_argument("--timeout", type=float, default=1.0)
-    p.add_argument("--rounds", type=int, default=2, help="resend to the silent ones this many times")
+    p.add_argument("--rounds", type=int, default=3, help="resend to the silent ones this many times")
     args = parser.parse_args(argv)
     if args.command == "serve":
         return serve(args.bind, args.port, args.seconds)

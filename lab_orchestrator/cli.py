@@ -10,17 +10,19 @@ import time
 from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from . import __version__, hostcheck, netnsutil
-from . import plan as planmod
 from .diagnostics import LabError, TopologyInvalid
 from .state import STATE_ROOT, LabState, running_labs, state_dir
-from .validate import LoadedTopology, load_topology
+
+if TYPE_CHECKING:  # the model (pydantic) and templates load only for commands that read a topology
+    from .plan import LabPlan
+    from .validate import LoadedTopology
 
 app = typer.Typer(
     name="lab",
@@ -75,14 +77,17 @@ def _load(path: Path, check_host: bool = True) -> LoadedTopology:
             routes = hostcheck.root_routes(own)
         except (OSError, ImportError):
             routes = []
+    from .validate import load_topology
+
     return load_topology(path, routes)
 
 
 def _peek_name(path: Path) -> str | None:
     import yaml
 
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yaml.load(path.read_text(), Loader=loader)  # noqa: S506 - a safe loader
         return str(data.get("name")) if isinstance(data, dict) else None
     except (OSError, yaml.YAMLError):
         return None
@@ -120,6 +125,8 @@ def render(
     """Write the complete plan (plan.json) and every rendered config to a folder. No root needed."""
 
     def run() -> None:
+        from . import plan as planmod
+
         loaded = _load(topology, check_host=False)
         plan = planmod.build(loaded.topology, str(topology), str(STATE_ROOT))
         for rel, content in plan.files.items():
@@ -131,7 +138,9 @@ def render(
     _guarded(run)
 
 
-def _preflight_up(loaded: LoadedTopology) -> planmod.LabPlan:
+def _preflight_up(loaded: LoadedTopology) -> LabPlan:
+    from . import plan as planmod
+
     hostcheck.require_root()
     hostcheck.require_kernel()
     hostcheck.require_tools()
@@ -168,11 +177,30 @@ def up(
     def run() -> None:
         loaded = _load(topology)
         plan = _preflight_up(loaded)
-        backend = NetnsBackend(progress)
-        signal.signal(signal.SIGTERM, _raise_interrupt)
+        interrupts: list[int] = []
+
+        def on_signal(signum: int, frame: object) -> NoReturn:
+            interrupts.append(signum)
+            raise KeyboardInterrupt
+
+        def checked(step: str, detail: str) -> None:
+            # Python drops an exception raised in some places (an at-fork hook when a signal lands
+            # during fork()): a signal seen but not raised is honoured at the next step.
+            if interrupts:
+                raise KeyboardInterrupt
+            progress(step, detail)
+
+        backend = NetnsBackend(checked)
+        signal.signal(signal.SIGTERM, on_signal)
+        if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:  # not when started with Ctrl-C ignored
+            signal.signal(signal.SIGINT, on_signal)
         try:
             state = backend.up(plan, ready_timeout=timeout)
+            if interrupts:
+                raise KeyboardInterrupt
         except BaseException as exc:
+            for signum in (signal.SIGINT, signal.SIGTERM):  # a second Ctrl-C must not stop the cleanup
+                signal.signal(signum, signal.SIG_IGN)
             progress("cleanup", "removing everything this attempt created")
             state = LabState.load(state_dir(plan.name))
             NetnsBackend().down(state)
@@ -192,10 +220,6 @@ def up(
                       f"`lab exec {plan.nodes[0].name} -- ip route`.")
 
     _guarded(run)
-
-
-def _raise_interrupt(signum: int, frame: object) -> NoReturn:
-    raise KeyboardInterrupt
 
 
 def _remove_state(name: str) -> None:
@@ -243,6 +267,8 @@ def down(
 
 def _state_from_plan(topology: Path) -> LabState:
     """No record (lab up killed before writing it): clean what the plan would have created."""
+    from . import plan as planmod
+
     loaded = _load(topology, check_host=False)
     plan = planmod.build(loaded.topology, str(topology), str(STATE_ROOT))
     return LabState(plan.name, plan.source, plan.state_dir, "unknown", [ns.name for ns in plan.namespaces],

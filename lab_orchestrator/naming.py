@@ -30,6 +30,7 @@ _IOS_ABBREVIATIONS = (
 _JUNOS_IFD = re.compile(r"^(ge|xe|et|ae|lo|fxp|em|irb|reth|lt|st)[-0-9/.:]*[0-9]$")
 _IOS_IFD = re.compile(r"^[A-Z][A-Za-z-]*[0-9][0-9/.:]*$")
 _LINUX_IFD = re.compile(r"^[a-z][a-z0-9]*[0-9]$")
+_EMPTY_PART = re.compile(r"[-/.:]{2}")
 
 
 class NameError_(ValueError):
@@ -43,7 +44,9 @@ class NameError_(ValueError):
 def linux_ifname(vendor_name: str) -> str:
     """Map `ge-0/0/0` -> `ge-0-0-0`, `GigabitEthernet0/1` -> `Gi0-1`, `eth1` -> `eth1`."""
     name = vendor_name
-    if not (_JUNOS_IFD.match(name) or _IOS_IFD.match(name) or _LINUX_IFD.match(name)):
+    # fullmatch: with match, '$' would also accept a trailing newline ("eth1\n")
+    known = _JUNOS_IFD.fullmatch(name) or _IOS_IFD.fullmatch(name) or _LINUX_IFD.fullmatch(name)
+    if not known or _EMPTY_PART.search(name):  # `ge-0//0`, `ge-/0`: a typo, not a port
         raise NameError_(
             f"'{vendor_name}' is not an interface name this lab understands",
             "e.g. ge-0/0/0, ae0.100, GigabitEthernet0/1 or eth1",

@@ -266,7 +266,7 @@ def check(topo: Topology, src: SourceMap, host_routes: Iterable[IPv4Network] = (
 def _check_nodes(topo: Topology, src: SourceMap) -> Iterable[Diagnostic]:
     for name, node in topo.nodes.items():
         path: YamlPath = ("nodes", name)
-        if not re.match(NAME_PATTERN, name):
+        if not re.fullmatch(NAME_PATTERN, name):  # fullmatch: '$' alone lets "mx1\n" through
             yield src.diag(path, f"node name '{name}' is not usable", "lower-case letters, digits and '-'")
         if node.kind == "mx":
             if node.bgp is None or node.bgp.trust_as is None or node.bgp.untrust_as is None:
@@ -472,7 +472,7 @@ def _check_mgmt(topo: Topology, src: SourceMap) -> Iterable[Diagnostic]:
         if ip is None:
             continue
         path: YamlPath = ("nodes", name, "mgmt_ip")
-        if ip not in subnet or ip in (subnet.network_address, subnet.broadcast_address) and subnet.prefixlen < 31:
+        if ip not in subnet or (ip in (subnet.network_address, subnet.broadcast_address) and subnet.prefixlen < 31):
             where = "addressing.mgmt" if topo.addressing.mgmt else "the default management subnet"
             yield src.diag(path, f"{ip} is not a host address of {where} {subnet}",
                            "set addressing.mgmt to the subnet you want" if not topo.addressing.mgmt else "")

@@ -70,11 +70,11 @@ class _Builder:
     def _mapping(self, node: yaml.MappingNode, path: YamlPath) -> dict[Any, Any]:
         out: dict[Any, Any] = {}
         first_line: dict[Any, int] = {}
-        merges: list[yaml.Node] = []
+        merges: list[tuple[int, yaml.Node]] = []  # (line of the '<<' key, what it merges)
         for key_node, value_node in node.value:
             line = key_node.start_mark.line + 1
             if key_node.tag == _MERGE_TAG:
-                merges.append(value_node)
+                merges.append((line, value_node))
                 continue
             if not isinstance(key_node, yaml.ScalarNode):
                 self.problems.append(Diagnostic(self.file, line, path, "a key must be a plain name or number",
@@ -90,11 +90,11 @@ class _Builder:
             self.lines[child] = line
             out[key] = self.build(value_node, child)
         # `<<: *anchor` (or a list of anchors): keys written here win, then the first source wins.
-        for merge in merges:
+        for merge_line, merge in merges:
             sources = merge.value if isinstance(merge, yaml.SequenceNode) else [merge]
             for source in sources:
                 if not isinstance(source, yaml.MappingNode):
-                    self.problems.append(Diagnostic(self.file, source.start_mark.line + 1, path,
+                    self.problems.append(Diagnostic(self.file, merge_line, path,
                                                     "'<<' merges a mapping (an alias like *name)"))
                     continue
                 saved, self.lines = self.lines, {}

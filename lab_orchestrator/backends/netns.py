@@ -7,9 +7,11 @@ see docs/architecture.md on carrier detection), one `nft -f` for the root guard 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import time
+import zlib
 from collections.abc import Callable
 from ipaddress import IPv4Interface, IPv4Network
 from pathlib import Path
@@ -50,13 +52,16 @@ class NetnsBackend:
             self._write_files(plan)
             self._namespaces(plan)
             self._links(plan)
-            self._mgmt(plan)
             self._addresses(plan)
             self._bridges(plan)
             self._routes(plan)
+            # BIRD waits about a second before its first BGP connect whatever the config says:
+            # start it as early as its interfaces allow and build the rest meanwhile.
+            self._start_processes(plan, state, routing=True)
+            self._mgmt(plan)
             self._guard_root(plan)
             self._rulesets(plan)
-            self._start_processes(plan, state)
+            self._start_processes(plan, state, routing=False)
             self._wait_ready(plan, state, ready_timeout)
         except NetlinkError as exc:
             raise LabError(f"the kernel refused a step of the plan: {exc.args[1]} (errno {exc.code})") from None
@@ -134,7 +139,7 @@ class NetnsBackend:
                 finally:
                     os.close(fd)
                 index = root.link_lookup(ifname=port.host_port)[0]
-                root.link("set", index=index, master=bridge, state="up")
+                root.link("set", index=index, master=bridge, state="up", group=link_group(plan.name))
                 ipr = self._ipr(port.ns)
                 inner = ipr.link_lookup(ifname=port.name)[0]
                 address = IPv4Interface(port.address)
@@ -196,18 +201,30 @@ class NetnsBackend:
     def _rulesets(self, plan: LabPlan) -> None:
         if plan.rulesets:
             self.progress("rulesets", f"{len(plan.rulesets)} nftables rulesets")
-        for ruleset in plan.rulesets:
-            result = run_in_namespace(ruleset.ns, ["nft", "-f", f"{plan.state_dir}/{ruleset.file}"])
-            if result.returncode != 0:
-                raise LabError(f"nft refused {ruleset.file} on {ruleset.node}: {result.stderr.strip()}")
+        from dataplane.nft import Nft, NftError
 
-    def _start_processes(self, plan: LabPlan, state: LabState) -> None:
-        self.progress("processes", f"{len(plan.processes)} daemons")
+        nft = Nft()  # in-process libnftables: no nft process per ruleset
+        try:
+            for ruleset in plan.rulesets:
+                try:
+                    nft.run(plan.files[ruleset.file], ns=ruleset.ns)
+                except NftError as exc:
+                    raise LabError(f"nft refused {ruleset.file} on {ruleset.node}: {exc}") from None
+        finally:
+            nft.close()
+
+    def _start_processes(self, plan: LabPlan, state: LabState, routing: bool) -> None:
+        """Routing daemons (BIRD) first, the rest (which read rulesets and routes) after."""
+        chosen = [p for p in plan.processes if (p.control_socket is not None) == routing]
+        if not chosen:
+            return
+        self.progress("processes", f"{len(chosen)} {'routing daemons' if routing else 'other daemons'}")
         logs = Path(plan.state_dir) / "logs"
         sup = supervisor.Supervisor(plan.state_dir)
-        state.supervisor_pid = sup.start()
-        state.save()
-        for proc in plan.processes:
+        if not state.supervisor_pid:
+            state.supervisor_pid = sup.start()
+            state.save()
+        for proc in chosen:
             record = sup.spawn(proc.node, proc.name, proc.ns, proc.argv,
                                str(logs / f"{proc.node}-{proc.name}.log"))
             state.processes.append(record)
@@ -267,26 +284,67 @@ class NetnsBackend:
         pids += [p for p in netnsutil.pids_in(inodes) if p not in pids and p != os.getpid()]
         sup = supervisor.Supervisor(state.state_dir)
         if sup.running():
-            sup.stop(pids)  # the supervisor reaps them: nothing lingers as a zombie
+            with contextlib.suppress(OSError, LabError):  # busy or gone: terminated by pid just below
+                sup.stop(pids)  # the supervisor reaps them: nothing lingers as a zombie
             sup.shutdown()
+        # A supervisor that does not answer (still starting, or `lab up` was interrupted in the middle
+        # of a spawn) and any child it forked that has not become its daemon yet: by command line.
+        supervisor.terminate(_supervisor_pids(state.state_dir))
+        # Nothing can start in the lab's namespaces any more: look again for what runs there.
+        pids += [p for p in netnsutil.pids_in(inodes) if p not in pids and p != os.getpid()]
         supervisor.terminate(pids)  # whatever is left (supervisor gone after a crash)
         self.progress("links", "management ports and bridge")
         with IPRoute() as root:
-            for port in state.host_ports + [state.bridge]:
-                for index in root.link_lookup(ifname=port):
-                    try:
-                        root.link("del", index=index)
-                    except NetlinkError as exc:
-                        problems.append(f"link {port}: {exc.args[1]}")
+            _delete_ports(root, state, problems)
         self.progress("namespaces", f"{len(state.namespaces)} namespaces")
         for ns in state.namespaces:
             netnsutil.delete(ns)
         if _nft_has_table(state.nft_table):
             _nft(f"delete table inet {state.nft_table}\n")
         leftovers = [p for p in netnsutil.pids_in(inodes) if p != os.getpid()]
+        leftovers += _supervisor_pids(state.state_dir)
         if leftovers:
             problems.append(f"processes still running: {leftovers}")
         return problems
+
+
+def _supervisor_pids(state_dir: str) -> list[int]:
+    """The lab's supervisor processes (`python -m lab_orchestrator.supervisord STATE_DIR`), including
+    one that is not listening yet and children it forked that have not exec'd their daemon yet."""
+    wanted = ["-m", "lab_orchestrator.supervisord", str(Path(state_dir))]
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            argv = Path(f"/proc/{entry.name}/cmdline").read_bytes().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        if argv[1:4] == wanted:
+            found.append(int(entry.name))
+    return found
+
+
+def link_group(lab: str) -> int:
+    """A link group per lab for its root-namespace ports: one RTM_DELLINK removes them all (each
+    deletion alone waits ~16 ms in the kernel)."""
+    return 0x1AB00000 | (zlib.crc32(lab.encode()) & 0xFFFFF)
+
+
+def _delete_ports(root: IPRoute, state: LabState, problems: list[str]) -> None:
+    ours = set(state.host_ports)
+    group = link_group(state.name)
+    members = {link.get_attr("IFLA_IFNAME") for link in root.get_links() if link.get_attr("IFLA_GROUP") == group}
+    if members and members <= ours:  # never delete by group if another lab's link shares the group
+        with contextlib.suppress(NetlinkError):
+            root.link("del", index=0, group=group)
+    for port in state.host_ports + [state.bridge]:
+        for index in root.link_lookup(ifname=port):
+            try:
+                root.link("del", index=index)
+            except NetlinkError as exc:
+                if exc.code != 19:  # ENODEV: gone with its peer meanwhile
+                    problems.append(f"link {port}: {exc.args[1]}")
 
 
 def _route_dst(route: dict) -> str:  # type: ignore[type-arg]

@@ -54,9 +54,10 @@ class RunningLab:
         lab("up", str(self.file))
         self.server = subprocess.Popen(
             [*LAB, "exec", "--lab", self.name, "server", "--", sys.executable, "-m", "dataplane.udpprobe",
-             "serve", "--bind", "203.0.113.9", "--seconds", "120"], cwd=REPO,
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        time.sleep(0.5)
+             "serve", "--bind", "203.0.113.9", "--seconds", "180"], cwd=REPO,
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        assert self.server.stdout is not None
+        assert "serving" in self.server.stdout.readline(), "echo server did not start"
         return self
 
     def __exit__(self, *exc: object) -> None:

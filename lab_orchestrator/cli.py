@@ -101,20 +101,24 @@ def validate(
                                        help="Skip the check against this host's routes."),
 ) -> None:
     """Check a topology file: every error at once, as FILE:LINE: yaml.path: message (hint). Exit 2 if invalid."""
-    try:
-        loaded = _load(topology, check_host=not no_host_check)
-    except TopologyInvalid as exc:
+
+    def run() -> None:
+        try:
+            loaded = _load(topology, check_host=not no_host_check)
+        except TopologyInvalid as exc:
+            if json_out:
+                out.print_json(json.dumps({"valid": False, "errors": [d.to_json() for d in exc.diagnostics]}))
+                raise typer.Exit(2) from None
+            raise
+        topo = loaded.topology
         if json_out:
-            out.print_json(json.dumps({"valid": False, "errors": [d.to_json() for d in exc.diagnostics]}))
-            raise typer.Exit(2) from None
-        _print_invalid(exc)
-    topo = loaded.topology
-    if json_out:
-        out.print_json(json.dumps({"valid": True, "name": topo.name, "nodes": len(topo.nodes),
-                                   "links": len(topo.links)}))
-    else:
-        out.print(f"{topology}: valid ({len(topo.nodes)} nodes, {len(topo.links)} links, "
-                  f"{topo.services.load_balancing}, {topo.services.use_case})")
+            out.print_json(json.dumps({"valid": True, "name": topo.name, "nodes": len(topo.nodes),
+                                       "links": len(topo.links)}))
+        else:
+            out.print(f"{topology}: valid ({len(topo.nodes)} nodes, {len(topo.links)} links, "
+                      f"{topo.services.load_balancing}, {topo.services.use_case})")
+
+    _guarded(run)
 
 
 @app.command()
@@ -306,6 +310,39 @@ def status(
                 table.add_row(node.name, node.kind, node.mgmt_address.split("/")[0],
                               "\n".join(node.namespaces), daemons or "-", bgp)
             out.print(table)
+
+    _guarded(run)
+
+
+@app.command()
+def restart(
+    node: str = typer.Argument(..., help="Node whose daemon restarts, e.g. mx1."),
+    process: str = typer.Argument(..., help="Process name as `lab status` lists it: bird, bird-trust-vr, mxlb..."),
+    lab: str | None = typer.Option(None, "--lab", "-l", help="Lab name (needed when several run)."),
+    kill: bool = typer.Option(False, "--kill", help="SIGKILL instead of SIGTERM (a crash, not a stop)."),
+) -> None:
+    """Restart one daemon of a node (the "restart routing / TLB process" events): stop it, start the
+    same command again under the lab's supervisor. Forwarding state in the kernel is left alone."""
+    import signal as signals
+
+    from . import supervisor as sup
+
+    def run() -> None:
+        hostcheck.require_root()
+        state = _pick_lab(lab)
+        record = state.process(node, process)
+        if record is None:
+            names = sorted(f"{r.node}/{r.name}" for r in state.processes)
+            raise LabError(f"lab {state.name} has no process {node}/{process} (processes: {', '.join(names)})")
+        client = sup.Supervisor(state.state_dir)
+        if sup.alive(record):
+            if kill:
+                os.kill(record.pid, signals.SIGKILL)
+            client.stop([record.pid])
+        fresh = client.spawn(record.node, record.name, record.ns, record.argv, record.log)
+        state.processes = [fresh if r is record else r for r in state.processes]
+        state.save()
+        out.print(f"{node}/{process} restarted: pid {record.pid} -> {fresh.pid}")
 
     _guarded(run)
 

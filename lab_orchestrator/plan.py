@@ -256,7 +256,8 @@ def build(topo: Topology, source: str = "", state_root: str = DEFAULT_STATE_ROOT
     state_dir = f"{state_root}/{lab}"
     explicit = [a.network for link in topo.links for a in (link.addresses or [])]
     p2p = _Allocator(topo.addressing.p2p, 31, explicit)
-    loopbacks = _Allocator(topo.addressing.loopback, 32, [])
+    loopbacks = _Allocator(topo.addressing.loopback, 32,
+                           [IPv4Network(f"{n.loopback}/32") for n in topo.nodes.values() if n.loopback])
     nat_pools = _Allocator(topo.addressing.nat, topo.addressing.nat_prefixlen,
                            [n.nat_pool for n in topo.nodes.values() if n.nat_pool])
 
@@ -353,6 +354,7 @@ def build(topo: Topology, source: str = "", state_root: str = DEFAULT_STATE_ROOT
     from . import mxlb
 
     mxlb.plan_selectors(topo, plan, python)
+    plan.files["plan.json"] = ""  # listed in its own file_names
     plan.files["plan.json"] = plan.to_json()
     return plan
 

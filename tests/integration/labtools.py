@@ -287,7 +287,7 @@ class LabOwner:
     """Labs a test created; `cleanup` runs `lab down` for each of them, and only for them."""
 
     tmp_dir: Path
-    labs: dict[str, Path] = field(default_factory=dict)
+    labs: dict[str, tuple[Path, PlanFacts]] = field(default_factory=dict)
 
     def claim(self, topology: Path) -> PlanFacts:
         """Check the lab is not running already (someone else's: never touch it), then own it."""
@@ -295,12 +295,14 @@ class LabOwner:
         if is_present(facts):
             pytest.fail(f"lab {facts.name} is already present on this host and was not created by this "
                         f"test; refusing to touch it (remove it with `lab down --name {facts.name}`)")
-        self.labs[facts.name] = topology
+        self.labs[facts.name] = (topology, facts)
         return facts
 
     def cleanup(self) -> list[str]:
         problems = []
-        for name, topology in reversed(list(self.labs.items())):
+        for name, (topology, facts) in reversed(list(self.labs.items())):
+            if not leftovers(facts):
+                continue  # the test took it down already (or it never came up): nothing to do
             args = ["down", "--name", name] if (STATE_ROOT / name / "state.json").exists() \
                 else ["down", str(topology)]
             try:
@@ -309,6 +311,12 @@ class LabOwner:
                     problems.append(f"lab {' '.join(args)}: {explain(result)}")
             except subprocess.TimeoutExpired:
                 problems.append(f"lab {' '.join(args)} timed out")
+            # What `lab down` could not find (a bug the test reports): end it by pid, so that one
+            # failure does not cascade into the next tests.
+            for line in processes_mentioning(facts.state_dir):
+                problems.append(f"killed a stray process of lab {name}: {line}")
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(line.split(":")[0]), signal.SIGKILL)
         self.labs.clear()
         return problems
 
@@ -322,7 +330,7 @@ def stop(proc: subprocess.Popen[str]) -> tuple[str, str]:
 
 
 def wait_for_state(name: str, proc: subprocess.Popen[str], ready: Any, timeout: float = 30.0) -> dict[str, Any]:
-    """Poll /run/lab/NAME/state.json until READY(state) is true; fail if `lab up` ended first."""
+    """Poll /run/lab/NAME/state.json until READY(state, state_dir) is true; fail if `lab up` ended first."""
     path = STATE_ROOT / name / "state.json"
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -333,7 +341,7 @@ def wait_for_state(name: str, proc: subprocess.Popen[str], ready: Any, timeout: 
             state = json.loads(path.read_text())
         except (OSError, ValueError):
             state = None
-        if state is not None and ready(state):
+        if state is not None and ready(state, path.parent):
             return dict(state)
         time.sleep(0.002)
     pytest.fail(f"{path} never reached the awaited point within {timeout} s")

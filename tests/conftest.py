@@ -1,0 +1,46 @@
+"""Shared test helpers: repository paths and golden files.
+
+Golden files are compared byte for byte. `UPDATE_GOLDEN=1 python3 -m pytest tests/unit` rewrites
+them from the current output instead (then review the diff before committing it).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+LABS = REPO / "labs"
+GOLDEN = REPO / "tests" / "golden"
+
+
+def updating_golden() -> bool:
+    return os.environ.get("UPDATE_GOLDEN", "") not in ("", "0")
+
+
+def check_golden(path: Path, actual: str) -> None:
+    """Compare ACTUAL with the golden file PATH (or write it when UPDATE_GOLDEN is set)."""
+    if updating_golden():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if not path.exists() or path.read_text() != actual:
+            path.write_text(actual)
+        return
+    if not path.exists():
+        pytest.fail(f"golden file {path.relative_to(REPO)} is missing; run with UPDATE_GOLDEN=1 to create it")
+    expected = path.read_text()
+    assert actual == expected, f"output differs from golden {path.relative_to(REPO)} (UPDATE_GOLDEN=1 rewrites it)"
+
+
+@pytest.fixture
+def golden() -> Callable[[Path, str], None]:
+    """`golden(path, text)`: compare TEXT with a golden file, or rewrite it under UPDATE_GOLDEN=1."""
+    return check_golden
+
+
+@pytest.fixture
+def update_golden() -> bool:
+    """True when the run rewrites goldens (UPDATE_GOLDEN=1) instead of comparing with them."""
+    return updating_golden()

@@ -1,0 +1,103 @@
+"""A running lab driven as a user would (the `lab` CLI), with an echo server and a 1000-source probe.
+
+Shared by the acceptance tests of the load-balancing issues: which SRX carried each flow is read
+back from the SRXs' own session tables (conntrack).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from lab_orchestrator import sessions
+
+REPO = Path(__file__).resolve().parents[2]
+LAB = [sys.executable, "-m", "lab_orchestrator.cli"]
+FLOWS = 1000
+SRX = ("srx1", "srx2", "srx3", "srx4")
+
+
+def lab(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run([*LAB, *args], cwd=REPO, capture_output=True, text=True, timeout=120)
+    if check and result.returncode != 0:
+        raise AssertionError(f"lab {' '.join(args)} failed: {result.stderr}")
+    return result
+
+
+class RunningLab:
+    def __init__(self, name: str, source: Path, tmp: Path, **services: str):
+        text = source.read_text().replace(f"name: {_name_of(source)}", f"name: {name}", 1)
+        for key, value in services.items():
+            text = text.replace(f"  {key}: ", f"  {key}: {value}  # was: ", 1)
+        self.name = name
+        self.file = tmp / f"{name}.yml"
+        self.file.write_text(text)
+        self.server: subprocess.Popen[str] | None = None
+
+    def __enter__(self) -> RunningLab:
+        lab("up", str(self.file))
+        self.server = subprocess.Popen(
+            [*LAB, "exec", "--lab", self.name, "server", "--", sys.executable, "-m", "dataplane.udpprobe",
+             "serve", "--bind", "203.0.113.9", "--seconds", "180"], cwd=REPO,
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        assert self.server.stdout is not None
+        assert "serving" in self.server.stdout.readline(), "echo server did not start"
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.server:
+            self.server.terminate()
+            self.server.wait(5)
+        lab("down", "--name", self.name, check=False)
+
+    def ns(self, node: str) -> str:
+        return f"{self.name}-{node}"
+
+    def exec(self, node: str, *argv: str, check: bool = True) -> str:
+        return lab("exec", "--lab", self.name, node, "--", *argv, check=check).stdout
+
+    def probe(self, port: int, sources: str = "100.64.4.0/22") -> dict[str, object]:
+        out = self.exec("client", sys.executable, "-m", "dataplane.udpprobe", "probe", "--sources", sources,
+                        "--count", str(FLOWS), "--to", "203.0.113.9:7000", "--port", str(port))
+        result: dict[str, object] = json.loads(out)
+        return result
+
+    def carriers(self, port: int) -> dict[str, str]:
+        """Subscriber address -> the SRX whose session table holds its flow (source port PORT)."""
+        where: dict[str, str] = {}
+        for srx in SRX:
+            for s in sessions.read(self.ns(srx)):
+                if s.protocol == "udp" and s.source_port == port:
+                    assert s.source not in where, f"{s.source} has a session on {where[s.source]} and {srx}"
+                    where[s.source] = srx
+        return where
+
+    def selector(self) -> dict[str, object]:
+        status: dict[str, object] = json.loads(Path(f"/run/lab/{self.name}/nodes/mx1/mxlb-status.json").read_text())
+        return status
+
+    def selector_config(self) -> dict[str, object]:
+        config: dict[str, object] = json.loads(Path(f"/run/lab/{self.name}/nodes/mx1/mxlb.json").read_text())
+        return config
+
+    def wait_members(self, alive: set[str], timeout: float = 15.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            members = self.selector()["members"]
+            assert isinstance(members, list)
+            if {m["name"] for m in members if m["alive"] and m["buckets"]} == alive:
+                return
+            time.sleep(0.1)
+        raise AssertionError(f"selector did not reach {sorted(alive)}: {self.selector()['members']}")
+
+
+def _name_of(path: Path) -> str:
+    for line in path.read_text().splitlines():
+        if line.startswith("name:"):
+            return line.split(":", 1)[1].strip()
+    raise ValueError(path)
+
+

@@ -1,0 +1,136 @@
+"""Issue 4 acceptance on real namespaces: TLB in topology3 (SFW and CGNAT), health checks, restart."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from collections import Counter
+from collections.abc import Iterator
+from ipaddress import IPv4Address, IPv4Network
+from pathlib import Path
+
+import pytest
+from running import FLOWS, REPO, SRX, RunningLab, lab
+
+from lab_orchestrator import sessions
+
+pytestmark = [
+    pytest.mark.root,
+    pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces"),
+    pytest.mark.skipif(shutil.which("bird") is None or shutil.which("conntrack") is None,
+                       reason="needs bird2 and conntrack (make deps)"),
+]
+
+INTERVAL_S, FAILURES = 1.0, 3  # the topology defaults (services.health_check)
+
+
+@pytest.fixture(scope="module")
+def tlb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningLab]:
+    with RunningLab("tl3", REPO / "labs/topology3.yml", tmp_path_factory.mktemp("tlb")) as running:
+        yield running
+
+
+def plan_loopback(running: RunningLab, node: str) -> str:
+    plan = json.loads(Path(f"/run/lab/{running.name}/plan.json").read_text())
+    return next(n["loopbacks"][""] for n in plan["nodes"] if n["name"] == node)
+
+
+def block_health_checks(running: RunningLab, srx: str) -> None:
+    """The SRX keeps its links and BGP but stops answering pings to its loopback."""
+    loopback = plan_loopback(running, srx)
+    running.exec(srx, "nft", "add table inet hc_block")
+    running.exec(srx, "nft", "add chain inet hc_block input { type filter hook input priority -5 ; }")
+    running.exec(srx, "nft", f"add rule inet hc_block input ip daddr {loopback} icmp type echo-request drop")
+
+
+def unblock(running: RunningLab, srx: str) -> None:
+    running.exec(srx, "nft", "delete table inet hc_block", check=False)
+
+
+def test_tlb_symmetric_and_uses_every_srx(tlb: RunningLab) -> None:
+    assert tlb.probe(41000)["missing"] == []
+    where = tlb.carriers(41000)
+    assert len(where) == FLOWS
+    assert set(Counter(where.values())) == set(SRX)
+    status = tlb.selector()
+    assert status["mode"] == "tlb"
+    time.sleep(1.2)  # the daemon reads the counters once a second
+    counters = {m["name"]: m["counters"]["trust"]["packets"] for m in tlb.selector()["members"]}  # type: ignore
+    assert all(counters[s] > 0 for s in SRX), f"per-SRX packet counters: {counters}"
+
+
+def test_unhealthy_srx_is_removed_in_time_and_only_its_flows_move(tlb: RunningLab) -> None:
+    tlb.probe(41010)
+    before = tlb.carriers(41010)
+    started = time.monotonic()
+    block_health_checks(tlb, "srx2")
+    try:
+        tlb.wait_members({"srx1", "srx3", "srx4"}, timeout=INTERVAL_S * (FAILURES + 3))
+        detected = time.monotonic() - started
+        assert detected <= INTERVAL_S * FAILURES + INTERVAL_S + 0.5, f"detected after {detected:.2f} s"
+        member = next(m for m in tlb.selector()["members"] if m["name"] == "srx2")  # type: ignore[union-attr]
+        assert "no echo reply" in member["health"]["last_result"]
+        assert member["carrier"] == {"trust": True, "untrust": True}, "links stayed up"
+        assert tlb.probe(41011)["missing"] == []
+        after = tlb.carriers(41011)
+    finally:
+        unblock(tlb, "srx2")
+    moved = {a for a in before if before[a] != after[a]}
+    assert moved == {a for a in before if before[a] == "srx2"}
+    tlb.wait_members(set(SRX), timeout=INTERVAL_S * 6)
+
+
+def test_no_healthy_srx_withdraws_the_route_and_drops_at_the_mx(tlb: RunningLab) -> None:
+    for srx in SRX:
+        block_health_checks(tlb, srx)
+    try:
+        tlb.wait_members(set(), timeout=INTERVAL_S * (FAILURES + 3))
+        routes = lab("exec", "--lab", tlb.name, "mx1", "--instance", "TRUST-VR", "--", "ip", "route", "show",
+                     "table", "199").stdout
+        assert "metric 1 " not in routes and "blackhole" in routes, routes
+        result = tlb.probe(41020, sources="100.64.40.0/26")
+        assert result["answered"] == []
+        for srx in SRX:  # nothing was sent into a (dead) SRX: no session for these flows anywhere
+            assert not [s for s in sessions.read(tlb.ns(srx)) if s.source_port == 41020]
+        unblock(tlb, "srx3")
+        tlb.wait_members({"srx3"}, timeout=INTERVAL_S * 6)
+        routes = lab("exec", "--lab", tlb.name, "mx1", "--instance", "TRUST-VR", "--", "ip", "route", "show",
+                     "table", "199").stdout
+        assert "metric 1 " in routes, "first SRX back: the route returns"
+        assert tlb.probe(41021, sources="100.64.41.0/26")["missing"] == []
+    finally:
+        for srx in SRX:
+            unblock(tlb, srx)
+    tlb.wait_members(set(SRX), timeout=INTERVAL_S * 8)
+
+
+def test_restart_tlb_process_adopts_the_table(tlb: RunningLab) -> None:
+    before = tlb.selector()
+    lab("restart", "--lab", tlb.name, "mx1", "mxlb", "--kill")
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        after = tlb.selector()
+        if after["pid"] != before["pid"]:
+            break
+        time.sleep(0.1)
+    assert after["pid"] != before["pid"]
+    assert after["table"] == before["table"], "the restarted daemon adopted the programmed map"
+    assert after["changes"] == 0, "and rewrote nothing"
+    assert tlb.probe(41030)["missing"] == []
+
+
+def test_tlb_cgnat_forward_by_hash_return_by_pool(tmp_path: Path) -> None:
+    with RunningLab("tl3n", REPO / "labs/topology3-cgnat.yml", tmp_path) as running:
+        assert running.probe(41040)["missing"] == []
+        plan = json.loads(Path(f"/run/lab/{running.name}/plan.json").read_text())
+        pools = {n["name"]: n["nat_pool"] for n in plan["nodes"] if n["kind"] == "srx"}
+        used = Counter()
+        for srx in SRX:
+            for s in sessions.read(running.ns(srx)):
+                if s.protocol == "udp" and s.source_port == 41040:
+                    used[srx] += 1
+                    assert IPv4Address(s.reply_destination) in IPv4Network(pools[srx])
+        assert sum(used.values()) == FLOWS and set(used) == set(SRX)
+        assert [s["side"] for s in running.selector_config()["selectors"]] == ["trust"]

@@ -347,6 +347,85 @@ def restart(
     _guarded(run)
 
 
+events_app = typer.Typer(help="The JVD's failure events: list them, run them with traffic.", no_args_is_help=True)
+app.add_typer(events_app, name="events")
+
+
+@events_app.command("list")
+def events_list(
+    topology: Path | None = typer.Argument(None, help="Topology file (or --lab for a running lab)."),
+    lab: str | None = typer.Option(None, "--lab", "-l", help="A running lab instead of a file."),
+    json_out: bool = typer.Option(False, "--json", help="Print as JSON."),
+) -> None:
+    """Every failure event of the seed, whether it applies to this lab, and why not."""
+    from . import events as eventsmod
+
+    def run() -> None:
+        if topology is not None:
+            from . import plan as planmod
+
+            plan_data = json.loads(planmod.build(_load(topology, check_host=False).topology).to_json())
+        else:
+            plan_data = json.loads((Path(_pick_lab(lab).state_dir) / "plan.json").read_text())
+        rows = eventsmod.applicable(plan_data)
+        if json_out:
+            sys.stdout.write(json.dumps([{"name": r.event.name, "title": r.event.title, "target": r.event.target,
+                                          "applicable": r.applicable, "reason": r.reason,
+                                          "action": r.event.action, "restore": r.event.restore}
+                                         for r in rows], indent=2) + "\n")
+            return
+        view = Table("event", "seed", "target", "applies", "restore")
+        for r in rows:
+            view.add_row(r.event.name, r.event.title, r.event.target,
+                         "yes" if r.applicable else f"[yellow]no[/]: {r.reason}", r.event.restore)
+        out.print(view)
+
+    _guarded(run)
+
+
+@app.command()
+def fail(
+    node: str = typer.Argument(..., help="Target node (srx1, mx1...)."),
+    event: str = typer.Argument(..., help="Event name from `lab events list`, e.g. srx-power-off."),
+    lab: str | None = typer.Option(None, "--lab", "-l", help="Lab name (needed when several run)."),
+    peer: str | None = typer.Option(None, "--peer", help="srx-link-failure: the MX (default: the SRX's first)."),
+    down_time: float = typer.Option(5.0, "--down-time", help="Reboot events: seconds the node stays down."),
+) -> None:
+    """Inject one failure event by hand on a running lab; `lab restore NODE` undoes what lasts."""
+    from . import events as eventsmod
+    from . import ops
+
+    def run() -> None:
+        hostcheck.require_root()
+        state = _pick_lab(lab)
+        if event not in eventsmod.BY_NAME:
+            raise LabError(f"unknown event {event}; known: {', '.join(eventsmod.BY_NAME)}")
+        plan = ops.load_plan(state)
+        verdict = next(a for a in eventsmod.applicable(json.loads(plan.to_json())) if a.event.name == event)
+        if not verdict.applicable:
+            raise LabError(f"{event} does not apply to lab {state.name}: {verdict.reason}")
+        out.print(ops.inject(state, plan, event, node, down_time=down_time, peer=peer))
+
+    _guarded(run)
+
+
+@app.command()
+def restore(
+    node: str = typer.Argument(..., help="Node to restore."),
+    lab: str | None = typer.Option(None, "--lab", "-l", help="Lab name (needed when several run)."),
+) -> None:
+    """Undo lasting failure events on a node: power it on, bring its failed links back up."""
+    from . import ops
+
+    def run() -> None:
+        hostcheck.require_root()
+        state = _pick_lab(lab)
+        done = ops.restore(state, ops.load_plan(state), node)
+        out.print("; ".join(done) if done else f"nothing to restore on {node}")
+
+    _guarded(run)
+
+
 @app.command(name="exec", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def exec_(
     ctx: typer.Context,

@@ -12,6 +12,7 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from ipaddress import IPv4Interface, IPv4Network
+from typing import Any
 
 from . import naming
 from .model import Link, Node, Topology
@@ -187,6 +188,8 @@ class LabPlan:
     expected_routes: list[ExpectedRoute]
     rulesets: list[Ruleset] = field(default_factory=list)
     rules: list[Rule] = field(default_factory=list)
+    mnha: list[list[str]] = field(default_factory=list)  # MNHA pairs, as in the topology
+    srd: list[str] = field(default_factory=list)  # the two MX of an SRD pair
     files: dict[str, str] = field(default_factory=dict)  # path relative to state_dir -> content
 
     def node(self, name: str) -> NodePlan:
@@ -211,6 +214,36 @@ class LabPlan:
         data.pop("files")
         data["file_names"] = sorted(self.files)
         return json.dumps(data, indent=2, sort_keys=True) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str, files: dict[str, str] | None = None) -> LabPlan:
+        """Read back what to_json wrote (a running lab's plan.json), for operations on a running lab."""
+        d = json.loads(text)
+
+        def iface(x: dict[str, Any]) -> Interface:
+            return Interface(**x)
+
+        return cls(
+            name=d["name"], source=d["source"], state_dir=d["state_dir"],
+            load_balancing=d["load_balancing"], use_case=d["use_case"],
+            mgmt=Mgmt(d["mgmt"]["bridge"], d["mgmt"]["subnet"], d["mgmt"]["host_address"],
+                      d["mgmt"]["nft_table"], tuple(MgmtPort(**p) for p in d["mgmt"]["ports"])),
+            nodes=[NodePlan(**n) for n in d["nodes"]],
+            namespaces=[Namespace(n["name"], n["node"], n["instance"], tuple(tuple(kv) for kv in n["sysctls"]))
+                        for n in d["namespaces"]],
+            veths=[Veth(iface(v["a"]), iface(v["b"]), v["link_index"]) for v in d["veths"]],
+            bridges=[Bridge(b["ns"], b["name"], tuple(b["ports"]), b["link_index"]) for b in d["bridges"]],
+            routes=[Route(**r) for r in d["routes"]],
+            sessions=[BgpSession(**s) for s in d["sessions"]],
+            processes=[Process(p["node"], p["ns"], p["name"], tuple(p["argv"]), p.get("control_socket"))
+                       for p in d["processes"]],
+            expected_routes=[ExpectedRoute(**e) for e in d["expected_routes"]],
+            rulesets=[Ruleset(**r) for r in d.get("rulesets", [])],
+            rules=[Rule(**r) for r in d.get("rules", [])],
+            mnha=[list(p) for p in d.get("mnha", [])],
+            srd=list(d.get("srd", [])),
+            files=dict(files or {}),
+        )
 
 
 def default_mgmt_subnet(lab: str) -> IPv4Network:
@@ -345,6 +378,7 @@ def build(topo: Topology, source: str = "", state_root: str = DEFAULT_STATE_ROOT
                   naming.root_nft_table(lab), tuple(mgmt_ports)),
         nodes=nodes, namespaces=namespaces, veths=veths, bridges=bridges, routes=[], sessions=[],
         processes=[], expected_routes=[],
+        mnha=[list(pair.nodes) for pair in topo.mnha], srd=list(topo.srd.nodes) if topo.srd else [],
     )
     plan.routes = list(_host_routes(topo, plan))
     plan.sessions = list(_bgp_sessions(topo, plan))

@@ -29,6 +29,8 @@ class LabState:
     mgmt_subnet: str
     processes: list[ProcessRecord] = field(default_factory=list)
     supervisor_pid: int = 0
+    down_nodes: list[str] = field(default_factory=list)  # powered off by a failure event
+    down_links: list[list[str]] = field(default_factory=list)  # [node, peer] pairs failed by an event
     created_at: float = 0.0
     ready_at: float = 0.0
 

@@ -24,7 +24,7 @@ from pyroute2.netlink.rtnl.ifinfmsg import ifinfmsg
 
 from .. import birdctl, netnsutil, supervisor
 from ..diagnostics import LabError
-from ..plan import Interface, LabPlan
+from ..plan import Interface, LabPlan, Route
 from ..state import LabState
 
 Progress = Callable[[str, str], None]  # (step, detail)
@@ -165,24 +165,31 @@ class NetnsBackend:
             for port in bridge.ports:
                 ipr.link("set", index=ipr.link_lookup(ifname=port)[0], master=index)
 
-    def _routes(self, plan: LabPlan) -> None:
+    def _routes(self, plan: LabPlan, tolerate_existing: bool = False) -> None:
         for route in plan.routes:
-            ipr = self._ipr(route.ns)
-            net = IPv4Network(route.dst)
-            if route.kind == "blackhole":
-                ipr.route("add", dst=str(net.network_address), dst_len=net.prefixlen, type="blackhole",
-                          table=route.table or 254, priority=4294967295)
-            elif route.kind == "local":
-                ipr.route("add", dst=str(net.network_address), dst_len=net.prefixlen, type="local",
-                          oif=1, table=255, scope=254)
-            elif route.via:
-                extra = {"table": route.table} if route.table else {}
-                if route.dev:
-                    extra["oif"] = ipr.link_lookup(ifname=route.dev)[0]
-                ipr.route("add", dst=str(net.network_address), dst_len=net.prefixlen, gateway=route.via, **extra)
+            try:
+                self._route(route)
+            except NetlinkError as exc:
+                if not (tolerate_existing and exc.code == 17):  # EEXIST: still there
+                    raise
         for rule in plan.rules:
             extra = {"fwmask": rule.mask} if rule.mask is not None else {}
             self._ipr(rule.ns).rule("add", fwmark=rule.fwmark, table=rule.table, priority=rule.priority, **extra)
+
+    def _route(self, route: Route) -> None:
+        ipr = self._ipr(route.ns)
+        net = IPv4Network(route.dst)
+        if route.kind == "blackhole":
+            ipr.route("add", dst=str(net.network_address), dst_len=net.prefixlen, type="blackhole",
+                      table=route.table or 254, priority=4294967295)
+        elif route.kind == "local":
+            ipr.route("add", dst=str(net.network_address), dst_len=net.prefixlen, type="local",
+                      oif=1, table=255, scope=254)
+        elif route.via:
+            extra = {"table": route.table} if route.table else {}
+            if route.dev:
+                extra["oif"] = ipr.link_lookup(ifname=route.dev)[0]
+            ipr.route("add", dst=str(net.network_address), dst_len=net.prefixlen, gateway=route.via, **extra)
 
     def _guard_root(self, plan: LabPlan) -> None:
         """No routed path between the lab's management bridge and the rest of the host."""

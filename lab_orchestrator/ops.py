@@ -1,0 +1,271 @@
+"""Operations on a running lab (netns backend): power a node off and on, fail and restore links,
+restart daemons. The failure events of `events.py` are made of these.
+
+Power off means the node vanishes at once: every interface of every namespace of the node goes
+down (its peers see carrier loss), its daemons are SIGKILLed, its sessions (conntrack) and the
+routes its routing daemon installed are forgotten. Power on brings it back as after a boot: links up,
+the plan's static routes and nft rulesets applied again, daemons started again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+from pyroute2 import IPRoute
+from pyroute2.netlink.exceptions import NetlinkError
+
+from . import netnsutil, supervisor
+from .diagnostics import LabError
+from .plan import LabPlan
+from .state import LabState
+
+RTPROT_BIRD = 12
+
+
+def load_plan(state: LabState) -> LabPlan:
+    root = Path(state.state_dir)
+    plan = LabPlan.from_json((root / "plan.json").read_text())
+    for ruleset in plan.rulesets:
+        plan.files[ruleset.file] = (root / ruleset.file).read_text()
+    return plan
+
+
+def _node_plan(plan: LabPlan, node: str) -> list[str]:
+    for n in plan.nodes:
+        if n.name == node:
+            return n.namespaces
+    raise LabError(f"lab {plan.name} has no node {node}")
+
+
+def _socket(ns: str) -> IPRoute:
+    with netnsutil.entered(ns):
+        return IPRoute()
+
+
+def _set_links(ns: str, up: bool, only: set[str] | None = None) -> list[str]:
+    changed = []
+    with _socket(ns) as ipr:
+        for link in ipr.get_links():
+            name = link.get_attr("IFLA_IFNAME")
+            if name == "lo" or (only is not None and name not in only):
+                continue
+            ipr.link("set", index=link["index"], state="up" if up else "down")
+            changed.append(name)
+    return changed
+
+
+def stop_processes(state: LabState, node: str, kill: bool = True,
+                   names: set[str] | None = None) -> list[supervisor.ProcessRecord]:
+    records = [r for r in state.processes if r.node == node and (names is None or r.name in names)]
+    live = [r for r in records if supervisor.alive(r)]
+    if kill:
+        for record in live:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(record.pid, signal.SIGKILL)
+    client = supervisor.Supervisor(state.state_dir)
+    if client.running():
+        client.stop([r.pid for r in live])
+    else:
+        supervisor.terminate([r.pid for r in live])
+    return records
+
+
+def start_processes(state: LabState, records: list[supervisor.ProcessRecord], recover: bool = False) -> None:
+    """Start these daemons again (BIRD in graceful-restart recovery with RECOVER)."""
+    client = supervisor.Supervisor(state.state_dir)
+    fresh = {}
+    for record in records:
+        argv = list(record.argv)
+        if recover and argv and argv[0] == "bird" and "-R" not in argv:
+            argv.append("-R")
+        if not recover and "-R" in argv:
+            argv.remove("-R")
+        fresh[(record.node, record.name)] = client.spawn(record.node, record.name, record.ns, argv, record.log)
+    state.processes = [fresh.get((r.node, r.name), r) for r in state.processes]
+    state.save()
+
+
+def power_off(state: LabState, plan: LabPlan, node: str) -> None:
+    if node in state.down_nodes:
+        raise LabError(f"{node} is already powered off")
+    namespaces = _node_plan(plan, node)
+    stop_processes(state, node, kill=True)
+    for ns in namespaces:
+        _set_links(ns, up=False)
+        _forget(ns)
+    state.down_nodes.append(node)
+    state.save()
+
+
+def _forget(ns: str) -> None:
+    """A powered-off box keeps no sessions and no learned routes."""
+    from .backends.netns import run_in_namespace
+
+    run_in_namespace(ns, ["conntrack", "-F"])
+    with _socket(ns) as ipr:
+        for route in ipr.get_routes(family=2, table=254, proto=RTPROT_BIRD):
+            with contextlib.suppress(NetlinkError):
+                ipr.route("del", **_route_key(route))
+
+
+def _route_key(route: Any) -> dict[str, object]:
+    """The fields that name a route (a pyroute2 rtmsg) for its deletion."""
+    return {"dst": route.get_attr("RTA_DST") or "0.0.0.0", "dst_len": route["dst_len"],
+            "table": route["table"], "proto": route["proto"]}
+
+
+def power_on(state: LabState, plan: LabPlan, node: str) -> None:
+    if node not in state.down_nodes:
+        raise LabError(f"{node} is not powered off")
+    namespaces = set(_node_plan(plan, node))
+    for ns in namespaces:
+        _set_links(ns, up=True)
+    _reapply(plan, namespaces)
+    records = [r for r in state.processes if r.node == node]
+    state.down_nodes.remove(node)
+    start_processes(state, records, recover=False)
+
+
+def _reapply(plan: LabPlan, namespaces: set[str]) -> None:
+    """Static routes and rulesets of the plan, as at boot (links going down removed the routes)."""
+    from dataplane.nft import Nft
+
+    from .backends.netns import NetnsBackend
+
+    backend = NetnsBackend()
+    subset = LabPlan.from_json(plan.to_json(), plan.files)
+    subset.routes = [r for r in plan.routes if r.ns in namespaces]
+    subset.rules = []  # policy rules do not depend on links: they are still there
+    try:
+        backend._routes(subset, tolerate_existing=True)
+    finally:
+        backend._close()
+    nft = Nft()
+    try:
+        for ruleset in plan.rulesets:
+            if ruleset.ns in namespaces:
+                nft.run(plan.files[ruleset.file], ns=ruleset.ns)
+    finally:
+        nft.close()
+
+
+def link_peers(plan: LabPlan, node: str, peer: str) -> list[tuple[str, str]]:
+    """(namespace, interface) of both ends of every link between NODE and PEER."""
+    ends = []
+    for veth in plan.veths:
+        if {veth.a.node, veth.b.node} == {node, peer}:
+            ends += [(veth.a.ns, veth.a.name), (veth.b.ns, veth.b.name)]
+    if not ends:
+        raise LabError(f"no link between {node} and {peer}")
+    return ends
+
+
+def links_down(state: LabState, plan: LabPlan, node: str, peer: str) -> None:
+    for ns, name in link_peers(plan, node, peer):
+        _set_links(ns, up=False, only={name})
+    state.down_links.append([node, peer])
+    state.save()
+
+
+def links_up(state: LabState, plan: LabPlan, node: str, peer: str) -> None:
+    ends = link_peers(plan, node, peer)
+    for ns, name in ends:
+        _set_links(ns, up=True, only={name})
+    _reapply_routes_only(plan, {ns for ns, _ in ends})
+    state.down_links = [pair for pair in state.down_links if sorted(pair) != sorted([node, peer])]
+    state.save()
+
+
+def _reapply_routes_only(plan: LabPlan, namespaces: set[str]) -> None:
+    from .backends.netns import NetnsBackend
+
+    backend = NetnsBackend()
+    subset = LabPlan.from_json(plan.to_json())
+    subset.routes = [r for r in plan.routes if r.ns in namespaces]
+    subset.rules = []
+    try:
+        backend._routes(subset, tolerate_existing=True)
+    finally:
+        backend._close()
+
+
+def restart(state: LabState, node: str, names: set[str] | None, recover: bool) -> list[str]:
+    """Kill the node's daemons (or those named) and start them again."""
+    records = stop_processes(state, node, kill=True, names=names)
+    if not records:
+        raise LabError(f"{node} runs no such daemon")
+    start_processes(state, records, recover=recover)
+    return [r.name for r in records]
+
+
+def wait(seconds: float) -> None:
+    time.sleep(seconds)
+
+
+def first_mx(plan: LabPlan, srx: str) -> str:
+    """The MX an SRX's "MX-SRX link" failure cuts (its first MX, in link order)."""
+    for veth in plan.veths:
+        for end, other in ((veth.a, veth.b), (veth.b, veth.a)):
+            if end.node == srx and any(n.name == other.node and n.kind == "mx" for n in plan.nodes):
+                return other.node
+    raise LabError(f"{srx} has no link to an MX")
+
+
+def inject(state: LabState, plan: LabPlan, event: str, target: str, down_time: float = 5.0,
+           peer: str | None = None) -> str:
+    """Carry out EVENT on TARGET; self-restoring events come back by themselves. Return a summary."""
+    kind = {n.name: n.kind for n in plan.nodes}.get(target)
+    if kind is None:
+        raise LabError(f"lab {plan.name} has no node {target}")
+    if event == "srx-link-failure":
+        other = peer or first_mx(plan, target)
+        links_down(state, plan, target, other)
+        return f"links {target} <-> {other} down"
+    if event in ("srx-power-off", "nexthop-delete"):
+        power_off(state, plan, target)
+        return f"{target} powered off"
+    if event == "nexthop-add":
+        power_on(state, plan, target)
+        return f"{target} in service"
+    if event in ("srx-reboot", "mx-reboot"):
+        power_off(state, plan, target)
+        time.sleep(down_time)
+        power_on(state, plan, target)
+        return f"{target} rebooted ({down_time:.1f} s down)"
+    if event == "mnha-pair-power-off":
+        pair = next((p for p in plan.mnha if target in p), None)
+        if pair is None:
+            raise LabError(f"{target} is in no MNHA pair")
+        for member in pair:
+            power_off(state, plan, member)
+        return f"MNHA pair {'/'.join(pair)} powered off"
+    if event == "restart-routing":
+        names = restart(state, target, {r.name for r in state.processes if r.node == target
+                                        and r.name.startswith("bird")}, recover=True)
+        return f"{target}: {', '.join(names)} restarted (graceful restart)"
+    if event == "restart-tlb":
+        return f"{target}: {', '.join(restart(state, target, {'mxlb'}, recover=False))} restarted"
+    if event == "gres":
+        names = restart(state, target, None, recover=True)
+        return f"{target}: control plane {', '.join(names)} switched over, forwarding kept"
+    raise LabError(f"event {event} cannot be injected here (see `lab events list`)")
+
+
+def restore(state: LabState, plan: LabPlan, target: str) -> list[str]:
+    """Undo what events left undone on TARGET: power it on, bring its failed links up."""
+    done = []
+    pair = next((p for p in plan.mnha if target in p), [target])
+    for node in pair if len(pair) > 1 and all(n in state.down_nodes for n in pair) else [target]:
+        if node in state.down_nodes:
+            power_on(state, plan, node)
+            done.append(f"{node} powered on")
+    for node, peer in [tuple(p) for p in state.down_links]:
+        if target in (node, peer):
+            links_up(state, plan, node, peer)
+            done.append(f"links {node} <-> {peer} up")
+    return done

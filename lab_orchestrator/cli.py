@@ -307,6 +307,8 @@ def status(
                                     for d in node.daemons)
                 est = sum(1 for s in node.bgp if s.info.startswith("Established"))
                 bgp = f"{est}/{len(node.bgp)} established" if node.bgp else "-"
+                if node.powered_off:
+                    daemons, bgp = "[red]powered off[/]", "-"
                 table.add_row(node.name, node.kind, node.mgmt_address.split("/")[0],
                               "\n".join(node.namespaces), daemons or "-", bgp)
             out.print(table)

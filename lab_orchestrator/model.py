@@ -7,9 +7,9 @@ afterwards by `validate.py`, which has the source map and collects every error a
 from __future__ import annotations
 
 from ipaddress import IPv4Address, IPv4Interface, IPv4Network
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 NodeKind = Literal["mx", "srx", "ios-router", "host"]
 Zone = Literal["trust", "untrust", "icl"]
@@ -17,6 +17,8 @@ LoadBalancing = Literal["ecmp-chash", "ecmp", "tlb"]
 UseCase = Literal["sfw", "cgnat"]
 
 NAME_PATTERN = r"^[a-z][a-z0-9-]*$"
+AuthorizedKey = Annotated[str, StringConstraints(
+    pattern=r"^(ssh-ed25519|ssh-rsa|ecdsa-sha2-nistp(256|384|521)) [A-Za-z0-9+/]+={0,3}( [^\n]*)?$")]
 
 
 class Strict(BaseModel):
@@ -150,6 +152,26 @@ class Services(Strict):
     health_check: HealthCheck = HealthCheck()
 
 
+class SshUser(Strict):
+    """A login of every emulated node (docs/ssh-cli.md). No password and no keys: the lab's own
+    client key only (when `ssh.lab_key` is on)."""
+
+    name: str = Field(pattern=r"^[a-z_][a-z0-9_.-]*$", max_length=32)
+    password: str | None = Field(default=None, min_length=1, max_length=128)
+    keys: list[AuthorizedKey] = []  # as in authorized_keys: "ssh-ed25519 AAAA... comment"
+    class_: Literal["super-user", "operator", "read-only"] = Field(default="super-user", alias="class")
+
+
+class Ssh(Strict):
+    """SSH into the mx, srx and ios-router nodes. Defaults: user admin, password admin, and the lab's
+    generated client key (under the state dir) authorised for every user; port 22 on fxp0/mgmt0."""
+
+    enabled: bool = True
+    port: int = Field(default=22, ge=1, le=65535)
+    users: list[SshUser] = Field(default_factory=lambda: [SshUser(name="admin", password="admin")], min_length=1)
+    lab_key: bool = True
+
+
 class Topology(Strict):
     name: str = Field(pattern=NAME_PATTERN, max_length=10)
     description: str = ""
@@ -159,3 +181,4 @@ class Topology(Strict):
     links: list[Link] = []
     mnha: list[MnhaPair] = []
     srd: Srd | None = None
+    ssh: Ssh | None = None  # None: the defaults of Ssh

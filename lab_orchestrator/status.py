@@ -31,6 +31,7 @@ class NodeStatus:
     kind: str
     namespaces: list[str]
     mgmt_address: str
+    powered_off: bool = False
     daemons: list[DaemonStatus] = field(default_factory=list)
     bgp: list[SessionStatus] = field(default_factory=list)
 
@@ -57,7 +58,8 @@ def _plan_nodes(state: LabState) -> list[dict]:  # type: ignore[type-arg]
 def collect(state: LabState) -> LabStatus:
     nodes = []
     for spec in _plan_nodes(state):
-        node = NodeStatus(spec["name"], spec["kind"], spec["namespaces"], spec["mgmt_address"])
+        node = NodeStatus(spec["name"], spec["kind"], spec["namespaces"], spec["mgmt_address"],
+                          powered_off=spec["name"] in state.down_nodes)
         for record in state.processes:
             if record.node != node.name:
                 continue

@@ -318,3 +318,84 @@ def _fill_slots(slots: list[str | None], targets: Mapping[str, int], rank: Mappi
             received[name] += 1
         filled.append(name)
     return tuple(filled)
+
+
+# --------------------------------------------------------------------------- MNHA pairs
+#
+# Sessions are synchronised only inside an MNHA pair, so when an SRX of a pair fails its flows
+# must land on its peer (which has their sessions), not be spread over every survivor. When it
+# comes back, the peer hands back exactly the buckets that were the member's own.
+
+
+def hand_over(table: SelectorTable, member: str, heir: str) -> SelectorTable:
+    """All of `member`'s buckets go to `heir` (its MNHA peer); no other bucket moves."""
+    counts = table.counts()
+    if member not in counts:
+        raise ValueError(f"cannot hand over {member!r}: not in the selector table")
+    if heir not in counts:
+        raise ValueError(f"cannot hand over to {heir!r}: not in the selector table")
+    return SelectorTable(tuple(heir if name == member else name for name in table.buckets))
+
+
+def hand_back(table: SelectorTable, member: str, peer: str, home: SelectorTable) -> SelectorTable:
+    """`member` returns: `peer` gives back the buckets whose home (the table before the failure,
+    or the initial one) is `member`. If none of them is held by `peer` any more (the layout moved on
+    meanwhile), `peer` gives its highest-index half instead. No other bucket moves."""
+    if member in table.counts():
+        raise ValueError(f"cannot hand back to {member!r}: already in the selector table")
+    if peer not in table.counts():
+        raise ValueError(f"cannot hand back from {peer!r}: not in the selector table")
+    if home.n_buckets != table.n_buckets:
+        raise ValueError("home table has another bucket count")
+    returning = [b for b, name in enumerate(table.buckets) if name == peer and home.buckets[b] == member]
+    if not returning:
+        held = [b for b, name in enumerate(table.buckets) if name == peer]
+        returning = held[len(held) - len(held) // 2:]
+    give = set(returning)
+    return SelectorTable(tuple(member if b in give else name for b, name in enumerate(table.buckets)))
+
+
+def _carries_for(table: SelectorTable, home: SelectorTable, peer: str, member: str) -> bool:
+    """Does `peer` carry (at least half of) `member`'s home buckets, i.e. did it take them over?"""
+    own = [b for b, name in enumerate(home.buckets) if name == member]
+    held = sum(1 for b in own if table.buckets[b] == peer)
+    return bool(own) and 2 * held >= len(own)
+
+
+def reconcile_pairs(
+    current: SelectorTable | None,
+    desired_members: Iterable[str],
+    order: Sequence[str],
+    peers: Mapping[str, str],
+    home: SelectorTable | None = None,
+    n_buckets: int = DEFAULT_BUCKETS,
+) -> SelectorTable:
+    """Like `reconcile`, but a member of an MNHA pair fails over to, and back from, its peer.
+
+    A departing member whose peer stays hands all its buckets to the peer; a returning member
+    whose peer carries its buckets takes them back (see `hand_back`). Members without an alive
+    peer go through the ordinary CHASH remove/add. `home` is the layout to return to (default:
+    the initial table of `order`)."""
+    desired = list(_in_unilist_order(desired_members, order))
+    if not desired:
+        return SelectorTable()
+    if current is None or current.n_buckets != n_buckets or not current.n_buckets:
+        return build_initial(desired, n_buckets)
+    if home is None and len(order) <= n_buckets:
+        home = build_initial(list(order), n_buckets)
+    table = current
+    for member in [m for m in table.members() if m not in desired]:
+        heir = peers.get(member)
+        if heir in desired and heir in table.counts():
+            table = hand_over(table, member, heir)
+        else:
+            table = remove_member(table, member, order)
+    for member in [m for m in desired if m not in table.counts()]:
+        peer = peers.get(member)
+        if not table.n_buckets:
+            table = build_initial([member], n_buckets)
+        elif home is not None and peer in table.counts() and _carries_for(table, home, peer, member):
+            table = hand_back(table, member, peer, home)
+        else:
+            table = add_member(table, member, order)
+    return table

@@ -33,7 +33,7 @@ from typing import Any
 from pyroute2 import IPRoute
 from pyroute2.netlink.rtnl import RTMGRP_IPV4_ROUTE, RTMGRP_LINK
 
-from .chash import SelectorTable, build_initial, plain_ecmp, reconcile
+from .chash import SelectorTable, build_initial, plain_ecmp, reconcile_pairs
 from .health import HealthState, Prober
 from .nft import Nft, NftError
 
@@ -97,6 +97,7 @@ class Daemon:
         self.buckets: int = int(config["buckets"])
         self.mode: str = config["mode"]
         self.selectors: list[dict[str, Any]] = config["selectors"]
+        self.peers: dict[str, str] = dict(config.get("peers", {}))
         self.nft = Nft()
         self.members: dict[str, MemberState] = {}
         health = config.get("health") or {}
@@ -179,7 +180,8 @@ class Daemon:
         alive = [name for name in self.order if name in self.members and self.members[name].alive()]
         if self.mode == "ecmp":
             return plain_ecmp(alive, self.buckets) if alive else SelectorTable()
-        return reconcile(self.table, alive, self.order, self.buckets)
+        # An SRX of an MNHA pair fails over to its peer (which has its sessions) and back from it.
+        return reconcile_pairs(self.table, alive, self.order, self.peers, n_buckets=self.buckets)
 
     def program(self, table: SelectorTable, reason: str) -> None:
         if table.n_buckets:

@@ -14,6 +14,7 @@ its prefix local), sends one datagram from each, waits for echoes and prints JSO
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import select
 import socket
@@ -56,10 +57,8 @@ def probe(sources: IPv4Network, count: int, target: tuple[str, int], port: int, 
     for _ in range(rounds):
         for index, (address, sock) in enumerate(sockets.values()):
             if address not in answered:
-                try:
+                with contextlib.suppress(BlockingIOError):  # the next round resends
                     sock.sendto(address.encode(), target)
-                except BlockingIOError:
-                    pass  # the next round resends
                 if index % 100 == 99:
                     time.sleep(0.002)  # let the forwarding path's backlogs (1000 packets) drain
         deadline = time.monotonic() + timeout

@@ -62,6 +62,7 @@ class SelectorConfig:
     status_file: str
     fallback_table: int
     health: dict[str, object]
+    peers: dict[str, str]  # MNHA pair peer of each SRX: a failed SRX's buckets go to its peer
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2, sort_keys=True) + "\n"
@@ -101,6 +102,7 @@ def plan_selectors(topo: Topology, plan: LabPlan, python: str) -> None:
             order=tuple(order), selectors=tuple(selectors),
             status_file=f"{plan.state_dir}/nodes/{node.name}/mxlb-status.json",
             fallback_table=FALLBACK_TABLE, health=health if mode == "tlb" else {},
+            peers={a: b for pair in plan.mnha for a, b in (pair, pair[::-1])},
         )
         conf = f"nodes/{node.name}/mxlb.json"
         plan.files[conf] = config.to_json()

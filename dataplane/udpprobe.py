@@ -43,6 +43,48 @@ def serve(address: str, port: int, seconds: float) -> int:
     return 0
 
 
+def push_serve(address: str, port: int, rate: float, seconds: float) -> int:
+    """Server push: wait for one datagram, then stream numbered datagrams back to its sender at
+    RATE per second for SECONDS (the client never sends again: a server-initiated direction)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((address, port))
+    print(json.dumps({"serving": f"{address}:{port}"}), flush=True)
+    _, peer = sock.recvfrom(2048)
+    interval, sent, start = 1.0 / rate, 0, time.monotonic()
+    while (now := time.monotonic()) - start < seconds:
+        due = int((now - start) / interval) + 1
+        while sent < due:
+            sock.sendto(sent.to_bytes(8, "big"), peer)
+            sent += 1
+        time.sleep(interval / 2)
+    print(json.dumps({"pushed": sent, "to": f"{peer[0]}:{peer[1]}"}), flush=True)
+    return 0
+
+
+def pull(source: str, port: int, target: tuple[str, int], seconds: float) -> dict[str, object]:
+    """Send one datagram to a push server, then only receive: count, gaps, last sequence."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.bind((source, port))
+    sock.sendto(b"start", target)
+    sock.settimeout(0.2)
+    received, last, highest, gap, gap_at = 0, time.monotonic(), -1, 0.0, 0.0
+    start = time.monotonic()
+    while time.monotonic() - start < seconds:
+        try:
+            data = sock.recv(2048)
+        except TimeoutError:
+            continue
+        now = time.monotonic()
+        if now - last > gap and received:
+            gap, gap_at = now - last, last - start
+        last = now
+        received += 1
+        highest = max(highest, int.from_bytes(data[:8], "big"))
+    return {"received": received, "highest_seq": highest, "lost": highest + 1 - received,
+            "longest_gap_s": round(gap, 4), "gap_started_at_s": round(gap_at, 3)}
+
+
 def probe(sources: IPv4Network, count: int, target: tuple[str, int], port: int, timeout: float,
           rounds: int) -> dict[str, object]:
     addresses = [str(a) for a in list(sources.hosts())[:count]]
@@ -99,7 +141,23 @@ def main(argv: list[str]) -> int:
     p.add_argument("--port", type=int, default=40000, help="source port (the same for every address)")
     p.add_argument("--timeout", type=float, default=1.0)
     p.add_argument("--rounds", type=int, default=3, help="resend to the silent ones this many times")
+    ps = sub.add_parser("push", help="wait for one datagram, then stream to its sender (server push)")
+    ps.add_argument("--bind", required=True)
+    ps.add_argument("--port", type=int, default=7100)
+    ps.add_argument("--rate", type=float, default=200.0, help="datagrams per second")
+    ps.add_argument("--seconds", type=float, default=10.0)
+    pl = sub.add_parser("pull", help="send one datagram to a push server, then count what comes back")
+    pl.add_argument("--source", required=True, help="local address (e.g. a subscriber address)")
+    pl.add_argument("--port", type=int, default=45100)
+    pl.add_argument("--to", required=True, help="HOST:PORT of the push server")
+    pl.add_argument("--seconds", type=float, default=10.0)
     args = parser.parse_args(argv)
+    if args.command == "push":
+        return push_serve(args.bind, args.port, args.rate, args.seconds)
+    if args.command == "pull":
+        host, _, port = args.to.rpartition(":")
+        print(json.dumps(pull(args.source, args.port, (host, int(port)), args.seconds)))
+        return 0
     if args.command == "serve":
         return serve(args.bind, args.port, args.seconds)
     host, _, port = args.to.rpartition(":")

@@ -42,6 +42,7 @@ class Standby(Strict):
     ip: IPv4Address
     priority: int = Field(default=100, ge=1, le=255)
     preempt: bool = False
+    preempt_delay: int = Field(default=0, ge=0, le=3600)  # `standby N preempt delay minimum S` (seconds)
     name: str | None = None
     hello_ms: int = Field(default=3000, ge=50, le=255000)
     hold_ms: int = Field(default=10000, ge=150, le=255000)
@@ -122,6 +123,7 @@ class MnhaPair(Strict):
     preempt: bool = True
     heartbeat_ms: int = Field(default=1000, ge=100, le=60000)
     heartbeat_threshold: int = Field(default=3, ge=1, le=100)
+    sync: bool = True  # session synchronisation over the ICL (off only to show why it matters)
 
 
 class Srd(Strict):

@@ -388,6 +388,9 @@ def build(topo: Topology, source: str = "", state_root: str = DEFAULT_STATE_ROOT
     from . import mxlb
 
     mxlb.plan_selectors(topo, plan, python)
+    from . import sshplan
+
+    sshplan.plan_ssh(topo, plan, python)
     plan.files["plan.json"] = ""  # listed in its own file_names
     plan.files["plan.json"] = plan.to_json()
     return plan

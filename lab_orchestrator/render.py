@@ -62,6 +62,13 @@ def _statics(topo: Topology, plan: LabPlan, node: NodePlan) -> list[StaticRoute]
     return out
 
 
+def _peer_pools(plan: LabPlan, node: NodePlan) -> list[str]:
+    """CGNAT in an MNHA pair: the pool of this SRX's peer (announced as a backup path)."""
+    pools = {n.name: n.nat_pool for n in plan.nodes}
+    return [str(pools[p]) for pair in plan.mnha if node.name in pair for p in pair
+            if p != node.name and pools.get(p)]
+
+
 def _exports(kind: str, use_case: str, sessions: list[BgpSession]) -> dict[str, str]:
     """Which routes each BGP session announces: the JVD's route exchange, per role."""
     out = {}
@@ -73,7 +80,11 @@ def _exports(kind: str, use_case: str, sessions: list[BgpSession]) -> dict[str, 
             if s.zone == "trust":
                 out[s.protocol] = 'where proto ~ "untrust_*" || proto = "loopback"'
             elif use_case == "cgnat":
-                out[s.protocol] = 'where proto = "originated" || proto = "loopback"'
+                # The MNHA peer's pool too, prepended: after a failover the pool's return traffic
+                # reaches this node, which holds the synchronised NAT bindings.
+                prepend = " ".join([f"bgp_path.prepend({s.local_as});"] * 3)
+                out[s.protocol] = ('filter { if proto = "originated" || proto = "loopback" then accept; '
+                                   f'if proto = "peer_pool" then {{ {prepend} accept; }} reject; }}')
             else:
                 out[s.protocol] = 'where proto ~ "trust_*" || proto = "loopback"'
         else:
@@ -93,13 +104,14 @@ def _bird_files(topo: Topology, plan: LabPlan, node: NodePlan, env: jinja2.Envir
         if not sessions and not statics:
             continue
         suffix = f"-{instance.lower()}" if instance else ""
+        peer_pools = _peer_pools(plan, node) if instance is None else []
         conf = f"nodes/{node.name}/bird{suffix}.conf"
         sock = f"{plan.state_dir}/nodes/{node.name}/bird{suffix}.ctl"
         local_as = sessions[0].local_as if sessions else 0
         plan.files[conf] = env.get_template("bird.conf.j2").render(
             node=node, instance=instance, kind=spec.kind, source=plan.source,
             router_id=node.loopbacks[instance or ""], loopback=node.loopbacks[instance or ""],
-            statics=statics, sessions=sessions, local_as=local_as,
+            statics=statics, sessions=sessions, local_as=local_as, peer_pools=peer_pools,
             exports=_exports(spec.kind, plan.use_case, sessions),
         )
         node.files.append(conf)
@@ -176,3 +188,6 @@ def render_all(topo: Topology, plan: LabPlan) -> None:
         _device_config(topo, plan, node, env)
         _srx_ruleset(topo, plan, node, env)
     plan.expected_routes = _expected_routes(topo, plan)
+    from . import mnha
+
+    mnha.plan_mnha(topo, plan, env)

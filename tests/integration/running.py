@@ -70,9 +70,19 @@ class RunningLab:
         where: dict[str, str] = {}
         for srx in SRX:
             for s in sessions.read(self.ns(srx)):
-                if s.protocol == "udp" and s.source_port == port:
+                # packets == 0: a copy synchronised from the MNHA peer, not the SRX that carried it
+                if s.protocol == "udp" and s.source_port == port and s.packets > 0:
                     assert s.source not in where, f"{s.source} has a session on {where[s.source]} and {srx}"
                     where[s.source] = srx
+        return where
+
+    def carriers_all(self, port: int) -> dict[str, list[str]]:
+        """Subscriber address -> every SRX holding a session for it (MNHA peers hold synced copies)."""
+        where: dict[str, list[str]] = {}
+        for srx in SRX:
+            for s in sessions.read(self.ns(srx)):
+                if s.protocol == "udp" and s.source_port == port:
+                    where.setdefault(s.source, []).append(srx)
         return where
 
     def selector(self) -> dict[str, object]:

@@ -1,0 +1,157 @@
+"""Plan the FlexVPN load balancer of IOS-like routers: HSRP, the IKEv2 cluster (CLB), the IKEv2 gateway.
+
+Pure, like the rest of plan.build. Every ios-router with an HSRP group (`interfaces.X.standby`), an
+`ikev2_cluster` or `ikev2` gets one daemon, `python -m dataplane.flexvpnd nodes/NODE/flexvpn.json`,
+that runs all three in one process (one event loop; ~20 MB instead of three interpreters). The
+daemon writes `nodes/NODE/hsrp-status.json` and `nodes/NODE/ikev2-status.json`, which
+`python -m lab_orchestrator.flexvpn show` (and the SSH CLI) turn into `show standby`,
+`show crypto ikev2 cluster` and `show crypto ikev2 sa`.
+
+Kernel side: the HSRP virtual IP is a macvlan with the virtual MAC that the daemon creates; for the
+ARP reply to carry that MAC the router's namespace gets `arp_ignore=1` / `arp_announce=2`.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import replace
+from ipaddress import IPv4Interface
+from pathlib import Path
+from typing import Any
+
+from .model import Topology
+from .plan import LabPlan, Process
+
+PROCESS_NAME = "flexvpn"
+CONFIG_NAME = "flexvpn.json"
+HSRP_STATUS = "hsrp-status.json"
+IKEV2_STATUS = "ikev2-status.json"
+DEFAULT_PSK = "cisco123"  # pre-shared key of the lab's gateways (clients use the same)
+VIP_SYSCTLS = (
+    ("net.ipv4.conf.all.arp_ignore", "1"),  # the ARP reply for the VIP comes from the macvlan (virtual MAC)
+    ("net.ipv4.conf.all.arp_announce", "2"),
+)
+REDIRECT_WARNING = "! (IKEv2 Cluster load-balancer is not enabled)"
+
+
+def plan_flexvpn(topo: Topology, plan: LabPlan, python: str) -> None:
+    """Add each FlexVPN router's daemon config, Process and sysctls to PLAN."""
+    interfaces = {(i.node, i.alias): i for i in plan.interfaces()}
+    vip_namespaces: set[str] = set()
+    for node in plan.nodes:
+        spec = topo.nodes[node.name]
+        if node.kind != "ios-router":
+            continue
+        standby = [(alias, s.standby) for alias, s in spec.interfaces.items() if s.standby is not None]
+        if not standby and spec.ikev2_cluster is None and spec.ikev2 is None:
+            continue
+        groups = []
+        names: set[str] = set()
+        for alias, sb in standby:
+            iface = interfaces.get((node.name, alias))
+            if iface is None or not iface.address:
+                continue  # validate reports an HSRP group on an interface without a link
+            vip_name = f"hsrp{sb.group}"
+            if vip_name in names:
+                vip_name = f"hsrp{sb.group}-{len(names)}"
+            names.add(vip_name)
+            address = IPv4Interface(iface.address)
+            groups.append({
+                "interface": iface.name, "alias": alias, "address": str(address.ip),
+                "prefixlen": address.network.prefixlen, "group": sb.group, "vip": str(sb.ip),
+                "priority": sb.priority, "preempt": sb.preempt, "preempt_delay": sb.preempt_delay,
+                "hello_ms": sb.hello_ms, "hold_ms": sb.hold_ms,
+                "timers_configured": (sb.hello_ms, sb.hold_ms) != (3000, 10000),
+                "authentication": sb.authentication, "name": sb.name, "version": sb.version,
+                "vip_ifname": vip_name,
+            })
+        if groups:
+            vip_namespaces.add(node.master_ns)
+        cluster = None
+        if spec.ikev2_cluster is not None:
+            c = spec.ikev2_cluster
+            cluster = {**c.model_dump(mode="json"), "memory_mib": 512}
+        warnings = []
+        ikev2 = None
+        if spec.ikev2 is not None:
+            own = sorted({g["address"] for g in groups} | {g["vip"] for g in groups})
+            pool = spec.ikev2.pool
+            ikev2 = {
+                "redirect": spec.ikev2.redirect,
+                "pool": str(pool) if pool else None,
+                "pool_first": str(pool[1]) if pool else None,
+                "pool_last": str(pool[-2]) if pool else None,
+                "psk": DEFAULT_PSK,
+                "pki_dir": f"{plan.state_dir}/pki",
+                "identities": own,
+                "max_redirects": 5,
+            }
+            if spec.ikev2.redirect != "none" and (cluster is None or cluster["shutdown"]):
+                warnings.append(f"crypto ikev2 redirect gateway {spec.ikev2.redirect}\n{REDIRECT_WARNING}")
+        base = f"nodes/{node.name}"
+        config = {
+            "node": node.name, "lab": plan.name, "state_dir": plan.state_dir,
+            "hsrp_status": f"{plan.state_dir}/{base}/{HSRP_STATUS}",
+            "ikev2_status": f"{plan.state_dir}/{base}/{IKEV2_STATUS}",
+            "groups": groups, "cluster": cluster, "ikev2": ikev2, "warnings": warnings,
+        }
+        name = f"{base}/{CONFIG_NAME}"
+        plan.files[name] = json.dumps(config, indent=2, sort_keys=True) + "\n"
+        node.files.append(name)
+        plan.processes.append(Process(node.name, node.master_ns, PROCESS_NAME,
+                                      (python, "-m", "dataplane.flexvpnd", f"{plan.state_dir}/{name}")))
+    plan.namespaces = [replace(ns, sysctls=ns.sysctls + VIP_SYSCTLS) if ns.name in vip_namespaces else ns
+                       for ns in plan.namespaces]
+
+
+# ------------------------------------------------------------------------------------------ show
+def read_status(state_dir: str | Path, node: str, name: str) -> dict[str, Any] | None:
+    try:
+        data: dict[str, Any] = json.loads((Path(state_dir) / "nodes" / node / name).read_text())
+    except (OSError, ValueError):
+        return None
+    return data
+
+
+def show(state_dir: str | Path, node: str, command: str, now: float | None = None) -> str:
+    """IOS `show` output of a running FlexVPN router, from its daemon's status files."""
+    from dataplane import clb, hsrp
+
+    now = time.time() if now is None else now
+    words = command.split()
+    if words[:2] == ["show", "standby"] or words == ["standby"]:
+        status = read_status(state_dir, node, HSRP_STATUS)
+        if not status or not status.get("groups"):
+            return ""
+        return hsrp.show_standby(status["groups"], now)
+    if words[-3:] == ["crypto", "ikev2", "cluster"] or words[-2:] == ["ikev2", "cluster"]:
+        status = read_status(state_dir, node, IKEV2_STATUS)
+        return clb.show_cluster((status or {}).get("cluster"), now)
+    if words[-3:] == ["crypto", "ikev2", "sa"] or words[-2:] == ["ikev2", "sa"]:
+        status = read_status(state_dir, node, IKEV2_STATUS)
+        from dataplane.ikev2 import gateway
+
+        return gateway.show_sa((status or {}).get("sas", []))
+    raise ValueError(f"unknown command '{command}' (show standby | show crypto ikev2 cluster | "
+                     f"show crypto ikev2 sa)")
+
+
+def main(argv: list[str]) -> int:
+    """`python -m lab_orchestrator.flexvpn show LAB NODE standby|crypto ikev2 cluster|crypto ikev2 sa`."""
+    if len(argv) < 5 or argv[1] != "show":
+        print(main.__doc__, file=sys.stderr)
+        return 2
+    from .state import state_dir
+
+    try:
+        print(show(state_dir(argv[2]), argv[3], "show " + " ".join(argv[4:])), end="")
+    except ValueError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

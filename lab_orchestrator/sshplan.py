@@ -1,0 +1,162 @@
+"""Plan SSH access to the emulated nodes: the lab-wide SSH/CLI server, its configuration, ssh_config.
+
+Pure, like the rest of plan.build: the server's configuration (`ssh/sshd.json`), an OpenSSH client
+configuration (`ssh_config`) and one Process. Host keys and the lab's client key are not in the
+plan: the server generates them under `STATE_DIR/ssh/` the first time it starts (they live as long
+as the lab's state dir) and writes `ssh/known_hosts` next to them.
+
+Every mx, srx and ios-router answers on port 22 at its management address (fxp0 / mgmt0); hosts
+are reached with `lab exec`. Users come from the topology's optional `ssh:` section; without it,
+user `admin` with password `admin`, and the lab's client key is authorised for every user so
+`lab ssh NODE` and `ssh -F STATE_DIR/ssh_config admin@LAB-NODE` log in without a password.
+"""
+
+from __future__ import annotations
+
+from .cli_ssh.config import (
+    VENDORS,
+    Bird,
+    Instance,
+    Node,
+    Peer,
+    Port,
+    ServerConfig,
+    User,
+    hash_password,
+)
+from .model import Ssh, Topology
+from .plan import LabPlan, NodePlan, Process
+
+PROCESS_NODE = "_lab"  # not a node name (names start with a letter): the process serves every node
+PROCESS_NAME = "sshd"
+CONFIG_FILE = "ssh/sshd.json"
+SSH_CONFIG_FILE = "ssh_config"
+
+
+def _groups(kind: str, protocol: str, zone: str | None) -> str:
+    side = (zone or "core").upper()
+    if kind == "mx":
+        return f"SRX-{side}" if protocol.startswith("fw_") else f"GW-{side}"
+    if kind == "srx":
+        return f"MX-{side}"
+    return ""
+
+
+def _instances(node: NodePlan) -> tuple[Instance, ...]:
+    out = [Instance("", node.master_ns, "inet.0")]
+    if node.kind == "mx":
+        for instance in ("TRUST-VR", "UNTRUST-VR"):
+            ns = next(n for n in node.namespaces if n.endswith("-" + instance.lower()))
+            out.append(Instance(instance, ns, f"{instance}.inet.0"))
+    return tuple(out)
+
+
+def _features(topo: Topology, plan: LabPlan, node: NodePlan) -> dict[str, object]:
+    spec = topo.nodes[node.name]
+    features: dict[str, object] = {}
+    if node.kind == "mx":
+        features["load_balancing"] = plan.load_balancing
+        if topo.srd is not None and node.name in topo.srd.nodes:
+            features["srd"] = {"nodes": list(topo.srd.nodes), "master": topo.srd.master or topo.srd.nodes[0]}
+    if node.kind == "srx":
+        for pair in topo.mnha:
+            if node.name in pair.nodes:
+                features["mnha"] = {"nodes": list(pair.nodes), "srg1_active": pair.srg1_active or pair.nodes[0],
+                                    "heartbeat_ms": pair.heartbeat_ms,
+                                    "heartbeat_threshold": pair.heartbeat_threshold}
+    if node.kind == "ios-router":
+        hsrp = [{"interface": alias, "group": s.standby.group, "ip": str(s.standby.ip),
+                 "priority": s.standby.priority, "preempt": s.standby.preempt, "name": s.standby.name,
+                 "hello_ms": s.standby.hello_ms, "hold_ms": s.standby.hold_ms, "version": s.standby.version}
+                for alias, s in spec.interfaces.items() if s.standby is not None]
+        if hsrp:
+            features["hsrp"] = hsrp
+        if spec.ikev2_cluster is not None:
+            features["ikev2_cluster"] = spec.ikev2_cluster.model_dump(mode="json")
+        if spec.ikev2 is not None:
+            features["ikev2"] = spec.ikev2.model_dump(mode="json")
+    return features
+
+
+def _node(topo: Topology, plan: LabPlan, node: NodePlan) -> Node:
+    state = plan.state_dir
+    port = next(p for p in plan.mgmt.ports if p.node == node.name)
+    instances = _instances(node)
+    instance_of = {i.ns: i.name for i in instances}
+    birds = tuple(Bird(instance_of.get(p.ns, ""), p.name, p.control_socket) for p in plan.processes
+                  if p.node == node.name and p.control_socket)
+    peers = tuple(Peer(s.protocol, s.instance or "", _groups(node.kind, s.protocol, s.zone), s.peer_node,
+                       s.peer_address, s.peer_as, s.local_address, s.local_as)
+                  for s in plan.sessions if s.node == node.name)
+    ports = []
+    for iface in sorted((i for i in plan.interfaces() if i.node == node.name), key=lambda i: i.alias):
+        if node.kind == "ios-router":
+            description = f"LAN {iface.lan}" if iface.lan else f"to {iface.peer_node} {iface.peer_alias}"
+        else:
+            description = f"{iface.zone or 'core'}: to {iface.peer_node} {iface.peer_alias}"
+        ports.append(Port(iface.name, iface.alias, iface.instance or "", iface.zone, description))
+    config = "juniper.conf" if node.kind in ("mx", "srx") else "running-config"
+    return Node(
+        name=node.name, kind=node.kind, vendor=VENDORS[node.kind], master_ns=node.master_ns,
+        mgmt_if=port.name, mgmt_address=port.address, instances=instances, birds=birds, peers=peers,
+        ports=tuple(ports), loopbacks=dict(node.loopbacks), config_file=f"{state}/nodes/{node.name}/{config}",
+        status_dir=f"{state}/nodes/{node.name}", host_key=f"{state}/ssh/{node.name}_ed25519_key",
+        nat_pool=node.nat_pool, features=_features(topo, plan, node),
+    )
+
+
+def server_config(topo: Topology, plan: LabPlan) -> ServerConfig | None:
+    ssh = topo.ssh or Ssh()
+    nodes = tuple(_node(topo, plan, n) for n in plan.nodes if n.kind in VENDORS)
+    if not ssh.enabled or not nodes:
+        return None
+    users = tuple(User(u.name, hash_password(plan.name, u.name, u.password) if u.password else "",
+                       tuple(" ".join(k.split()[:2]) for k in u.keys), u.class_) for u in ssh.users)
+    return ServerConfig(
+        lab=plan.name, state_dir=plan.state_dir, source=plan.source, port=ssh.port,
+        load_balancing=plan.load_balancing, use_case=plan.use_case, users=users, lab_key=ssh.lab_key,
+        client_key=f"{plan.state_dir}/ssh/id_ed25519", known_hosts=f"{plan.state_dir}/ssh/known_hosts",
+        nodes=nodes,
+    )
+
+
+def ssh_config_text(config: ServerConfig) -> str:
+    """OpenSSH client configuration: one Host block per node, named LAB-NODE (no wildcard, so two
+    labs whose names share a prefix never match each other's nodes)."""
+    default_user = config.users[0].name
+    lines = [
+        f"# OpenSSH client configuration of lab {config.lab}, written by `lab up` (lab_orchestrator.sshplan).",
+        f"#   ssh -F {config.state_dir}/{SSH_CONFIG_FILE} {default_user}@{config.lab}-{config.nodes[0].name}",
+        "# or, once, at the top of ~/.ssh/config (lab never edits it):  Include /run/lab/*/ssh_config",
+        "",
+    ]
+    for node in config.nodes:
+        lines += [
+            f"Host {config.lab}-{node.name}",
+            f"    HostName {node.mgmt_address.split('/')[0]}",
+            f"    Port {config.port}",
+            f"    User {default_user}",
+            f"    HostKeyAlias {config.lab}-{node.name}",
+            f"    UserKnownHostsFile {config.known_hosts}",
+            "    StrictHostKeyChecking yes",
+            "    CheckHostIP no",
+            "    LogLevel ERROR",
+        ]
+        if config.lab_key:
+            lines += [f"    IdentityFile {config.client_key}", "    IdentitiesOnly yes"]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def plan_ssh(topo: Topology, plan: LabPlan, python: str) -> None:
+    """Add the SSH server (one Process for the whole lab), its configuration and the ssh_config."""
+    config = server_config(topo, plan)
+    if config is None:
+        return
+    plan.files[CONFIG_FILE] = config.to_json()
+    plan.files[SSH_CONFIG_FILE] = ssh_config_text(config)
+    # The process is listed in the first served node's namespace (every plan process lives in a lab
+    # namespace); the server moves itself to the supervisor's namespace at once, so that no node's
+    # power-off (which kills what runs in that node's namespaces) takes SSH down for the whole lab.
+    plan.processes.append(Process(PROCESS_NODE, config.nodes[0].master_ns, PROCESS_NAME,
+                                  (python, "-m", "lab_orchestrator.cli_ssh", f"{plan.state_dir}/{CONFIG_FILE}")))

@@ -1,0 +1,141 @@
+"""Issue 5 acceptance (SRG0 active/active and session sync) on topology3 and its CGNAT variant."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from running import LAB, REPO, SRX, RunningLab, lab
+
+from lab_orchestrator import sessions
+
+pytestmark = [
+    pytest.mark.root,
+    pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces"),
+    pytest.mark.skipif(any(shutil.which(t) is None for t in ("bird", "conntrack", "conntrackd")),
+                       reason="needs bird2, conntrack and conntrackd (make deps)"),
+]
+
+PEER = {"srx1": "srx2", "srx2": "srx1", "srx3": "srx4", "srx4": "srx3"}
+
+
+class PushFlow:
+    """A server-push UDP flow: the client sends one datagram, then only the server sends."""
+
+    def __init__(self, running: RunningLab, client: str, port: int, seconds: float, rate: int = 200):
+        self.running, self.client, self.port = running, client, port
+        self.server = subprocess.Popen(
+            [*LAB, "exec", "--lab", running.name, "server", "--", sys.executable, "-m", "dataplane.udpprobe",
+             "push", "--bind", "203.0.113.9", "--port", str(port), "--rate", str(rate), "--seconds", str(seconds)],
+            cwd=REPO, stdout=subprocess.PIPE, text=True)
+        assert self.server.stdout is not None and "serving" in self.server.stdout.readline()
+        self.puller = subprocess.Popen(
+            [*LAB, "exec", "--lab", running.name, "client", "--", sys.executable, "-m", "dataplane.udpprobe",
+             "pull", "--source", client, "--port", str(port + 1000), "--to", f"203.0.113.9:{port}",
+             "--seconds", str(seconds)], cwd=REPO, stdout=subprocess.PIPE, text=True)
+
+    def carrier(self) -> str:
+        """The SRX whose session counts the pushed packets (its peer only holds the synced copy)."""
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            for srx in SRX:
+                for s in sessions.read(self.running.ns(srx)):
+                    if s.destination_port == self.port and s.packets > 20:
+                        return srx
+            time.sleep(0.1)
+        raise AssertionError("no SRX carries the pushed flow")
+
+    def result(self) -> dict[str, float]:
+        out, _ = self.puller.communicate(timeout=60)
+        self.server.wait(timeout=10)
+        data: dict[str, float] = json.loads(out)
+        return data
+
+
+def deny_count(running: RunningLab, srx: str) -> int:
+    text = running.exec(srx, "nft", "list", "chain", "inet", "srx", "forward")
+    line = next(line for line in text.splitlines() if "default-policy deny-all" in line)
+    return int(line.split("packets")[1].split()[0])
+
+
+@pytest.fixture(scope="module")
+def srg0(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningLab]:
+    with RunningLab("mn3", REPO / "labs/topology3.yml", tmp_path_factory.mktemp("mnha")) as running:
+        yield running
+
+
+def test_sessions_are_synced_within_the_pair(srg0: RunningLab) -> None:
+    assert srg0.probe(43000)["missing"] == []
+    time.sleep(0.5)
+    where = srg0.carriers_all(43000)
+    for address, holders in where.items():
+        assert len(holders) == 2 and PEER[holders[0]] == holders[1], f"{address} held by {holders}"
+
+
+def test_server_push_flow_survives_power_off_of_its_srx(srg0: RunningLab) -> None:
+    flow = PushFlow(srg0, "100.64.9.9", 7101, seconds=6)
+    carrier = flow.carrier()
+    peer = PEER[carrier]
+    denied = deny_count(srg0, peer)
+    lab("fail", "--lab", srg0.name, carrier, "srx-power-off")
+    try:
+        result = flow.result()
+        assert deny_count(srg0, peer) == denied, "the peer's firewall dropped nothing: it had the session"
+        assert result["received"] >= 0.97 * (result["highest_seq"] + 1)
+        assert result["longest_gap_s"] < 0.5, f"the flow kept going: {result}"
+        assert result["highest_seq"] > 6 * 200 * 0.9, "it flowed until the end"
+    finally:
+        lab("restore", "--lab", srg0.name, carrier)
+        srg0.wait_members(set(SRX))
+
+
+def test_pair_power_off_moves_only_its_flows(srg0: RunningLab) -> None:
+    srg0.probe(43010)
+    before = srg0.carriers(43010)
+    lab("fail", "--lab", srg0.name, "srx1", "mnha-pair-power-off")
+    try:
+        srg0.wait_members({"srx3", "srx4"})
+        assert srg0.probe(43011)["missing"] == []
+        after = srg0.carriers(43011)
+        moved = {a for a in before if before[a] != after[a]}
+        assert moved == {a for a in before if before[a] in ("srx1", "srx2")}
+    finally:
+        lab("restore", "--lab", srg0.name, "srx1")
+    srg0.wait_members(set(SRX))
+
+
+def test_without_sync_the_moved_flow_is_dropped(tmp_path: Path) -> None:
+    source = (REPO / "labs/topology3.yml").read_text().replace("srg1_active: srx1}", "srg1_active: srx1, sync: false}")
+    source = source.replace("srg1_active: srx3}", "srg1_active: srx3, sync: false}")
+    assert source.count("sync: false") == 2
+    file = tmp_path / "nosync.yml"
+    file.write_text(source)
+    with RunningLab("mn3x", file, tmp_path) as running:
+        flow = PushFlow(running, "100.64.9.9", 7102, seconds=5)
+        carrier = flow.carrier()
+        peer = PEER[carrier]
+        denied = deny_count(running, peer)
+        lab("fail", "--lab", running.name, carrier, "srx-power-off")
+        result = flow.result()
+        assert deny_count(running, peer) > denied + 50, "the peer had no session and dropped the flow"
+        assert result["received"] < 0.8 * (result["highest_seq"] + 1) or result["highest_seq"] < 5 * 200 * 0.8
+
+
+def test_cgnat_binding_survives_failover(tmp_path: Path) -> None:
+    with RunningLab("mn3n", REPO / "labs/topology3-cgnat.yml", tmp_path) as running:
+        flow = PushFlow(running, "100.64.9.9", 7103, seconds=6)
+        carrier = flow.carrier()
+        binding = next(s for s in sessions.read(running.ns(carrier)) if s.destination_port == 7103)
+        lab("fail", "--lab", running.name, carrier, "srx-power-off")
+        result = flow.result()
+        assert result["longest_gap_s"] < 0.5 and result["highest_seq"] > 6 * 200 * 0.9, result
+        survivor = next(s for s in sessions.read(running.ns(PEER[carrier])) if s.destination_port == 7103)
+        assert (survivor.reply_destination, survivor.source_port) == (binding.reply_destination, binding.source_port)
+        assert survivor.packets > 100, "the peer carried the rest of the flow with the same NAT binding"

@@ -37,6 +37,7 @@ from .chash import SelectorTable, build_initial, plain_ecmp, reconcile_pairs
 from .health import HealthState, Prober
 from .nft import Nft, NftError
 
+ROUTE_SETTLE_S = 3.0
 IFF_UP = 0x1
 IFF_LOWER_UP = 0x10000
 CLONE_NEWNET = 0x40000000
@@ -51,12 +52,16 @@ class MemberState:
     seen: bool = False  # next hop has been in the routes at least once (BGP came up)
     health: HealthState | None = None  # TLB only
 
-    def alive(self) -> bool:
+    def alive(self, routes_decide: bool = False) -> bool:
+        """Carrier on every side, and: TLB, passing health checks; ECMP, its BGP next hop in the
+        watched routes once BGP has spoken (it has been routed, or the route gate is open)."""
         if not self.carrier or not all(self.carrier.values()):
             return False
         if self.health is not None:
             return self.health.up
-        return not self.seen or all(self.routed.values())
+        if self.seen or routes_decide:
+            return bool(self.routed) and all(self.routed.values())
+        return True
 
 
 def _open_in(ns: str, groups: int) -> IPRoute:
@@ -120,6 +125,8 @@ class Daemon:
         self.fallback_route: dict[str, str | None] = {}
         self.counters: dict[str, dict[str, dict[str, int]]] = {}
         self.changes = 0
+        self.first_routed_at: float | None = None
+        self.gate_open = False
         self.last_event = 0.0
         self.last_programmed = 0.0
         self.history: list[dict[str, Any]] = []
@@ -141,6 +148,22 @@ class Daemon:
         for state in self.members.values():
             if state.routed and all(state.routed.values()):
                 state.seen = True
+                if self.first_routed_at is None:
+                    self.first_routed_at = time.monotonic()
+
+    def routes_decide(self) -> bool:
+        """The route gate: at start-up an SRX whose BGP has not come up yet is given the benefit of
+        its carrier, until every SRX is routed or ROUTE_SETTLE_S after the first one was. After
+        that, an SRX that was never routed (e.g. an MNHA SRG1 backup, whose prepended path is not
+        in the ECMP set) is out."""
+        if self.gate_open:
+            return True
+        if self.first_routed_at is None:
+            return False
+        if all(s.seen for s in self.members.values()) or \
+                time.monotonic() - self.first_routed_at >= ROUTE_SETTLE_S:
+            self.gate_open = True
+        return self.gate_open
 
     def programmed(self, ns: str) -> SelectorTable | None:
         """The map as the kernel has it now (None if it does not describe our members)."""
@@ -177,7 +200,8 @@ class Daemon:
 
     # ------------------------------------------------------------ decisions
     def desired(self) -> SelectorTable:
-        alive = [name for name in self.order if name in self.members and self.members[name].alive()]
+        decide = self.routes_decide()
+        alive = [name for name in self.order if name in self.members and self.members[name].alive(decide)]
         if self.mode == "ecmp":
             return plain_ecmp(alive, self.buckets) if alive else SelectorTable()
         # An SRX of an MNHA pair fails over to its peer (which has its sessions) and back from it.
@@ -268,6 +292,8 @@ class Daemon:
         self.observe()
         if first is not None and all(t == first for t in tables):
             self.table = first
+            # A restart in steady state: routes are there, so they decide from the first moment.
+            self.gate_open = self.first_routed_at is not None
             # A member missing from the programmed map was taken out for a reason (withdrawn or
             # failed): it comes back only once its routes do, not merely because its link is up.
             for name, state in self.members.items():
@@ -299,8 +325,8 @@ class Daemon:
             "last_event_at": self.last_event, "last_programmed_at": self.last_programmed,
             "changes": self.changes,
             "members": [{
-                "name": name, "mark": state.mark, "alive": state.alive(), "carrier": state.carrier,
-                "routed": state.routed, "buckets": counts.get(name, 0),
+                "name": name, "mark": state.mark, "alive": state.alive(self.gate_open), "carrier": state.carrier,
+                "routed": state.routed, "buckets": counts.get(name, 0), "route_gate_open": self.gate_open,
                 "health": None if state.health is None else {
                     "up": state.health.up, "last_result": state.health.last_result,
                     "probes": state.health.probes, "fail_streak": state.health.fail_streak,

@@ -328,12 +328,13 @@ def _fill_slots(slots: list[str | None], targets: Mapping[str, int], rank: Mappi
 
 
 def hand_over(table: SelectorTable, member: str, heir: str) -> SelectorTable:
-    """All of `member`'s buckets go to `heir` (its MNHA peer); no other bucket moves."""
+    """All of `member`'s buckets go to `heir` (its MNHA peer); no other bucket moves. The heir may
+    be outside the table (an SRG1 backup becoming active takes over the active's buckets as they are)."""
     counts = table.counts()
     if member not in counts:
         raise ValueError(f"cannot hand over {member!r}: not in the selector table")
-    if heir not in counts:
-        raise ValueError(f"cannot hand over to {heir!r}: not in the selector table")
+    if heir == member:
+        raise ValueError("cannot hand over to itself")
     return SelectorTable(tuple(heir if name == member else name for name in table.buckets))
 
 
@@ -386,7 +387,7 @@ def reconcile_pairs(
     table = current
     for member in [m for m in table.members() if m not in desired]:
         heir = peers.get(member)
-        if heir in desired and heir in table.counts():
+        if heir in desired:
             table = hand_over(table, member, heir)
         else:
             table = remove_member(table, member, order)

@@ -7,6 +7,7 @@ both ways by conntrackd in FTFW mode over the ICL. See docs/mnha.md.
 
 from __future__ import annotations
 
+import json
 from ipaddress import IPv4Interface
 
 import jinja2
@@ -22,8 +23,25 @@ def icl_of(plan: LabPlan, node: str, peer: str) -> tuple[Interface, Interface]:
     raise KeyError(f"no ICL between {node} and {peer}")
 
 
-def plan_mnha(topo: Topology, plan: LabPlan, env: jinja2.Environment) -> None:
+ACTIVE_PRIORITY, BACKUP_PRIORITY = 200, 100
+
+
+def role_file(plan: LabPlan, node: str) -> str:
+    return f"nodes/{node}/mnha-role.conf"
+
+
+def srg1_initially_active(topo: Topology, node: str) -> bool | None:
+    """None: the node is not in an SRG1 pair (its routes are never prepended)."""
     for pair in topo.mnha:
+        if node in pair.nodes and pair.mode == "srg1":
+            return node == (pair.srg1_active or pair.nodes[0])
+    return None
+
+
+def plan_mnha(topo: Topology, plan: LabPlan, env: jinja2.Environment, python: str = "python3") -> None:
+    for pair in topo.mnha:
+        for node, peer in (pair.nodes, pair.nodes[::-1]):
+            _plan_daemon(topo, plan, pair.mode, node, peer, python)
         if not pair.sync:
             continue
         for node, peer in (pair.nodes, pair.nodes[::-1]):
@@ -40,3 +58,28 @@ def plan_mnha(topo: Topology, plan: LabPlan, env: jinja2.Environment) -> None:
             node_plan.files.append(name)
             plan.processes.append(Process(node, node_plan.master_ns, "conntrackd",
                                           ("conntrackd", "-C", f"{plan.state_dir}/{name}")))
+
+
+def _plan_daemon(topo: Topology, plan: LabPlan, mode: str, node: str, peer: str, python: str) -> None:
+    local, remote = icl_of(plan, node, peer)
+    node_plan = plan.node(node)
+    pair = next(p for p in topo.mnha if node in p.nodes)
+    active = srg1_initially_active(topo, node)
+    config = {
+        "node": node, "peer": peer, "mode": mode,
+        "priority": ACTIVE_PRIORITY if active or (active is None and node == pair.nodes[0]) else BACKUP_PRIORITY,
+        "preempt": pair.preempt, "heartbeat_ms": pair.heartbeat_ms, "heartbeat_threshold": pair.heartbeat_threshold,
+        "icl_dev": local.name, "local_ip": str(IPv4Interface(local.address or "0.0.0.0/32").ip),
+        "peer_ip": str(IPv4Interface(remote.address or "0.0.0.0/32").ip),
+        "peer_loopback": plan.node(peer).loopbacks.get("", ""),
+        "monitored": sorted(i.name for i in plan.interfaces() if i.node == node and i.zone in ("trust", "untrust")),
+        "role_file": f"{plan.state_dir}/{role_file(plan, node)}",
+        "bird_socket": f"{plan.state_dir}/nodes/{node}/bird.ctl",
+        "status_file": f"{plan.state_dir}/nodes/{node}/mnha-status.json",
+    }
+    name = f"nodes/{node}/mnha.json"
+    plan.files[name] = json.dumps(config, indent=2, sort_keys=True) + "\n"
+    plan.files[role_file(plan, node)] = f"define SRG1_ACTIVE = {0 if active is False else 1};\n"
+    node_plan.files += [name, role_file(plan, node)]
+    plan.processes.append(Process(node, node_plan.master_ns, "mnhad",
+                                  (python, "-m", "dataplane.mnhad", f"{plan.state_dir}/{name}")))

@@ -118,7 +118,11 @@ class Addressing(Strict):
 
 
 class MnhaPair(Strict):
+    """An SRX MNHA pair. srg0: both active (the JVD's scale-out use). srg1: active/backup, the
+    backup advertising its routes with an AS-path prepend."""
+
     nodes: list[str] = Field(min_length=2, max_length=2)
+    mode: Literal["srg0", "srg1"] = "srg0"
     srg1_active: str | None = None
     preempt: bool = True
     heartbeat_ms: int = Field(default=1000, ge=100, le=60000)

@@ -384,10 +384,13 @@ def build(topo: Topology, source: str = "", state_root: str = DEFAULT_STATE_ROOT
     plan.sessions = list(_bgp_sessions(topo, plan))
     from . import render  # the renderer reads the plan; kept apart so templates stay the "how"
 
-    render.render_all(topo, plan)
+    render.render_all(topo, plan, python)
     from . import mxlb
 
     mxlb.plan_selectors(topo, plan, python)
+    from . import flexvpn
+
+    flexvpn.plan_flexvpn(topo, plan, python)
     from . import sshplan
 
     sshplan.plan_ssh(topo, plan, python)

@@ -69,13 +69,29 @@ def _peer_pools(plan: LabPlan, node: NodePlan) -> list[str]:
             if p != node.name and pools.get(p)]
 
 
-def _exports(kind: str, use_case: str, sessions: list[BgpSession]) -> dict[str, str]:
+def _srg1_wrap(export: str, local_as: int) -> str:
+    """SRG1 backup: the same routes, with the AS path prepended three times (the role include file,
+    rewritten by the MNHA daemon, says which role BIRD runs with)."""
+    prepend = " ".join([f"bgp_path.prepend({local_as});"] * 3)
+    if export.startswith("where "):
+        return (f"filter {{ if !({export[6:]}) then reject; if SRG1_ACTIVE = 0 then {{ {prepend} }} "
+                f"accept; }}")
+    body = export[len("filter { "):-len(" }")]
+    return f"filter {{ if SRG1_ACTIVE = 0 then {{ {prepend} }} {body} }}"
+
+
+def _exports(kind: str, use_case: str, sessions: list[BgpSession], srg1: bool = False) -> dict[str, str]:
     """Which routes each BGP session announces: the JVD's route exchange, per role."""
     out = {}
     for s in sessions:
         if kind == "mx":
-            source = "core_*" if s.protocol.startswith("fw_") else "fw_*"
-            out[s.protocol] = f'where proto ~ "{source}" || proto = "loopback"'
+            if s.protocol.startswith("fw_"):
+                # SRX loopbacks are passed between SRXs too: an MNHA node tells a dead ICL from a
+                # dead peer by whether it still has a route to the peer's loopback.
+                out[s.protocol] = ('where proto ~ "core_*" || proto = "loopback" || '
+                                   '(proto ~ "fw_*" && net.len = 32)')
+            else:
+                out[s.protocol] = 'where proto ~ "fw_*" || proto = "loopback"'
         elif kind == "srx":
             if s.zone == "trust":
                 out[s.protocol] = 'where proto ~ "untrust_*" || proto = "loopback"'
@@ -89,6 +105,8 @@ def _exports(kind: str, use_case: str, sessions: list[BgpSession]) -> dict[str, 
                 out[s.protocol] = 'where proto ~ "trust_*" || proto = "loopback"'
         else:
             out[s.protocol] = "where proto = \"originated\""
+        if kind == "srx" and srg1:
+            out[s.protocol] = _srg1_wrap(out[s.protocol], s.local_as)
     return out
 
 
@@ -105,6 +123,10 @@ def _bird_files(topo: Topology, plan: LabPlan, node: NodePlan, env: jinja2.Envir
             continue
         suffix = f"-{instance.lower()}" if instance else ""
         peer_pools = _peer_pools(plan, node) if instance is None else []
+        from . import mnha
+
+        role_include = (f"{plan.state_dir}/{mnha.role_file(plan, node.name)}"
+                        if mnha.srg1_initially_active(topo, node.name) is not None else None)
         conf = f"nodes/{node.name}/bird{suffix}.conf"
         sock = f"{plan.state_dir}/nodes/{node.name}/bird{suffix}.ctl"
         local_as = sessions[0].local_as if sessions else 0
@@ -112,7 +134,8 @@ def _bird_files(topo: Topology, plan: LabPlan, node: NodePlan, env: jinja2.Envir
             node=node, instance=instance, kind=spec.kind, source=plan.source,
             router_id=node.loopbacks[instance or ""], loopback=node.loopbacks[instance or ""],
             statics=statics, sessions=sessions, local_as=local_as, peer_pools=peer_pools,
-            exports=_exports(spec.kind, plan.use_case, sessions),
+            exports=_exports(spec.kind, plan.use_case, sessions, srg1=role_include is not None),
+            role_include=role_include,
         )
         node.files.append(conf)
         plan.processes.append(Process(
@@ -181,7 +204,7 @@ def _expected_routes(topo: Topology, plan: LabPlan) -> list[ExpectedRoute]:
     return out
 
 
-def render_all(topo: Topology, plan: LabPlan) -> None:
+def render_all(topo: Topology, plan: LabPlan, python: str = "python3") -> None:
     env = _environment()
     for node in plan.nodes:
         _bird_files(topo, plan, node, env)
@@ -190,4 +213,4 @@ def render_all(topo: Topology, plan: LabPlan) -> None:
     plan.expected_routes = _expected_routes(topo, plan)
     from . import mnha
 
-    mnha.plan_mnha(topo, plan, env)
+    mnha.plan_mnha(topo, plan, env, python)

@@ -501,6 +501,9 @@ def _check_pairs(topo: Topology, src: SourceMap) -> Iterable[Diagnostic]:
             elif node in paired and paired[node] != index:
                 yield src.diag(base + ("nodes", side), f"{node} is already in mnha[{paired[node]}]")
             paired.setdefault(node, index)
+        if pair.mode == "srg1" and topo.services.load_balancing == "tlb":
+            yield src.diag(base + ("mode",), "SRG1 active/backup pairs are not supported with TLB here",
+                           "use mode: srg0 (active/active), as the JVD's TLB topologies do")
         if pair.srg1_active is not None and pair.srg1_active not in pair.nodes:
             yield src.diag(base + ("srg1_active",), f"srg1_active '{pair.srg1_active}' is not in this pair")
         both_srx = all(n in topo.nodes and topo.nodes[n].kind == "srx" for n in pair.nodes)

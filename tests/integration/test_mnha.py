@@ -139,3 +139,54 @@ def test_cgnat_binding_survives_failover(tmp_path: Path) -> None:
         survivor = next(s for s in sessions.read(running.ns(PEER[carrier])) if s.destination_port == 7103)
         assert (survivor.reply_destination, survivor.source_port) == (binding.reply_destination, binding.source_port)
         assert survivor.packets > 100, "the peer carried the rest of the flow with the same NAT binding"
+
+
+def mnha_status(running: RunningLab, srx: str) -> dict[str, object]:
+    status: dict[str, object] = json.loads(Path(f"/run/lab/{running.name}/nodes/{srx}/mnha-status.json").read_text())
+    return status
+
+
+def srg1_role(running: RunningLab, srx: str) -> str:
+    srg1 = mnha_status(running, srx)["srg1"]
+    assert isinstance(srg1, dict)
+    return str(srg1["role"])
+
+
+def mx_default_nexthops(running: RunningLab) -> str:
+    return lab("exec", "--lab", running.name, "mx1", "--instance", "TRUST-VR", "--", "ip", "route", "show",
+               "default").stdout
+
+
+def test_srg1_active_backup_failover_and_preemption(tmp_path: Path) -> None:
+    import subprocess as sp
+
+    text = sp.run([sys.executable, str(REPO / "bench/gen_topology.py"), "--name", "mn1", "--srx", "4", "--mnha"],
+                  capture_output=True, text=True, check=True).stdout
+    text = text.replace("srg1_active: srx1}", "srg1_active: srx1, mode: srg1}")
+    text = text.replace("srg1_active: srx3}", "srg1_active: srx3, mode: srg1}")
+    file = tmp_path / "mn1.yml"
+    file.write_text(text)
+    with RunningLab("mn1", file, tmp_path) as running:
+        running.wait_members({"srx1", "srx3"})
+        assert [srg1_role(running, s) for s in SRX] == ["active", "backup", "active", "backup"]
+        routes = mx_default_nexthops(running)
+        assert routes.count("nexthop via") == 2, f"only the actives are ECMP next hops: {routes}"
+        assert running.probe(43100)["missing"] == []
+        assert set(running.carriers(43100).values()) == {"srx1", "srx3"}, "traffic only through the actives"
+
+        flow = PushFlow(running, "100.64.9.9", 7104, seconds=6)
+        carrier = flow.carrier()
+        lab("fail", "--lab", running.name, carrier, "srx-power-off")
+        deadline = time.monotonic() + 3
+        while srg1_role(running, PEER[carrier]) != "active" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert srg1_role(running, PEER[carrier]) == "active", "the backup took over"
+        result = flow.result()
+        assert result["highest_seq"] > 6 * 200 * 0.9 and result["received"] > 0.8 * (result["highest_seq"] + 1), \
+            f"the established session survived the failover: {result}"
+        running.wait_members({PEER[carrier], "srx3" if carrier in ("srx1", "srx2") else "srx1"})
+        lab("restore", "--lab", running.name, carrier)
+        deadline = time.monotonic() + 15
+        while srg1_role(running, carrier) != "active" and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert srg1_role(running, carrier) == "active" and srg1_role(running, PEER[carrier]) == "backup", "preempted"

@@ -66,7 +66,7 @@ def test_hand_over_and_back_refuse_nonsense() -> None:
     with pytest.raises(ValueError):
         hand_over(table, "x", "a")
     with pytest.raises(ValueError):
-        hand_over(table, "a", "x")
+        hand_over(table, "a", "a")
     with pytest.raises(ValueError):
         hand_back(table, "a", "b", table)
     with pytest.raises(ValueError):
@@ -94,3 +94,12 @@ def test_two_failures_then_recovery_returns_to_balance(down: tuple[str, str]) ->
     back = reconcile_pairs(after, ORDER, ORDER, PEERS)
     counts = back.counts()
     assert max(counts.values()) - min(counts.values()) <= 1
+
+
+def test_srg1_backup_takes_over_the_active_buckets_as_they_are() -> None:
+    """SRG1: only the actives (srx1, srx3) are in the table; srx1 fails, srx2 becomes active."""
+    table = build_initial(["srx1", "srx3"], 64)
+    after = reconcile_pairs(table, ["srx2", "srx3"], ORDER, PEERS)
+    assert after.buckets == tuple("srx2" if m == "srx1" else m for m in table.buckets)
+    back = reconcile_pairs(after, ["srx1", "srx3"], ORDER, PEERS)
+    assert back == table, "and back when srx1 is active again"

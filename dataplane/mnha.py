@@ -1,0 +1,118 @@
+"""MNHA (Multi Node High Availability) decisions for one SRX of a pair: pure, no I/O.
+
+Routing (L3) mode, as in the JVD. SRG0 is active on both nodes, always. SRG1 is active on one
+node and backup on the other; the backup keeps its sessions in sync (conntrackd) but steers
+traffic away by advertising its routes with an AS-path prepend.
+
+Election (both nodes see each other's heartbeats over the ICL):
+  an unhealthy node (a monitored interface down) is INELIGIBLE; otherwise the peer's state
+  decides: a node whose peer is INELIGIBLE is ACTIVE; an ACTIVE node stays ACTIVE unless the peer
+  has a higher priority and preemption is on; two nodes that are not ACTIVE pick the higher
+  priority (tie: the lower node name).
+
+Split brain. When heartbeats stop, a node cannot tell a dead peer from a dead ICL. The rule here
+("activeness by routes"): it asks whether it still sees the peer in the network, i.e. whether a
+route to the peer's loopback, learned from BGP over a data link, is still there.
+  * peer not seen: the peer is gone -> ACTIVE;
+  * peer still seen (only the ICL failed): keep the role held before (an ACTIVE node stays ACTIVE,
+    a BACKUP stays BACKUP); a node that had no role yet becomes ACTIVE only with the higher
+    priority. So the two nodes never both become ACTIVE while both are alive.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+
+class Role(str, Enum):
+    INIT = "init"
+    ACTIVE = "active"
+    BACKUP = "backup"
+    INELIGIBLE = "ineligible"
+
+
+@dataclass(frozen=True)
+class PeerView:
+    """What the last heartbeat from the peer said (None fields: no heartbeat within the threshold)."""
+
+    alive: bool
+    role: Role = Role.INIT
+    priority: int = 0
+    healthy: bool = True
+
+
+@dataclass
+class Srg1:
+    node: str
+    peer: str
+    priority: int  # 1..255, higher wins
+    preempt: bool = True
+    role: Role = Role.INIT
+    transitions: list[tuple[float, Role, str]] = field(default_factory=list)
+
+    def _wins_over(self, peer: PeerView) -> bool:
+        return (self.priority, self.peer) > (peer.priority, self.node)  # tie: the lower node name wins
+
+    def decide(self, healthy: bool, peer: PeerView, peer_seen_in_network: bool, now: float = 0.0) -> Role:
+        if not healthy:
+            return self._set(Role.INELIGIBLE, "a monitored interface is down", now)
+        if peer.alive:
+            if not peer.healthy or peer.role is Role.INELIGIBLE:
+                return self._set(Role.ACTIVE, "peer is ineligible", now)
+            if self.role is Role.ACTIVE:
+                if peer.role is Role.ACTIVE and not self._wins_over(peer):
+                    return self._set(Role.BACKUP, "both active: the higher priority keeps it", now)
+                if self.preempt and peer.priority > self.priority and peer.role is not Role.INIT:
+                    return self._set(Role.BACKUP, "preempted by a higher priority peer", now)
+                return self._set(Role.ACTIVE, "", now)
+            if peer.role is Role.ACTIVE:
+                if self.preempt and self.priority > peer.priority:
+                    return self._set(Role.ACTIVE, "preempting a lower priority peer", now)
+                return self._set(Role.BACKUP, "peer is active", now)
+            winner = self._wins_over(peer)
+            return self._set(Role.ACTIVE if winner else Role.BACKUP, "election", now)
+        if not peer_seen_in_network:
+            return self._set(Role.ACTIVE, "peer lost (no heartbeat, no route to it)", now)
+        if self.role in (Role.ACTIVE, Role.BACKUP):
+            return self._set(self.role, "ICL down but peer alive: role kept (split-brain rule)", now)
+        winner = self.priority > peer.priority if peer.priority else self.node < self.peer
+        return self._set(Role.ACTIVE if winner else Role.BACKUP, "ICL down at start: priority decides", now)
+
+    def _set(self, role: Role, why: str, now: float) -> Role:
+        if role is not self.role:
+            self.transitions = (self.transitions + [(now, role, why)])[-20:]
+            self.role = role
+        return role
+
+
+# Heartbeat wire format over the ICL (UDP): magic, version, role, priority, healthy, sequence, node.
+MAGIC = b"MNHA"
+
+
+def encode_heartbeat(node: str, role: Role, priority: int, healthy: bool, seq: int) -> bytes:
+    name = node.encode()[:32]
+    roles = list(Role)
+    return MAGIC + bytes([1, roles.index(role), priority & 0xFF, int(healthy)]) + seq.to_bytes(4, "big") \
+        + bytes([len(name)]) + name
+
+
+class HeartbeatError(ValueError):
+    pass
+
+
+def decode_heartbeat(data: bytes) -> tuple[str, Role, int, bool, int]:
+    """(node, role, priority, healthy, sequence); HeartbeatError on anything malformed."""
+    if len(data) < 13 or data[:4] != MAGIC or data[4] != 1:
+        raise HeartbeatError("not an MNHA heartbeat")
+    roles = list(Role)
+    if data[5] >= len(roles) or data[7] > 1:
+        raise HeartbeatError("bad field")
+    length = data[12]
+    if len(data) != 13 + length:
+        raise HeartbeatError("bad length")
+    try:
+        node = data[13:].decode()
+    except UnicodeDecodeError:
+        raise HeartbeatError("bad node name") from None
+    return node, roles[data[5]], data[6], bool(data[7]), int.from_bytes(data[8:12], "big")

@@ -1,0 +1,202 @@
+"""MNHA daemon of one SRX: heartbeats over the ICL, SRG1 role, route steering, status.
+
+    python -m dataplane.mnhad /run/lab/LAB/nodes/SRX/mnha.json
+
+Every heartbeat interval it sends its state to the peer over the ICL (UDP) and reads the peer's.
+The peer is alive while a heartbeat arrived within threshold x interval. The node is healthy while
+its monitored interfaces (its links to the MXs) have carrier. The role (dataplane.mnha) is
+applied to BGP: on an SRG1 change the daemon rewrites the role include of its BIRD configuration
+and asks BIRD to reconfigure (sessions stay up; BIRD re-exports with or without the prepend).
+Light on purpose (no pyroute2): interface flags come from an ioctl, routes from /proc/net/route,
+both of the namespace the daemon runs in.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import select
+import signal
+import socket
+import struct
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from .mnha import HeartbeatError, PeerView, Role, Srg1, decode_heartbeat, encode_heartbeat
+
+PORT = 7790
+DECIDE_S = 0.05
+SIOCGIFFLAGS = 0x8913
+IFF_UP, IFF_RUNNING = 0x1, 0x40
+
+
+def has_carrier(sock: socket.socket, ifname: str) -> bool:
+    try:
+        raw = fcntl.ioctl(sock.fileno(), SIOCGIFFLAGS, struct.pack("16sH14x", ifname.encode(), 0))
+    except OSError:
+        return False
+    flags = struct.unpack("16sH14x", raw)[1]
+    return bool(flags & IFF_UP) and bool(flags & IFF_RUNNING)
+
+
+def route_to(address: str, avoid_dev: str) -> bool:
+    """Is there a route to ADDRESS/32 in this namespace's main table, not over AVOID_DEV?"""
+    wanted = socket.inet_aton(address)
+    for line in Path("/proc/net/route").read_text().splitlines()[1:]:
+        fields = line.split()
+        dev, dst, mask = fields[0], bytes.fromhex(fields[1])[::-1], bytes.fromhex(fields[7])[::-1]
+        if dev != avoid_dev and mask == b"\xff\xff\xff\xff" and dst == wanted:
+            return True
+    return False
+
+
+def bird_configure(control_socket: str) -> str:
+    from lab_orchestrator import birdctl
+
+    return " ".join(birdctl.command(control_socket, "configure"))
+
+
+class Daemon:
+    def __init__(self, config: dict[str, Any]):
+        self.c = config
+        self.interval = int(config["heartbeat_ms"]) / 1000
+        self.threshold = int(config["heartbeat_threshold"])
+        self.srg1 = Srg1(config["node"], config["peer"], int(config["priority"]), bool(config["preempt"]))
+        self.peer = PeerView(False)
+        self.peer_heard = 0.0
+        self.started = time.monotonic()
+        self.sent = self.received = self.bad = 0
+        self.seq = 0
+        # What BIRD runs with: the role file as it is now (rendered at plan time, rewritten since).
+        self.bird_active = "SRG1_ACTIVE = 1" in Path(config["role_file"]).read_text()
+        self.probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind((config["local_ip"], PORT))
+        self.sock.setblocking(False)
+
+    def healthy(self) -> bool:
+        return all(has_carrier(self.probe, dev) for dev in self.c["monitored"])
+
+    def icl_up(self) -> bool:
+        return has_carrier(self.probe, self.c["icl_dev"])
+
+    def tick(self, now: float, send: bool) -> None:
+        # Silence for threshold x interval, or the ICL losing carrier (the peer powered off, or the
+        # link cut: the split-brain rule below tells them apart), means no peer over the ICL.
+        if now - self.peer_heard > self.interval * self.threshold or not self.icl_up():
+            self.peer = PeerView(False)
+        seen = route_to(self.c["peer_loopback"], self.c["icl_dev"])
+        healthy = self.healthy()
+        if self.c["mode"] != "srg1":
+            role = Role.ACTIVE
+        elif not self.peer.alive and now - self.started < self.interval * self.threshold:
+            role = self.srg1.role  # start-up: give the peer's heartbeats a chance before electing
+        else:
+            role = self.srg1.decide(healthy, self.peer, seen, now)
+        if role is not Role.INIT:
+            self.apply(role)
+        if not send:
+            return
+        self.seq += 1
+        try:
+            self.sock.sendto(encode_heartbeat(self.c["node"], role, self.srg1.priority, healthy, self.seq),
+                             (self.c["peer_ip"], PORT))
+            self.sent += 1
+        except OSError:
+            pass  # ICL down: the peer will notice the silence
+        self.write_status(now, healthy, seen)
+
+    def receive(self, now: float) -> None:
+        while True:
+            try:
+                data, source = self.sock.recvfrom(512)
+            except BlockingIOError:
+                return
+            try:
+                node, role, priority, healthy, _seq = decode_heartbeat(data)
+            except HeartbeatError:
+                self.bad += 1
+                continue
+            if node != self.c["peer"] or source[0] != self.c["peer_ip"]:
+                self.bad += 1
+                continue
+            self.received += 1
+            self.peer_heard = now
+            self.peer = PeerView(True, role, priority, healthy)
+
+    def apply(self, role: Role) -> None:
+        """SRG1 on BGP: only the active advertises without prepend (SRG0: always active)."""
+        active = role is Role.ACTIVE
+        if active == self.bird_active:
+            return
+        Path(self.c["role_file"]).write_text(f"define SRG1_ACTIVE = {1 if active else 0};  # {role.value}\n")
+        try:
+            reply = bird_configure(self.c["bird_socket"])
+            self.bird_active = active
+        except Exception as exc:  # noqa: BLE001 - BIRD restarting: it reads the file when it starts
+            reply = f"configure failed: {exc}"
+        print(f"{time.strftime('%H:%M:%S')} SRG1 {role.value}: BIRD {reply}", flush=True)
+
+    def write_status(self, now: float, healthy: bool, seen: bool) -> None:
+        status = {
+            "node": self.c["node"], "peer": self.c["peer"], "mode": self.c["mode"], "pid": os.getpid(),
+            "updated_at": time.time(), "icl": {"device": self.c["icl_dev"], "up": self.icl_up(),
+                                               "peer_ip": self.c["peer_ip"]},
+            "heartbeat": {"interval_ms": self.c["heartbeat_ms"], "threshold": self.threshold,
+                          "sent": self.sent, "received": self.received, "errors": self.bad,
+                          "peer_alive": self.peer.alive,
+                          "last_heard_s_ago": round(now - self.peer_heard, 3) if self.peer_heard else None},
+            "healthy": healthy, "peer_seen_in_network": seen,
+            "srg0": {"role": "active"},
+            "srg1": {"role": self.srg1.role.value if self.c["mode"] == "srg1" else "active",
+                     "priority": self.srg1.priority, "preempt": self.srg1.preempt,
+                     "peer_role": self.peer.role.value if self.peer.alive else "unknown",
+                     "transitions": [{"at": at, "role": r.value, "why": why}
+                                     for at, r, why in self.srg1.transitions]},
+        }
+        target = Path(self.c["status_file"])
+        tmp = target.with_suffix(".tmp")
+        tmp.write_text(json.dumps(status, indent=2) + "\n")
+        os.replace(tmp, target)
+
+    def run(self) -> None:
+        stopping = False
+
+        def on_term(signum: int, frame: object) -> None:
+            nonlocal stopping
+            stopping = True
+
+        signal.signal(signal.SIGTERM, on_term)
+        signal.signal(signal.SIGINT, on_term)
+        next_beat = time.monotonic()
+        while not stopping:
+            # Decide every DECIDE_S (a lost ICL carrier or route is acted on at once); send a
+            # heartbeat every interval.
+            timeout = max(0.0, min(next_beat - time.monotonic(), DECIDE_S))
+            ready, _, _ = select.select([self.sock], [], [], timeout)
+            now = time.monotonic()
+            if ready:
+                self.receive(now)
+            beat = now >= next_beat
+            self.tick(now, send=beat)
+            if beat:
+                next_beat = max(next_beat + self.interval, now)
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2:
+        print("usage: python -m dataplane.mnhad CONFIG.json", file=sys.stderr)
+        return 2
+    config = json.loads(Path(argv[1]).read_text())
+    print(f"mnhad {config['node']}: pair with {config['peer']}, {config['mode']}, priority {config['priority']}",
+          flush=True)
+    Daemon(config).run()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -385,6 +385,90 @@ def events_list(
     _guarded(run)
 
 
+@events_app.command("run")
+def events_run(
+    topology: Path | None = typer.Argument(None, help="Topology file: brought up for the run and down after "
+                                                       "(or --lab for a running lab)."),
+    lab: str | None = typer.Option(None, "--lab", "-l", help="A running lab instead of a file."),
+    event: list[str] = typer.Option([], "--event", "-e", help="Event name (repeatable; default: every applicable)."),
+    target: str | None = typer.Option(None, "--target", help="Node to hit (default: the first of the right kind)."),
+    flows: int = typer.Option(200, "--flows", help="Flows per direction (distinct subscriber addresses)."),
+    rate: float = typer.Option(10000, "--rate", help="Aggregate packets/s per direction."),
+    sizes: str = typer.Option("imix", "--sizes", help="imix (the seed's weights) or a frame size in bytes."),
+    duration: float = typer.Option(4.0, "--duration", help="Seconds of traffic after each event (or restore)."),
+    json_file: Path | None = typer.Option(None, "--json", help="Write the full report as JSON."),
+    junit_file: Path | None = typer.Option(None, "--junit", help="Write JUnit XML (one test case per event)."),
+    plot_file: Path | None = typer.Option(None, "--plot", help="Write a PNG timeline of pps per SRX per event."),
+) -> None:
+    """Run the seed's failure events under UDP traffic and report convergence per event: flows
+    affected, loss-derived convergence (lost / per-flow rate), longest gap, losses of unaffected
+    flows, flows moved between SRXs, and whether every flow recovered. Exit 1 if an event fails."""
+    from . import eventrun, ops
+    from . import events as eventsmod
+
+    def run() -> None:
+        hostcheck.require_root()
+        brought_up = False
+        if topology is not None and lab is None:
+            name = _peek_name(topology)
+            if name is None or not (state_dir(name) / "state.json").exists():
+                up(topology=topology, timeout=30.0, json_out=False)
+                brought_up = True
+            lab_name = name
+        else:
+            lab_name = lab
+        state = _pick_lab(lab_name)
+        try:
+            plan = ops.load_plan(state)
+            verdicts = {a.event.name: a for a in eventsmod.applicable(json.loads(plan.to_json()))}
+            names = event or [n for n, a in verdicts.items() if a.applicable and n != "nexthop-add"]
+            for name in names:
+                if name not in verdicts:
+                    raise LabError(f"unknown event {name}; known: {', '.join(verdicts)}")
+                if not verdicts[name].applicable:
+                    raise LabError(f"{name} does not apply to lab {state.name}: {verdicts[name].reason}")
+            spec = eventrun.TrafficSpec(flows=flows, rate=rate, sizes=sizes, settle=duration)
+            results = []
+            for name in names:
+                kind = eventsmod.BY_NAME[name]
+                node = target or eventrun.default_target(plan, kind)
+                with err.status(f"[cyan]{name}[/] on {node} under {flows} flows x 2 directions at {rate:.0f} pps"):
+                    result = eventrun.run_event(state, plan, kind, node, spec,
+                                                progress=lambda m: err.print(f"  {m}", highlight=False))
+                results.append(result)
+                _print_event(result)
+                state = LabState.load(Path(state.state_dir))
+        finally:
+            if brought_up:
+                down(topology=None, name=state.name, all_labs=False)
+        if json_file:
+            json_file.write_text(json.dumps({"lab": state.name, "events": results}, indent=2) + "\n")
+        if junit_file:
+            junit_file.write_text(eventrun.junit(results, state.name))
+        if plot_file:
+            eventrun.plot(results, plot_file)
+        failed = [r["event"] for r in results if not r["passed"]]
+        if failed:
+            raise LabError(f"events failed: {', '.join(failed)}")
+
+    _guarded(run)
+
+
+def _print_event(r: dict[str, Any]) -> None:
+    table = Table(title=f"{r['event']} on {r['target']}: {r['action']}", show_header=True)
+    for col in ("flows", "affected", "convergence max / median", "longest gap", "unaffected loss",
+                "moved (ideal)", "recovered"):
+        table.add_column(col)
+    conv = r["convergence_ms"]
+    table.add_row(str(r["flows"]), str(r["affected_flows"]), f"{conv['max']:.1f} / {conv['median']:.1f} ms",
+                  f"{r['longest_gap_ms']:.1f} ms", str(r["packets_lost_by_unaffected_flows"]),
+                  f"{r['flows_moved']} ({r['flows_moved_ideal']})",
+                  "[green]yes[/]" if r["recovered"] else "[red]no[/]")
+    out.print(table)
+    out.print(f"  resolution {r['resolution_ms']} ms per flow; verdict: "
+              f"{'[green]pass[/]' if r['passed'] else '[red]FAIL[/]'}")
+
+
 @app.command()
 def fail(
     node: str = typer.Argument(..., help="Target node (srx1, mx1...)."),

@@ -1,0 +1,319 @@
+"""Run failure events under traffic and measure convergence the way the JVD's IxNetwork does.
+
+For each event: UDP flows (distinct subscriber addresses, IMIX by default) run client -> server and,
+on the same 5-tuples, server -> client (so both hash directions are exercised); after a warm-up the
+event is injected, restored when it is a lasting one, and the traffic runs on until every flow has
+had time to recover. Per flow: packets lost, loss-derived convergence (lost / per-flow rate, RFC
+6412's packet-loss duration), longest gap. Which SRX carried each flow comes from the SRXs
+themselves (conntrack packet counters, before and after the event); the delivered rate per SRX over
+time comes from the MX's per-SRX counters.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from ipaddress import IPv4Network
+from pathlib import Path
+from typing import Any
+
+from dataplane.nft import Nft, NftError
+from dataplane.traffic import Receiver, Sender, make_flows, reverse_flows
+
+from . import events as eventsmod
+from . import ops, sessions
+from .diagnostics import LabError
+from .plan import LabPlan
+from .state import LabState
+
+REVERSE_ID_OFFSET = 100000
+LASTING = {"srx-link-failure", "srx-power-off", "mnha-pair-power-off", "nexthop-delete"}
+
+Progress = Callable[[str], None]
+
+
+@dataclass
+class TrafficSpec:
+    flows: int = 200
+    rate: float = 10000.0  # aggregate packets/s in each direction
+    sizes: str = "imix"
+    reverse: bool = True
+    warmup: float = 2.0  # seconds of traffic before the event
+    hold: float = 3.0  # lasting events: seconds before the restore step
+    settle: float = 4.0  # seconds after the event (or its restore) before traffic stops
+    down_time: float = 3.0  # reboot events
+
+
+@dataclass
+class Endpoints:
+    client_ns: str
+    client_iface: str
+    client_prefix: str
+    server_ns: str
+    server_iface: str
+    server_address: str
+
+
+def endpoints(plan: LabPlan) -> Endpoints:
+    """The subscriber host (behind the trust side) and the server host (behind the untrust side)."""
+    hosts = {n.name: n for n in plan.nodes if n.kind == "host"}
+    ifaces = {i.node: i for i in plan.interfaces() if i.node in hosts}
+    client = server = None
+    for name, iface in ifaces.items():
+        gw = iface.peer_node
+        zone = {i.zone for i in plan.interfaces() if i.node == gw and i.zone}
+        if "trust" in zone:
+            client = name
+        elif "untrust" in zone:
+            server = name
+    if client is None or server is None:
+        raise LabError("this lab has no client host behind the trust side and server host behind the untrust side")
+    local = {r.ns: r.dst for r in plan.routes if r.kind == "local"}
+    c, s = ifaces[client], ifaces[server]
+    server_net = IPv4Network(local[s.ns])
+    return Endpoints(c.ns, c.name, local[c.ns], s.ns, s.name, str(server_net.network_address + 10))
+
+
+def default_target(plan: LabPlan, event: eventsmod.EventKind) -> str:
+    kinds = {"srx": "srx", "mx": "mx", "mnha-pair": "srx"}
+    return next(n.name for n in plan.nodes if n.kind == kinds[event.target])
+
+
+@dataclass
+class Sampler:
+    """Delivered packets per SRX over time, from the MX's per-SRX counters (trust side)."""
+
+    namespaces: list[str]
+    interval: float = 0.1
+    samples: list[tuple[int, dict[str, int]]] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+
+    def start(self) -> Sampler:
+        threading.Thread(target=self._run, daemon=True, name="sampler").start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _run(self) -> None:
+        nft = Nft()
+        try:
+            while not self._stop.is_set():
+                totals: dict[str, int] = {}
+                for ns in self.namespaces:
+                    try:
+                        data = nft.json("list counters table ip mxlb", ns=ns)
+                    except NftError:
+                        continue
+                    for item in data.get("nftables", []):
+                        counter = item.get("counter")
+                        if counter:
+                            totals[counter["name"]] = totals.get(counter["name"], 0) + counter["packets"]
+                self.samples.append((time.monotonic_ns(), totals))
+                self._stop.wait(self.interval)
+        finally:
+            nft.close()
+
+    def rates(self) -> list[tuple[float, dict[str, float]]]:
+        out = []
+        for (t0, a), (t1, b) in zip(self.samples, self.samples[1:], strict=False):
+            dt = (t1 - t0) / 1e9
+            if dt > 0:
+                out.append((t1 / 1e9, {k: max(0, b.get(k, 0) - a.get(k, 0)) / dt for k in b}))
+        return out
+
+
+def _session_counts(plan: LabPlan) -> dict[tuple[str, int], dict[str, int]]:
+    """(subscriber address, its port) -> {srx: packets} from every SRX's conntrack."""
+    counts: dict[tuple[str, int], dict[str, int]] = {}
+    for node in plan.nodes:
+        if node.kind != "srx":
+            continue
+        try:
+            table = sessions.read(node.master_ns)
+        except OSError:
+            continue
+        for s in table:
+            if s.protocol == "udp":
+                counts.setdefault((s.source, s.source_port), {})[node.name] = s.packets
+    return counts
+
+
+def carriers(plan: LabPlan, gap: float = 0.4) -> dict[tuple[str, int], str]:
+    """Which SRX carries each flow now: the one whose session counter grows."""
+    first = _session_counts(plan)
+    time.sleep(gap)
+    second = _session_counts(plan)
+    out = {}
+    for key, now in second.items():
+        before = first.get(key, {})
+        growth = {srx: packets - before.get(srx, 0) for srx, packets in now.items()}
+        best = max(growth, key=lambda srx: growth[srx])
+        if growth[best] > 0:
+            out[key] = best
+    return out
+
+
+def run_event(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target: str, spec: TrafficSpec,
+              progress: Progress = lambda _: None) -> dict[str, Any]:
+    ends = endpoints(plan)
+    flows = make_flows(spec.flows, ends.client_prefix, ends.server_address)
+    reverse = reverse_flows(flows, REVERSE_ID_OFFSET)
+    per_flow = spec.rate / spec.flows
+    lasting = event.name in LASTING
+    total = spec.warmup + (spec.hold if lasting else 0) + spec.settle + \
+        (spec.down_time if event.name.endswith("reboot") else 0) + 2.0
+    if event.name == "nexthop-add":
+        ops.power_off(state, plan, target)  # out of service first: the event puts it (back) in
+        time.sleep(1.0)
+    mx_ns = [ns for n in plan.nodes if n.kind == "mx" for ns in n.namespaces if ns.endswith("-trust-vr")]
+    sampler = Sampler(mx_ns).start()
+    rx_f = Receiver(iface=ends.server_iface, ns=ends.server_ns, rate_per_flow=per_flow).spawn().wait_ready()
+    rx_r = Receiver(iface=ends.client_iface, ns=ends.client_ns, rate_per_flow=per_flow).spawn().wait_ready() \
+        if spec.reverse else None
+    tx_f = Sender(iface=ends.client_iface, ns=ends.client_ns, flows=flows, rate=spec.rate, sizes=spec.sizes,
+                  duration=total).spawn().wait_ready()
+    time.sleep(0.3)  # the forward packets open the sessions the reverse flows need
+    tx_r = Sender(iface=ends.server_iface, ns=ends.server_ns, flows=reverse, rate=spec.rate, sizes=spec.sizes,
+                  duration=total - 0.3).spawn().wait_ready() if spec.reverse else None
+    started = time.monotonic()
+    marks: dict[str, float] = {}
+    try:
+        time.sleep(max(0.0, spec.warmup - 0.8))
+        before = carriers(plan)
+        progress(f"{event.name} on {target}")
+        marks["event"] = time.monotonic_ns() / 1e9
+        summary = ops.inject(state, plan, event.name, target, down_time=spec.down_time)
+        during: dict[tuple[str, int], str] = {}
+        if lasting:
+            time.sleep(max(0.0, spec.hold - 0.5))
+            during = carriers(plan)
+            marks["restore"] = time.monotonic_ns() / 1e9
+            restored = ops.restore(state, plan, target)
+            summary += "; restored: " + ("; ".join(restored) or "nothing")
+            progress("restored")
+        time.sleep(max(0.0, total - (time.monotonic() - started) - 1.5))
+        after = carriers(plan)
+        sent_f = tx_f.wait(total + 30)
+        sent_r = tx_r.wait(total + 30) if tx_r else None
+        time.sleep(0.3)
+        report_f = rx_f.stop(sent=sent_f)
+        report_r = rx_r.stop(sent=sent_r) if rx_r else None
+    except BaseException:
+        for child in (tx_f, tx_r, rx_f, rx_r):
+            if child is not None:
+                child.kill()
+        raise
+    finally:
+        sampler.stop()
+    pair = next((p for p in plan.mnha if target in p), None) if event.name == "mnha-pair-power-off" else None
+    result = analyse(event, target, summary, flows, before, during or after, report_f, report_r, sent_f,
+                     per_flow, marks, sampler, spec, pair)
+    if during:  # a lasting event: the moves it caused, then those of its restore step
+        back = sum(1 for key, srx in after.items() if during.get(key) not in (None, srx))
+        result["flows_moved_on_restore"] = back
+        result["flows_moved_on_restore_ideal_max"] = round(len(flows) / max(1, len(set(after.values()))))
+    return result
+
+
+def analyse(event: eventsmod.EventKind, target: str, summary: str, flows: list[Any],  # noqa: PLR0913
+            before: dict[tuple[str, int], str], after: dict[tuple[str, int], str], report_f: dict[str, Any],
+            report_r: dict[str, Any] | None, sent_f: dict[str, Any], per_flow: float, marks: dict[str, float],
+            sampler: Sampler, spec: TrafficSpec, pair: list[str] | None = None) -> dict[str, Any]:
+    """Per-event verdict: affected flows and their convergence, losses of unaffected flows, moves."""
+    by_id = {f["flow"]: f for f in report_f["per_flow"]}
+    rev = {f["flow"] - REVERSE_ID_OFFSET: f for f in (report_r or {}).get("per_flow", [])}
+    end_ns = sent_f.get("end_ns") or 0
+    rows = []
+    for flow in flows:
+        key = (flow.src, flow.sport)
+        fwd, back = by_id.get(flow.flow_id, {}), rev.get(flow.flow_id, {})
+        lost = int(fwd.get("lost", 0)) + int(back.get("lost", 0))
+        lasts = [fwd.get("last_seen_ns")] + ([back.get("last_seen_ns")] if report_r is not None else [])
+        rows.append({
+            "flow": flow.flow_id, "src": flow.src, "srx_before": before.get(key), "srx_after": after.get(key),
+            "lost_forward": int(fwd.get("lost", 0)), "lost_reverse": int(back.get("lost", 0)),
+            "convergence_ms": round(max(int(fwd.get("lost", 0)), int(back.get("lost", 0))) / per_flow * 1000, 3),
+            "max_gap_ms": max(float(fwd.get("max_gap_ms") or 0), float(back.get("max_gap_ms") or 0)),
+            "recovered": all(last and end_ns - last < 0.5e9 for last in lasts),
+            "moved": before.get(key) is not None and after.get(key) is not None and before.get(key) != after.get(key),
+            "lost": lost,
+        })
+    # The SRXs an event touches: the target, or its whole MNHA pair. An MX event touches every flow.
+    involved = {r["srx_before"] for r in rows} if event.target == "mx" else {target, *(pair or [])}
+    affected = [r for r in rows if r["lost"] or r["moved"] or r["srx_before"] in involved]
+    unaffected = [r for r in rows if r not in affected]
+    conv = [r["convergence_ms"] for r in affected if r["lost"]]
+    unaffected_loss = sum(r["lost"] for r in rows if r["srx_before"] not in involved and not r["moved"])
+    moved = sum(1 for r in rows if r["moved"])
+    recovered = all(r["recovered"] for r in rows)
+    passed = recovered and (unaffected_loss == 0 or event.target == "mx")
+    return {
+        "event": event.name, "title": event.title, "target": target, "action": summary,
+        "flows": len(rows), "rate_per_flow_pps": per_flow, "resolution_ms": round(1000 / per_flow, 3),
+        "affected_flows": len(affected), "unaffected_flows": len(unaffected),
+        "convergence_ms": {"max": max(conv), "median": statistics.median(conv)} if conv else {"max": 0, "median": 0},
+        "longest_gap_ms": max((r["max_gap_ms"] for r in rows), default=0),
+        "packets_lost_by_unaffected_flows": unaffected_loss,
+        "flows_moved": moved,
+        "flows_moved_ideal": sum(1 for r in rows if r["srx_before"] in involved) if event.target != "mx" else 0,
+        "recovered": recovered, "passed": passed,
+        "forward": {k: v for k, v in report_f.items() if k != "per_flow"},
+        "reverse": {k: v for k, v in (report_r or {}).items() if k != "per_flow"},
+        "marks": marks, "timeline": [[t, rates] for t, rates in sampler.rates()],
+        "per_flow": rows,
+    }
+
+
+def junit(results: list[dict[str, Any]], lab: str) -> str:
+    from xml.sax.saxutils import escape, quoteattr
+
+    failures = sum(1 for r in results if not r["passed"])
+    cases = []
+    for r in results:
+        name = quoteattr(f"{r['event']} on {r['target']}")
+        body = ""
+        if not r["passed"]:
+            why = []
+            if not r["recovered"]:
+                why.append("not every flow recovered after the event")
+            if r["packets_lost_by_unaffected_flows"]:
+                why.append(f"unaffected flows lost {r['packets_lost_by_unaffected_flows']} packets")
+            body = f'<failure message={quoteattr("; ".join(why))}/>'
+        out = escape(json.dumps({k: r[k] for k in ("convergence_ms", "affected_flows", "flows_moved",
+                                                     "flows_moved_ideal", "longest_gap_ms")}))
+        cases.append(f'  <testcase classname="lab.{lab}" name={name} time="{r["convergence_ms"]["max"] / 1000:.3f}">'
+                     f"{body}<system-out>{out}</system-out></testcase>")
+    return (f'<?xml version="1.0" encoding="UTF-8"?>\n<testsuite name="lab events {lab}" tests="{len(results)}" '
+            f'failures="{failures}">\n' + "\n".join(cases) + "\n</testsuite>\n")
+
+
+def plot(results: list[dict[str, Any]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(len(results), 1, figsize=(10, 3 * len(results)), squeeze=False)
+    for ax, r in zip(axes[:, 0], results, strict=True):
+        timeline = r["timeline"]
+        if not timeline:
+            continue
+        t0 = r["marks"].get("event", timeline[0][0])
+        names = sorted({k for _, rates in timeline for k in rates})
+        for name in names:
+            ax.plot([t - t0 for t, _ in timeline], [rates.get(name, 0) for _, rates in timeline], label=name)
+        ax.axvline(0, color="red", linestyle="--", label="event")
+        if "restore" in r["marks"]:
+            ax.axvline(r["marks"]["restore"] - t0, color="green", linestyle="--", label="restore")
+        ax.set_title(f"{r['event']} on {r['target']}: convergence max {r['convergence_ms']['max']:.0f} ms")
+        ax.set_xlabel("seconds from the event")
+        ax.set_ylabel("pps via SRX (MX counters)")
+        ax.legend(loc="upper right", fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)

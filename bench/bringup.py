@@ -91,9 +91,28 @@ class Series:
 
 
 def run_timed(argv: list[str], timeout: float = 300.0) -> tuple[float, subprocess.CompletedProcess[str]]:
+    """Run ARGV, return (wall seconds, result). On Ctrl-C/SIGTERM the child is not SIGKILLed at once
+    (as subprocess.run would): a Ctrl-C reached it too and `lab up` removes what it made, so give it
+    time; if it did not get the signal, SIGTERM it (which `lab up` also treats as an interrupt)."""
     started = time.monotonic()
-    result = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
-    return time.monotonic() - started, result
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except BaseException:
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            for sig, grace in ((None, 10.0), (signal.SIGTERM, 30.0), (signal.SIGKILL, 5.0)):
+                if sig is not None:
+                    proc.send_signal(sig)
+                try:
+                    proc.communicate(timeout=grace)
+                    break
+                except subprocess.TimeoutExpired:
+                    continue
+        finally:
+            signal.signal(signal.SIGINT, previous)
+        raise
+    return time.monotonic() - started, subprocess.CompletedProcess(argv, proc.returncode, out, err)
 
 
 class BenchError(RuntimeError):
@@ -329,7 +348,17 @@ def machine() -> dict[str, Any]:
         "python": platform.python_version(),
         "bird": (bird.stderr or bird.stdout).strip() if bird else "not found",
         "loadavg_at_start": os.getloadavg()[0],
+        "other_labs_at_start": other_labs(),
     }
+
+
+def other_labs() -> list[str]:
+    """Labs running that are not ours: they compete for the CPUs while we measure."""
+    try:
+        return sorted(e.name for e in STATE_ROOT.iterdir()
+                      if (e / "state.json").exists() and not e.name.startswith("bench"))
+    except OSError:
+        return []
 
 
 # ---------------------------------------------------------------- the benchmark
@@ -348,7 +377,8 @@ def bench_small(runs: int, workdir: Path, results: dict[str, Any]) -> None:
                             "processes": len(plan["processes"]), "bgp_sessions": len(plan["sessions"]) // 2}
     results["baseline"] = {"steps": steps}
     up_wall, up_inner, down_wall, down_inner = Series(), Series(), Series(), Series()
-    base_up, base_down = Series(), Series()
+    base_up, base_down, cli_floor = Series(), Series(), Series()
+    up_overhead, down_overhead = Series(), Series()
     ensure_down(name)
     baseline_cleanup()
     for i in range(runs):
@@ -356,21 +386,28 @@ def bench_small(runs: int, workdir: Path, results: dict[str, Any]) -> None:
         b_up, b_down = baseline_run(up_s, down_s)
         base_up.add(b_up)
         base_down.add(b_down)
+        wall, result = run_timed(lab_cmd() + ["version"])
+        if result.returncode == 0:
+            cli_floor.add(wall)
         try:
             wall, inner = lab_up(topo, timeout=30)
             up_wall.add(wall)
             if inner is not None:
                 up_inner.add(inner)
+                up_overhead.add(wall - inner)
             wall, inner = lab_down(name)
             down_wall.add(wall)
             if inner is not None:
                 down_inner.add(inner)
+                down_overhead.add(wall - inner)
         finally:
             ensure_down(name)
         log(f"topology3 run {i + 1}/{runs}: up {up_wall.values[-1]:.2f} s, down {down_wall.values[-1]:.2f} s; "
             f"baseline up {b_up:.2f} s, down {b_down:.2f} s")
     results["topology3"].update({"up_wall": up_wall.summary(), "up_inprocess": up_inner.summary(),
-                                 "down_wall": down_wall.summary(), "down_inprocess": down_inner.summary()})
+                                 "down_wall": down_wall.summary(), "down_inprocess": down_inner.summary(),
+                                 "up_outside": up_overhead.summary(), "down_outside": down_overhead.summary(),
+                                 "cli_version_wall": cli_floor.summary()})
     results["baseline"].update({"up_wall": base_up.summary(), "down_wall": base_down.summary()})
     assert up_wall.median and down_wall.median and base_up.median and base_down.median
     results["ratios"] = {"up": round(up_wall.median / base_up.median, 2),
@@ -428,6 +465,9 @@ def markdown(results: dict[str, Any]) -> str:
             ("topology3 `lab down` wall", series(t3["down_wall"]), f"<= {GOAL_T3_DOWN:g} s",
              verdict(t3["down_wall"].get("median"), GOAL_T3_DOWN)),
             ("topology3 `lab down` in-process (printed)", series(t3["down_inprocess"]), "", ""),
+            ("topology3 outside lab's own clock (wall - in-process): up / down",
+             f"{series(t3['up_outside'])} / {series(t3['down_outside'])}", "", ""),
+            ("CLI start floor: `lab version` wall (interpreter + imports)", series(t3["cli_version_wall"]), "", ""),
             (f"baseline: plain `ip`, one command per step, up ({s['commands_up']} commands: {s['namespaces']} "
              f"netns, {s['veth_pairs']} veth pairs, {s['addresses']} addresses, {s['link_ups']} link ups)",
              series(bl["up_wall"]), "", ""),
@@ -465,7 +505,10 @@ def markdown(results: dict[str, Any]) -> str:
         f"({results['runs']} run{'s' if results['runs'] != 1 else ''} of topology3; medians, with min and max).",
         "",
         f"Machine: {m['nproc']} CPUs ({m['model']}), kernel {m['kernel']}, {m['memory_gib']} GiB memory, "
-        f"Python {m['python']}, {m['bird']}, load average {m['loadavg_at_start']:.2f} at start.",
+        f"Python {m['python']}, {m['bird']}. Load average {m['loadavg_at_start']:.2f} at start, "
+        f"{results.get('loadavg_at_end', 0):.2f} at end; other labs running meanwhile: "
+        f"{', '.join(m['other_labs_at_start']) or 'none'} at start, "
+        f"{', '.join(results.get('other_labs_at_end', [])) or 'none'} at end.",
         "",
         "| metric | value | goal | pass/fail |",
         "|---|---|---|---|",
@@ -539,14 +582,20 @@ def main() -> int:
             if args.srx > 0:
                 ensure_down(f"bench{args.srx}")
             baseline_cleanup()
+    results["loadavg_at_end"] = os.getloadavg()[0]
+    results["other_labs_at_end"] = other_labs()
     text = markdown(results)
     if args.json:
         print(json.dumps(results, indent=2))
     else:
         print(text, end="")
-    if not args.no_write and status != 130:
+    if args.no_write:
+        pass
+    elif status == 0:
         write_doc(text, args.out)
         log(f"wrote {args.out}")
+    else:
+        log(f"not writing {args.out}: this run did not complete (the last complete figures stay)")
     return status
 
 

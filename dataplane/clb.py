@@ -5,7 +5,7 @@ Load formula (documented in docs/flexvpn.md, "Cluster load"):
 
     system  = (cpu + memory) / 2            cpu: the router's CPU over the last 5 s, % of one core;
                                             memory: its resident memory, % of the router's memory
-    crypto  = 100 x (IKE SAs + IPsec SAs) / max-session          (capped at 100)
+    crypto  = 100 x (IKE SAs + IPsec SAs) / max-session
     raw     = (weight_system / 100 x system + weight_crypto / 100 x crypto) / 2
     load    = min(100, raw x (200 - priority) / 100)
 
@@ -14,7 +14,10 @@ SA at 13.2 % and one with 1 IKE + 2 IPsec SAs (max-session 10) at 28.2 % differ 
 100 x 3 / 10 / 2 = 15 points. `slave priority` (1..100) scales the load by (200 - priority) / 100: at
 the default 100 nothing changes, at 50 the load is 1.5 times higher (13.2 % -> 19.8 %, the seed's
 example); "the higher the slave priority, the lower the load". Lowering a `master weight` lowers the
-computed load, as the seed says. A gateway at or above `master overload-limit` gets no redirect.
+computed load, as the seed says. A gateway is overloaded (`-`, no new redirect) when its load reaches
+`master overload-limit` or its SAs reach `slave max-session` ("maximum number of IKEv2 and IPsec
+SAs"). The master counts, for its choice, the SAs that half-open negotiations and clients it has
+just redirected will add (a burst of clients spreads before the next load update arrives).
 
 Protocol (CLB runs over TCP, port 2012 by default; Cisco's encoding is not public, so this one is
 ours): every message is an 8-byte header `'CLB' version(1)=1 type(1) flags(1)=0 length(2)` (length
@@ -185,7 +188,7 @@ def load_percent(cpu: float, memory: float, ike: int, ipsec: int, max_session: i
                  weights: Weights = Weights()) -> float:
     """The formula of the module docstring, in percent (0..100)."""
     system = (min(100.0, max(0.0, cpu)) + min(100.0, max(0.0, memory))) / 2
-    crypto = min(100.0, 100.0 * (ike + ipsec) / max(1, max_session))
+    crypto = 100.0 * (ike + ipsec) / max(1, max_session)
     raw = (weights.system / 100 * system + weights.crypto / 100 * crypto) / 2
     return min(100.0, raw * (200 - priority) / 100)
 
@@ -216,8 +219,10 @@ class Gateway:
         return self.ike + self.ipsec + 2 * self.half_open + SAS_PER_SESSION * len(self.pending)
 
     def load(self, now: float, weights: Weights) -> float:
-        crypto_sas = self.sas(now)
-        return load_percent(self.cpu, self.memory, crypto_sas, 0, self.max_session, self.priority, weights)
+        return load_percent(self.cpu, self.memory, self.sas(now), 0, self.max_session, self.priority, weights)
+
+    def overloaded(self, now: float, weights: Weights, limit: float) -> bool:
+        return self.load(now, weights) >= limit or self.sas(now) >= self.max_session
 
 
 class Master:
@@ -263,13 +268,14 @@ class Master:
         return [self.local, *sorted(self.members.values(), key=lambda g: IPv4Address(g.address))]
 
     def least_loaded(self, now: float) -> Gateway | None:
-        best: tuple[float, int, int] | None = None
+        best: tuple[float, int, bool, int] | None = None
         choice = None
         for gateway in self.rows():
             load = gateway.load(now, self.weights)
-            if load >= self.overload_limit:
+            if gateway.overloaded(now, self.weights, self.overload_limit):
                 continue
-            key = (round(load, 6), gateway.sas(now), int(IPv4Address(gateway.address)))
+            # Ties go to a member rather than the master (it has redirects to answer), then to the lower address.
+            key = (round(load, 6), gateway.sas(now), gateway is self.local, int(IPv4Address(gateway.address)))
             if best is None or key < best:
                 best, choice = key, gateway
         return choice
@@ -289,7 +295,8 @@ class Master:
         out = []
         for gateway in self.rows():
             load = gateway.load(now, self.weights)
-            code = "-" if load >= self.overload_limit else "*" if gateway is least else ""
+            code = "-" if gateway.overloaded(now, self.weights, self.overload_limit) else \
+                "*" if gateway is least else ""
             out.append({
                 "address": gateway.address, "role": gateway.role, "priority": gateway.priority,
                 "load": round(load, 1), "ike": gateway.ike, "ipsec": gateway.ipsec,

@@ -731,6 +731,8 @@ class Daemon:
         if self.cluster is not None:
             self.cluster.stop_member()
             self.cluster.stop_master()
+        if self.ike is not None:
+            self.ike.close()
         self.write_status()
 
     def run(self) -> None:

@@ -512,6 +512,39 @@ def restore(
     _guarded(run)
 
 
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def ssh(
+    ctx: typer.Context,
+    node: str = typer.Argument(..., help="Node name, e.g. mx1 (mx, srx and ios-router nodes answer SSH)."),
+    lab: str | None = typer.Option(None, "--lab", "-l", help="Lab name (needed when several run)."),
+    user: str | None = typer.Option(None, "--user", "-u", help="Login (default: the topology's first user)."),
+) -> None:
+    """SSH into a node's Junos-like or IOS-like CLI with the OpenSSH client and the lab's ssh_config:
+    `lab ssh mx1`, or one command: `lab ssh mx1 -- show route`. See docs/ssh-cli.md."""
+
+    def run() -> None:
+        state = _pick_lab(lab)
+        config = Path(state.state_dir) / "ssh_config"
+        host = f"{state.name}-{node}"
+        if not config.exists():
+            raise LabError(f"lab {state.name} has no SSH access (ssh.enabled is false in its topology)")
+        if f"Host {host}\n" not in config.read_text():
+            raise LabError(f"{node} of lab {state.name} does not answer SSH (only mx, srx and ios-router nodes "
+                           f"do; `lab exec {node} -- ...` runs a command on a host)")
+        ready = Path(state.state_dir) / "ssh" / "ready"  # the server writes it once keys and listeners are up
+        deadline = time.monotonic() + 10.0
+        while not ready.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        argv = ["ssh", "-F", str(config)] + (["-l", user] if user else []) + [host] + list(ctx.args)
+        sys.stdout.flush()
+        try:
+            os.execvp("ssh", argv)
+        except FileNotFoundError:
+            raise LabError("the OpenSSH client (ssh) is not installed (make deps)") from None
+
+    _guarded(run)
+
+
 @app.command(name="exec", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def exec_(
     ctx: typer.Context,

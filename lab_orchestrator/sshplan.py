@@ -13,6 +13,7 @@ user `admin` with password `admin`, and the lab's client key is authorised for e
 
 from __future__ import annotations
 
+from . import mxlb
 from .cli_ssh.config import (
     VENDORS,
     Bird,
@@ -42,12 +43,30 @@ def _groups(kind: str, protocol: str, zone: str | None) -> str:
     return ""
 
 
-def _instances(node: NodePlan) -> tuple[Instance, ...]:
+def _selector_tables(topo: Topology, plan: LabPlan, ns: str, instance: str) -> dict[str, str]:
+    """The MX selector's kernel tables in one instance (lab_orchestrator.mxlb): one per SRX and the
+    fallback (the TLB forwarding instance), named for `show route` like Junos tables."""
+    order = mxlb.srx_order(topo)
+    used = sorted({r.table for r in plan.rules if r.ns == ns} | {r.table for r in plan.routes
+                                                                    if r.ns == ns and r.table})
+    names = {}
+    for table in used:
+        if table == mxlb.FALLBACK_TABLE:
+            name = "srx_mnha_group_tlb-fi" if plan.load_balancing == "tlb" else "selector-none"
+        elif 1 <= table - mxlb.MARK_TABLE_BASE <= len(order):
+            name = f"selector-{order[table - mxlb.MARK_TABLE_BASE - 1]}"
+        else:
+            name = f"table-{table}"
+        names[str(table)] = f"{instance}.{name}.inet.0"
+    return names
+
+
+def _instances(topo: Topology, plan: LabPlan, node: NodePlan) -> tuple[Instance, ...]:
     out = [Instance("", node.master_ns, "inet.0")]
     if node.kind == "mx":
         for instance in ("TRUST-VR", "UNTRUST-VR"):
             ns = next(n for n in node.namespaces if n.endswith("-" + instance.lower()))
-            out.append(Instance(instance, ns, f"{instance}.inet.0"))
+            out.append(Instance(instance, ns, f"{instance}.inet.0", _selector_tables(topo, plan, ns, instance)))
     return tuple(out)
 
 
@@ -61,7 +80,8 @@ def _features(topo: Topology, plan: LabPlan, node: NodePlan) -> dict[str, object
     if node.kind == "srx":
         for pair in topo.mnha:
             if node.name in pair.nodes:
-                features["mnha"] = {"nodes": list(pair.nodes), "srg1_active": pair.srg1_active or pair.nodes[0],
+                features["mnha"] = {"nodes": list(pair.nodes), "mode": pair.mode,
+                                    "srg1_active": pair.srg1_active or pair.nodes[0], "preempt": pair.preempt,
                                     "heartbeat_ms": pair.heartbeat_ms,
                                     "heartbeat_threshold": pair.heartbeat_threshold}
     if node.kind == "ios-router":
@@ -81,7 +101,7 @@ def _features(topo: Topology, plan: LabPlan, node: NodePlan) -> dict[str, object
 def _node(topo: Topology, plan: LabPlan, node: NodePlan) -> Node:
     state = plan.state_dir
     port = next(p for p in plan.mgmt.ports if p.node == node.name)
-    instances = _instances(node)
+    instances = _instances(topo, plan, node)
     instance_of = {i.ns: i.name for i in instances}
     birds = tuple(Bird(instance_of.get(p.ns, ""), p.name, p.control_socket) for p in plan.processes
                   if p.node == node.name and p.control_socket)

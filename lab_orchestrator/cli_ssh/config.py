@@ -50,6 +50,7 @@ class Instance:
     name: str  # "" for the master instance, else the routing-instance name (TRUST-VR)
     ns: str
     table: str  # Junos table name of its main table: inet.0, TRUST-VR.inet.0
+    tables: dict[str, str] = field(default_factory=dict)  # other kernel tables: number -> shown name
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,7 @@ class Needs:
     routes: bool = False
     bird_routes: bool = False
     bgp: bool = False
+    bird_status: bool = False  # BIRD's `show status`: version, start time
     sessions: bool = False
     status: tuple[str, ...] = ()  # status file names under the node's folder
     config: bool = False
@@ -151,8 +152,10 @@ def read_instance(node: Node, name: str, needs: Needs) -> tuple[Instance, dict[s
         finally:
             ipr.close()
     bird = next((b for b in node.birds if b.instance == name), None)
-    if bird is not None and (needs.bird_routes or needs.bgp):
+    if bird is not None and (needs.bird_routes or needs.bgp or needs.bird_status):
         try:
+            if needs.bird_status:
+                inst.bird_status = birdctl.command(bird.socket, "show status")
             if needs.bird_routes:
                 inst.bird_routes = birdparse.parse_routes(birdctl.command(bird.socket, "show route all"))
             if needs.bgp:
@@ -183,6 +186,8 @@ def parse_conntrack(text: str) -> list[FlowSession]:
         packets, size = values.get("packets", []), values.get("bytes", [])
         ids = values.get("id", [])
         state = parts[3] if "=" not in parts[3] else ""
+        if parts[0] == "icmp" and len(ids) >= 3:  # ICMP has no ports: its echo id stands in for them
+            sport, dport = [ids[0], ids[1]], [ids[0], ids[1]]
         out.append(FlowSession(
             id=int(ids[-1]) if ids else 0, protocol=parts[0], state=state, timeout=int(parts[2]),
             source=src[0], destination=dst[0], source_port=int(sport[0]) if sport else 0,
@@ -231,7 +236,7 @@ def lab_created(config: ServerConfig) -> float:
 def snapshot(config: ServerConfig, node: Node, needs: Needs) -> Snapshot:
     snap = Snapshot(config.lab, node, [], time.time(), boot_uptime(), lab_created(config),
                     config.load_balancing, config.use_case)
-    if needs.links or needs.routes or needs.bird_routes or needs.bgp:
+    if needs.links or needs.routes or needs.bird_routes or needs.bgp or needs.bird_status:
         for spec in node.instances:
             inst, created = read_instance(node, spec.name, needs)
             snap.instances.append(inst)

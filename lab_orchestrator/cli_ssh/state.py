@@ -97,7 +97,8 @@ class Instance:
     routes: list[KernelRoute] = field(default_factory=list)
     bird_routes: list[BirdRoute] | None = None  # None: no BIRD here, or it did not answer
     bgp: list[BgpProtocol] | None = None
-    bird_error: str | None = None
+    bird_status: list[str] | None = None  # BIRD's `show status` lines
+    bird_error: str | None = None  # BIRD runs here but did not answer
 
     @property
     def aliases(self) -> dict[str, str]:

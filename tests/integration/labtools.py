@@ -68,6 +68,11 @@ def explain(result: subprocess.CompletedProcess[str]) -> str:
     return f"exit {result.returncode}\n--- stdout\n{result.stdout}\n--- stderr\n{result.stderr}"
 
 
+def flat(text: str) -> str:
+    """TEXT with every run of whitespace as one space (rich wraps long messages at 80 columns)."""
+    return " ".join(text.split())
+
+
 def assert_no_traceback(text: str) -> None:
     assert "Traceback" not in text, text
     assert "internal error" not in text, text
@@ -109,11 +114,24 @@ class PlanFacts:
         return STATE_ROOT / self.name
 
 
+def _plan_json(topology: Path, tmp_dir: Path) -> dict[str, Any]:
+    """The plan `lab render` would write: computed in this process (a `lab` subprocess costs ~1 s on
+    a busy machine), through `lab render` itself if the internals moved."""
+    try:
+        from lab_orchestrator import plan as planmod
+        from lab_orchestrator.validate import load_topology
+
+        plan = planmod.build(load_topology(topology).topology, str(topology), str(STATE_ROOT))
+        return dict(json.loads(plan.files.get("plan.json") or plan.to_json()))
+    except (ImportError, AttributeError, TypeError):
+        out = tmp_dir / f"render-{topology.stem}"
+        result = run_lab("render", str(topology), "--out", str(out), timeout=60)
+        assert result.returncode == 0, explain(result)
+        return dict(json.loads((out / "plan.json").read_text()))
+
+
 def plan_facts(topology: Path, tmp_dir: Path) -> PlanFacts:
-    out = tmp_dir / f"render-{topology.stem}"
-    result = run_lab("render", str(topology), "--out", str(out), timeout=60)
-    assert result.returncode == 0, explain(result)
-    plan = json.loads((out / "plan.json").read_text())
+    plan = _plan_json(topology, tmp_dir)
     processes: dict[str, list[str]] = {}
     for proc in plan["processes"]:
         processes.setdefault(proc["node"], []).append(proc["name"])

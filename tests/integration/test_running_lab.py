@@ -14,6 +14,7 @@ from labtools import (
     assert_no_traceback,
     copy_lab,
     explain,
+    flat,
     host_problem,
     lab_exec,
     leftovers,
@@ -32,14 +33,15 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PlanFacts]:
         pytest.skip(reason)
     tmp = tmp_path_factory.mktemp("running")
     owner = LabOwner(tmp)
+    topology = copy_lab(REPO / "labs" / "topology1.yml", "it-run", tmp)
+    facts = owner.claim(topology)
     try:
-        facts = owner.claim(copy_lab(REPO / "labs" / "topology1.yml", "it-run", tmp))
-        up = run_lab("up", str(owner.labs[facts.name][0]))
+        up = run_lab("up", str(topology))
         assert up.returncode == 0, explain(up)
         yield facts
     finally:
         problems = owner.cleanup()
-        assert not problems, problems
+    assert not problems, problems
     assert leftovers(facts) == []
 
 
@@ -91,13 +93,13 @@ def test_exec_unknown_node_or_command_is_one_clear_error(lab: PlanFacts) -> None
     result = lab_exec(lab.name, "mx9", "true")
     assert result.returncode == 1, explain(result)
     assert_no_traceback(result.stderr)
-    assert "has no node/instance 'mx9'" in result.stderr
+    assert "has no node/instance 'mx9'" in flat(result.stderr)
     result = lab_exec(lab.name, "srx1", "true", instance="TRUST-VR")
-    assert result.returncode == 1 and "srx1/TRUST-VR" in result.stderr, explain(result)
+    assert result.returncode == 1 and "srx1/TRUST-VR" in flat(result.stderr), explain(result)
     result = lab_exec(lab.name, "srx1", "no-such-command-xyz")
     assert result.returncode == 1, explain(result)
     assert_no_traceback(result.stderr)
-    assert "command not found: no-such-command-xyz" in result.stderr
+    assert "command not found: no-such-command-xyz" in flat(result.stderr)
 
 
 # --------------------------------------------------------------------------- (2d) second lab up
@@ -110,7 +112,7 @@ def test_second_up_is_refused_and_leaves_the_lab_alone(lab: PlanFacts) -> None:
 
     assert result.returncode == 1, explain(result)
     assert_no_traceback(result.stderr)
-    assert f"lab {lab.name} is already up" in " ".join(result.stderr.split()), explain(result)
+    assert f"lab {lab.name} is already up" in flat(result.stderr), explain(result)
     assert snapshot(lab.name) == before
     assert set(lab.namespaces) <= set(netns_names())
     ping = lab_exec(lab.name, "client", "ping", "-c", "2", "-i", "0.2", "-W", "1", "-I", "100.64.1.1",

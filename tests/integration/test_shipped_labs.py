@@ -13,6 +13,7 @@ from labtools import (
     assert_no_traceback,
     copy_lab,
     explain,
+    flat,
     lab_exec,
     lab_name,
     leftovers,
@@ -60,7 +61,7 @@ def test_lab_up_forwards_and_down_leaves_nothing(shipped: Path, owner: LabOwner,
 
     up = run_lab("up", str(topology))
     assert up.returncode == 0, explain(up)
-    assert f"lab {facts.name} is up" in up.stdout
+    assert f"lab {facts.name} is up" in flat(up.stdout)
     assert_ready(facts)
 
     if {"client", "server"} <= set(facts.nodes):  # the JVD topologies (SFW and CGNAT)
@@ -76,5 +77,5 @@ def test_lab_up_forwards_and_down_leaves_nothing(shipped: Path, owner: LabOwner,
     down = run_lab("down", str(topology), timeout=60)
     assert down.returncode == 0, explain(down)
     assert_no_traceback(down.stderr)
-    assert f"lab {facts.name} is down" in down.stdout
+    assert f"lab {facts.name} is down" in flat(down.stdout)
     assert leftovers(facts) == []

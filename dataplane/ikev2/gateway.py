@@ -1,0 +1,490 @@
+"""The IKEv2 responder of a FlexVPN gateway, with RFC 5685 redirect. No sockets: `Gateway.handle`
+takes a datagram (without the port-4500 non-ESP marker) and returns the datagrams to send.
+
+Exchanges served:
+
+* IKE_SA_INIT: SA (IKE proposal), KE (groups 14, 19, 20, 31), nonces, NAT detection, CERTREQ (when
+  the lab CA is loaded), SIGNATURE_HASH_ALGORITHMS. With redirect `init`, an initiator that sent
+  REDIRECT_SUPPORTED or REDIRECTED_FROM and reached the cluster VIP is answered with only
+  N(REDIRECT) carrying the least-loaded gateway and the initiator's nonce: no DH, no state.
+* IKE_AUTH: PSK or RSA certificate (method 1, or 14 with SHA2) from the initiator, answered with
+  the same kind; CP (an address from the local pool); one CHILD_SA (ESP, tunnel mode) with traffic
+  selectors narrowed to the assigned address. With redirect `auth`, the answer after mutual
+  authentication is IDr, AUTH and N(REDIRECT) without nonce; that IKE SA is then deleted.
+* INFORMATIONAL (Delete of the IKE SA or the CHILD_SA, liveness), CREATE_CHILD_SA (refused:
+  NO_ADDITIONAL_SAS).
+
+CHILD_SA keys are derived and kept; this kernel has no ESP transform (XFRM states with proto esp
+fail), so they cannot be installed here (docs/flexvpn.md).
+"""
+
+from __future__ import annotations
+
+import hmac
+import os
+import struct
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from ipaddress import IPv4Address
+from typing import Any
+
+from . import codec, crypto
+from .codec import IkeError
+
+HALF_OPEN_TIMEOUT = 30.0
+REDIRECTED_SA_TIMEOUT = 5.0
+
+
+@dataclass(frozen=True)
+class Reply:
+    data: bytes
+    peer: tuple[str, int]
+    local: tuple[str, int]
+
+
+@dataclass
+class GatewayConfig:
+    identities: list[str]
+    psk: bytes
+    redirect: str = "init"  # init | auth | none
+    pool_first: str | None = None
+    pool_last: str | None = None
+    dh_groups: tuple[int, ...] = crypto.DH_GROUPS
+    cert: Any = None  # x509.Certificate of this gateway
+    key: Any = None  # its RSA private key
+    ca: Any = None  # the lab CA (x509.Certificate)
+
+
+class AddressPool:
+    """`ip local pool`: addresses handed out in order, given back when the IKE SA goes."""
+
+    def __init__(self, first: str | None, last: str | None):
+        self.free: deque[str] = deque()
+        if first and last:
+            start, end = int(IPv4Address(first)), int(IPv4Address(last))
+            self.free.extend(str(IPv4Address(n)) for n in range(start, end + 1))
+        self.size = len(self.free)
+
+    def take(self) -> str | None:
+        return self.free.popleft() if self.free else None
+
+    def give(self, address: str) -> None:
+        self.free.append(address)
+
+
+@dataclass
+class ChildSa:
+    spi_in: bytes  # ours: the peer sends with it
+    spi_out: bytes  # the peer's
+    suite: crypto.Suite
+    keys: crypto.ChildKeys
+    ts_i: tuple[codec.TrafficSelector, ...]
+    ts_r: tuple[codec.TrafficSelector, ...]
+    installed: bool = False
+
+
+@dataclass
+class IkeSa:
+    spi_i: bytes
+    spi_r: bytes
+    peer: tuple[str, int]
+    local: tuple[str, int]
+    created: float
+    suite: crypto.Suite
+    keys: crypto.IkeKeys
+    nonce_i: bytes
+    nonce_r: bytes
+    msg1: bytes
+    msg2: bytes
+    state: str = "half-open"  # half-open | established | redirected
+    next_id: int = 1
+    last_response: tuple[int, list[bytes]] | None = None
+    hash_algorithms: set[int] = field(default_factory=set)
+    redirect_supported: bool = False
+    redirected_from: str | None = None
+    peer_id: str = ""
+    auth_method: int = 0
+    local_auth: int = 0
+    address: str | None = None
+    child: ChildSa | None = None
+    established_at: float | None = None
+    redirected_to: str | None = None
+
+
+RedirectHook = Callable[[str, str, str], "str | None"]  # (local address, peer address, exchange) -> target
+
+
+class Gateway:
+    def __init__(self, config: GatewayConfig, redirect: RedirectHook | None = None,
+                 clock: Callable[[], float] = time.monotonic, on_change: Callable[[], None] | None = None,
+                 log: Callable[[str], None] | None = None):
+        self.config = config
+        self.redirect_hook = redirect
+        self.clock = clock
+        self.on_change = on_change or (lambda: None)
+        self.log = log or (lambda _m: None)
+        self.sas: dict[bytes, IkeSa] = {}
+        self.by_initiator: dict[tuple[bytes, str, int], bytes] = {}
+        self.pool = AddressPool(config.pool_first, config.pool_last)
+        self.counters = {"requests": 0, "malformed": 0, "redirects_init": 0, "redirects_auth": 0,
+                         "established": 0, "auth_failed": 0, "arrivals": 0, "deleted": 0, "no_proposal": 0,
+                         "invalid_ke": 0, "retransmits": 0, "integrity_failed": 0, "no_redirect_support": 0}
+        self.certreq = b""
+        if config.ca is not None:
+            from . import pki
+
+            self.certreq = pki.certreq_hash(config.ca)
+        self.cert_der = b""
+        if config.cert is not None:
+            from . import pki
+
+            self.cert_der = pki.der(config.cert)
+
+    # ---------------------------------------------------------------- counts and status
+    def counts(self) -> dict[str, int]:
+        half_open = sum(1 for sa in self.sas.values() if sa.state == "half-open")
+        established = [sa for sa in self.sas.values() if sa.state == "established"]
+        return {"ike": len(established) + half_open,
+                "ipsec": 2 * sum(1 for sa in established if sa.child is not None),
+                "half_open": half_open, "arrivals": self.counters["arrivals"]}
+
+    # ---------------------------------------------------------------- entry point
+    def handle(self, data: bytes, peer: tuple[str, int], local: tuple[str, int]) -> list[Reply]:
+        self.counters["requests"] += 1
+        try:
+            message = codec.decode(data)
+        except IkeError:
+            self.counters["malformed"] += 1
+            return []
+        header = message.header
+        if header.is_response:
+            return []  # we never initiate; stray responses are dropped
+        try:
+            if header.exchange == codec.IKE_SA_INIT:
+                return self._sa_init(data, message, peer, local)
+            sa = self.sas.get(header.spi_r)
+            if sa is None or sa.spi_i != header.spi_i:
+                return []
+            return self._protected(sa, data, message, peer, local)
+        except IkeError:
+            self.counters["malformed"] += 1
+            return []
+
+    # ---------------------------------------------------------------- IKE_SA_INIT
+    def _sa_init(self, data: bytes, message: codec.Message, peer: tuple[str, int],
+                 local: tuple[str, int]) -> list[Reply]:
+        header = message.header
+        if header.spi_r != bytes(8) or header.message_id != 0 or not header.from_initiator:
+            return []
+        key = (header.spi_i, peer[0], peer[1])
+        known = self.by_initiator.get(key)
+        if known is not None and known in self.sas:
+            sa = self.sas[known]
+            if sa.msg1 == data:
+                self.counters["retransmits"] += 1
+                return [Reply(sa.msg2, peer, local)]
+            self._delete(sa, "replaced by a new IKE_SA_INIT")
+        sa_payload = message.first(codec.SaPayload)
+        ke = message.first(codec.KePayload)
+        nonce = message.first(codec.NoncePayload)
+        if not isinstance(sa_payload, codec.SaPayload) or not isinstance(ke, codec.KePayload) \
+                or not isinstance(nonce, codec.NoncePayload):
+            return [self._init_error(header, codec.INVALID_SYNTAX, b"", peer, local)]
+        redirected_from = message.notify(codec.REDIRECTED_FROM)
+        supports_redirect = message.notify(codec.REDIRECT_SUPPORTED) is not None or redirected_from is not None
+        origin = None
+        if redirected_from is not None:
+            origin, _ = codec.decode_gateway(redirected_from.data)
+            self.counters["arrivals"] += 1
+        if self.config.redirect == "init" and self.redirect_hook is not None:
+            if supports_redirect:
+                target = self.redirect_hook(local[0], peer[0], "IKE_SA_INIT")
+                if target is not None:
+                    self.counters["redirects_init"] += 1
+                    self.log(f"IKE_SA_INIT from {peer[0]}:{peer[1]} (SPI {header.spi_i.hex()}): "
+                             f"redirected to {target}")
+                    notify = codec.NotifyPayload(codec.REDIRECT, codec.encode_redirect(target, nonce.data))
+                    reply = codec.Header(header.spi_i, bytes(8), codec.NOTIFY, codec.IKE_SA_INIT, codec.FLAG_RESPONSE, 0)
+                    return [Reply(codec.encode(reply, [notify]), peer, local)]
+            else:
+                self.counters["no_redirect_support"] += 1
+        proposal, chosen = crypto.select_ike(sa_payload.proposals, ke.group, self.config.dh_groups)
+        if proposal is None:
+            if chosen is not None:
+                self.counters["invalid_ke"] += 1
+                return [self._init_error(header, codec.INVALID_KE_PAYLOAD, struct.pack("!H", chosen), peer, local)]
+            self.counters["no_proposal"] += 1
+            return [self._init_error(header, codec.NO_PROPOSAL_CHOSEN, b"", peer, local)]
+        assert isinstance(chosen, crypto.Suite)
+        dh = crypto.Dh(ke.group)
+        shared = dh.shared(ke.data)
+        spi_r = os.urandom(8)
+        nonce_r = os.urandom(32)
+        keys = crypto.derive_ike_keys(chosen, shared, nonce.data, nonce_r, header.spi_i, spi_r)
+        payloads: list[codec.Payload] = [
+            codec.SaPayload((proposal,)), codec.KePayload(ke.group, dh.public), codec.NoncePayload(nonce_r),
+            codec.NotifyPayload(codec.NAT_DETECTION_SOURCE_IP, crypto.nat_hash(header.spi_i, spi_r, *local)),
+            codec.NotifyPayload(codec.NAT_DETECTION_DESTINATION_IP, crypto.nat_hash(header.spi_i, spi_r, *peer)),
+        ]
+        hash_algorithms: set[int] = set()
+        notify = message.notify(codec.SIGNATURE_HASH_ALGORITHMS)
+        if notify is not None:
+            hash_algorithms = crypto.parse_hash_algorithms(notify.data)
+        if self.certreq:
+            payloads.append(codec.CertReqPayload(codec.CERT_X509_SIGNATURE, self.certreq))
+        if notify is not None and self.cert_der:
+            payloads.append(crypto.hash_algorithms_notify())
+        reply = codec.Header(header.spi_i, spi_r, codec.SA, codec.IKE_SA_INIT, codec.FLAG_RESPONSE, 0)
+        msg2 = codec.encode(reply, payloads)
+        sa = IkeSa(header.spi_i, spi_r, peer, local, self.clock(), chosen, keys, nonce.data, nonce_r, data, msg2,
+                   hash_algorithms=hash_algorithms, redirect_supported=supports_redirect, redirected_from=origin)
+        self.sas[spi_r] = sa
+        self.by_initiator[key] = spi_r
+        self.on_change()
+        return [Reply(msg2, peer, local)]
+
+    def _init_error(self, header: codec.Header, kind: int, data: bytes, peer: tuple[str, int],
+                    local: tuple[str, int]) -> Reply:
+        reply = codec.Header(header.spi_i, bytes(8), codec.NOTIFY, codec.IKE_SA_INIT, codec.FLAG_RESPONSE, 0)
+        return Reply(codec.encode(reply, [codec.NotifyPayload(kind, data)]), peer, local)
+
+    # ---------------------------------------------------------------- protected exchanges
+    def _protected(self, sa: IkeSa, data: bytes, message: codec.Message, peer: tuple[str, int],
+                   local: tuple[str, int]) -> list[Reply]:
+        header = message.header
+        if not header.from_initiator:
+            return []
+        if sa.last_response is not None and header.message_id == sa.last_response[0]:
+            self.counters["retransmits"] += 1
+            return [Reply(d, peer, local) for d in sa.last_response[1]]
+        if header.message_id != sa.next_id:
+            return []
+        try:
+            inner = crypto.open_sk(data, message, sa.suite, sa.keys, from_initiator=True)
+        except IkeError:
+            self.counters["integrity_failed"] += 1
+            return []
+        sa.peer = peer  # NAT-T or MOBIKE may move the peer; answer where it is now
+        if header.exchange == codec.IKE_AUTH and sa.state == "half-open":
+            out = self._auth(sa, inner, local)
+        elif header.exchange == codec.INFORMATIONAL:
+            out = self._informational(sa, inner)
+        elif header.exchange == codec.CREATE_CHILD_SA:
+            out = [codec.NotifyPayload(codec.NO_ADDITIONAL_SAS)]
+        else:
+            return []
+        reply = codec.Header(sa.spi_i, sa.spi_r, codec.SK, header.exchange, codec.FLAG_RESPONSE, header.message_id)
+        packet = crypto.seal(reply, out, sa.suite, sa.keys, from_initiator=False)
+        sa.last_response = (header.message_id, [packet])
+        sa.next_id += 1
+        if sa.state == "deleted":
+            self.sas.pop(sa.spi_r, None)
+            self.by_initiator.pop((sa.spi_i, sa.peer[0], sa.peer[1]), None)
+        self.on_change()
+        return [Reply(packet, peer, local)]
+
+    def _auth(self, sa: IkeSa, inner: list[codec.Payload], local: tuple[str, int]) -> list[codec.Payload]:
+        id_i = next((p for p in inner if isinstance(p, codec.IdPayload) and p.initiator), None)
+        auth = next((p for p in inner if isinstance(p, codec.AuthPayload)), None)
+        if id_i is None or auth is None:
+            return self._auth_failed(sa, "no IDi/AUTH (EAP is not offered here)")
+        octets = crypto.signed_octets(sa.msg1, sa.nonce_r, sa.suite, sa.keys.sk_pi, id_i.body())
+        if auth.method == codec.AUTH_PSK:
+            expected = crypto.psk_auth(sa.suite, self.config.psk, octets)
+            if not hmac.compare_digest(expected, auth.data):
+                return self._auth_failed(sa, f"pre-shared key of {id_i.text()} does not match")
+        elif auth.method in (codec.AUTH_RSA_SIG, codec.AUTH_DIGITAL_SIGNATURE):
+            if self.config.ca is None:
+                return self._auth_failed(sa, "no CA to check a certificate with")
+            from . import pki
+
+            cert = next((p for p in inner if isinstance(p, codec.CertPayload)
+                         and p.encoding == codec.CERT_X509_SIGNATURE), None)
+            if cert is None:
+                return self._auth_failed(sa, "RSA signature without a certificate")
+            try:
+                peer_cert = pki.verify(cert.data, self.config.ca)
+            except pki.PkiError as exc:
+                return self._auth_failed(sa, str(exc))
+            if not _id_matches(id_i, peer_cert):
+                return self._auth_failed(sa, f"identity {id_i.text()} is not in its certificate")
+            if not crypto.rsa_verify(peer_cert.public_key(), octets, auth.method, auth.data):
+                return self._auth_failed(sa, "RSA signature does not verify")
+        else:
+            return self._auth_failed(sa, f"authentication method {auth.method} not supported")
+        sa.peer_id, sa.auth_method = id_i.text(), auth.method
+        id_r = self._our_id(inner, local)
+        out: list[codec.Payload] = [id_r]
+        if auth.method == codec.AUTH_PSK or self.config.key is None:
+            sa.local_auth = codec.AUTH_PSK
+            octets_r = crypto.signed_octets(sa.msg2, sa.nonce_i, sa.suite, sa.keys.sk_pr, id_r.body())
+            out.append(codec.AuthPayload(codec.AUTH_PSK, crypto.psk_auth(sa.suite, self.config.psk, octets_r)))
+        else:
+            method = codec.AUTH_DIGITAL_SIGNATURE if crypto.HASH_IDS["sha256"] in sa.hash_algorithms \
+                else codec.AUTH_RSA_SIG
+            sa.local_auth = method
+            octets_r = crypto.signed_octets(sa.msg2, sa.nonce_i, sa.suite, sa.keys.sk_pr, id_r.body())
+            out = [id_r, codec.CertPayload(codec.CERT_X509_SIGNATURE, self.cert_der),
+                   codec.AuthPayload(method, crypto.rsa_sign(self.config.key, octets_r, method))]
+        if self.config.redirect == "auth" and sa.redirect_supported and self.redirect_hook is not None:
+            target = self.redirect_hook(local[0], sa.peer[0], "IKE_AUTH")
+            if target is not None:
+                self.counters["redirects_auth"] += 1
+                sa.state = "redirected"
+                sa.redirected_to = target
+                sa.established_at = self.clock()
+                self.log(f"IKE_AUTH from {sa.peer[0]} ({sa.peer_id}): authenticated, redirected to {target}")
+                return [*out, codec.NotifyPayload(codec.REDIRECT, codec.encode_redirect(target, None))]
+        cp = next((p for p in inner if isinstance(p, codec.CpPayload)), None)
+        if cp is not None and cp.cfg_type == codec.CFG_REQUEST \
+                and any(kind == codec.INTERNAL_IP4_ADDRESS for kind, _ in cp.attributes):
+            sa.address = self.pool.take()
+            if sa.address is None:
+                out.append(codec.NotifyPayload(codec.INTERNAL_ADDRESS_FAILURE))
+            else:
+                attrs: list[tuple[int, bytes]] = [(codec.INTERNAL_IP4_ADDRESS, IPv4Address(sa.address).packed)]
+                if any(kind == codec.INTERNAL_IP4_NETMASK for kind, _ in cp.attributes):
+                    attrs.append((codec.INTERNAL_IP4_NETMASK, IPv4Address("255.255.255.255").packed))
+                out.append(codec.CpPayload(codec.CFG_REPLY, tuple(attrs)))
+        sa.state = "established"
+        sa.established_at = self.clock()
+        self.counters["established"] += 1
+        sa_child = next((p for p in inner if isinstance(p, codec.SaPayload)), None)
+        ts_i = next((p for p in inner if isinstance(p, codec.TsPayload) and p.initiator), None)
+        ts_r = next((p for p in inner if isinstance(p, codec.TsPayload) and not p.initiator), None)
+        if sa_child is not None and ts_i is not None and ts_r is not None and \
+                not (cp is not None and sa.address is None):
+            out += self._child(sa, sa_child, ts_i, ts_r)
+        self.log(f"IKE SA {sa.spi_i.hex()}/{sa.spi_r.hex()} with {sa.peer[0]}:{sa.peer[1]} ({sa.peer_id}) "
+                 f"established{f', address {sa.address}' if sa.address else ''}"
+                 f"{f' (redirected from {sa.redirected_from})' if sa.redirected_from else ''}")
+        return out
+
+    def _child(self, sa: IkeSa, proposals: codec.SaPayload, ts_i: codec.TsPayload,
+               ts_r: codec.TsPayload) -> list[codec.Payload]:
+        spi = os.urandom(4)
+        chosen = crypto.select_esp(proposals.proposals, spi)
+        if chosen is None:
+            return [codec.NotifyPayload(codec.NO_PROPOSAL_CHOSEN)]
+        proposal, suite, peer_spi = chosen
+        if not ts_i.selectors or not ts_r.selectors:
+            return [codec.NotifyPayload(codec.TS_UNACCEPTABLE)]
+        if sa.address is not None:
+            first = ts_i.selectors[0]
+            narrowed_i: tuple[codec.TrafficSelector, ...] = (
+                codec.TrafficSelector(sa.address, sa.address, first.protocol, first.start_port, first.end_port),)
+        else:
+            narrowed_i = ts_i.selectors
+        assert sa.suite.prf is not None
+        keys = crypto.derive_child_keys(sa.suite.prf, sa.keys.sk_d, suite, sa.nonce_i, sa.nonce_r)
+        sa.child = ChildSa(spi, peer_spi, suite, keys, narrowed_i, ts_r.selectors)
+        return [codec.SaPayload((proposal,)), codec.TsPayload(narrowed_i, True), codec.TsPayload(ts_r.selectors, False)]
+
+    def _our_id(self, inner: list[codec.Payload], local: tuple[str, int]) -> codec.IdPayload:
+        """The identity the initiator asked for (IDr) when it is one of ours, else the local address."""
+        wanted = next((p for p in inner if isinstance(p, codec.IdPayload) and not p.initiator), None)
+        if wanted is not None and wanted.id_type == codec.ID_IPV4_ADDR and wanted.text() in self.config.identities:
+            return codec.IdPayload(codec.ID_IPV4_ADDR, wanted.data, initiator=False)
+        return codec.IdPayload(codec.ID_IPV4_ADDR, IPv4Address(local[0]).packed, initiator=False)
+
+    def _auth_failed(self, sa: IkeSa, why: str) -> list[codec.Payload]:
+        self.counters["auth_failed"] += 1
+        self.log(f"IKE_AUTH from {sa.peer[0]}: authentication failed ({why})")
+        self._release(sa)
+        sa.state = "deleted"
+        return [codec.NotifyPayload(codec.AUTHENTICATION_FAILED)]
+
+    def _informational(self, sa: IkeSa, inner: list[codec.Payload]) -> list[codec.Payload]:
+        out: list[codec.Payload] = []
+        for p in inner:
+            if isinstance(p, codec.DeletePayload):
+                if p.protocol == codec.PROTO_IKE:
+                    self._release(sa)
+                    sa.state = "deleted"
+                    self.counters["deleted"] += 1
+                    return []
+                if p.protocol == codec.PROTO_ESP and sa.child is not None and sa.child.spi_out in p.spis:
+                    out.append(codec.DeletePayload(codec.PROTO_ESP, (sa.child.spi_in,)))
+                    sa.child = None
+        return out
+
+    # ---------------------------------------------------------------- housekeeping
+    def _release(self, sa: IkeSa) -> None:
+        if sa.address is not None:
+            self.pool.give(sa.address)
+            sa.address = None
+        sa.child = None
+
+    def _delete(self, sa: IkeSa, why: str) -> None:
+        self._release(sa)
+        self.sas.pop(sa.spi_r, None)
+        self.by_initiator.pop((sa.spi_i, sa.peer[0], sa.peer[1]), None)
+        self.on_change()
+
+    def expire(self) -> int:
+        """Half-open SAs older than 30 s and auth-redirected SAs older than 5 s go."""
+        now = self.clock()
+        stale = [sa for sa in self.sas.values()
+                 if (sa.state == "half-open" and now - sa.created > HALF_OPEN_TIMEOUT)
+                 or (sa.state == "redirected" and now - (sa.established_at or sa.created) > REDIRECTED_SA_TIMEOUT)]
+        for sa in stale:
+            self._delete(sa, "timeout")
+        return len(stale)
+
+    def status(self, wall: float) -> list[dict[str, object]]:
+        now = self.clock()
+        out = []
+        for index, sa in enumerate(self.sas.values(), 1):
+            child = sa.child
+            out.append({
+                "id": index, "local": f"{sa.local[0]}/{sa.local[1]}", "remote": f"{sa.peer[0]}/{sa.peer[1]}",
+                "state": {"established": "READY", "half-open": "IN-NEG", "redirected": "REDIRECTED"}.get(
+                    sa.state, sa.state.upper()),
+                "spi_i": sa.spi_i.hex(), "spi_r": sa.spi_r.hex(), "suite": sa.suite.name(),
+                "encr": f"AES-{'GCM' if sa.suite.aead else 'CBC'}", "keysize": sa.suite.key_bits,
+                "dh": sa.suite.dh, "peer_id": sa.peer_id, "auth_verify": _auth_name(sa.auth_method),
+                "auth_sign": _auth_name(sa.local_auth), "address": sa.address,
+                "redirected_from": sa.redirected_from, "redirected_to": sa.redirected_to,
+                "active_s": round(now - sa.created, 1), "created_at": wall - (now - sa.created),
+                "child": None if child is None else {
+                    "spi_in": child.spi_in.hex(), "spi_out": child.spi_out.hex(), "suite": child.suite.name(),
+                    "ts_i": [f"{t.start}-{t.end}" for t in child.ts_i],
+                    "ts_r": [f"{t.start}-{t.end}" for t in child.ts_r], "installed": child.installed,
+                },
+            })
+        return out
+
+
+def _auth_name(method: int) -> str:
+    return {codec.AUTH_PSK: "PSK", codec.AUTH_RSA_SIG: "RSA", codec.AUTH_DIGITAL_SIGNATURE: "RSA"}.get(method, "-")
+
+
+def _id_matches(id_payload: codec.IdPayload, cert: Any) -> bool:
+    from . import pki
+
+    if id_payload.id_type == codec.ID_DER_ASN1_DN:
+        return id_payload.data == pki.subject_der(cert)
+    if id_payload.id_type in (codec.ID_IPV4_ADDR, codec.ID_FQDN, codec.ID_RFC822_ADDR):
+        return id_payload.text() in pki.identities(cert)
+    return False
+
+
+def show_sa(sas: list[dict[str, Any]]) -> str:
+    """`show crypto ikev2 sa` in IOS layout."""
+    lines = [" IPv4 Crypto IKEv2  SA ", "",
+             f"{'Tunnel-id':<10}{'Local':<22}{'Remote':<22}{'fvrf/ivrf':<21}Status "]
+    for sa in sas:
+        lines.append(f"{sa['id']:<10}{sa['local']:<22}{sa['remote']:<22}{'none/none':<21}{sa['state']} ")
+        lines.append(f"      Encr: {sa['encr']}, keysize: {sa['keysize']}, DH Grp:{sa['dh']}, "
+                     f"Auth sign: {sa['auth_sign']}, Auth verify: {sa['auth_verify']}")
+        lines.append(f"      Life/Active Time: 86400/{int(float(sa['active_s']))} sec")
+        if sa.get("address"):
+            lines.append(f"      Assigned host addr: {sa['address']}")
+        if sa.get("redirected_from"):
+            lines.append(f"      Redirected from: {sa['redirected_from']}")
+        if sa.get("redirected_to"):
+            lines.append(f"      Redirected to: {sa['redirected_to']}")
+        lines.append("")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,201 @@
+"""Commands that change state: restart routing, reboot, routing-engine switchover, SRD switchover.
+
+`restart routing` restarts the node's BIRD processes through the lab's supervisor, in graceful-restart
+recovery (`bird -R`, as the `restart-routing` failure event does), and records the new pids in the
+lab's state.json (what `lab restart` does).
+
+The others are the failure events of `lab_orchestrator.events` (issue 6), carried out by the same
+code as `lab fail NODE EVENT`: `node_event()` below is the single entry point. It checks that the
+event applies to this lab and node (the event catalog's applicability, never faked), then runs
+`python -m lab_orchestrator.cli fail NODE EVENT --lab LAB` (in the background for a reboot, since the
+node and this very SSH session go down with it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .config import Node, ServerConfig, User
+from .pipes import Output
+
+REBOOT_EVENTS = {"mx": "mx-reboot", "srx": "srx-reboot"}  # lab_orchestrator.events names
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class Context:
+    config: ServerConfig
+    node: Node
+    user: User
+    ask: Callable[[str], str | None]  # prompt -> the answer line, None at end of input
+
+
+class EventNotAvailable(Exception):
+    pass
+
+
+@dataclass
+class EventRun:
+    event: str
+    pid: int
+    output: str = ""
+    status: int = 0
+
+
+def _plan(config: ServerConfig) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((Path(config.state_dir) / "plan.json").read_text())
+    return data
+
+
+def event_applies(config: ServerConfig, node: Node, event: str) -> str | None:
+    """None if EVENT can be carried out on NODE in this lab, else why not (one sentence)."""
+    from .. import events
+
+    kind = events.BY_NAME.get(event)
+    if kind is None:
+        return f"{event} is not available in this lab yet"
+    verdict = next(a for a in events.applicable(_plan(config)) if a.event.name == event)
+    if not verdict.applicable:
+        return verdict.reason
+    if kind.target in ("mx", "srx") and kind.target != node.kind:
+        return f"{event} applies to {kind.target} nodes, not to a {node.kind}"
+    if kind.target == "mnha-pair" and "mnha" not in node.features:
+        return f"{node.name} is in no MNHA pair"
+    return None
+
+
+def node_event(config: ServerConfig, node: Node, event: str, background: bool = False,
+               timeout: float = 60.0) -> EventRun:
+    """Carry out a failure event on NODE as `lab fail` does. Raises EventNotAvailable with the reason
+    when the event does not apply. With BACKGROUND, returns once it started (the reboot takes the
+    node, and the session that asked for it, down); else waits for it and returns its output."""
+    reason = event_applies(config, node, event)
+    if reason is not None:
+        raise EventNotAvailable(reason)
+    argv = [sys.executable, "-m", "lab_orchestrator.cli", "fail", node.name, event, "--lab", config.lab]
+    log = Path(config.state_dir) / "logs" / "_lab-sshd-events.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    if background:
+        with open(log, "a") as out:
+            proc = subprocess.Popen(argv, cwd=REPO_ROOT, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
+                                    start_new_session=True)
+        threading.Thread(target=proc.wait, name=f"event-{event}", daemon=True).start()  # reaped at once
+        return EventRun(event, proc.pid)
+    result = subprocess.run(argv, cwd=REPO_ROOT, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                            timeout=timeout)
+    with open(log, "a") as out:
+        out.write(result.stdout + result.stderr)
+    return EventRun(event, 0, (result.stdout + result.stderr).strip(), result.returncode)
+
+
+def _confirm(ctx: Context, prompt: str) -> bool:
+    answer = ctx.ask(prompt)
+    return answer is not None and answer.strip().lower() in ("yes", "y")
+
+
+def _error(ctx: Context, text: str) -> Output:
+    return Output(f"% {text}\n" if ctx.node.vendor == "ios" else f"error: {text}\n", status=1)
+
+
+def reboot(ctx: Context, args: dict[str, Any]) -> Output:
+    event = REBOOT_EVENTS.get(ctx.node.kind)
+    if event is None:
+        return _error(ctx, f"reload of a {ctx.node.kind} is not available in this lab yet")
+    reason = event_applies(ctx.config, ctx.node, event)
+    if reason is not None:
+        return _error(ctx, f"reboot is not available in this lab yet ({reason})")
+    if ctx.node.vendor == "ios":
+        answer = ctx.ask("Proceed with reload? [confirm]")
+        if answer is None or answer.strip().lower() not in ("", "y", "yes"):
+            return Output("")
+    elif not _confirm(ctx, "Reboot the system ? [yes,no] (no) "):
+        return Output("")
+    try:
+        run = node_event(ctx.config, ctx.node, event, background=True)
+    except EventNotAvailable as exc:
+        return _error(ctx, str(exc))
+    if ctx.node.vendor == "ios":
+        return Output(f"\n*** System going down for reload ({event}, pid {run.pid}) ***\n")
+    return Output(f"\nShutdown NOW!\n[pid {run.pid}]\n")
+
+
+def gres(ctx: Context, args: dict[str, Any]) -> Output:
+    reason = event_applies(ctx.config, ctx.node, "gres")
+    if reason is not None:
+        return _error(ctx, f"Command aborted. Mastership switch is not available here: {reason}")
+    if not _confirm(ctx, "Toggle mastership between routing engines ? [yes,no] (no) "):
+        return Output("")
+    run = node_event(ctx.config, ctx.node, "gres")
+    if run.status != 0:
+        return _error(ctx, f"mastership switch failed: {run.output}")
+    return Output(f"\nResolving mastership...\nComplete. The other routing engine becomes the master.\n"
+                  f"({run.output})\n")
+
+
+def srd_switchover(ctx: Context, args: dict[str, Any]) -> Output:
+    if not args.get("switchover") or not args.get("id"):
+        return _error(ctx, "syntax error, expecting <id> <id> switchover")
+    if "srd" not in ctx.node.features:
+        return _error(ctx, f"redundancy-set {args['id']} is not configured")
+    if str(args["id"]) != "1":
+        return _error(ctx, f"redundancy-set {args['id']} is not configured")
+    try:
+        run = node_event(ctx.config, ctx.node, "srd-switchover")
+    except EventNotAvailable as exc:
+        return _error(ctx, f"services redundancy is not running: {exc}")
+    if run.status != 0:
+        return _error(ctx, f"switchover failed: {run.output}")
+    return Output(f"{run.output}\n")
+
+
+def restart_routing(ctx: Context, args: dict[str, Any]) -> Output:
+    """Stop the node's BIRD processes and start them again under the supervisor (`bird -R`)."""
+    from .. import supervisor
+    from ..state import LabState
+
+    wanted = {b.process for b in ctx.node.birds}
+    state = LabState.load(Path(ctx.config.state_dir))
+    records = [r for r in state.processes if r.node == ctx.node.name and r.name in wanted]
+    if not records:
+        if ctx.node.vendor == "ios":
+            return _error(ctx, "No routing process is running (no BGP configured)")
+        return _error(ctx, "the routing subsystem is not configured on this node")
+    client = supervisor.Supervisor(state.state_dir)
+    live = [r for r in records if supervisor.alive(r)]
+    if args.get("immediately"):
+        for record in live:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(record.pid, signal.SIGKILL)
+    client.stop([r.pid for r in live])
+    fresh = {}
+    for record in records:
+        argv = list(record.argv)
+        if argv and argv[0] == "bird" and "-R" not in argv:
+            argv.append("-R")  # graceful-restart recovery, as the restart-routing event
+        fresh[record.name] = client.spawn(record.node, record.name, record.ns, argv, record.log)
+    latest = LabState.load(Path(ctx.config.state_dir))  # re-read: keep what changed meanwhile
+    latest.processes = [fresh.get(r.name, r) if r.node == ctx.node.name else r for r in latest.processes]
+    latest.save()
+    pids = ", ".join(f"pid {p.pid}" + (f" ({b.instance})" if b.instance else "")
+                     for b in ctx.node.birds for name, p in fresh.items() if name == b.process)
+    if ctx.node.vendor == "ios":
+        return Output(f"Routing process restarted ({pids})\n")
+    return Output(f"Routing protocols process started, {pids}\n")
+
+
+ACTIONS: dict[str, Callable[[Context, dict[str, Any]], Output]] = {
+    "reboot": reboot,
+    "restart-routing": restart_routing,
+    "gres": gres,
+    "srd-switchover": srd_switchover,
+}

@@ -1,0 +1,235 @@
+"""The command tables: every command of each vendor, what state it reads, which function renders it.
+
+Data-driven on purpose: a feature that starts writing a status file into nodes/NODE/ gets its `show`
+command by adding one `Command` (words, help, parameters) and one `Impl` (the status files it reads
+and a renderer in junos.py / ios.py). `run` keys starting with `action:` are commands that change
+state (actions.py); the others are `Impl`s here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from . import ios, junos
+from .gather import Needs, Snapshot
+from .parser import Command, Grammar, Param, is_address, is_number, is_prefix, is_word
+from .pipes import Output
+
+MX, SRX, IOS = frozenset({"mx"}), frozenset({"srx"}), frozenset({"ios-router"})
+JUNOS_KINDS = frozenset({"mx", "srx"})
+Renderer = Callable[[Snapshot, dict[str, Any]], Output]
+
+
+@dataclass(frozen=True)
+class Impl:
+    needs: Needs
+    render: Renderer
+
+
+# ---------------------------------------------------------------------- Junos
+JUNOS_WORDS: dict[tuple[str, ...], str] = {
+    ("show",): "Show system information",
+    ("show", "bgp"): "Show Border Gateway Protocol information",
+    ("show", "chassis"): "Show chassis information",
+    ("show", "chassis", "high-availability"): "Show Multi Node High Availability information",
+    ("show", "interfaces"): "Show interface information",
+    ("show", "route"): "Show routing table information",
+    ("show", "security"): "Show security information",
+    ("show", "security", "flow"): "Show flow information",
+    ("show", "security", "flow", "session"): "Show session information",
+    ("show", "security", "nat"): "Show Network Address Translation information",
+    ("show", "security", "nat", "source"): "Show source NAT information",
+    ("show", "services"): "Show services information",
+    ("show", "services", "traffic-load-balance"): "Show traffic load balancer information",
+    ("show", "system"): "Show system information",
+    ("request",): "Make system-level requests",
+    ("request", "system"): "Perform system-level operations",
+    ("request", "chassis"): "Perform chassis-specific operations",
+    ("request", "chassis", "routing-engine"): "Perform routing engine operations",
+    ("request", "chassis", "routing-engine", "master"): "Change routing engine mastership",
+    ("request", "services"): "Perform service-related operations",
+    ("restart",): "Restart software process",
+    ("set",): "Set CLI properties, date/time, craft interface message",
+    ("set", "cli"): "Set CLI properties",
+}
+_TABLE = Param("table", "Name of routing table", "value", "<table-name>")
+_INSTANCE = Param("instance", "Name of routing instance", "value", "<instance-name>")
+JUNOS_COMMANDS: list[Command] = [
+    Command(("show", "version"), "Show software process revision levels", "version"),
+    Command(("show", "system", "uptime"), "Show time since the system rebooted and processes started", "uptime"),
+    Command(("show", "interfaces"), "Show interface information", "interfaces", (
+        Param("terse", "Display terse output"),
+        Param("descriptions", "Display interface description strings"),
+        Param("brief", "Display brief output"),
+        Param("detail", "Display detailed output"),
+        Param("extensive", "Display extensive output"),
+        Param("interface", "Name of physical or logical interface", "positional", check=is_word),
+    )),
+    Command(("show", "interfaces", "terse"), "Display terse output", "interfaces-terse", (
+        Param("interface", "Name of physical or logical interface", "positional", check=is_word),
+    )),
+    Command(("show", "interfaces", "descriptions"), "Display interface description strings", "interfaces-descr"),
+    Command(("show", "route"), "Show routing table information", "route", (
+        _TABLE,
+        Param("exact", "Show exactly matching route"),
+        Param("longer", "Show longer prefixes of the destination"),
+        Param("protocol", "Name of protocol", "value", "<protocol>", choices=("bgp", "direct", "local", "static")),
+        Param("destination", "IP address and optional prefix length of destination", "positional",
+              check=is_prefix),
+    )),
+    Command(("show", "route", "forwarding-table"), "Show forwarding table information", "forwarding-table", (
+        _TABLE,
+        Param("destination", "Destination address or prefix", "value", "<destination>"),
+    )),
+    Command(("show", "bgp", "summary"), "Show overview of BGP information", "bgp-summary", (_INSTANCE,)),
+    Command(("show", "bgp", "neighbor"), "Show BGP neighbors", "bgp-neighbor", (
+        _INSTANCE,
+        Param("address", "IP address of a peer", "positional", check=is_address),
+    )),
+    Command(("show", "configuration"), "Show current configuration", "configuration", rest=True),
+    Command(("show", "security", "flow", "session"), "Show session information", "flow-session", (
+        Param("source-prefix", "Source IP prefix or address", "value", "<source-prefix>"),
+        Param("destination-prefix", "Destination IP prefix or address", "value", "<destination-prefix>"),
+        Param("protocol", "IP protocol name", "value", "<protocol>", choices=("tcp", "udp", "icmp")),
+        Param("source-port", "Source port", "value", "<source-port>"),
+        Param("destination-port", "Destination port", "value", "<destination-port>"),
+    ), kinds=SRX),
+    Command(("show", "security", "flow", "session", "summary"), "Show summary of sessions", "flow-summary",
+            kinds=SRX),
+    Command(("show", "security", "nat", "source", "summary"), "Show Summary of source NAT information",
+            "nat-summary", kinds=SRX),
+    Command(("show", "services", "traffic-load-balance", "statistics"),
+            "Show traffic load balance statistics", "tlb-statistics", kinds=MX),
+    Command(("show", "chassis", "high-availability", "information"),
+            "Show Multi Node High Availability information", "chassis-ha"),
+    Command(("request", "system", "reboot"), "Reboot the system", "action:reboot", privileged=True),
+    Command(("restart", "routing"), "Routing protocol daemon", "action:restart-routing", (
+        Param("gracefully", "Gracefully restart the software process"),
+        Param("immediately", "Immediately restart (SIGKILL) the software process"),
+    ), privileged=True),
+    Command(("request", "chassis", "routing-engine", "master", "switch"),
+            "Toggle mastership between routing engines", "action:gres", privileged=True),
+    Command(("request", "services", "redundancy-set"), "Services redundancy set operations",
+            "action:srd-switchover", (
+                Param("id", "Redundancy set identifier", "value", "<id>"),
+                Param("switchover", "Switch the redundancy set to the other router"),
+            ), privileged=True, kinds=MX),
+    Command(("set", "cli", "screen-length"), "Set number of lines on screen", "noop", rest=True),
+    Command(("set", "cli", "screen-width"), "Set number of characters on a line", "noop", rest=True),
+    Command(("set", "cli", "complete-on-space"), "Set whether typing space completes current word", "noop",
+            rest=True),
+    Command(("set", "cli", "timestamp"), "Timestamp CLI output", "noop", rest=True),
+    Command(("exit",), "Exit the management session", "exit"),
+    Command(("quit",), "Exit the management session", "exit"),
+    Command(("configure",), "Manipulate software configuration information", "configure", rest=True),
+]
+JUNOS_PIPES = {
+    "count": ("Count occurrences", 0),
+    "display": ("Show additional kinds of information (json, set)", 1),
+    "except": ("Show only text that does not match a pattern", 1),
+    "find": ("Search for first occurrence of pattern", 1),
+    "last": ("Display end of output only", 1),
+    "match": ("Show only text that matches a pattern", 1),
+    "no-more": ("Don't paginate output", 0),
+    "trim": ("Trim specified number of columns from start of line", 1),
+}
+_ROUTES = Needs(links=True, routes=True, bird_routes=True)
+JUNOS_IMPLS: dict[str, Impl] = {
+    "version": Impl(Needs(bird_status=True), junos.show_version),
+    "uptime": Impl(Needs(bird_status=True), junos.show_system_uptime),
+    "interfaces": Impl(Needs(links=True), junos.show_interfaces),
+    "interfaces-terse": Impl(Needs(links=True), junos.show_interfaces_terse),
+    "interfaces-descr": Impl(Needs(links=True), junos.show_interfaces_descriptions),
+    "route": Impl(_ROUTES, junos.show_route),
+    "forwarding-table": Impl(Needs(links=True, routes=True), junos.show_route_forwarding_table),
+    "bgp-summary": Impl(Needs(bgp=True), junos.show_bgp_summary),
+    "bgp-neighbor": Impl(Needs(bgp=True, links=True, routes=True), junos.show_bgp_neighbor),
+    "configuration": Impl(Needs(config=True), junos.show_configuration),
+    "flow-session": Impl(Needs(sessions=True, links=True, routes=True), junos.show_flow_session),
+    "flow-summary": Impl(Needs(sessions=True), junos.show_flow_session_summary),
+    "nat-summary": Impl(Needs(sessions=True), junos.show_nat_source_summary),
+    "tlb-statistics": Impl(Needs(status=("mxlb-status.json", "mxlb.json")), junos.show_tlb_statistics),
+    "chassis-ha": Impl(Needs(status=("mnha-status.json",)), junos.show_chassis_ha),
+}
+
+# ---------------------------------------------------------------------- IOS
+IOS_WORDS: dict[tuple[str, ...], str] = {
+    ("show",): "Show running system information",
+    ("show", "ip"): "IP information",
+    ("show", "ip", "interface"): "IP interface status and configuration",
+    ("show", "ip", "bgp"): "BGP information",
+    ("show", "crypto"): "Encryption module",
+    ("show", "crypto", "ikev2"): "Shows ikev2 information",
+    ("show", "crypto", "ipsec"): "Show IPSEC information",
+    ("terminal",): "Set terminal line parameters",
+}
+IOS_COMMANDS: list[Command] = [
+    Command(("show", "version"), "System hardware and software status", "version"),
+    Command(("show", "clock"), "Display the system clock", "clock"),
+    Command(("show", "running-config"), "Current operating configuration", "running-config", (
+        Param("interface", "Show interface configuration", "value", "<interface>"),
+    )),
+    Command(("show", "ip", "interface", "brief"), "Brief summary of IP status and configuration",
+            "ip-interface-brief"),
+    Command(("show", "ip", "route"), "IP routing table", "ip-route", (
+        Param("bgp", "Border Gateway Protocol (BGP)"),
+        Param("static", "Static routes"),
+        Param("connected", "Connected networks"),
+        Param("local", "Local routes"),
+        Param("address", "Network to display information about or hostname", "positional", check=is_prefix),
+    )),
+    Command(("show", "ip", "bgp", "summary"), "Summary of BGP neighbor status", "ip-bgp-summary"),
+    Command(("show", "standby"), "Hot standby protocol information", "standby", (
+        Param("brief", "Brief output"),
+    )),
+    Command(("show", "crypto", "ikev2", "cluster"), "Show IKEv2 cluster information", "ikev2-cluster"),
+    Command(("show", "crypto", "ikev2", "sa"), "Shows ikev2 SAs", "ikev2-sa"),
+    Command(("show", "crypto", "ipsec", "sa"), "IPSEC SA table", "ipsec-sa"),
+    Command(("terminal", "length"), "Set number of lines on a screen", "noop", (
+        Param("lines", "Number of lines on screen (0 for no pausing)", "positional", check=is_number),
+    )),
+    Command(("terminal", "width"), "Set width of the display terminal", "noop", (
+        Param("columns", "Number of characters on a screen line", "positional", check=is_number),
+    )),
+    Command(("reload",), "Halt and perform a cold restart", "action:reboot", privileged=True),
+    Command(("enable",), "Turn on privileged commands", "enable"),
+    Command(("configure",), "Enter configuration mode", "configure", rest=True),
+    Command(("exit",), "Exit from the EXEC", "exit"),
+    Command(("logout",), "Exit from the EXEC", "exit"),
+]
+IOS_PIPES = {
+    "begin": ("Begin with the line that matches", -1),
+    "count": ("Count number of lines which match regexp", -1),
+    "exclude": ("Exclude lines that match", -1),
+    "include": ("Include lines that match", -1),
+    "section": ("Filter a section of output", -1),
+}
+IOS_IMPLS: dict[str, Impl] = {
+    "version": Impl(Needs(bird_status=True), ios.show_version),
+    "clock": Impl(Needs(), ios.show_clock),
+    "running-config": Impl(Needs(config=True), ios.show_running_config),
+    "ip-interface-brief": Impl(Needs(links=True), ios.show_ip_interface_brief),
+    "ip-route": Impl(_ROUTES, ios.show_ip_route),
+    "ip-bgp-summary": Impl(Needs(bgp=True, bird_routes=True), ios.show_ip_bgp_summary),
+    "standby": Impl(Needs(status=("hsrp-status.json",)), ios.show_standby),
+    "ikev2-cluster": Impl(Needs(status=("ikev2-status.json",)), ios.show_crypto_ikev2_cluster),
+    "ikev2-sa": Impl(Needs(status=("ikev2-status.json",)), ios.show_crypto_ikev2_sa),
+    "ipsec-sa": Impl(Needs(status=("ikev2-status.json",)), ios.show_crypto_ipsec_sa),
+}
+
+
+def commands_for(vendor: str, kind: str) -> list[Command]:
+    table = JUNOS_COMMANDS if vendor == "junos" else IOS_COMMANDS
+    return [c for c in table if kind in c.kinds]
+
+
+def grammar(vendor: str, kind: str) -> Grammar:
+    if vendor == "junos":
+        return Grammar(commands_for(vendor, kind), JUNOS_WORDS, JUNOS_PIPES)
+    return Grammar(commands_for(vendor, kind), IOS_WORDS, IOS_PIPES)
+
+
+def implementation(vendor: str, run: str) -> Impl | None:
+    return (JUNOS_IMPLS if vendor == "junos" else IOS_IMPLS).get(run)

@@ -1,0 +1,134 @@
+"""Helpers shared by the Junos and IOS renderers: interface names, ages, address lookups."""
+
+from __future__ import annotations
+
+import re
+import time
+from ipaddress import IPv4Address, IPv4Network
+
+from .gather import Snapshot
+from .state import Instance, Link
+
+_NUMBERS = re.compile(r"(\d+)")
+JUNOS_TYPE_ORDER = ("ge", "xe", "et", "ae", "reth", "irb", "st", "lt", "fxp", "em", "lo")
+
+
+def natural_key(name: str) -> tuple[object, ...]:
+    return tuple(int(part) if part.isdigit() else part for part in _NUMBERS.split(name))
+
+
+def junos_sort_key(name: str) -> tuple[object, ...]:
+    kind = re.match(r"[a-z]+", name)
+    rank = JUNOS_TYPE_ORDER.index(kind.group(0)) if kind and kind.group(0) in JUNOS_TYPE_ORDER else 5
+    return (rank, *natural_key(name))
+
+
+def instance_unit(snap: Snapshot, instance: str) -> int:
+    """lo0.N of a routing instance: 0 master, then one per instance in plan order (as the config)."""
+    names = [i.name for i in snap.node.instances]
+    return names.index(instance) if instance in names else 0
+
+
+def junos_physical(link: Link) -> str:
+    if link.name == "lo":
+        return "lo0"
+    return link.alias or link.name
+
+
+def junos_logical(snap: Snapshot, instance: str, ifname: str | None, inst: Instance | None = None) -> str:
+    """`ge-0/0/0.0`, `lo0.1` (lo of TRUST-VR), `fxp0.0` for a Linux interface of an instance."""
+    if ifname is None:
+        return ""
+    if ifname == "lo":
+        return f"lo0.{instance_unit(snap, instance)}"
+    alias = (inst.aliases if inst is not None else {}).get(ifname) or ifname
+    return f"{alias}.0"
+
+
+def ios_name(link_name: str, aliases: dict[str, str]) -> str:
+    if link_name == "lo":
+        return "Loopback0"
+    return aliases.get(link_name) or link_name
+
+
+def junos_age(seconds: float | None) -> str:
+    """Route age as Junos prints it: 00:05:12, 2d 03:04:05, 1w2d 03:04:05."""
+    if seconds is None:
+        return "-"
+    total = int(seconds)
+    weeks, rest = divmod(total, 604800)
+    days, rest = divmod(rest, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    clock = f"{hours:02}:{minutes:02}:{secs:02}"
+    if weeks:
+        return f"{weeks}w{days}d {clock}"
+    if days:
+        return f"{days}d {clock}"
+    return clock
+
+
+def junos_updown(seconds: float | None) -> str:
+    """BGP Last Up/Dwn: 5:12, 1:05:12, 2d 1:05:12, 1w2d 1:05:12."""
+    if seconds is None:
+        return "-"
+    total = int(seconds)
+    weeks, rest = divmod(total, 604800)
+    days, rest = divmod(rest, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if not weeks and not days:
+        return f"{hours}:{minutes:02}:{secs:02}" if hours else f"{minutes}:{secs:02}"
+    clock = f"{hours}:{minutes:02}:{secs:02}"
+    return f"{weeks}w{days}d {clock}" if weeks else f"{days}d {clock}"
+
+
+def ios_age(seconds: float | None) -> str:
+    """IOS route and BGP age: 00:05:12 under a day, then 1d02h, then 2w3d."""
+    if seconds is None:
+        return "never"
+    total = int(seconds)
+    weeks, rest = divmod(total, 604800)
+    days, rest = divmod(rest, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if weeks:
+        return f"{weeks}w{days}d"
+    if days:
+        return f"{days}d{hours:02}h"
+    return f"{hours:02}:{minutes:02}:{secs:02}"
+
+
+def clock(now: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(now))
+
+
+def local_addresses(inst: Instance) -> set[str]:
+    return {a.address for a in inst.addresses}
+
+
+def egress(inst: Instance, address: str) -> str | None:
+    """The Linux interface the main table sends ADDRESS out of (longest match), None if none."""
+    target = IPv4Address(address)
+    best: tuple[int, str | None] | None = None
+    for route in inst.routes:
+        if route.table != 254 or route.type != "unicast":
+            continue
+        net = IPv4Network(route.dst)
+        if target in net and (best is None or net.prefixlen > best[0]):
+            best = (net.prefixlen, route.nexthops[0].ifname if route.nexthops else None)
+    return best[1] if best else None
+
+
+def bird_version(inst: Instance) -> str:
+    for line in inst.bird_status or []:
+        if line.startswith("BIRD "):
+            return line
+    return ""
+
+
+def bird_started(inst: Instance) -> str:
+    for line in inst.bird_status or []:
+        if line.startswith("Last reboot on "):
+            return line[len("Last reboot on "):]
+    return ""

@@ -1,0 +1,386 @@
+"""IOS-like exec commands: pure functions from a Snapshot (and arguments) to an Output."""
+
+from __future__ import annotations
+
+import os
+import re
+from ipaddress import IPv4Network
+from typing import Any
+
+from . import rib
+from .common import bird_version, ios_age, ios_name, natural_key
+from .gather import Snapshot
+from .pipes import Output
+from .state import BgpProtocol, Instance
+
+Args = dict[str, Any]
+INVALID = "% Invalid input detected at '^' marker.\n"
+IOS_DISTANCE = {"BGP": 20, "Static": 1, "Direct": 0, "Local": 0}
+IOS_CODE = {"BGP": "B", "Static": "S", "Direct": "C", "Local": "L"}
+CODES = """Codes: L - local, C - connected, S - static, R - RIP, M - mobile, B - BGP
+       D - EIGRP, EX - EIGRP external, O - OSPF, IA - OSPF inter area
+       N1 - OSPF NSSA external type 1, N2 - OSPF NSSA external type 2
+       E1 - OSPF external type 1, E2 - OSPF external type 2, m - OMP
+       n - NAT, Ni - NAT inside, No - NAT outside, Nd - NAT DIA
+       i - IS-IS, su - IS-IS summary, L1 - IS-IS level-1, L2 - IS-IS level-2
+       ia - IS-IS inter area, * - candidate default, U - per-user static route
+       H - NHRP, G - NHRP registered, g - NHRP registration summary
+       o - ODR, P - periodic downloaded static route, l - LISP
+       a - application route
+       + - replicated route, % - next hop override, p - overrides from PfR
+       & - replicated local route overrides by connected
+"""
+
+
+def error(text: str) -> Output:
+    return Output(f"% {text}\n", status=1)
+
+
+def _master(snap: Snapshot) -> Instance | None:
+    return next((i for i in snap.instances if i.name == ""), None)
+
+
+# ---------------------------------------------------------------------- version, clock
+def show_version(snap: Snapshot, args: Args) -> Output:
+    inst = _master(snap)
+    version = bird_version(inst) if inst else ""
+    uptime = _uptime(snap.now - snap.lab_created) if snap.lab_created else "unknown"
+    lines = [
+        "Cisco IOS XE Software, Version 17.09.01a (emulated)",
+        f"Cisco IOS Software, lab_orchestrator emulation in Linux {os.uname().release} "
+        f"network namespace {snap.node.master_ns}",
+        f"Routing: {version or 'static routes only'}",
+        "",
+        f"{snap.node.name} uptime is {uptime}",
+        f"Lab {snap.lab}: {snap.load_balancing}, {snap.use_case}",
+    ]
+    return Output("".join(line + "\n" for line in lines),
+                  {"hostname": snap.node.name, "version": "17.09.01a (emulated)", "routing": version})
+
+
+def _uptime(seconds: float) -> str:
+    """IOS: "1 week, 2 days, 3 hours, 4 minutes"."""
+    total = int(seconds) // 60
+    parts: list[str] = []
+    for unit, size in (("week", 10080), ("day", 1440), ("hour", 60), ("minute", 1)):
+        count, total = divmod(total, size)
+        if count or (unit == "minute" and not parts):
+            parts.append(f"{count} {unit}{'' if count == 1 else 's'}")
+    return ", ".join(parts)
+
+
+def show_clock(snap: Snapshot, args: Args) -> Output:
+    import time
+
+    stamp = time.localtime(snap.now)
+    millis = int((snap.now % 1) * 1000)
+    return Output(time.strftime(f"*%H:%M:%S.{millis:03d} %Z %a %b %d %Y", stamp) + "\n")
+
+
+# ---------------------------------------------------------------------- interfaces
+def _links(snap: Snapshot) -> list[tuple[str, Any, str | None]]:
+    inst = _master(snap)
+    if inst is None:
+        return []
+    rows = []
+    for link in inst.links:
+        addresses = [a for a in inst.addresses if a.ifname == link.name and not a.address.startswith("127.")]
+        name = ios_name(link.name, inst.aliases)
+        rows.append((name, link, addresses[0].address if addresses else None))
+    return sorted(rows, key=lambda r: natural_key(r[0]))
+
+
+def show_ip_interface_brief(snap: Snapshot, args: Args) -> Output:
+    lines = ["Interface              IP-Address      OK? Method Status                Protocol"]
+    data = []
+    for name, link, address in _links(snap):
+        status = "up" if link.admin_up and link.oper_up else "administratively down" if not link.admin_up else "down"
+        protocol = "up" if link.oper_up else "down"
+        method = "manual" if address else "unset"
+        lines.append(f"{name:<23}{address or 'unassigned':<16}{'YES':<4}{method:<7}{status:<22}{protocol}")
+        data.append({"interface": name, "ip-address": address, "status": status, "protocol": protocol})
+    return Output("".join(line + "\n" for line in lines), data)
+
+
+# ---------------------------------------------------------------------- routes
+def _classful(prefix: IPv4Network) -> int:
+    first = int(str(prefix.network_address).split(".")[0])
+    return 8 if first < 128 else 16 if first < 192 else 24
+
+
+def _route_lines(snap: Snapshot, inst: Instance, entry: rib.Entry, shown: str, indent: int) -> list[str]:
+    code = IOS_CODE[entry.protocol] + ("*" if entry.prefix == "0.0.0.0/0" else "")
+    lead = f"{code:<{indent}}{shown}"
+    aliases = inst.aliases
+    if entry.discard:
+        return [f"{lead} is directly connected, Null0"]
+    if entry.protocol in ("Direct", "Local"):
+        hop = entry.hops[0] if entry.hops else None
+        name = ios_name(hop.ifname, aliases) if hop and hop.ifname else "unknown"
+        return [f"{lead} is directly connected, {name}"]
+    distance = f"[{IOS_DISTANCE[entry.protocol]}/{entry.med or 0}]"
+    age = f", {ios_age(entry.age)}" if entry.protocol == "BGP" else ""
+    lines = []
+    for i, hop in enumerate(entry.hops or [rib.Hop(None, None)]):
+        if hop.gateway:
+            target = f"via {hop.gateway}{age}"
+            if entry.protocol == "Static" and hop.ifname and not hop.gateway:
+                target = f"is directly connected, {ios_name(hop.ifname, aliases)}"
+        else:
+            target = f"is directly connected, {ios_name(hop.ifname, aliases) if hop.ifname else 'Null0'}"
+        if i == 0:
+            lines.append(f"{lead} {distance} {target}")
+        else:
+            lines.append(f"{'':<{len(lead) + 1}}{distance} {target}")
+    return lines
+
+
+def show_ip_route(snap: Snapshot, args: Args) -> Output:
+    inst = _master(snap)
+    if inst is None:
+        return error("routing table not available")
+    if inst.bird_error:
+        return error("BGP is not running (routing process restarting)")
+    table = rib.build(snap.node, inst, snap.now, snap.address_ages, snap.lab_created)[0]
+    entries = [e for e in table.entries if e.active]
+    address = args.get("address")
+    if address:
+        return _route_detail(snap, inst, entries, address)
+    protocol = {"bgp": "BGP", "static": "Static", "connected": "Direct", "local": "Local"}
+    wanted = [protocol[k] for k in protocol if args.get(k)]
+    if wanted:
+        entries = [e for e in entries if e.protocol in wanted or (e.protocol == "Local" and "Direct" in wanted)]
+    default = next((e for e in entries if e.prefix == "0.0.0.0/0"), None)
+    out = [CODES, "\n"]
+    if default is None:
+        out.append("Gateway of last resort is not set\n")
+    else:
+        gateway = next((h.gateway for h in default.hops if h.gateway), None) or "0.0.0.0"
+        out.append(f"Gateway of last resort is {gateway} to network 0.0.0.0\n")
+    out.append("\n")
+    groups: dict[IPv4Network, list[rib.Entry]] = {}
+    top: list[tuple[IPv4Network, rib.Entry | None]] = []
+    for entry in entries:  # subnets of a classful network go under its header, as IOS shows them
+        net = entry.network
+        length = _classful(net)
+        if net.prefixlen >= length:
+            groups.setdefault(IPv4Network(f"{net.network_address}/{length}", strict=False), []).append(entry)
+        else:
+            top.append((net, entry))
+    for major, members in groups.items():
+        if len(members) == 1 and members[0].network.prefixlen == major.prefixlen:
+            top.append((major, members[0]))
+        else:
+            top.append((major, None))
+    top.sort(key=lambda item: (int(item[0].network_address), item[0].prefixlen, item[1] is not None))
+    data = []
+    for net, item in top:
+        if item is not None:
+            out += [line + "\n" for line in _route_lines(snap, inst, item, item.prefix, 6)]
+            data.append(_route_data(item))
+            continue
+        members = groups[net]
+        masks = sorted({e.network.prefixlen for e in members})
+        subnets = len({e.prefix for e in members})
+        if len(masks) == 1 and masks[0] != net.prefixlen:
+            out.append(f"{'':6}{net.network_address}/{masks[0]} is subnetted, {subnets} subnets\n")
+        else:
+            out.append(f"{'':6}{net} is variably subnetted, {subnets} subnets, {len(masks)} masks\n")
+        for member in sorted(members, key=lambda e: rib.sort_key(e.prefix)):
+            shown = str(member.network.network_address) if len(masks) == 1 else member.prefix
+            out += [line + "\n" for line in _route_lines(snap, inst, member, shown, 9)]
+            data.append(_route_data(member))
+    return Output("".join(out), data)
+
+
+def _route_data(entry: rib.Entry) -> dict[str, Any]:
+    return {"prefix": entry.prefix, "protocol": entry.protocol, "distance": IOS_DISTANCE[entry.protocol],
+            "next-hops": [{"gateway": h.gateway, "interface": h.ifname} for h in entry.hops],
+            "age": ios_age(entry.age) if entry.age is not None else None}
+
+
+def _route_detail(snap: Snapshot, inst: Instance, entries: list[rib.Entry], address: str) -> Output:
+    matches = rib.lookup(entries, address, "exact" if "/" in address else "best")
+    if not matches:
+        return Output("% Network not in table\n", status=1)
+    entry: rib.Entry = matches[0]
+    local_as = snap.node.peers[0].local_as if snap.node.peers else 0
+    source = {"BGP": f"bgp {local_as}", "Static": "static", "Direct": "connected", "Local": "connected"}
+    lines = [f"Routing entry for {entry.prefix}",
+             f"  Known via \"{source[entry.protocol]}\", distance {IOS_DISTANCE[entry.protocol]}, "
+             f"metric {entry.med or 0}" + (", candidate default path" if entry.prefix == "0.0.0.0/0" else "")]
+    if entry.protocol == "BGP":
+        if entry.as_path:
+            lines.append(f"  Tag {entry.as_path[0]}, type external")
+        first = next((h.gateway for h in entry.hops if h.gateway), "")
+        lines.append(f"  Last update from {first} {ios_age(entry.age)} ago")
+    lines.append("  Routing Descriptor Blocks:")
+    for i, hop in enumerate(entry.hops or [rib.Hop(None, None)]):
+        star = "*" if i == 0 else " "
+        if entry.discard:
+            lines.append(f"  {star} directly connected, via Null0")
+        elif hop.gateway:
+            origin = f", from {hop.gateway}, {ios_age(entry.age)} ago" if entry.protocol == "BGP" else ""
+            via = f", via {ios_name(hop.ifname, inst.aliases)}" if hop.ifname and entry.protocol != "BGP" else ""
+            lines.append(f"  {star} {hop.gateway}{origin}{via}")
+        else:
+            name = ios_name(hop.ifname, inst.aliases) if hop.ifname else "Null0"
+            lines.append(f"  {star} directly connected, via {name}")
+        lines.append(f"      Route metric is {entry.med or 0}, traffic share count is 1")
+        if entry.protocol == "BGP":
+            lines.append(f"      AS Hops {len(entry.as_path)}")
+    return Output("".join(line + "\n" for line in lines), _route_data(entry))
+
+
+# ---------------------------------------------------------------------- BGP
+def _state(proto: BgpProtocol | None) -> str:
+    if proto is None:
+        return "Idle"
+    if proto.info.startswith("Established"):
+        return "Established"
+    return (proto.info.split()[0] if proto.info else "") or "Idle"
+
+
+def show_ip_bgp_summary(snap: Snapshot, args: Args) -> Output:
+    inst = _master(snap)
+    if inst is None or not snap.node.peers:
+        return error("BGP not active")
+    if inst.bird_error:
+        return error("BGP not active (routing process restarting)")
+    router_id = snap.node.loopbacks.get("", "")
+    local_as = snap.node.peers[0].local_as
+    lines = [f"BGP router identifier {router_id}, local AS number {local_as}",
+             f"{len({r.prefix for r in inst.bird_routes or [] if r.source == 'BGP'})} network entries "
+             "learned by BGP", "",
+             "Neighbor        V           AS MsgRcvd MsgSent   TblVer  InQ OutQ Up/Down  State/PfxRcd"]
+    data = []
+    for peer in sorted(snap.node.peers, key=lambda p: rib.sort_key(p.peer_address + "/32")):
+        proto = next((p for p in inst.bgp or [] if p.name == peer.protocol), None)
+        state = _state(proto)
+        updown = ios_age(rib.parse_since(proto.since, snap.now)) if proto and proto.since else "never"
+        shown = str(proto.imported) if proto and state == "Established" else state
+        lines.append(f"{peer.peer_address:<16}4{peer.peer_as:>13}{'-':>8}{'-':>8}{'-':>9}{0:>5}{0:>5} "
+                     f"{updown:<8}{shown:>13}")
+        data.append({"neighbor": peer.peer_address, "remote-as": peer.peer_as, "state": state,
+                     "up-down": updown, "prefixes-received": proto.imported if proto else 0,
+                     "description": peer.peer_node})
+    return Output("".join(line + "\n" for line in lines), data)
+
+
+# ---------------------------------------------------------------------- configuration
+def _interface_block(text: str, wanted: str) -> str | None:
+    match = re.match(r"^([A-Za-z-]+)\s*([0-9][0-9/.:]*)$", wanted)
+    if not match:
+        return None
+    letters, numbers = match.group(1).lower(), match.group(2)
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        head = re.match(r"^interface ([A-Za-z-]+)([0-9][0-9/.:]*)$", line)
+        if head and head.group(1).lower().startswith(letters) and head.group(2) == numbers:
+            block = [line]
+            for rest in lines[i + 1:]:
+                if not rest.startswith(" "):
+                    break
+                block.append(rest)
+            return "\n".join(block) + "\n"
+    return None
+
+
+def show_running_config(snap: Snapshot, args: Args) -> Output:
+    if snap.config_text is None:
+        return error("configuration not available")
+    interface = args.get("interface")
+    if interface:
+        block = _interface_block(snap.config_text, interface)
+        if block is None:
+            return Output(INVALID, status=1)
+        body = block + "end\n"
+        return Output(f"Building configuration...\n\nCurrent configuration : {len(body)} bytes\n!\n{body}")
+    text = snap.config_text
+    return Output(f"Building configuration...\n\nCurrent configuration : {len(text)} bytes\n{text}")
+
+
+# ---------------------------------------------------------------------- features (HSRP, FlexVPN)
+# dataplane.flexvpnd writes nodes/NODE/hsrp-status.json and ikev2-status.json; dataplane.hsrp, dataplane.clb
+# and dataplane.ikev2.gateway turn them into IOS text (the same functions `lab_orchestrator.flexvpn show` uses).
+def _not_there(configured: bool, what: str) -> Output:
+    if not configured:
+        return error(f"{what} is not configured")
+    return error(f"{what} is not running (its daemon has not written its status yet)")
+
+
+def show_standby(snap: Snapshot, args: Args) -> Output:
+    status = snap.status.get("hsrp-status.json")
+    if not isinstance(status, dict) or not status.get("groups"):
+        return _not_there("hsrp" in snap.node.features, "HSRP")
+    from dataplane import hsrp
+
+    groups = status["groups"]
+    if args.get("brief"):
+        lines = ["                     P indicates configured to preempt.",
+                 "                     |",
+                 "Interface   Grp  Pri P State   Active          Standby         Virtual IP"]
+        for g in groups:
+            iface = str(g.get("interface", ""))
+            lines.append(f"{iface[:11]:<12}{g.get('group', 0):<5}{g.get('priority', 0):<4}"
+                         f"{'P' if g.get('preempt') else ' '} {str(g.get('state', '')):<8}{_who(g, 'active'):<16}"
+                         f"{_who(g, 'standby'):<16}{g.get('vip') or ''}")
+        return Output("".join(line + "\n" for line in lines), status)
+    return Output(hsrp.show_standby(groups, snap.now), status)
+
+
+def _who(group: dict[str, Any], key: str) -> str:
+    peer = group.get(key)
+    if not isinstance(peer, dict):
+        return "unknown"
+    return "local" if peer.get("address") == "local" else str(peer.get("address"))
+
+
+def show_crypto_ikev2_cluster(snap: Snapshot, args: Args) -> Output:
+    status = snap.status.get("ikev2-status.json")
+    configured = snap.node.features.get("ikev2_cluster")
+    if not isinstance(status, dict):
+        if isinstance(configured, dict) and configured.get("shutdown"):
+            return Output("Cluster is shutdown\n")
+        return _not_there(configured is not None, "IKEv2 cluster")
+    from dataplane import clb
+
+    return Output(clb.show_cluster(status.get("cluster"), snap.now), status.get("cluster"))
+
+
+def show_crypto_ikev2_sa(snap: Snapshot, args: Args) -> Output:
+    status = snap.status.get("ikev2-status.json")
+    if not isinstance(status, dict):
+        return _not_there("ikev2" in snap.node.features or "ikev2_cluster" in snap.node.features, "IKEv2")
+    sas = status.get("sas", [])
+    try:
+        from dataplane.ikev2 import gateway
+
+        show_sa = getattr(gateway, "show_sa", None)
+    except ImportError:
+        show_sa = None
+    if show_sa is None:
+        lines = [" IPv4 Crypto IKEv2  SA", ""]
+        for i, sa in enumerate(sas, 1):
+            lines.append("Tunnel-id Local                 Remote                fvrf/ivrf            Status")
+            lines.append(f"{i:<10}{sa.get('local', '-'):<22}{sa.get('remote', '-'):<22}{'none/none':<21}"
+                         f"{sa.get('state', '-')}")
+        return Output("".join(line + "\n" for line in lines), sas)
+    return Output(str(show_sa(sas)), sas)
+
+
+def show_crypto_ipsec_sa(snap: Snapshot, args: Args) -> Output:
+    status = snap.status.get("ikev2-status.json")
+    if not isinstance(status, dict):
+        return _not_there("ikev2" in snap.node.features, "IPsec")
+    child = status.get("ipsec_sas") or status.get("child_sas")
+    if child is None:
+        return error("IPsec is not running (the gateway negotiates IKE SAs only in this lab)")
+    lines = []
+    for sa in child:
+        lines += [f"interface: {sa.get('interface', 'Virtual-Access1')}",
+                  f"    Crypto map tag: {sa.get('map', 'Virtual-Access1-head-0')}, local addr {sa.get('local', '-')}",
+                  f"   current_peer {sa.get('remote', '-')} port {sa.get('port', 4500)}",
+                  f"     #pkts encaps: {sa.get('encaps', 0)}, #pkts encrypt: {sa.get('encaps', 0)}",
+                  f"     #pkts decaps: {sa.get('decaps', 0)}, #pkts decrypt: {sa.get('decaps', 0)}", ""]
+    return Output("".join(line + "\n" for line in lines), child)

@@ -1,0 +1,333 @@
+"""The lab-wide SSH server: one process, one listening socket per node inside that node's namespace.
+
+    python -m lab_orchestrator.cli_ssh STATE_DIR/ssh/sshd.json      (see __main__: binds first)
+
+Started by the lab's supervisor (a Process of the plan, lab_orchestrator.sshplan). It moves itself to
+the supervisor's network namespace (so no node's power-off, which kills what runs in that node's
+namespaces, takes SSH down for the whole lab), binds one socket per node inside the node's namespace
+(listeners.py), makes sure the host keys exist (keys.py), writes STATE_DIR/ssh/ready and serves.
+Every 0.25 s the listeners are checked: a node whose namespace is gone or whose management interface
+is down (powered off, rebooting) stops answering and its sessions end; it answers again once back.
+
+Each connection is a paramiko Transport (its own thread); each channel runs in a thread: `exec`
+runs one command and sends its exit status, `shell` runs the interactive CLI (line editing with a
+pty). The transport stays open across channels, so one connection can run many commands.
+"""
+
+from __future__ import annotations
+
+import codecs
+import collections
+import contextlib
+import logging
+import os
+import signal
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import paramiko
+
+from . import keys
+from .config import ServerConfig, User, check_password
+from .listeners import Listeners, NodeListener
+from .session import Session
+from .shell import Event, LineEditor
+
+log = logging.getLogger("lab.sshd")
+CHECK_INTERVAL = 0.25
+READY_FILE = "ssh/ready"  # written once every listener is open and the host keys exist
+AUTH_FAILURE_DELAY = 0.3
+SERVER_VERSION = "SSH-2.0-lab_orchestrator_cli"
+# paramiko has no type hints: its constants, typed here once
+AUTH_SUCCESSFUL: int = paramiko.AUTH_SUCCESSFUL
+AUTH_FAILED: int = paramiko.AUTH_FAILED
+OPEN_SUCCEEDED: int = paramiko.OPEN_SUCCEEDED
+OPEN_PROHIBITED: int = paramiko.OPEN_FAILED_ADMINISTRATIVELY_PROHIBITED
+
+
+@dataclass
+class ChannelRequest:
+    ready: threading.Event = field(default_factory=threading.Event)
+    kind: str = ""  # exec | shell
+    command: str = ""
+    pty: bool = False
+
+
+class Authenticator(paramiko.ServerInterface):  # type: ignore[misc]
+    """Credentials and channel requests of one connection to one node."""
+
+    def __init__(self, server: LabSshServer, listener: NodeListener, peer: str):
+        self.server = server
+        self.listener = listener
+        self.peer = peer
+        self.user: User | None = None
+        self.requests: dict[int, ChannelRequest] = collections.defaultdict(ChannelRequest)
+
+    def get_allowed_auths(self, username: str) -> str:
+        return "publickey,password"
+
+    def check_auth_none(self, username: str) -> int:
+        return AUTH_FAILED
+
+    def check_auth_password(self, username: str, password: str) -> int:
+        user = self.server.config.user(username)
+        if user is not None and user.password_hash and check_password(user.password_hash, password):
+            self.user = user
+            log.info("%s: %s logged in from %s (password)", self.listener.node.name, username, self.peer)
+            return AUTH_SUCCESSFUL
+        log.info("%s: password refused for %r from %s", self.listener.node.name, username, self.peer)
+        time.sleep(AUTH_FAILURE_DELAY)
+        return AUTH_FAILED
+
+    def check_auth_publickey(self, username: str, key: paramiko.PKey) -> int:
+        user = self.server.config.user(username)
+        if user is None:
+            return AUTH_FAILED
+        offered = f"{key.get_name()} {key.get_base64()}"
+        allowed = set(user.keys)
+        if self.server.lab_key:
+            allowed.add(self.server.lab_key)
+        if offered in allowed:
+            self.user = user
+            return AUTH_SUCCESSFUL
+        return AUTH_FAILED
+
+    def check_channel_request(self, kind: str, chanid: int) -> int:
+        if kind == "session":
+            return OPEN_SUCCEEDED
+        return OPEN_PROHIBITED
+
+    def check_channel_pty_request(self, channel: paramiko.Channel, term: bytes, width: int, height: int,
+                                  pixelwidth: int, pixelheight: int, modes: bytes) -> bool:
+        self.requests[channel.get_id()].pty = True
+        return True
+
+    def check_channel_window_change_request(self, channel: paramiko.Channel, width: int, height: int,
+                                            pixelwidth: int, pixelheight: int) -> bool:
+        return True
+
+    def check_channel_shell_request(self, channel: paramiko.Channel) -> bool:
+        request = self.requests[channel.get_id()]
+        request.kind = "shell"
+        request.ready.set()
+        return True
+
+    def check_channel_exec_request(self, channel: paramiko.Channel, command: bytes) -> bool:
+        request = self.requests[channel.get_id()]
+        request.kind = "exec"
+        request.command = command.decode("utf-8", "replace")
+        request.ready.set()
+        return True
+
+    def check_channel_env_request(self, channel: paramiko.Channel, name: bytes, value: bytes) -> bool:
+        return True  # accepted and ignored (OpenSSH sends LANG)
+
+    def check_channel_subsystem_request(self, channel: paramiko.Channel, name: str) -> bool:
+        return False
+
+    def check_port_forward_request(self, address: str, port: int) -> int | bool:
+        return False
+
+    def check_channel_direct_tcpip_request(self, chanid: int, origin: tuple[str, int],
+                                           destination: tuple[str, int]) -> int:
+        return OPEN_PROHIBITED
+
+
+class Terminal:
+    """Reads and writes one channel: CRLF when a pty was requested, line events from the editor."""
+
+    def __init__(self, chan: paramiko.Channel, pty: bool):
+        self.chan = chan
+        self.pty = pty
+        self.editor = LineEditor()
+        self.pending: collections.deque[Event] = collections.deque()
+        self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+    def write(self, text: str) -> None:
+        if not text:
+            return
+        if self.pty:
+            text = text.replace("\r\n", "\n").replace("\n", "\r\n")
+        self.chan.sendall(text.encode("utf-8", "replace"))
+
+    def echo(self, text: str) -> None:
+        if self.pty and text:
+            self.chan.sendall(text.encode("utf-8", "replace"))
+
+    def next_event(self) -> Event:
+        while not self.pending:
+            data = self.chan.recv(4096)
+            if not data:
+                return Event("eof")
+            self.pending.extend(self.editor.feed(self.decoder.decode(data)))
+        return self.pending.popleft()
+
+    def ask(self, prompt: str) -> str | None:
+        """A line typed in answer to PROMPT (confirmations); None at end of input or Ctrl-C."""
+        self.write(prompt)
+        while True:
+            event = self.next_event()
+            if event.kind == "echo":
+                self.echo(event.text)
+            elif event.kind == "line":
+                return event.text
+            elif event.kind in ("eof", "interrupt"):
+                return None
+
+
+class LabSshServer:
+    def __init__(self, config: ServerConfig, listeners: Listeners):
+        self.config = config
+        self.listeners = listeners
+        self.stopping = False
+        self.lab_key: str | None = None
+        self.host_keys: dict[str, paramiko.PKey] = {}
+
+    def prepare(self) -> None:
+        """Host keys (made on the lab's first start, kept for its life), known_hosts, the lab's key."""
+        keys.prepare(self.config)
+        self.lab_key = keys.lab_client_key(self.config)
+        for node in self.config.nodes:
+            self.host_keys[node.name] = paramiko.Ed25519Key(filename=node.host_key)
+        ready = Path(self.config.state_dir) / READY_FILE
+        ready.write_text(f"{os.getpid()}\n")
+
+    def lab_gone(self) -> bool:
+        return not (Path(self.config.state_dir) / "state.json").exists()
+
+    # ------------------------------------------------------------------ serving
+    def serve_forever(self) -> None:
+        last_check = time.monotonic()
+        while not self.stopping:
+            for key, _ in self.listeners.selector.select(timeout=CHECK_INTERVAL):
+                listener = key.data
+                assert isinstance(listener, NodeListener)
+                try:
+                    conn, peer = key.fileobj.accept()  # type: ignore[union-attr]
+                except (BlockingIOError, InterruptedError):
+                    continue
+                except OSError as exc:
+                    log.warning("%s: accept failed: %s", listener.node.name, exc)
+                    continue
+                if not listener.link_up():  # went down since the last check: do not answer
+                    conn.close()
+                    continue
+                threading.Thread(target=self.connection, args=(listener, conn, peer),
+                                 name=f"ssh-{listener.node.name}", daemon=True).start()
+            if time.monotonic() - last_check >= CHECK_INTERVAL:
+                last_check = time.monotonic()
+                self.listeners.check()
+                if self.lab_gone():
+                    log.info("the lab's state is gone: exiting")
+                    break
+        self.listeners.close_all("server stopping")
+
+    def connection(self, listener: NodeListener, conn: socket.socket, peer: tuple[str, int]) -> None:
+        conn.setblocking(True)
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        transport = paramiko.Transport(conn)
+        transport.local_version = SERVER_VERSION
+        transport.handshake_timeout = 15
+        transport.auth_timeout = 30
+        transport.banner_timeout = 15
+        transport.add_server_key(self.host_keys[listener.node.name])
+        auth = Authenticator(self, listener, f"{peer[0]}:{peer[1]}")
+        listener.add(transport)
+        try:
+            transport.start_server(server=auth)
+            while transport.is_active():
+                chan = transport.accept(timeout=1.0)
+                if chan is None:
+                    continue
+                threading.Thread(target=self.channel, args=(listener, auth, chan),
+                                 name=f"ssh-{listener.node.name}-ch", daemon=True).start()
+        except (paramiko.SSHException, EOFError, OSError) as exc:
+            log.info("%s: connection from %s ended: %s", listener.node.name, auth.peer, exc)
+        finally:
+            listener.discard(transport)
+            transport.close()
+
+    def channel(self, listener: NodeListener, auth: Authenticator, chan: paramiko.Channel) -> None:
+        request = auth.requests[chan.get_id()]
+        try:
+            if not request.ready.wait(30) or auth.user is None:
+                return
+            session = Session(self.config, listener.node, auth.user)
+            if request.kind == "exec":
+                self.run_exec(chan, session, request)
+            else:
+                self.run_shell(chan, session, request)
+        except (OSError, EOFError, paramiko.SSHException) as exc:
+            log.info("%s: channel closed: %s", listener.node.name, exc)
+        finally:
+            with contextlib.suppress(Exception):
+                chan.close()
+            auth.requests.pop(chan.get_id(), None)
+
+    def run_exec(self, chan: paramiko.Channel, session: Session, request: ChannelRequest) -> None:
+        terminal = Terminal(chan, request.pty)
+        log.info("%s: %s ran %r", session.node.name, session.user.name, request.command)
+        result = session.run(request.command, ask=terminal.ask)
+        terminal.write(result.text)
+        chan.send_exit_status(result.status)
+
+    def run_shell(self, chan: paramiko.Channel, session: Session, request: ChannelRequest) -> None:
+        terminal = Terminal(chan, request.pty)
+        prompt = session.prompt
+        terminal.write(session.banner() + ("\n" if session.vendor == "junos" else "") + prompt)
+        while True:
+            event = terminal.next_event()
+            if event.kind == "echo":
+                terminal.echo(event.text)
+            elif event.kind == "line":
+                if not request.pty:
+                    terminal.write("\n")
+                if event.text.strip():
+                    log.info("%s: %s typed %r", session.node.name, session.user.name, event.text)
+                result = session.run(event.text, ask=terminal.ask, column=len(prompt))
+                terminal.write(result.text)
+                if result.exit:
+                    chan.send_exit_status(0)
+                    return
+                terminal.write(prompt)
+            elif event.kind == "help":
+                terminal.write(session.help(event.text) + prompt)
+                terminal.echo(terminal.editor.buffer + "\b" * (len(terminal.editor.buffer) - terminal.editor.cursor))
+            elif event.kind == "complete":
+                insert, listing = session.complete(event.text)
+                if insert:
+                    for echo in terminal.editor.insert(insert):
+                        terminal.echo(echo.text)
+                elif listing:
+                    editor = terminal.editor
+                    terminal.write("\n" + listing + prompt)
+                    terminal.echo(editor.buffer + "\b" * (len(editor.buffer) - editor.cursor))
+            elif event.kind == "interrupt":
+                terminal.write(prompt)
+            elif event.kind == "redraw":
+                editor = terminal.editor
+                terminal.write("\n" + prompt)
+                terminal.echo(editor.buffer + "\b" * (len(editor.buffer) - editor.cursor))
+            elif event.kind == "eof":
+                chan.send_exit_status(0)
+                return
+
+
+def serve(config: ServerConfig, listeners: Listeners) -> int:
+    server = LabSshServer(config, listeners)
+    server.prepare()
+
+    def on_term(signum: int, frame: object) -> None:
+        server.stopping = True
+
+    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGINT, on_term)
+    log.info("lab %s: SSH for %d nodes on port %d", config.lab, len(config.nodes), config.port)
+    try:
+        server.serve_forever()
+    finally:
+        (Path(config.state_dir) / READY_FILE).unlink(missing_ok=True)
+    return 0

@@ -1,0 +1,201 @@
+"""Line editing of an interactive session (with a pty): a pure state machine over typed bytes.
+
+`feed(text)` returns events: text to echo, a finished line, `?` help or tab completion requests, end
+of input, an interrupted line. Keys: printable characters, Backspace, Delete, Left/Right, Home/End
+(and Ctrl-A / Ctrl-E), Ctrl-B / Ctrl-F, Ctrl-U (kill to start), Ctrl-K (kill to end), Ctrl-W (kill the
+word before the cursor), Up/Down and Ctrl-P / Ctrl-N (history), Tab, `?`, Ctrl-C, Ctrl-D, Ctrl-L.
+The echo is plain: backspaces and blanks, no terminal-specific sequences beyond what every VT100
+understands, so it works on any terminal the OpenSSH client offers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+BS = "\b"
+ESCAPES = {"[A": "up", "[B": "down", "[C": "right", "[D": "left", "[H": "home", "[F": "end", "OH": "home",
+           "OF": "end", "[1~": "home", "[4~": "end", "[3~": "delete", "[7~": "home", "[8~": "end"}
+
+
+@dataclass
+class Event:
+    kind: str  # echo | line | help | complete | eof | interrupt | redraw
+    text: str = ""
+
+
+@dataclass
+class LineEditor:
+    history: list[str] = field(default_factory=list)
+    buffer: str = ""
+    cursor: int = 0
+    _escape: str | None = None
+    _last_cr: bool = False
+    _recall: int | None = None  # index into history while browsing it
+    _saved: str = ""  # the line being typed before browsing history
+
+    def feed(self, data: str) -> list[Event]:
+        events: list[Event] = []
+        for ch in data:
+            events += self._key(ch)
+        return _merge(events)
+
+    # ------------------------------------------------------------------ keys
+    def _key(self, ch: str) -> list[Event]:
+        if self._escape is not None:
+            return self._escape_key(ch)
+        if ch == "\n" and self._last_cr:  # CR LF from one Enter
+            self._last_cr = False
+            return []
+        self._last_cr = ch == "\r"
+        if ch in ("\r", "\n"):
+            line = self.buffer
+            self.buffer, self.cursor = "", 0
+            self._recall = None
+            if line.strip() and (not self.history or self.history[-1] != line):
+                self.history.append(line)
+            return [Event("echo", "\r\n"), Event("line", line)]
+        if ch == "\x1b":
+            self._escape = ""
+            return []
+        if ch in ("\x7f", "\b"):
+            return self._backspace()
+        if ch == "\x03":  # Ctrl-C: abandon the line
+            self.buffer, self.cursor = "", 0
+            return [Event("echo", "^C\r\n"), Event("interrupt")]
+        if ch == "\x04":  # Ctrl-D: end of input on an empty line, else delete
+            if not self.buffer:
+                return [Event("eof")]
+            return self._delete()
+        if ch == "\x01":
+            return self._home()
+        if ch == "\x05":
+            return self._end()
+        if ch == "\x02":
+            return self._left()
+        if ch == "\x06":
+            return self._right()
+        if ch == "\x15":  # Ctrl-U
+            return self._kill(0, self.cursor)
+        if ch == "\x0b":  # Ctrl-K
+            return self._kill(self.cursor, len(self.buffer))
+        if ch == "\x17":  # Ctrl-W
+            start = self.cursor
+            while start > 0 and self.buffer[start - 1] == " ":
+                start -= 1
+            while start > 0 and self.buffer[start - 1] != " ":
+                start -= 1
+            return self._kill(start, self.cursor)
+        if ch == "\x10":
+            return self._history(-1)
+        if ch == "\x0e":
+            return self._history(1)
+        if ch == "\x0c":
+            return [Event("redraw")]
+        if ch == "\t":
+            return [Event("complete", self.buffer[:self.cursor])]
+        if ch == "?" and self.buffer[:self.cursor].count('"') % 2 == 0:
+            return [Event("echo", "?\r\n"), Event("help", self.buffer[:self.cursor])]
+        if ch < " ":
+            return []
+        return self.insert(ch)
+
+    def _escape_key(self, ch: str) -> list[Event]:
+        assert self._escape is not None
+        self._escape += ch
+        if self._escape in ESCAPES:
+            name = ESCAPES[self._escape]
+            self._escape = None
+            return {"up": lambda: self._history(-1), "down": lambda: self._history(1), "left": self._left,
+                    "right": self._right, "home": self._home, "end": self._end, "delete": self._delete}[name]()
+        if any(key.startswith(self._escape) for key in ESCAPES):
+            return []
+        self._escape = None  # unknown sequence: ignored
+        return []
+
+    # ------------------------------------------------------------------ editing
+    def insert(self, text: str) -> list[Event]:
+        rest = self.buffer[self.cursor:]
+        self.buffer = self.buffer[:self.cursor] + text + rest
+        self.cursor += len(text)
+        return [Event("echo", text + rest + BS * len(rest))]
+
+    def _backspace(self) -> list[Event]:
+        if self.cursor == 0:
+            return [Event("echo", "\a")]
+        rest = self.buffer[self.cursor:]
+        self.buffer = self.buffer[:self.cursor - 1] + rest
+        self.cursor -= 1
+        return [Event("echo", BS + rest + " " + BS * (len(rest) + 1))]
+
+    def _delete(self) -> list[Event]:
+        if self.cursor >= len(self.buffer):
+            return []
+        rest = self.buffer[self.cursor + 1:]
+        self.buffer = self.buffer[:self.cursor] + rest
+        return [Event("echo", rest + " " + BS * (len(rest) + 1))]
+
+    def _kill(self, start: int, end: int) -> list[Event]:
+        if start >= end:
+            return []
+        rest = self.buffer[end:]
+        removed = end - start
+        echo = BS * (self.cursor - start) + rest + " " * removed + BS * (len(rest) + removed)
+        self.buffer = self.buffer[:start] + rest
+        self.cursor = start
+        return [Event("echo", echo)]
+
+    def _left(self) -> list[Event]:
+        if self.cursor == 0:
+            return []
+        self.cursor -= 1
+        return [Event("echo", BS)]
+
+    def _right(self) -> list[Event]:
+        if self.cursor >= len(self.buffer):
+            return []
+        self.cursor += 1
+        return [Event("echo", self.buffer[self.cursor - 1])]
+
+    def _home(self) -> list[Event]:
+        moved, self.cursor = self.cursor, 0
+        return [Event("echo", BS * moved)] if moved else []
+
+    def _end(self) -> list[Event]:
+        tail = self.buffer[self.cursor:]
+        self.cursor = len(self.buffer)
+        return [Event("echo", tail)] if tail else []
+
+    def replace(self, text: str) -> list[Event]:
+        """Show TEXT instead of the current line (history recall)."""
+        old = len(self.buffer)
+        echo = BS * self.cursor + text + " " * max(0, old - len(text)) + BS * max(0, old - len(text))
+        self.buffer, self.cursor = text, len(text)
+        return [Event("echo", echo)]
+
+    def _history(self, step: int) -> list[Event]:
+        if not self.history:
+            return []
+        if self._recall is None:
+            if step > 0:
+                return []
+            self._saved = self.buffer
+            self._recall = len(self.history)
+        index = self._recall + step
+        if index < 0:
+            return [Event("echo", "\a")]
+        if index >= len(self.history):
+            self._recall = None
+            return self.replace(self._saved)
+        self._recall = index
+        return self.replace(self.history[index])
+
+
+def _merge(events: list[Event]) -> list[Event]:
+    """Consecutive echoes as one write."""
+    out: list[Event] = []
+    for event in events:
+        if event.kind == "echo" and out and out[-1].kind == "echo":
+            out[-1] = Event("echo", out[-1].text + event.text)
+        else:
+            out.append(event)
+    return out

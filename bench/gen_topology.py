@@ -33,6 +33,8 @@ def generate(name: str, description: str, n_srx: int, dual_mx: bool, mnha: bool,
         for i, mx in enumerate(mxs):
             out.append(f"  - {{endpoints: [{mx}:ge-0/1/{n}, srx{n}:ge-0/0/{2 * i}], zone: trust}}")
             out.append(f"  - {{endpoints: [{mx}:ge-0/2/{n}, srx{n}:ge-0/0/{2 * i + 1}], zone: untrust}}")
+    if dual_mx:
+        out.append("  - {endpoints: [mx1:ge-0/0/9, mx2:ge-0/0/9], zone: icl}  # SRD inter-MX link")
     if mnha:
         for n in range(1, n_srx, 2):
             out.append(f"  - {{endpoints: [srx{n}:ge-0/0/4, srx{n + 1}:ge-0/0/4], zone: icl}}")

@@ -37,7 +37,8 @@ from .chash import SelectorTable, build_initial, plain_ecmp, reconcile_pairs
 from .health import HealthState, Prober
 from .nft import Nft, NftError
 
-ROUTE_SETTLE_S = 3.0
+ROUTE_SETTLE_S = 10.0
+ROUTE_QUIET_S = 2.0
 IFF_UP = 0x1
 IFF_LOWER_UP = 0x10000
 CLONE_NEWNET = 0x40000000
@@ -59,7 +60,7 @@ class MemberState:
             return False
         if self.health is not None:
             return self.health.up
-        if self.seen or routes_decide:
+        if routes_decide:
             return bool(self.routed) and all(self.routed.values())
         return True
 
@@ -126,6 +127,7 @@ class Daemon:
         self.counters: dict[str, dict[str, dict[str, int]]] = {}
         self.changes = 0
         self.first_routed_at: float | None = None
+        self.last_route_event = time.monotonic()
         self.gate_open = False
         self.last_event = 0.0
         self.last_programmed = 0.0
@@ -152,16 +154,19 @@ class Daemon:
                     self.first_routed_at = time.monotonic()
 
     def routes_decide(self) -> bool:
-        """The route gate: at start-up an SRX whose BGP has not come up yet is given the benefit of
-        its carrier, until every SRX is routed or ROUTE_SETTLE_S after the first one was. After
-        that, an SRX that was never routed (e.g. an MNHA SRG1 backup, whose prepended path is not
-        in the ECMP set) is out."""
+        """The route gate. While BGP converges after start-up, next hops come and go (an SRX's best
+        path flips between MXs, a longer path leaves the ECMP set for a moment); acting on that
+        would make each MX churn its table in its own order, and two MXs would end with different
+        tables. So until the routes have been quiet for ROUTE_QUIET_S after the first one came (at
+        most ROUTE_SETTLE_S), carrier alone decides. After that, an SRX out of the
+        ECMP route (withdrawn, or an MNHA SRG1 backup whose prepended path is not in it) is out."""
         if self.gate_open:
             return True
         if self.first_routed_at is None:
             return False
-        if all(s.seen for s in self.members.values()) or \
-                time.monotonic() - self.first_routed_at >= ROUTE_SETTLE_S:
+        now = time.monotonic()
+        quiet = now - self.last_route_event >= ROUTE_QUIET_S
+        if quiet or now - self.first_routed_at >= ROUTE_SETTLE_S:
             self.gate_open = True
         return self.gate_open
 
@@ -196,6 +201,7 @@ class Daemon:
                     self.members[member].carrier[side] = up
             elif event in ("RTM_NEWROUTE", "RTM_DELROUTE"):
                 routes_changed = True
+                self.last_route_event = time.monotonic()
         return routes_changed
 
     # ------------------------------------------------------------ decisions

@@ -470,6 +470,57 @@ def _print_event(r: dict[str, Any]) -> None:
 
 
 @app.command()
+def switchover(
+    lab: str | None = typer.Option(None, "--lab", "-l", help="Lab name (needed when several run)."),
+) -> None:
+    """SRD switchover between the two MX (`request services redundancy-set id 1 switchover`)."""
+    from . import ops
+
+    def run() -> None:
+        state = _pick_lab(lab)
+        master = ops.switchover(state, ops.load_plan(state))
+        out.print(f"switchover requested on {master} (the master); `lab redundancy` shows the result")
+
+    _guarded(run)
+
+
+@app.command()
+def redundancy(
+    lab: str | None = typer.Option(None, "--lab", "-l", help="Lab name (needed when several run)."),
+    json_out: bool = typer.Option(False, "--json", help="Print as JSON."),
+) -> None:
+    """Redundancy state: SRD mastership of the MX pair, MNHA roles of the SRX pairs."""
+
+    def run() -> None:
+        state = _pick_lab(lab)
+        nodes = Path(state.state_dir) / "nodes"
+        report: dict[str, Any] = {"srd": {}, "mnha": {}}
+        for kind, name in (("srd", "srd-status.json"), ("mnha", "mnha-status.json")):
+            for path in sorted(nodes.glob(f"*/{name}")):
+                report[kind][path.parent.name] = json.loads(path.read_text())
+        if json_out:
+            sys.stdout.write(json.dumps(report, indent=2) + "\n")
+            return
+        if report["srd"]:
+            view = Table("MX", "role", "priority", "healthy", "signal route", "peer", "peer alive")
+            for node, s in report["srd"].items():
+                view.add_row(node, s["role"], str(s["priority"]), str(s["healthy"]),
+                             f"{s['signal_route']['prefix']} {'installed' if s['signal_route']['installed'] else '-'}",
+                             s["peer"], str(s["heartbeat"]["peer_alive"]))
+            out.print(view)
+        if report["mnha"]:
+            view = Table("SRX", "peer", "mode", "SRG0", "SRG1", "ICL", "peer alive", "healthy")
+            for node, s in report["mnha"].items():
+                view.add_row(node, s["peer"], s["mode"], s["srg0"]["role"], s["srg1"]["role"],
+                             "up" if s["icl"]["up"] else "down", str(s["heartbeat"]["peer_alive"]), str(s["healthy"]))
+            out.print(view)
+        if not report["srd"] and not report["mnha"]:
+            out.print(f"lab {state.name} has no SRD or MNHA pair")
+
+    _guarded(run)
+
+
+@app.command()
 def fail(
     node: str = typer.Argument(..., help="Target node (srx1, mx1...)."),
     event: str = typer.Argument(..., help="Event name from `lab events list`, e.g. srx-power-off."),

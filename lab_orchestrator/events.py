@@ -51,8 +51,8 @@ CATALOG: tuple[EventKind, ...] = (
     EventKind("nexthop-add", "ECMP/TLB next-hop addition (adding a scale-out SRX or MNHA pair)", "srx",
               "an SRX out of service is put (back) into service", "nexthop-delete", ("srx",)),
     EventKind("srd-switchover", "SRD based CLI switchover between MX Series Router (ECMP)", "mx",
-              "mastership moves to the other MX", "switch back", ("srd",), built=False,
-              why_not_built="SRD (dual-MX redundancy) is not built yet"),
+              "`request services redundancy-set id 1 switchover` on the master: mastership moves to the "
+              "other MX, which advertises without prepend from then on", "(a second switchover)", ("srd",)),
 )
 
 BY_NAME = {event.name: event for event in CATALOG}

@@ -131,8 +131,13 @@ class MnhaPair(Strict):
 
 
 class Srd(Strict):
+    """Dual-MX Services Redundancy: mastership, signal route, prepend on the standby."""
+
     nodes: list[str] = Field(min_length=2, max_length=2)
-    master: str | None = None
+    master: str | None = None  # the preferred master (default: the first node)
+    preempt: bool = False
+    heartbeat_ms: int = Field(default=1000, ge=100, le=60000)
+    heartbeat_threshold: int = Field(default=3, ge=1, le=100)
 
 
 class HealthCheck(Strict):

@@ -250,6 +250,9 @@ def inject(state: LabState, plan: LabPlan, event: str, target: str, down_time: f
         return f"{target}: {', '.join(names)} restarted (graceful restart)"
     if event == "restart-tlb":
         return f"{target}: {', '.join(restart(state, target, {'mxlb'}, recover=False))} restarted"
+    if event == "srd-switchover":
+        master = switchover(state, plan)
+        return f"SRD switchover requested on the master {master}"
     if event == "gres":
         names = restart(state, target, None, recover=True)
         return f"{target}: control plane {', '.join(names)} switched over, forwarding kept"
@@ -269,3 +272,30 @@ def restore(state: LabState, plan: LabPlan, target: str) -> list[str]:
             links_up(state, plan, node, peer)
             done.append(f"links {node} <-> {peer} up")
     return done
+
+
+def srd_master(state: LabState, plan: LabPlan) -> str | None:
+    import json as _json
+
+    for node in plan.srd:
+        path = Path(state.state_dir) / "nodes" / node / "srd-status.json"
+        try:
+            if _json.loads(path.read_text())["role"] == "master" and node not in state.down_nodes:
+                return node
+        except (OSError, ValueError, KeyError):
+            continue
+    return None
+
+
+def switchover(state: LabState, plan: LabPlan) -> str:
+    """`request services redundancy-set id 1 switchover` on the current master MX."""
+    import socket as _socket
+
+    if not plan.srd:
+        raise LabError(f"lab {plan.name} has no SRD pair")
+    master = srd_master(state, plan)
+    if master is None:
+        raise LabError("no MX is SRD master right now (see `lab redundancy`)")
+    with _socket.socket(_socket.AF_UNIX, _socket.SOCK_DGRAM) as sock:
+        sock.sendto(b"switchover", str(Path(state.state_dir) / "nodes" / master / "srd.sock"))
+    return master

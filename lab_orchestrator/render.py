@@ -69,18 +69,19 @@ def _peer_pools(plan: LabPlan, node: NodePlan) -> list[str]:
             if p != node.name and pools.get(p)]
 
 
-def _srg1_wrap(export: str, local_as: int) -> str:
-    """SRG1 backup: the same routes, with the AS path prepended three times (the role include file,
-    rewritten by the MNHA daemon, says which role BIRD runs with)."""
+def _prepend_unless(export: str, local_as: int, constant: str) -> str:
+    """The same routes, with the AS path prepended three times unless CONSTANT is 1: an SRG1 backup
+    (SRG1_ACTIVE, rewritten by the MNHA daemon) or an SRD standby MX (SRD_MASTER, by srdd)."""
     prepend = " ".join([f"bgp_path.prepend({local_as});"] * 3)
     if export.startswith("where "):
-        return (f"filter {{ if !({export[6:]}) then reject; if SRG1_ACTIVE = 0 then {{ {prepend} }} "
+        return (f"filter {{ if !({export[6:]}) then reject; if {constant} = 0 then {{ {prepend} }} "
                 f"accept; }}")
     body = export[len("filter { "):-len(" }")]
-    return f"filter {{ if SRG1_ACTIVE = 0 then {{ {prepend} }} {body} }}"
+    return f"filter {{ if {constant} = 0 then {{ {prepend} }} {body} }}"
 
 
-def _exports(kind: str, use_case: str, sessions: list[BgpSession], srg1: bool = False) -> dict[str, str]:
+def _exports(kind: str, use_case: str, sessions: list[BgpSession], srg1: bool = False,
+             srd: bool = False) -> dict[str, str]:
     """Which routes each BGP session announces: the JVD's route exchange, per role."""
     out = {}
     for s in sessions:
@@ -106,7 +107,9 @@ def _exports(kind: str, use_case: str, sessions: list[BgpSession], srg1: bool = 
         else:
             out[s.protocol] = "where proto = \"originated\""
         if kind == "srx" and srg1:
-            out[s.protocol] = _srg1_wrap(out[s.protocol], s.local_as)
+            out[s.protocol] = _prepend_unless(out[s.protocol], s.local_as, "SRG1_ACTIVE")
+        if kind == "mx" and srd:
+            out[s.protocol] = _prepend_unless(out[s.protocol], s.local_as, "SRD_MASTER")
     return out
 
 
@@ -123,10 +126,13 @@ def _bird_files(topo: Topology, plan: LabPlan, node: NodePlan, env: jinja2.Envir
             continue
         suffix = f"-{instance.lower()}" if instance else ""
         peer_pools = _peer_pools(plan, node) if instance is None else []
-        from . import mnha
+        from . import mnha, srd
 
-        role_include = (f"{plan.state_dir}/{mnha.role_file(plan, node.name)}"
-                        if mnha.srg1_initially_active(topo, node.name) is not None else None)
+        role_include = None
+        if mnha.srg1_initially_active(topo, node.name) is not None:
+            role_include = f"{plan.state_dir}/{mnha.role_file(plan, node.name)}"
+        elif srd.initially_master(topo, node.name) is not None:
+            role_include = f"{plan.state_dir}/{srd.role_file(node.name)}"
         conf = f"nodes/{node.name}/bird{suffix}.conf"
         sock = f"{plan.state_dir}/nodes/{node.name}/bird{suffix}.ctl"
         local_as = sessions[0].local_as if sessions else 0
@@ -134,7 +140,8 @@ def _bird_files(topo: Topology, plan: LabPlan, node: NodePlan, env: jinja2.Envir
             node=node, instance=instance, kind=spec.kind, source=plan.source,
             router_id=node.loopbacks[instance or ""], loopback=node.loopbacks[instance or ""],
             statics=statics, sessions=sessions, local_as=local_as, peer_pools=peer_pools,
-            exports=_exports(spec.kind, plan.use_case, sessions, srg1=role_include is not None),
+            exports=_exports(spec.kind, plan.use_case, sessions, srg1=role_include is not None and spec.kind == "srx",
+                             srd=role_include is not None and spec.kind == "mx"),
             role_include=role_include,
         )
         node.files.append(conf)
@@ -214,3 +221,6 @@ def render_all(topo: Topology, plan: LabPlan, python: str = "python3") -> None:
     from . import mnha
 
     mnha.plan_mnha(topo, plan, env, python)
+    from . import srd
+
+    srd.plan_srd(topo, plan, python)

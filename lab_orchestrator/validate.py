@@ -367,15 +367,17 @@ def _check_links(topo: Topology, src: SourceMap) -> Iterable[Diagnostic]:
         if len(names) > 2 and ("mx" in kinds or "srx" in kinds):
             yield src.diag(base + ("endpoints",), "mx and srx connect point-to-point; a LAN (3+ endpoints) "
                            "is for ios-router and host nodes")
-        if "mx" in kinds and link.zone not in ("trust", "untrust"):
+        if kinds == ["mx", "mx"] and link.zone != "icl":
+            yield src.diag(base, "a link between two mx is the SRD inter-chassis link: set zone: icl")
+        elif "mx" in kinds and kinds != ["mx", "mx"] and link.zone not in ("trust", "untrust"):
             yield src.diag(base, "a link of an mx needs zone: trust or untrust",
                            "the zone picks the routing instance, TRUST-VR or UNTRUST-VR")
         if kinds == ["srx", "srx"] and link.zone != "icl":
             yield src.diag(base, "a link between two srx is an MNHA ICL: set zone: icl")
         if "srx" in kinds and "mx" not in kinds and kinds != ["srx", "srx"] and link.zone is None:
             yield src.diag(base, "a link of an srx needs a zone", "trust or untrust")
-        if link.zone == "icl" and len(kinds) == len(link.endpoints) and "mx" not in kinds and kinds != ["srx", "srx"]:
-            yield src.diag(base + ("zone",), "zone icl is the MNHA link between two srx",
+        if link.zone == "icl" and len(kinds) == len(link.endpoints) and kinds not in (["srx", "srx"], ["mx", "mx"]):
+            yield src.diag(base + ("zone",), "zone icl joins two srx (MNHA) or two mx (SRD)",
                            f"this link joins {' and '.join(kinds)}")
         if link.addresses is not None:
             yield from _check_link_addresses(link.addresses, len(link.endpoints), base, src)

@@ -1,0 +1,196 @@
+"""SRD daemon of one MX: mastership over the inter-MX link, signal route, conditional prepend.
+
+    python -m dataplane.srdd /run/lab/LAB/nodes/MX/srd.json
+
+Runs in the MX's master namespace (where the inter-MX link is). Heartbeats over that link; the MX is
+healthy while every monitored link (toward the gateways and the SRXs, in its routing instances) has
+carrier. The master installs the signal route in each routing instance and tells BIRD (role include
++ `configure`) to advertise normally; the standby removes it and BIRD prepends the AS path three
+times toward the gateways and the SRXs, so everything prefers the master. A datagram "switchover" on
+the control socket (what `request services redundancy-set id 1 switchover` sends) moves mastership.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import signal
+import socket
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from .mnha import HeartbeatError, PeerView, Role, decode_heartbeat, encode_heartbeat
+from .mnhad import DECIDE_S, bird_configure, has_carrier
+from .srd import Mastership
+
+PORT = 7791
+
+
+def _socket_in(ns: str, family: int, kind: int) -> socket.socket:
+    from lab_orchestrator import netnsutil
+
+    with netnsutil.entered(ns):
+        return socket.socket(family, kind)
+
+
+class Daemon:
+    def __init__(self, config: dict[str, Any]):
+        self.c = config
+        self.interval = int(config["heartbeat_ms"]) / 1000
+        self.threshold = int(config["heartbeat_threshold"])
+        self.state = Mastership(config["node"], config["peer"], int(config["priority"]), bool(config["preempt"]))
+        self.peer = PeerView(False)
+        self.peer_heard = 0.0
+        self.started = time.monotonic()
+        self.sent = self.received = self.bad = 0
+        self.seq = 0
+        self.probes = {ns: _socket_in(ns, socket.AF_INET, socket.SOCK_DGRAM) for ns in config["monitored"]}
+        self.local = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind((config["local_ip"], PORT))
+        self.sock.setblocking(False)
+        control = Path(config["control_socket"])
+        control.unlink(missing_ok=True)
+        self.control = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.control.bind(str(control))
+        self.bird_master = "SRD_MASTER = 1" in Path(config["role_file"]).read_text()
+        self.signal_installed: bool | None = None
+
+    def healthy(self) -> bool:
+        return all(has_carrier(self.probes[ns], dev) for ns, devs in self.c["monitored"].items() for dev in devs)
+
+    def tick(self, now: float, send: bool) -> None:
+        if now - self.peer_heard > self.interval * self.threshold or not has_carrier(self.local, self.c["icl_dev"]):
+            self.peer = PeerView(False)
+        healthy = self.healthy()
+        if not self.peer.alive and now - self.started < self.interval * self.threshold:
+            role = self.state.role  # start-up: let the peer's heartbeats arrive first
+        else:
+            # No routed path to the peer MX outside the inter-MX link: a silent peer is taken as gone.
+            role = self.state.decide(healthy, self.peer, False, now)
+        if role is not Role.INIT:
+            self.apply(role is Role.ACTIVE)
+        if send:
+            self.seq += 1
+            with contextlib.suppress(OSError):
+                self.sock.sendto(encode_heartbeat(self.c["node"], role, self.state.priority, healthy, self.seq),
+                                 (self.c["peer_ip"], PORT))
+                self.sent += 1
+            self.write_status(now, healthy)
+
+    def receive(self, now: float) -> None:
+        while True:
+            try:
+                data, source = self.sock.recvfrom(512)
+            except BlockingIOError:
+                return
+            try:
+                node, role, priority, healthy, _ = decode_heartbeat(data)
+            except HeartbeatError:
+                self.bad += 1
+                continue
+            if node != self.c["peer"] or source[0] != self.c["peer_ip"]:
+                self.bad += 1
+                continue
+            self.received += 1
+            self.peer_heard = now
+            self.peer = PeerView(True, role, priority, healthy)
+
+    def command(self, now: float) -> None:
+        data = self.control.recv(256).decode(errors="replace").strip()
+        if data == "switchover":
+            role = self.state.switchover(self.peer, now)
+            print(f"{time.strftime('%H:%M:%S')} CLI switchover: now {'master' if role is Role.ACTIVE else 'standby'}",
+                  flush=True)
+            self.apply(role is Role.ACTIVE)
+
+    def apply(self, master: bool) -> None:
+        if master != self.signal_installed:
+            self.signal(master)
+            self.signal_installed = master
+        if master == self.bird_master:
+            return
+        Path(self.c["role_file"]).write_text(f"define SRD_MASTER = {1 if master else 0};\n")
+        replies = []
+        for sock in self.c["bird_sockets"]:
+            try:
+                replies.append(bird_configure(sock))
+            except Exception as exc:  # noqa: BLE001 - a BIRD restarting reads the file when it starts
+                replies.append(f"configure failed: {exc}")
+        self.bird_master = master
+        print(f"{time.strftime('%H:%M:%S')} {'master' if master else 'standby'}: {' | '.join(replies)}", flush=True)
+
+    def signal(self, install: bool) -> None:
+        """The signal route: present on the master only (what Junos policies test with if-route-exists)."""
+        from pyroute2 import IPRoute
+
+        from lab_orchestrator import netnsutil
+
+        for ns in self.c["signal_namespaces"]:
+            with netnsutil.entered(ns):
+                ipr = IPRoute()
+            try:
+                with contextlib.suppress(Exception):
+                    ipr.route("del", dst=self.c["signal_route"], dst_len=32, type="blackhole")
+                if install:
+                    ipr.route("add", dst=self.c["signal_route"], dst_len=32, type="blackhole", proto=4)
+            finally:
+                ipr.close()
+
+    def write_status(self, now: float, healthy: bool) -> None:
+        status = {
+            "node": self.c["node"], "peer": self.c["peer"], "pid": os.getpid(), "updated_at": time.time(),
+            "role": "master" if self.state.role is Role.ACTIVE else self.state.role.value.replace("backup", "standby"),
+            "priority": self.state.priority, "preempt": self.state.preempt, "healthy": healthy,
+            "signal_route": {"prefix": f"{self.c['signal_route']}/32", "installed": bool(self.signal_installed)},
+            "peer_role": ("master" if self.peer.role is Role.ACTIVE else "standby") if self.peer.alive else "unknown",
+            "heartbeat": {"sent": self.sent, "received": self.received, "errors": self.bad,
+                          "peer_alive": self.peer.alive},
+            "transitions": [{"at": at, "role": r.value, "why": why} for at, r, why in self.state.transitions],
+        }
+        target = Path(self.c["status_file"])
+        tmp = target.with_suffix(".tmp")
+        tmp.write_text(json.dumps(status, indent=2) + "\n")
+        os.replace(tmp, target)
+
+    def run(self) -> None:
+        stopping = False
+
+        def on_term(signum: int, frame: object) -> None:
+            nonlocal stopping
+            stopping = True
+
+        signal.signal(signal.SIGTERM, on_term)
+        signal.signal(signal.SIGINT, on_term)
+        next_beat = time.monotonic()
+        while not stopping:
+            timeout = max(0.0, min(next_beat - time.monotonic(), DECIDE_S))
+            ready, _, _ = select.select([self.sock, self.control], [], [], timeout)
+            now = time.monotonic()
+            if self.sock in ready:
+                self.receive(now)
+            if self.control in ready:
+                self.command(now)
+            beat = now >= next_beat
+            self.tick(now, send=beat)
+            if beat:
+                next_beat = max(next_beat + self.interval, now)
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2:
+        print("usage: python -m dataplane.srdd CONFIG.json", file=sys.stderr)
+        return 2
+    config = json.loads(Path(argv[1]).read_text())
+    print(f"srdd {config['node']}: pair with {config['peer']}, priority {config['priority']}", flush=True)
+    Daemon(config).run()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -39,6 +39,7 @@ from .nft import Nft, NftError
 
 ROUTE_SETTLE_S = 10.0
 ROUTE_QUIET_S = 2.0
+ROUTE_HOLD_S = 1.0
 IFF_UP = 0x1
 IFF_LOWER_UP = 0x10000
 CLONE_NEWNET = 0x40000000
@@ -53,15 +54,30 @@ class MemberState:
     seen: bool = False  # next hop has been in the routes at least once (BGP came up)
     health: HealthState | None = None  # TLB only
 
+    in_ecmp: bool = True  # the routed state after the hold-down (what the selector acts on)
+    changed_at: float = 0.0  # when the raw routed state last flipped
+
     def alive(self, routes_decide: bool = False) -> bool:
         """Carrier on every side, and: TLB, passing health checks; ECMP, its BGP next hop in the
-        watched routes once BGP has spoken (it has been routed, or the route gate is open)."""
+        watched routes (held down for ROUTE_HOLD_S) once the route gate is open."""
         if not self.carrier or not all(self.carrier.values()):
             return False
         if self.health is not None:
             return self.health.up
         if routes_decide:
-            return bool(self.routed) and all(self.routed.values())
+            return self.in_ecmp
+        return True
+
+    def hold_down(self, now: float) -> bool:
+        """Follow the routed state only once it has held ROUTE_HOLD_S: a path that leaves the ECMP
+        set for a moment while BGP reconverges (an SRD switchover, an SRG1 role change) must not
+        reshuffle the table. Carrier loss is not held down. True while a change is pending."""
+        routed = bool(self.routed) and all(self.routed.values())
+        if routed == self.in_ecmp:
+            return False
+        if now - self.changed_at >= ROUTE_HOLD_S:
+            self.in_ecmp = routed
+            return False
         return True
 
 
@@ -129,6 +145,7 @@ class Daemon:
         self.first_routed_at: float | None = None
         self.last_route_event = time.monotonic()
         self.gate_open = False
+        self.pending_hold = False
         self.last_event = 0.0
         self.last_programmed = 0.0
         self.history: list[dict[str, Any]] = []
@@ -146,7 +163,10 @@ class Daemon:
                 state = self.members[m["name"]]
                 f = flags.get(m["dev"], 0)
                 state.carrier[side] = bool(f & IFF_UP) and bool(f & IFF_LOWER_UP)
+                was = bool(state.routed) and all(state.routed.values())
                 state.routed[side] = m["nexthop"] in hops
+                if (bool(state.routed) and all(state.routed.values())) != was:
+                    state.changed_at = time.monotonic()
         for state in self.members.values():
             if state.routed and all(state.routed.values()):
                 state.seen = True
@@ -207,6 +227,13 @@ class Daemon:
     # ------------------------------------------------------------ decisions
     def desired(self) -> SelectorTable:
         decide = self.routes_decide()
+        now = time.monotonic()
+        self.pending_hold = False
+        for state in self.members.values():
+            if not decide:  # before the gate opens carrier decides; afterwards routes, held down
+                state.in_ecmp = bool(state.routed) and all(state.routed.values())
+            elif state.hold_down(now):
+                self.pending_hold = True
         alive = [name for name in self.order if name in self.members and self.members[name].alive(decide)]
         if self.mode == "ecmp":
             return plain_ecmp(alive, self.buckets) if alive else SelectorTable()
@@ -371,7 +398,7 @@ class Daemon:
         last_status = time.monotonic()
         while not stopping:
             try:
-                ready, _, _ = select.select([*sockets, self.wake_r], [], [], 1.0)
+                ready, _, _ = select.select([*sockets, self.wake_r], [], [], 0.1 if self.pending_hold else 1.0)
             except InterruptedError:
                 continue
             if time.monotonic() - last_status >= 1.0:

@@ -39,6 +39,16 @@ err = Console(stderr=True)
 TopologyArg = typer.Argument(..., exists=False, help="Topology file, e.g. labs/topology3.yml.")
 
 
+class Backend(StrEnum):
+    netns = "netns"
+    containerlab = "containerlab"
+
+
+BackendOption = typer.Option(Backend.netns, "--backend", "-b",
+                             help="netns (this host's namespaces) or containerlab (one container per node; "
+                                  "see docs/containerlab.md).")
+
+
 def _fail(message: str, code: int = 1) -> NoReturn:
     err.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
@@ -148,7 +158,14 @@ def _preflight_up(loaded: LoadedTopology) -> LabPlan:
     hostcheck.require_root()
     hostcheck.require_kernel()
     hostcheck.require_tools()
-    plan = planmod.build(loaded.topology, str(loaded.path), str(STATE_ROOT), python=sys.executable)
+    topo = loaded.topology
+    mgmt = None
+    if topo.addressing.mgmt is None and not any(n.mgmt_ip for n in topo.nodes.values()):
+        try:
+            mgmt = planmod.free_mgmt_subnet(topo.name, hostcheck.root_routes())
+        except ValueError as exc:
+            raise LabError(str(exc)) from None
+    plan = planmod.build(topo, str(loaded.path), str(STATE_ROOT), python=sys.executable, mgmt_subnet=mgmt)
     existing = state_dir(plan.name)
     if (existing / "state.json").exists():
         state = LabState.load(existing)
@@ -165,14 +182,21 @@ def _preflight_up(loaded: LoadedTopology) -> LabPlan:
 @app.command()
 def up(
     topology: Path = TopologyArg,
-    timeout: float = typer.Option(30.0, help="Seconds to wait for every BGP session and route."),
+    timeout: float | None = typer.Option(None, help="Seconds to wait for every BGP session and route "
+                                                    "(default 30; 180 with --backend containerlab)."),
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+    backend: Backend = BackendOption,
 ) -> None:
     """Bring a lab up: namespaces, links, addresses, daemons; exit 0 only once BGP is established
-    and the expected routes are in the kernel. On any failure (or Ctrl-C) everything is removed."""
+    and the expected routes are in the kernel. On any failure (or Ctrl-C) everything is removed.
+    With --backend containerlab, TOPOLOGY may also be a .clab.yml written by `lab export`."""
     from .backends.netns import NetnsBackend
 
     started = time.monotonic()
+    if backend == Backend.containerlab:
+        _up_containerlab(topology, 180.0 if timeout is None else timeout, json_out, started)
+        return
+    wait = 30.0 if timeout is None else timeout
 
     def progress(step: str, detail: str) -> None:
         if not json_out:
@@ -199,7 +223,7 @@ def up(
         if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:  # not when started with Ctrl-C ignored
             signal.signal(signal.SIGINT, on_signal)
         try:
-            state = backend.up(plan, ready_timeout=timeout)
+            state = backend.up(plan, ready_timeout=wait)
             if interrupts:
                 raise KeyboardInterrupt
         except BaseException as exc:
@@ -237,9 +261,14 @@ def down(
     topology: Path | None = typer.Argument(None, help="Topology file of the lab to remove."),
     name: str | None = typer.Option(None, "--name", "-n", help="Lab name instead of a file."),
     all_labs: bool = typer.Option(False, "--all", help="Remove every running lab."),
+    backend: Backend = BackendOption,
 ) -> None:
     """Tear a lab down: daemons, namespaces, links, bridge, nft table and state. Safe to repeat."""
     from .backends.netns import NetnsBackend
+
+    if backend == Backend.containerlab:
+        _down_containerlab(topology, name, all_labs)
+        return
 
     def run() -> None:
         hostcheck.require_root()
@@ -265,6 +294,132 @@ def down(
             if problems:
                 raise LabError(f"lab {state.name}: " + "; ".join(problems))
             out.print(f"lab {state.name} is down ({time.monotonic() - started:.2f} s)")
+
+    _guarded(run)
+
+
+def _clab_progress(started: float, json_out: bool) -> Callable[[str, str], None]:
+    def progress(step: str, detail: str) -> None:
+        if not json_out:
+            err.print(f"[dim]{time.monotonic() - started:6.2f}s[/] [cyan]{step:<11}[/] {detail}", highlight=False)
+
+    return progress
+
+
+def _up_containerlab(topology: Path, timeout: float, json_out: bool, started: float) -> None:
+    from .backends import containerlab as clab
+
+    def run() -> None:
+        backend = clab.ContainerlabBackend(_clab_progress(started, json_out))
+        backend.require()
+        if clab.is_clab_file(topology):
+            record = clab.record_for(topology)
+            clab.refuse_if_deployed(record.name)
+        else:
+            from . import clab_export
+            from . import plan as planmod
+
+            loaded = _load(topology, check_host=False)
+            plan = planmod.build(loaded.topology, str(loaded.path))
+            clab.refuse_if_deployed(plan.name)
+            record = clab.record_for(clab.stage_export(clab_export.export(plan)))
+        record = backend.up(record, ready_timeout=timeout)
+        elapsed = time.monotonic() - started
+        if json_out:
+            out.print_json(json.dumps({"name": record.name, "backend": "containerlab", "status": record.status,
+                                       "seconds": round(elapsed, 3), "topology_file": record.topology_file,
+                                       "containers": record.containers}))
+        else:
+            vendor = f" ({len(record.vendor)} vendor nodes not waited for)" if record.vendor else ""
+            first = next(iter(record.containers))
+            out.print(f"[green]lab {record.name} is up on containerlab[/] in {elapsed:.2f} s: "
+                      f"{len(record.containers)} containers{vendor}. Try `docker exec {record.containers[first]} "
+                      f"ip route`.")
+
+    _guarded(run)
+
+
+def _down_containerlab(topology: Path | None, name: str | None, all_labs: bool) -> None:
+    from .backends import containerlab as clab
+
+    def run() -> None:
+        backend = clab.ContainerlabBackend()
+        backend.require()
+        if all_labs:
+            records = clab.deployed_labs()
+        else:
+            lab: str | None
+            if topology is not None and clab.is_clab_file(topology):
+                lab = clab.record_for(topology).name
+            else:
+                lab = name or (_peek_name(topology) if topology else None)
+            if lab is None:
+                raise LabError("say which lab: a topology file, --name NAME or --all")
+            record = clab.ClabRecord.load(lab)
+            if record is None and topology is not None and clab.is_clab_file(topology):
+                record = clab.record_for(topology)  # deployed by hand: destroy what the file names
+            if record is None:
+                raise LabError(f"no lab named {lab} was deployed with containerlab from here "
+                               f"(`containerlab destroy --name {lab}` removes one deployed by hand)")
+            records = [record]
+        if not records:
+            out.print("no containerlab lab is recorded")
+        for record in records:
+            started = time.monotonic()
+            problems = backend.down(record)
+            if problems:
+                raise LabError(f"lab {record.name}: " + "; ".join(problems))
+            out.print(f"lab {record.name} is down ({time.monotonic() - started:.2f} s)")
+
+    _guarded(run)
+
+
+class ExportFormat(StrEnum):
+    containerlab = "containerlab"
+
+
+@app.command()
+def export(
+    topology: Path = TopologyArg,
+    fmt: ExportFormat = typer.Option(ExportFormat.containerlab, "--format", "-f", help="Export format."),
+    out_dir: Path = typer.Option(..., "--out", "-o", help="Folder to write the topology and node files into."),
+    vendor: list[str] = typer.Option([], "--vendor", help="NODE=KIND: run NODE as a real vendor kind "
+                                     "(juniper_vjunosrouter, juniper_vsrx, juniper_crpd, cisco_iol) with its "
+                                     "rendered config as startup config. Repeatable."),
+    image: list[str] = typer.Option([], "--image", help="KIND=IMAGE: the image of a kind (linux = the node "
+                                    "image, default lab-node:latest; every vendor kind used needs one). Repeatable."),
+    host2: str | None = typer.Option(None, "--host2", help="Comma-separated nodes for a second host: also writes "
+                                     "LAB.host1.clab.yml and LAB.host2.clab.yml joined by vxlan links."),
+    underlay: str | None = typer.Option(None, "--underlay", help="HOST1_IP,HOST2_IP: underlay addresses of the "
+                                        "two hosts (vxlan remotes), with --host2."),
+) -> None:
+    """Write the lab for containerlab: LAB.clab.yml, the files each node binds and lab-export.json.
+    No root and no containerlab needed; deploy with `containerlab deploy -t DIR/LAB.clab.yml` or
+    `lab up --backend containerlab DIR/LAB.clab.yml`."""
+    from . import clab_export
+    from . import plan as planmod
+    from .backends.containerlab import write_export
+
+    def run() -> None:
+        pair = None
+        if underlay is not None:
+            parts = [p.strip() for p in underlay.split(",")]
+            if len(parts) != 2 or not all(parts):
+                raise LabError(f"--underlay takes two addresses, HOST1_IP,HOST2_IP; got '{underlay}'")
+            pair = (parts[0], parts[1])
+        options = clab_export.ExportOptions(
+            vendor=clab_export.parse_assignments(vendor, "--vendor"),
+            images=clab_export.parse_assignments(image, "--image"),
+            host2=tuple(n.strip() for n in (host2 or "").split(",") if n.strip()),
+            underlay=pair,
+        )
+        loaded = _load(topology, check_host=False)
+        plan = planmod.build(loaded.topology, str(topology))
+        result = clab_export.export(plan, options)
+        write_export(result, out_dir)
+        extra = f" and {', '.join(result.host_files)}" if result.host_files else ""
+        out.print(f"wrote {len(result.files)} files to {out_dir}: {result.topology_file}{extra} "
+                  f"({fmt.value}; deploy: containerlab deploy -t {out_dir / result.topology_file})")
 
     _guarded(run)
 

@@ -251,6 +251,17 @@ def default_mgmt_subnet(lab: str) -> IPv4Network:
     return IPv4Network(f"198.19.{zlib.crc32(lab.encode()) % 256}.0/24")
 
 
+def free_mgmt_subnet(lab: str, taken: list[IPv4Network]) -> IPv4Network:
+    """The default subnet, or the next /24 of 198.19.0.0/16 (from the same start) that no route
+    of this host overlaps: what `lab up` uses when the file does not fix addressing.mgmt."""
+    start = zlib.crc32(lab.encode()) % 256
+    for step in range(256):
+        candidate = IPv4Network(f"198.19.{(start + step) % 256}.0/24")
+        if not any(candidate.overlaps(t) for t in taken if t.prefixlen):
+            return candidate
+    raise ValueError("every /24 of 198.19.0.0/16 is in use on this host: set addressing.mgmt")
+
+
 class _Allocator:
     """Hands out subnets from a pool in order, skipping what is explicitly taken."""
 
@@ -283,7 +294,7 @@ def _local_as(node: Node, instance: str | None) -> int | None:
 
 
 def build(topo: Topology, source: str = "", state_root: str = DEFAULT_STATE_ROOT,
-          python: str = "python3") -> LabPlan:
+          python: str = "python3", mgmt_subnet: IPv4Network | None = None) -> LabPlan:
     """The whole lab, derived only from the validated topology (same input -> same plan)."""
     lab = topo.name
     state_dir = f"{state_root}/{lab}"
@@ -294,7 +305,7 @@ def build(topo: Topology, source: str = "", state_root: str = DEFAULT_STATE_ROOT
     nat_pools = _Allocator(topo.addressing.nat, topo.addressing.nat_prefixlen,
                            [n.nat_pool for n in topo.nodes.values() if n.nat_pool])
 
-    mgmt_subnet = topo.addressing.mgmt or default_mgmt_subnet(lab)
+    mgmt_subnet = topo.addressing.mgmt or mgmt_subnet or default_mgmt_subnet(lab)
     mgmt_hosts = mgmt_subnet.hosts()
     host_address = next(mgmt_hosts)
     reserved_mgmt = {n.mgmt_ip for n in topo.nodes.values() if n.mgmt_ip}

@@ -90,21 +90,26 @@ def serve(state_dir: Path) -> None:
     while not stopping:
         for _key, _ in selector.select(timeout=0.1):
             conn, _addr = server.accept()
-            with conn:
-                conn.settimeout(5.0)
-                data = b""
-                while not data.endswith(b"\n"):
-                    chunk = conn.recv(65536)
-                    if not chunk:
-                        break
-                    data += chunk
-                try:
-                    reply = _handle(json.loads(data))
-                except (ValueError, KeyError, TypeError) as exc:
-                    reply = {"ok": False, "error": f"bad request: {exc}"}
-                conn.sendall(json.dumps(reply).encode() + b"\n")
-                if reply.get("bye"):
-                    stopping = True
+            # A client may vanish mid-request (an interrupted `lab up`, a timed-out ping): that
+            # must never take the supervisor, and with it the lab's daemons, down.
+            try:
+                with conn:
+                    conn.settimeout(5.0)
+                    data = b""
+                    while not data.endswith(b"\n"):
+                        chunk = conn.recv(65536)
+                        if not chunk:
+                            break
+                        data += chunk
+                    try:
+                        reply = _handle(json.loads(data))
+                    except (ValueError, KeyError, TypeError) as exc:
+                        reply = {"ok": False, "error": f"bad request: {exc}"}
+                    if reply.get("bye"):
+                        stopping = True
+                    conn.sendall(json.dumps(reply).encode() + b"\n")
+            except OSError:
+                continue
         _reap()
     _stop(sorted(_children), 2.0)
     server.close()

@@ -456,6 +456,9 @@ def _check_addresses(topo: Topology, src: SourceMap, host_routes: list[IPv4Netwo
         for net, path in ranges + explicit:
             if not net.overlaps(route):
                 continue
+            if path == ("addressing", "mgmt") and path not in src.lines and \
+                    not any(n.mgmt_ip for n in topo.nodes.values()):
+                continue  # not written: `lab up` picks a free management subnet (plan.free_mgmt_subnet)
             if path in src.lines:
                 yield src.diag(path, f"{net} overlaps {route}, a route of this machine's root namespace",
                                "lab addressing must stay off the host's networks: pick another range")

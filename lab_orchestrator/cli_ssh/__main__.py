@@ -28,7 +28,9 @@ def main(argv: list[str]) -> int:
     (Path(config.state_dir) / "ssh" / "ready").unlink(missing_ok=True)  # a restarted server: not ready yet
     listeners = Listeners(config)
     listeners.open_all()
-    logging.getLogger("paramiko").setLevel(logging.WARNING)
+    # paramiko logs a traceback for every client that leaves early (port probes, resets); the server
+    # logs one line per connection that ends with an error instead.
+    logging.getLogger("paramiko").setLevel(logging.CRITICAL)
     from .server import serve
 
     return serve(config, listeners)

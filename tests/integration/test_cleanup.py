@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -37,18 +39,22 @@ TOPOLOGY1 = REPO / "labs" / "topology1.yml"
 TOPOLOGY3 = REPO / "labs" / "topology3.yml"
 
 
+SLOW_BIRD_DELAY = 1.5
+
+
 def fake_bird(directory: Path, mode: str) -> dict[str, str]:
-    """A `bird` first on PATH that fails at once ("fail") or never answers ("hang");
-    its command line keeps BIRD's arguments (the lab's state dir) so leftovers are visible."""
+    """A `bird` first on PATH that fails at once ("fail"), never answers ("hang") or starts the real
+    BIRD late ("slow"); its command line keeps BIRD's arguments (the lab's state dir), so leftovers
+    are visible."""
     directory.mkdir(exist_ok=True)
     script = directory / "bird"
-    script.write_text(
-        f"#!{sys.executable}\n"
-        "import sys, time\n"
-        f"print('fake bird ({mode}):', ' '.join(sys.argv[1:]), flush=True)\n"
-        + ("print('bird: /etc/bird.conf:1:1 syntax error', flush=True)\nsys.exit(1)\n" if mode == "fail"
-           else "time.sleep(120)\n")
-    )
+    body = {
+        "fail": "print('bird: /etc/bird.conf:1:1 syntax error', flush=True)\nsys.exit(1)\n",
+        "hang": "time.sleep(120)\n",
+        "slow": f"time.sleep({SLOW_BIRD_DELAY})\nos.execv({shutil.which('bird')!r}, ['bird', *sys.argv[1:]])\n",
+    }[mode]
+    script.write_text(f"#!{sys.executable}\nimport os, sys, time\n"
+                      f"print('fake bird ({mode}):', ' '.join(sys.argv[1:]), flush=True)\n" + body)
     script.chmod(0o755)
     return {"PATH": f"{directory}:{os.environ.get('PATH', '/usr/sbin:/usr/bin:/sbin:/bin')}"}
 
@@ -88,6 +94,23 @@ def test_failed_bring_up_is_removed(mode: str, owner: LabOwner, tmp_path: Path) 
         assert "exited during start-up" in message and "syntax error" in message, explain(result)
     else:
         assert f"lab {facts.name} not ready after 3 s" in message, explain(result)
+    assert leftovers(facts) == []
+
+
+def test_up_returns_only_once_bgp_is_established(owner: LabOwner, tmp_path: Path) -> None:
+    """With every BIRD starting late, `lab up` still exits 0 only when all sessions are up."""
+    topology = copy_lab(TOPOLOGY1, "it-slow", tmp_path)
+    facts = owner.claim(topology)
+
+    started = time.monotonic()
+    result = run_lab("up", str(topology), env=fake_bird(tmp_path / "bin", "slow"))
+
+    assert result.returncode == 0, explain(result)
+    assert time.monotonic() - started > SLOW_BIRD_DELAY
+    assert daemon_pids(facts.name)  # ready, every daemon running, every session Established
+    ping_through(facts.name)
+    down = run_lab("down", str(topology), timeout=60)
+    assert down.returncode == 0, explain(down)
     assert leftovers(facts) == []
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -50,6 +51,21 @@ def assert_ready(facts: PlanFacts) -> None:
             assert session["info"].startswith("Established"), f"{node['name']}: {session}"
             established.add((node["name"], session["protocol"]))
     assert established == facts.sessions
+    # Lab-wide daemons (not under a node in `lab status`, e.g. the SSH front end) run too.
+    state = json.loads((facts.state_dir / "state.json").read_text())
+    assert sorted((p["node"], p["name"]) for p in state["processes"]) == sorted(
+        (node, name) for node, names in facts.processes.items() for name in names)
+    dead = [p for p in state["processes"] if proc_starttime(p["pid"]) != p["starttime"]]
+    assert not dead, f"daemons not running: {dead}"
+
+
+def proc_starttime(pid: int) -> int | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat.rsplit(")", 1)[1].split()
+    return None if fields[0] in ("Z", "X") else int(fields[19])
 
 
 @pytest.mark.parametrize("shipped", LABS, ids=[p.stem for p in LABS])

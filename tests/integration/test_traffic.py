@@ -9,6 +9,7 @@ runner would, so they do not share a GIL with the test, which flaps the link ove
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -16,7 +17,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from labtools import REPO, STATE_ROOT, LabOwner, PlanFacts, copy_lab, explain, host_problem, run_lab
+from labtools import REPO, STATE_ROOT, LabOwner, PlanFacts, explain, host_problem, run_lab
 
 from dataplane.traffic import Receiver, Sender, make_flows, reverse_flows
 
@@ -37,7 +38,12 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PlanFacts]:
     tmp = tmp_path_factory.mktemp("traffic")
     owner = LabOwner(tmp)
     try:
-        facts = owner.claim(copy_lab(REPO / "labs" / "topology1.yml", LAB, tmp))
+        # the management subnet the lab derives from its name: a free one picked here could be taken
+        # by another engineer's test lab before `lab up` (labtools' pick is per process)
+        source = (REPO / "labs" / "topology1.yml").read_text()
+        topology = tmp / f"{LAB}.yml"
+        topology.write_text(re.sub(r"(?m)^name:.*$", f"name: {LAB}", source, count=1))
+        facts = owner.claim(topology)
         up = run_lab("up", str(owner.labs[facts.name][0]))
         assert up.returncode == 0, explain(up)
         yield facts
@@ -58,8 +64,10 @@ def run_forward(seconds: float, sport: int = 40000, during: Callable[[], None] |
     receiver = Receiver(ns=ns("server"), port=7000).spawn()
     try:
         receiver.wait_ready()
+        # SCHED_FIFO: on a busy machine a sender that falls behind sends the packets due during an
+        # outage after it, and they are not lost (its report's max_lag_ms says how late it was)
         sender = Sender(ns=ns("client"), iface="eth1", flows=flows, rate=FLOWS * PER_FLOW_PPS, sizes="imix",
-                        duration=seconds).spawn()
+                        duration=seconds, realtime=True).spawn()
         try:
             sender.wait_ready()
             if during is not None:

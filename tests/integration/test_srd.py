@@ -1,0 +1,95 @@
+"""Issue 9 acceptance on real namespaces: SRD between two MX in topology2 (CHASH) and topology4 (TLB)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+from running import REPO, SRX, RunningLab, lab
+from test_mnha import PEER, PushFlow
+
+pytestmark = [
+    pytest.mark.root,
+    pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces"),
+    pytest.mark.skipif(any(shutil.which(t) is None for t in ("bird", "conntrack", "conntrackd")),
+                       reason="needs bird2, conntrack and conntrackd (make deps)"),
+]
+
+
+def roles(running: RunningLab) -> dict[str, str]:
+    report = json.loads(lab("redundancy", "--lab", running.name, "--json").stdout)
+    return {node: status["role"] for node, status in report["srd"].items()}
+
+
+def wait_master(running: RunningLab, node: str, timeout: float = 8.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if roles(running).get(node) == "master":
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"{node} did not become master: {roles(running)}")
+
+
+def gateway_next_hop_mx(running: RunningLab) -> str:
+    """Which MX the trust gateway sends the default route to (by the next hop's interface)."""
+    routes = lab("exec", "--lab", running.name, "gw-trust", "--", "ip", "route", "show", "default").stdout
+    return "mx1" if "Gi0-1" in routes else "mx2" if "Gi0-2" in routes else routes
+
+
+def same_pair(before: dict[str, str], after: dict[str, str]) -> list[str]:
+    return [a for a in before if after.get(a) not in (before[a], PEER[before[a]])]
+
+
+@pytest.mark.parametrize("topology", ["topology2", "topology4"])
+def test_switchover_moves_traffic_keeps_srx_and_sessions(topology: str, tmp_path: Path) -> None:
+    with RunningLab(f"sd{topology[-1]}", REPO / f"labs/{topology}.yml", tmp_path) as running:
+        wait_master(running, "mx1")
+        assert roles(running) == {"mx1": "master", "mx2": "standby"}
+        assert gateway_next_hop_mx(running) == "mx1"
+        running.wait_members(set(SRX))
+        assert running.probe(44000)["missing"] == []
+        before = running.carriers(44000)
+        flow = PushFlow(running, "100.64.9.9", 7201, seconds=5)
+        carrier = flow.carrier()
+        lab("switchover", "--lab", running.name)
+        wait_master(running, "mx2")
+        deadline = time.monotonic() + 5
+        while gateway_next_hop_mx(running) != "mx2" and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert gateway_next_hop_mx(running) == "mx2", "the gateways now prefer mx2"
+        result = flow.result()
+        assert result["highest_seq"] > 5 * 200 * 0.9 and result["longest_gap_s"] < 1.0, \
+            f"the session on {carrier} survived the switchover: {result}"
+        assert running.probe(44001)["missing"] == []
+        after = running.carriers(44001)
+        assert same_pair(before, after) == [], "every flow on the same SRX pair as before"
+        lab("switchover", "--lab", running.name)
+        wait_master(running, "mx1")
+        time.sleep(1.0)
+        assert running.probe(44002)["missing"] == []
+        assert same_pair(before, running.carriers(44002)) == [], "and back"
+
+
+def test_monitored_link_failure_and_master_reboot(tmp_path: Path) -> None:
+    with RunningLab("sd2b", REPO / "labs/topology2.yml", tmp_path) as running:
+        wait_master(running, "mx1")
+        running.wait_members(set(SRX))
+        # The gateway-facing link of the master (a monitored link) goes down: automatic switchover.
+        lab("exec", "--lab", running.name, "mx1", "--instance", "TRUST-VR", "--", "ip", "link", "set",
+            "ge-0-0-0", "down")
+        wait_master(running, "mx2")
+        lab("exec", "--lab", running.name, "mx1", "--instance", "TRUST-VR", "--", "ip", "link", "set",
+            "ge-0-0-0", "up")
+        time.sleep(2)
+        assert roles(running)["mx2"] == "master", "no preemption by default: mx2 keeps it"
+        lab("switchover", "--lab", running.name)
+        wait_master(running, "mx1")
+        lab("fail", "--lab", running.name, "mx1", "mx-reboot", "--down-time", "1")
+        wait_master(running, "mx2")
+        time.sleep(3)
+        assert roles(running) == {"mx1": "standby", "mx2": "master"}, "mx1 came back as standby (no preempt)"
+        assert running.probe(44010)["missing"] == []

@@ -40,6 +40,7 @@ from .nft import Nft, NftError
 ROUTE_SETTLE_S = 10.0
 ROUTE_QUIET_S = 2.0
 ROUTE_HOLD_S = 1.0
+TAKEOVER_GRACE_S = 5.0
 IFF_UP = 0x1
 IFF_LOWER_UP = 0x10000
 CLONE_NEWNET = 0x40000000
@@ -146,6 +147,7 @@ class Daemon:
         self.last_route_event = time.monotonic()
         self.gate_open = False
         self.pending_hold = False
+        self.takeover_until: dict[str, float] = {}
         self.last_event = 0.0
         self.last_programmed = 0.0
         self.history: list[dict[str, Any]] = []
@@ -235,6 +237,21 @@ class Daemon:
             elif state.hold_down(now):
                 self.pending_hold = True
         alive = [name for name in self.order if name in self.members and self.members[name].alive(decide)]
+        # An SRX leaving the table hands over to its MNHA peer as soon as the peer can forward
+        # (carrier up), before BGP says so: an SRG1 backup holds the synced sessions and is about
+        # to become active; waiting for its routes would send the flows to another pair, which has none.
+        for name in self.table.members():
+            peer = self.peers.get(name)
+            if name not in alive and peer in self.members and peer not in alive and self.members[peer].alive(False):
+                alive.append(peer)
+                self.takeover_until[peer] = now + TAKEOVER_GRACE_S
+        # ...and keeps them while its routes catch up (SRG1 election, BGP), for TAKEOVER_GRACE_S.
+        for name, until in list(self.takeover_until.items()):
+            if now > until or not self.members[name].alive(False):
+                del self.takeover_until[name]
+            elif name not in alive:
+                alive.append(name)
+        alive = [name for name in self.order if name in alive]
         if self.mode == "ecmp":
             return plain_ecmp(alive, self.buckets) if alive else SelectorTable()
         # An SRX of an MNHA pair fails over to its peer (which has its sessions) and back from it.
@@ -397,8 +414,9 @@ class Daemon:
         self.side_of = {ipr.fileno(): side for side, ipr in self.watch.items()}
         last_status = time.monotonic()
         while not stopping:
+            busy = self.pending_hold or bool(self.takeover_until)
             try:
-                ready, _, _ = select.select([*sockets, self.wake_r], [], [], 0.1 if self.pending_hold else 1.0)
+                ready, _, _ = select.select([*sockets, self.wake_r], [], [], 0.1 if busy else 1.0)
             except InterruptedError:
                 continue
             if time.monotonic() - last_status >= 1.0:

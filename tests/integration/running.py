@@ -96,7 +96,11 @@ class RunningLab:
     def wait_members(self, alive: set[str], timeout: float = 15.0) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            members = self.selector()["members"]
+            try:
+                members = self.selector()["members"]
+            except (FileNotFoundError, ValueError):  # the daemon has not written its status yet
+                time.sleep(0.1)
+                continue
             assert isinstance(members, list)
             if {m["name"] for m in members if m["alive"] and m["buckets"]} == alive:
                 return

@@ -410,7 +410,8 @@ def test_thirty_clients_spread_within_one_session(balanced: Lab) -> None:
     counts = Counter("10.10.10.1" if r["gateway"] == VIP else r["gateway"] for r in results)
     assert max(counts.values()) - min(counts.values()) <= 1, counts
     rows = wait_for(lambda: (rows := balanced.master_rows("router1")) and
-                    all(r["ike"] == counts[a] for a, r in rows.items()) and rows, 5, "the loads reported")
+                    all(r["ike"] == counts[a] and r["ipsec"] == 2 * counts[a] and not r["half_open"]
+                        for a, r in rows.items()) and rows, 5, "the loads reported")
     ike = [r["ike"] for r in rows.values()]
     assert max(ike) - min(ike) <= 1 and all(r["ipsec"] == 2 * r["ike"] for r in rows.values()), rows
     text = balanced.show("router1", "show crypto ikev2 cluster")
@@ -425,7 +426,9 @@ def test_member_silent_loss_is_detected_in_the_hold_time(balanced: Lab) -> None:
     try:
         wait_for(lambda: "10.10.10.3" not in balanced.master_rows("router1"), 6, "router3 dropped")
         detected = time.monotonic() - cut
-        assert 2.5 <= detected <= 3.0 + 1.0, detected  # holdtime 3000 msec (+ the 100 ms check, + status flush)
+        # The hold time (3000 msec) runs from router3's last hello, which left up to one hello interval
+        # (1000 msec) before the cut; + the 100 ms expiry check and the status file's 50 ms.
+        assert 3.0 - 1.0 - 0.05 <= detected <= 3.0 + 0.5, detected
         dropped = balanced.ike("router1")["cluster"]["dropped"][-1]
         assert dropped["address"] == "10.10.10.3" and "hold time" in dropped["why"]
         results = balanced.clients(4)["results"]
@@ -481,14 +484,16 @@ def test_strongswan_follows_an_ike_auth_redirect(auth_mode: Lab, tmp_path: Path)
     peer.start()
     try:
         result = peer.swanctl("--initiate", "--ike", "gw", "--timeout", "10", timeout=15)
-        assert "parsed IKE_AUTH response 1 [ IDr AUTH N(REDIR) ]" in result.stdout, result.stdout
-        assert re.search(r"authentication of '10\.10\.10\.100' with pre-shared key successful", result.stdout)
         time.sleep(0.5)
+        log = peer.log.read_text()
+        assert "parsed IKE_AUTH response 1 [ IDr AUTH N(REDIR) ]" in log, result.stdout + log[-3000:]
+        assert re.search(r"authentication of '10\.10\.10\.100' with pre-shared key successful", log)
+        assert re.search(r"redirected to 10\.10\.10\.[23]", log)
         assert peer.process is not None
         if peer.process.poll() is not None:
             stderr = peer.process.stderr.read().decode() if peer.process.stderr else ""
             pytest.xfail(f"strongSwan 5.9.8 aborts after following a REDIRECT received in IKE_AUTH "
                          f"(exit {peer.process.returncode}: {stderr.strip()[-80:]}); redirect in IKE_SA_INIT works")
-        assert "ESTABLISHED" in peer.list_sas()
+        assert "ESTABLISHED" in peer.list_sas(), result.stdout
     finally:
         peer.stop()

@@ -187,6 +187,7 @@ def test_srg1_active_backup_failover_and_preemption(tmp_path: Path) -> None:
         running.wait_members({PEER[carrier], "srx3" if carrier in ("srx1", "srx2") else "srx1"})
         lab("restore", "--lab", running.name, carrier)
         deadline = time.monotonic() + 15
-        while srg1_role(running, carrier) != "active" and time.monotonic() < deadline:
+        while (srg1_role(running, carrier), srg1_role(running, PEER[carrier])) != ("active", "backup") \
+                and time.monotonic() < deadline:
             time.sleep(0.1)
         assert srg1_role(running, carrier) == "active" and srg1_role(running, PEER[carrier]) == "backup", "preempted"

@@ -2,10 +2,12 @@
 # Both install what is missing first (Debian packages with apt-get, Python packages with pip).
 
 PYTHON ?= python3
-APT_PACKAGES = iproute2 nftables bird2 conntrack conntrackd iputils-ping graphviz tshark iperf3 openssh-client procps
+APT_PACKAGES = iproute2 nftables bird2 conntrack conntrackd iputils-ping graphviz tshark iperf3 openssh-client procps strongswan-charon strongswan-swanctl libcharon-extra-plugins libstrongswan-standard-plugins
 DEMO_LAB ?= labs/topology3.yml
+IMAGE ?= lab-node
+VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"/\1/p' lab_orchestrator/__init__.py)
 
-.PHONY: help deps deps-apt deps-python test test-unit test-integration lint demo bench clean
+.PHONY: help deps deps-apt deps-python test test-unit test-integration lint demo bench clean image
 
 help:
 	@echo "make demo              install what is missing, bring up $(DEMO_LAB), show it working, tear it down"
@@ -13,6 +15,7 @@ help:
 	@echo "make test-unit         fast tests, no root needed"
 	@echo "make lint              ruff + mypy"
 	@echo "make bench             benchmarks (root); figures go to docs/benchmarks.md"
+	@echo "make image             the containerlab node image $(IMAGE):$(VERSION) (needs Docker; docs/containerlab.md)"
 
 deps: deps-apt deps-python
 
@@ -49,3 +52,9 @@ bench: deps
 
 clean:
 	rm -rf build .pytest_cache .mypy_cache .ruff_cache .hypothesis
+
+# The node image of the containerlab backend (images/node/Dockerfile), tagged VERSION and latest.
+image:
+	@command -v docker >/dev/null 2>&1 || { echo "make image needs Docker: no docker command here"; exit 1; }
+	@docker info >/dev/null 2>&1 || { echo "make image needs a running Docker engine: the docker client cannot reach one"; exit 1; }
+	docker build -f images/node/Dockerfile -t $(IMAGE):$(VERSION) -t $(IMAGE):latest .

@@ -387,10 +387,7 @@ def reconcile_pairs(
     table = current
     for member in [m for m in table.members() if m not in desired]:
         heir = peers.get(member)
-        if heir in desired:
-            table = hand_over(table, member, heir)
-        else:
-            table = remove_member(table, member, order)
+        table = hand_over(table, member, heir) if heir in desired else remove_member(table, member, order)
     for member in [m for m in desired if m not in table.counts()]:
         peer = peers.get(member)
         if not table.n_buckets:

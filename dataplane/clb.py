@@ -42,6 +42,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from enum import IntEnum
 from ipaddress import IPv4Address
+from typing import Any
 
 PORT = 2012
 MAGIC = b"CLB"
@@ -113,6 +114,7 @@ def _permille(value: float) -> int:
 
 
 def encode(message: Message) -> bytes:
+    body: tuple[Any, ...]
     if isinstance(message, Hello):
         kind, body = MsgType.HELLO, (IPv4Address(message.address).packed, message.seq, message.hello_ms,
                                      message.holdtime_ms)

@@ -6,6 +6,7 @@ and writable callbacks and timers.
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import itertools
 import selectors
@@ -54,10 +55,8 @@ class Loop:
             self.selector.register(fileobj, events, callback)
 
     def unwatch(self, fileobj: Any) -> None:
-        try:
+        with contextlib.suppress(KeyError, ValueError):
             self.selector.unregister(fileobj)
-        except (KeyError, ValueError):
-            pass
 
     def stop(self) -> None:
         self.stopping = True

@@ -604,13 +604,19 @@ class Daemon:
             self.ike = IkeService(self, config["ikev2"])
         self.monitor: LinkMonitor | None = None
         self.cpu_samples: deque[tuple[float, float]] = deque(maxlen=8)
+        self.resident = 0
         self._dirty = True
         self.started = time.time()
 
     # ---------------------------------------------------------------- load inputs
     def sample_cpu(self) -> None:
+        """Once a second: CPU time used (for the 5 s average) and resident memory (for the load)."""
         times = os.times()
         self.cpu_samples.append((self.loop.time(), times.user + times.system))
+        try:
+            self.resident = int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        except (OSError, ValueError, IndexError):
+            self.resident = 0
         self.loop.call_later(1.0, self.sample_cpu)
 
     def cpu_percent(self) -> float:
@@ -623,11 +629,8 @@ class Daemon:
         return 0.0 if span <= 0 else min(100.0, 100.0 * (used - old[1]) / span)
 
     def memory_percent(self, spec: dict[str, Any]) -> float:
-        try:
-            resident = int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-        except (OSError, ValueError, IndexError):
-            return 0.0
-        return min(100.0, 100.0 * resident / (int(spec.get("memory_mib") or 512) * 1024 * 1024))
+        """Resident memory of this router (its daemon) in % of the router's memory (`memory_mib`)."""
+        return min(100.0, 100.0 * self.resident / (int(spec.get("memory_mib") or 512) * 1024 * 1024))
 
     def crypto_counts(self) -> dict[str, int]:
         if self.ike is None:

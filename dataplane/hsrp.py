@@ -231,6 +231,7 @@ class HsrpMachine:
         self.changes = 0
         self.ignored: dict[str, int] = {"auth": 0, "group": 0, "own": 0}
         self.last_hello_sent: float | None = None
+        self.deferred_to: str | None = None  # the higher Speak router we went back to Listen for
 
     # ---------------------------------------------------------------- helpers
     @property
@@ -250,8 +251,7 @@ class HsrpMachine:
         self.last_change = now
         out.transitions.append((old, new, reason))
         if new in (State.SPEAK, State.STANDBY, State.ACTIVE):
-            if old not in (State.SPEAK, State.STANDBY, State.ACTIVE) or new is State.ACTIVE:
-                self._send_hello(now, out)
+            self._send_hello(now, out)  # the others learn the new state at once
         else:
             self.hello_timer = None
         if new is State.SPEAK:
@@ -323,8 +323,11 @@ class HsrpMachine:
                 self._hello_from_active(packet, source, better, now, out)
             elif packet.state is State.STANDBY:
                 self._hello_from_standby(packet, source, better, now, out)
-            elif packet.state is State.SPEAK:
-                if better and self.state in (State.SPEAK, State.STANDBY):
+            elif packet.state is State.SPEAK and better:
+                if self.state in (State.SPEAK, State.STANDBY, State.LISTEN):
+                    self.standby_timer = now + packet.holdtime  # B: it is about to become the Standby router
+                    self.deferred_to = source
+                if self.state in (State.SPEAK, State.STANDBY):
                     self._goto(State.LISTEN, now, f"higher priority Speak from {source}", out)
             if self.active is not None and self.active.address == source and packet.state is not State.ACTIVE:
                 self.active = None  # it stepped down; its timer keeps running until someone takes over
@@ -340,12 +343,11 @@ class HsrpMachine:
                 self.active_timer = now + self.hold
                 if self.standby is not None and self.standby.address == source:
                     self.standby = None
-        elif packet.op is Op.RESIGN:
-            if self.active is not None and self.active.address == source:
-                self.active = None
-                self.active_timer = now + self.hold
-                if self.state is State.STANDBY:
-                    self._goto(State.ACTIVE, now, f"Resign from {source}", out)
+        elif packet.op is Op.RESIGN and self.active is not None and self.active.address == source:
+            self.active = None
+            self.active_timer = now + self.hold
+            if self.state is State.STANDBY:
+                self._goto(State.ACTIVE, now, f"Resign from {source}", out)
         return out
 
     def _learn(self, packet: HsrpPacket) -> None:
@@ -371,6 +373,10 @@ class HsrpMachine:
             self.standby = None  # the Standby router took over; in Speak our own timer keeps running
             if self.state is State.LISTEN:
                 self.standby_timer = now + self.hold
+        if self.deferred_to == source and self.standby is None and self.state is State.LISTEN:
+            self.standby_timer = now  # the speaker we deferred to became Active: the Standby role is free
+        if self.deferred_to == source:
+            self.deferred_to = None
         if self.state is State.LEARN and self.vip:
             self._goto(State.LISTEN, now, "virtual IP learnt", out)
         if not better and self.config.preempt and self.state in (State.LISTEN, State.SPEAK, State.STANDBY):

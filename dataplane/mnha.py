@@ -22,10 +22,10 @@ route to the peer's loopback, learned from BGP over a data link, is still there.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 
 
-class Role(str, Enum):
+class Role(StrEnum):
     INIT = "init"
     ACTIVE = "active"
     BACKUP = "backup"

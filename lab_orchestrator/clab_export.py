@@ -160,10 +160,12 @@ def _check(plan: LabPlan, options: ExportOptions) -> None:
 
 
 # ---------------------------------------------------------------- per-node plan slice
-def node_slice(plan: LabPlan, node: str) -> dict[str, Any]:
+def node_slice(plan: LabPlan, node: str, whole: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The part of the plan one container applies: its namespaces, links, routes, rules, rulesets,
-    processes (lab-wide ones left out), as plan.json would hold them (LabPlan.from_json reads it)."""
-    data: dict[str, Any] = json.loads(plan.to_json())
+    processes (lab-wide ones left out), as plan.json would hold them (LabPlan.from_json reads it).
+    WHOLE: the plan as JSON data, when the caller already has it."""
+    data: dict[str, Any] = dict(whole) if whole is not None else json.loads(plan.to_json())
+    data["mgmt"] = dict(data["mgmt"])
     own_ns = {ns.name for ns in plan.namespaces if ns.node == node}
     data["nodes"] = [n for n in data["nodes"] if n["name"] == node]
     data["namespaces"] = [n for n in data["namespaces"] if n["name"] in own_ns]
@@ -178,8 +180,8 @@ def node_slice(plan: LabPlan, node: str) -> dict[str, Any]:
     return data
 
 
-def _node_config(plan: LabPlan, node: str, kind: str, peers_vendor: set[str]) -> str:
-    own = node_slice(plan, node)
+def _node_config(plan: LabPlan, node: str, kind: str, peers_vendor: set[str], whole: Mapping[str, Any]) -> str:
+    own = node_slice(plan, node, whole)
     # BGP sessions toward a vendor node are not waited for: a VM boots on its own time.
     waited = [s["protocol"] for s in own["sessions"] if s["peer_node"] not in peers_vendor]
     config = {
@@ -366,6 +368,7 @@ def export(plan: LabPlan, options: ExportOptions | None = None) -> ClabExport:
     lans = [b.ns[len(plan.name) + 1:] for b in plan.bridges]
     files: dict[str, str] = {}
     kinds_of = {n.name: n.kind for n in plan.nodes}
+    whole = json.loads(plan.to_json())
     for node in nodes:
         if node in vendor:
             files[f"nodes/{node}/{STARTUP_CONFIG_FILE}"] = _startup_config(plan, node, vendor[node])
@@ -374,7 +377,7 @@ def export(plan: LabPlan, options: ExportOptions | None = None) -> ClabExport:
             if rel.startswith(f"nodes/{node}/"):
                 files[rel] = content
         files[f"nodes/{node}/{NODE_CONFIG_FILE}"] = _node_config(plan, node, kinds_of.get(node, "lan"),
-                                                                  set(vendor))
+                                                                  set(vendor), whole)
     links = [_link(plan, veth, vendor) for veth in plan.veths]
     topology = _topology(plan, options, nodes, links)
     topology_file = f"{plan.name}.clab.yml"
@@ -385,7 +388,8 @@ def export(plan: LabPlan, options: ExportOptions | None = None) -> ClabExport:
         result.host_files = _split(plan, options, nodes, files)
     files[SIDECAR_FILE] = json.dumps({
         "format": EXPORT_FORMAT, "lab": plan.name, "source": plan.source, "topology_file": topology_file,
-        "host_files": result.host_files, "containers": result.containers, "vendor": vendor, "lans": lans,
+        "host_files": result.host_files, "vendor": vendor, "lans": lans,
+        "containers": [{"node": n, "container": c} for n, c in result.containers.items()],  # topology order
         "options": {"images": dict(sorted(options.images.items())), "host2": list(options.host2),
                     "underlay": list(options.underlay) if options.underlay else None,
                     "vni_base": options.vni_base},

@@ -181,14 +181,24 @@ def load_files(config: NodeConfig) -> None:
 
 
 def wait_interfaces(names: list[str], timeout: float = INTERFACE_WAIT) -> None:
+    """Until every name is a link of this network namespace (asked over netlink: /sys may show
+    another namespace's devices where sysfs was not mounted for this one)."""
+    from pyroute2 import IPRoute
+
     deadline = time.monotonic() + timeout
     missing = names
-    while time.monotonic() < deadline:
-        missing = [n for n in names if not Path("/sys/class/net", n).exists()]
-        if not missing:
-            return
-        time.sleep(0.2)
+    with IPRoute() as ipr:
+        while time.monotonic() < deadline:
+            present = {link.get_attr("IFLA_IFNAME") for link in ipr.get_links()}
+            missing = [n for n in names if n not in present]
+            if not missing:
+                return
+            time.sleep(0.2)
     raise RuntimeError(f"interfaces never appeared: {', '.join(missing)} (is every link of the node deployed?)")
+
+
+class _Stopped(BaseException):
+    """SIGTERM while the node is being built: stop what was started and exit."""
 
 
 class Agent:
@@ -197,6 +207,7 @@ class Agent:
         self.state = AgentState()
         self.daemons: list[Daemon] = []
         self.pending: list[int] = []
+        self.building = False
 
     # ----------------------------------------------------------- state file
     def save(self) -> None:
@@ -280,20 +291,28 @@ class Agent:
         signal.signal(signal.SIGTERM, self._on_signal)
         signal.signal(signal.SIGINT, self._on_signal)
         signal.signal(signal.SIGUSR1, self._on_signal)
+        self.building = True
         try:
             self.build()
+        except _Stopped:
+            self._stop_all()
+            return 0
         except Exception as exc:  # noqa: BLE001 - reported in the state file and the container log
+            self.building = False
             self.state.phase, self.state.error = "failed", f"{type(exc).__name__}: {exc}"
             self.save()
             _log(f"failed: {self.state.error}")
             self._idle_until_stopped()
             return 1
+        self.building = False
         self.state.phase = "ready"
         self.save()
         _log("node ready")
         return self._idle_until_stopped()
 
     def _on_signal(self, signum: int, frame: object) -> None:
+        if self.building and signum in (signal.SIGTERM, signal.SIGINT):
+            raise _Stopped
         self.pending.append(signum)
 
     def _idle_until_stopped(self) -> int:

@@ -551,6 +551,9 @@ def events_run(
     rate: float = typer.Option(10000, "--rate", help="Aggregate packets/s per direction."),
     sizes: str = typer.Option("imix", "--sizes", help="imix (the seed's weights) or a frame size in bytes."),
     duration: float = typer.Option(4.0, "--duration", help="Seconds of traffic after each event (or restore)."),
+    warmup: float = typer.Option(2.0, "--warmup", help="Seconds of traffic before each event."),
+    hold: float = typer.Option(3.0, "--hold", help="Lasting events (link down, power off): seconds before restore."),
+    down_time: float = typer.Option(3.0, "--down-time", help="Reboot events: seconds the node stays down."),
     json_file: Path | None = typer.Option(None, "--json", help="Write the full report as JSON."),
     junit_file: Path | None = typer.Option(None, "--junit", help="Write JUnit XML (one test case per event)."),
     plot_file: Path | None = typer.Option(None, "--plot", help="Write a PNG timeline of pps per SRX per event."),
@@ -576,13 +579,14 @@ def events_run(
         try:
             plan = ops.load_plan(state)
             verdicts = {a.event.name: a for a in eventsmod.applicable(json.loads(plan.to_json()))}
-            names = event or [n for n, a in verdicts.items() if a.applicable and n != "nexthop-add"]
+            names = event or [n for n, a in verdicts.items() if a.applicable]
             for name in names:
                 if name not in verdicts:
                     raise LabError(f"unknown event {name}; known: {', '.join(verdicts)}")
                 if not verdicts[name].applicable:
                     raise LabError(f"{name} does not apply to lab {state.name}: {verdicts[name].reason}")
-            spec = eventrun.TrafficSpec(flows=flows, rate=rate, sizes=sizes, settle=duration)
+            spec = eventrun.TrafficSpec(flows=flows, rate=rate, sizes=sizes, settle=duration, warmup=warmup,
+                                        hold=hold, down_time=down_time)
             results = []
             for name in names:
                 kind = eventsmod.BY_NAME[name]

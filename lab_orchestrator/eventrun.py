@@ -211,11 +211,14 @@ def run_event(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target
     finally:
         sampler.stop()
     pair = next((p for p in plan.mnha if target in p), None) if event.name == "mnha-pair-power-off" else None
+    # A lasting event's restore step moves flows too (the returning SRX takes its share back, and
+    # those flows' first return packets may reach it before their forward ones open a session):
+    # they are affected by the restore, not "unaffected".
+    moved_back = {key for key, srx in after.items() if during.get(key) not in (None, srx)} if during else set()
     result = analyse(event, target, summary, flows, before, during or after, report_f, report_r, sent_f,
-                     per_flow, marks, sampler, spec, pair)
-    if during:  # a lasting event: the moves it caused, then those of its restore step
-        back = sum(1 for key, srx in after.items() if during.get(key) not in (None, srx))
-        result["flows_moved_on_restore"] = back
+                     per_flow, marks, sampler, spec, pair, moved_back)
+    if during:
+        result["flows_moved_on_restore"] = len(moved_back)
         result["flows_moved_on_restore_ideal_max"] = round(len(flows) / max(1, len(set(after.values()))))
     return result
 
@@ -223,7 +226,8 @@ def run_event(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target
 def analyse(event: eventsmod.EventKind, target: str, summary: str, flows: list[Any],  # noqa: PLR0913
             before: dict[tuple[str, int], str], after: dict[tuple[str, int], str], report_f: dict[str, Any],
             report_r: dict[str, Any] | None, sent_f: dict[str, Any], per_flow: float, marks: dict[str, float],
-            sampler: Sampler, spec: TrafficSpec, pair: list[str] | None = None) -> dict[str, Any]:
+            sampler: Sampler, spec: TrafficSpec, pair: list[str] | None = None,
+            moved_back: set[tuple[str, int]] | None = None) -> dict[str, Any]:
     """Per-event verdict: affected flows and their convergence, losses of unaffected flows, moves."""
     by_id = {f["flow"]: f for f in report_f["per_flow"]}
     rev = {f["flow"] - REVERSE_ID_OFFSET: f for f in (report_r or {}).get("per_flow", [])}
@@ -241,14 +245,16 @@ def analyse(event: eventsmod.EventKind, target: str, summary: str, flows: list[A
             "max_gap_ms": max(float(fwd.get("max_gap_ms") or 0), float(back.get("max_gap_ms") or 0)),
             "recovered": all(last and end_ns - last < 0.5e9 for last in lasts),
             "moved": before.get(key) is not None and after.get(key) is not None and before.get(key) != after.get(key),
+            "moved_on_restore": key in (moved_back or set()),
             "lost": lost,
         })
     # The SRXs an event touches: the target, or its whole MNHA pair. An MX event touches every flow.
     involved = {r["srx_before"] for r in rows} if event.target == "mx" else {target, *(pair or [])}
-    affected = [r for r in rows if r["lost"] or r["moved"] or r["srx_before"] in involved]
+    affected = [r for r in rows if r["lost"] or r["moved"] or r["moved_on_restore"] or r["srx_before"] in involved]
     unaffected = [r for r in rows if r not in affected]
     conv = [r["convergence_ms"] for r in affected if r["lost"]]
-    unaffected_loss = sum(r["lost"] for r in rows if r["srx_before"] not in involved and not r["moved"])
+    unaffected_loss = sum(r["lost"] for r in rows
+                          if r["srx_before"] not in involved and not r["moved"] and not r["moved_on_restore"])
     moved = sum(1 for r in rows if r["moved"])
     recovered = all(r["recovered"] for r in rows)
     passed = recovered and (unaffected_loss == 0 or event.target == "mx")

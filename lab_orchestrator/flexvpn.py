@@ -76,7 +76,7 @@ def plan_flexvpn(topo: Topology, plan: LabPlan, python: str) -> None:
         warnings = []
         ikev2 = None
         if spec.ikev2 is not None:
-            own = sorted({g["address"] for g in groups} | {g["vip"] for g in groups})
+            own = sorted({str(g["address"]) for g in groups} | {str(g["vip"]) for g in groups})
             pool = spec.ikev2.pool
             ikev2 = {
                 "redirect": spec.ikev2.redirect,
@@ -131,9 +131,9 @@ def show(state_dir: str | Path, node: str, command: str, now: float | None = Non
         return clb.show_cluster((status or {}).get("cluster"), now)
     if words[-3:] == ["crypto", "ikev2", "sa"] or words[-2:] == ["ikev2", "sa"]:
         status = read_status(state_dir, node, IKEV2_STATUS)
-        from dataplane.ikev2 import gateway
+        from dataplane.ikev2.gateway import show_sa
 
-        return gateway.show_sa((status or {}).get("sas", []))
+        return show_sa((status or {}).get("sas", []))
     raise ValueError(f"unknown command '{command}' (show standby | show crypto ikev2 cluster | "
                      f"show crypto ikev2 sa)")
 

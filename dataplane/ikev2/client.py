@@ -175,9 +175,9 @@ class Initiator:
                 return "failed", f"IKE_SA_INIT refused: {p.name}"
         sa = message.first(codec.SaPayload)
         ke = message.first(codec.KePayload)
-        nonce = message.first(codec.NoncePayload)
+        nonce_payload = message.first(codec.NoncePayload)
         if not isinstance(sa, codec.SaPayload) or not isinstance(ke, codec.KePayload) \
-                or not isinstance(nonce, codec.NoncePayload) or len(sa.proposals) != 1:
+                or not isinstance(nonce_payload, codec.NoncePayload) or len(sa.proposals) != 1:
             return "failed", "IKE_SA_INIT response without SA/KE/Nonce"
         proposal, suite = crypto.select_ike(sa.proposals, ke.group)
         if proposal is None or not isinstance(suite, crypto.Suite) or ke.group != self.group:
@@ -187,7 +187,7 @@ class Initiator:
         except IkeError as exc:
             return "failed", str(exc)
         self.spi_r = message.header.spi_r
-        self.suite, self.nonce_r, self.msg2 = suite, nonce.data, data
+        self.suite, self.nonce_r, self.msg2 = suite, nonce_payload.data, data
         self.keys = crypto.derive_ike_keys(suite, shared, self.nonce_i, self.nonce_r, self.spi_i, self.spi_r)
         self.certreq_received = message.first(codec.CertReqPayload) is not None
         return "send", self._auth_request()
@@ -403,7 +403,7 @@ class Runner:
                     self._finish(s, False, "deadline", now)
                 break
             next_due = min((s.sent_at + s.config.timeout * (2 ** s.tries) for s in pending), default=now + 0.1)
-            for key, _ in selector.select(max(0.0, min(0.2, next_due - now))):
+            for _key, _ in selector.select(max(0.0, min(0.2, next_due - now))):
                 while True:
                     try:
                         data, _ = self.sock.recvfrom(65535)
@@ -413,11 +413,10 @@ class Runner:
                         data = data[4:]
                     if len(data) < 8:
                         continue
-                    session = self.by_spi.get(data[:8])
-                    if session is not None and not session.done:
-                        self._event(session, data, time.monotonic())
-                    elif session is not None and session.attempt is not None and session.attempt.state == "delete":
-                        self._event(session, data, time.monotonic())
+                    owner = self.by_spi.get(data[:8])
+                    if owner is not None and (not owner.done or (owner.attempt is not None
+                                                                 and owner.attempt.state == "delete")):
+                        self._event(owner, data, time.monotonic())
             now = time.monotonic()
             for s in pending:
                 if s.done or s.attempt is None:

@@ -344,10 +344,7 @@ def encode_payloads(payloads: list[Payload]) -> tuple[int, bytes]:
     out = b""
     for index, p in enumerate(payloads):
         body = _encode_body(p)
-        if isinstance(p, SkPayload):
-            nxt = p.first
-        else:
-            nxt = payloads[index + 1].TYPE if index + 1 < len(payloads) else NONE
+        nxt = p.first if isinstance(p, SkPayload) else payloads[index + 1].TYPE if index + 1 < len(payloads) else NONE
         critical = 0x80 if isinstance(p, UnknownPayload) and p.critical else 0
         out += GENERIC.pack(nxt, critical, GENERIC.size + len(body)) + body
     return (payloads[0].TYPE if payloads else NONE), out
@@ -387,7 +384,7 @@ def decode_payloads(first: int, data: bytes) -> list[Payload]:
         if length < GENERIC.size or pos + length > len(data):
             raise IkeError(f"payload {PAYLOAD_NAMES.get(kind, kind)} with bad length {length}")
         body = data[pos + GENERIC.size:pos + length]
-        if kind == SK or kind == SKF:
+        if kind in (SK, SKF):
             payloads.append(SkPayload(nxt, body))
             if pos + length != len(data):
                 raise IkeError("the encrypted payload must be the last one")

@@ -218,8 +218,8 @@ class Dh:
             from cryptography.hazmat.primitives.asymmetric import dh
 
             try:
-                public = dh.DHPublicNumbers(y, _modp_parameters().parameter_numbers()).public_key()
-                return bytes(self._key.exchange(public)).rjust(256, b"\0")
+                peer_key = dh.DHPublicNumbers(y, _modp_parameters().parameter_numbers()).public_key()
+                return bytes(self._key.exchange(peer_key)).rjust(256, b"\0")
             except ValueError as exc:
                 raise IkeError(f"invalid DH public value: {exc}") from None
         try:

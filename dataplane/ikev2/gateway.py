@@ -21,10 +21,11 @@ fail), so they cannot be installed here (docs/flexvpn.md).
 from __future__ import annotations
 
 import hmac
+import itertools
 import os
 import struct
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from ipaddress import IPv4Address
@@ -111,6 +112,7 @@ class IkeSa:
     child: ChildSa | None = None
     established_at: float | None = None
     redirected_to: str | None = None
+    in_table: bool = False
 
 
 RedirectHook = Callable[[str, str, str], "str | None"]  # (local address, peer address, exchange) -> target
@@ -126,6 +128,7 @@ class Gateway:
         self.on_change = on_change or (lambda: None)
         self.log = log or (lambda _m: None)
         self.sas: dict[bytes, IkeSa] = {}
+        self.tally: Counter[str] = Counter()
         self.by_initiator: dict[tuple[bytes, str, int], bytes] = {}
         self.pool = AddressPool(config.pool_first, config.pool_last)
         self.counters = {"requests": 0, "malformed": 0, "redirects_init": 0, "redirects_auth": 0,
@@ -144,11 +147,41 @@ class Gateway:
 
     # ---------------------------------------------------------------- counts and status
     def counts(self) -> dict[str, int]:
-        half_open = sum(1 for sa in self.sas.values() if sa.state == "half-open")
-        established = [sa for sa in self.sas.values() if sa.state == "established"]
-        return {"ike": len(established) + half_open,
-                "ipsec": 2 * sum(1 for sa in established if sa.child is not None),
+        """IKE SAs (established and half-open), IPsec SAs (2 per CHILD_SA: in and out), half-open,
+        REDIRECTED_FROM arrivals. Kept as running tallies: asked for on every change."""
+        half_open = self.tally["half-open"]
+        return {"ike": self.tally["established"] + half_open, "ipsec": 2 * self.tally["child"],
                 "half_open": half_open, "arrivals": self.counters["arrivals"]}
+
+    def _track(self, sa: IkeSa, sign: int) -> None:
+        self.tally[sa.state] += sign
+        if sa.child is not None and sa.state == "established":
+            self.tally["child"] += sign
+
+    def _set_state(self, sa: IkeSa, state: str) -> None:
+        if sa.in_table:
+            self._track(sa, -1)
+        sa.state = state
+        if sa.in_table:
+            self._track(sa, +1)
+
+    def _set_child(self, sa: IkeSa, child: ChildSa | None) -> None:
+        if sa.in_table:
+            self._track(sa, -1)
+        sa.child = child
+        if sa.in_table:
+            self._track(sa, +1)
+
+    def _insert(self, sa: IkeSa) -> None:
+        self.sas[sa.spi_r] = sa
+        sa.in_table = True
+        self._track(sa, +1)
+
+    def _remove(self, sa: IkeSa) -> None:
+        if self.sas.pop(sa.spi_r, None) is not None and sa.in_table:
+            self._track(sa, -1)
+            sa.in_table = False
+        self.by_initiator.pop((sa.spi_i, sa.peer[0], sa.peer[1]), None)
 
     # ---------------------------------------------------------------- entry point
     def handle(self, data: bytes, peer: tuple[str, int], local: tuple[str, int]) -> list[Reply]:
@@ -206,7 +239,8 @@ class Gateway:
                     self.log(f"IKE_SA_INIT from {peer[0]}:{peer[1]} (SPI {header.spi_i.hex()}): "
                              f"redirected to {target}")
                     notify = codec.NotifyPayload(codec.REDIRECT, codec.encode_redirect(target, nonce.data))
-                    reply = codec.Header(header.spi_i, bytes(8), codec.NOTIFY, codec.IKE_SA_INIT, codec.FLAG_RESPONSE, 0)
+                    reply = codec.Header(header.spi_i, bytes(8), codec.NOTIFY, codec.IKE_SA_INIT,
+                                         codec.FLAG_RESPONSE, 0)
                     return [Reply(codec.encode(reply, [notify]), peer, local)]
             else:
                 self.counters["no_redirect_support"] += 1
@@ -229,18 +263,18 @@ class Gateway:
             codec.NotifyPayload(codec.NAT_DETECTION_DESTINATION_IP, crypto.nat_hash(header.spi_i, spi_r, *peer)),
         ]
         hash_algorithms: set[int] = set()
-        notify = message.notify(codec.SIGNATURE_HASH_ALGORITHMS)
-        if notify is not None:
-            hash_algorithms = crypto.parse_hash_algorithms(notify.data)
+        hash_notify = message.notify(codec.SIGNATURE_HASH_ALGORITHMS)
+        if hash_notify is not None:
+            hash_algorithms = crypto.parse_hash_algorithms(hash_notify.data)
         if self.certreq:
             payloads.append(codec.CertReqPayload(codec.CERT_X509_SIGNATURE, self.certreq))
-        if notify is not None and self.cert_der:
+        if hash_notify is not None and self.cert_der:
             payloads.append(crypto.hash_algorithms_notify())
         reply = codec.Header(header.spi_i, spi_r, codec.SA, codec.IKE_SA_INIT, codec.FLAG_RESPONSE, 0)
         msg2 = codec.encode(reply, payloads)
         sa = IkeSa(header.spi_i, spi_r, peer, local, self.clock(), chosen, keys, nonce.data, nonce_r, data, msg2,
                    hash_algorithms=hash_algorithms, redirect_supported=supports_redirect, redirected_from=origin)
-        self.sas[spi_r] = sa
+        self._insert(sa)
         self.by_initiator[key] = spi_r
         self.on_change()
         return [Reply(msg2, peer, local)]
@@ -280,8 +314,7 @@ class Gateway:
         sa.last_response = (header.message_id, [packet])
         sa.next_id += 1
         if sa.state == "deleted":
-            self.sas.pop(sa.spi_r, None)
-            self.by_initiator.pop((sa.spi_i, sa.peer[0], sa.peer[1]), None)
+            self._remove(sa)
         self.on_change()
         return [Reply(packet, peer, local)]
 
@@ -332,7 +365,7 @@ class Gateway:
             target = self.redirect_hook(local[0], sa.peer[0], "IKE_AUTH")
             if target is not None:
                 self.counters["redirects_auth"] += 1
-                sa.state = "redirected"
+                self._set_state(sa, "redirected")
                 sa.redirected_to = target
                 sa.established_at = self.clock()
                 self.log(f"IKE_AUTH from {sa.peer[0]} ({sa.peer_id}): authenticated, redirected to {target}")
@@ -348,7 +381,7 @@ class Gateway:
                 if any(kind == codec.INTERNAL_IP4_NETMASK for kind, _ in cp.attributes):
                     attrs.append((codec.INTERNAL_IP4_NETMASK, IPv4Address("255.255.255.255").packed))
                 out.append(codec.CpPayload(codec.CFG_REPLY, tuple(attrs)))
-        sa.state = "established"
+        self._set_state(sa, "established")
         sa.established_at = self.clock()
         self.counters["established"] += 1
         sa_child = next((p for p in inner if isinstance(p, codec.SaPayload)), None)
@@ -379,7 +412,7 @@ class Gateway:
             narrowed_i = ts_i.selectors
         assert sa.suite.prf is not None
         keys = crypto.derive_child_keys(sa.suite.prf, sa.keys.sk_d, suite, sa.nonce_i, sa.nonce_r)
-        sa.child = ChildSa(spi, peer_spi, suite, keys, narrowed_i, ts_r.selectors)
+        self._set_child(sa, ChildSa(spi, peer_spi, suite, keys, narrowed_i, ts_r.selectors))
         return [codec.SaPayload((proposal,)), codec.TsPayload(narrowed_i, True), codec.TsPayload(ts_r.selectors, False)]
 
     def _our_id(self, inner: list[codec.Payload], local: tuple[str, int]) -> codec.IdPayload:
@@ -393,7 +426,7 @@ class Gateway:
         self.counters["auth_failed"] += 1
         self.log(f"IKE_AUTH from {sa.peer[0]}: authentication failed ({why})")
         self._release(sa)
-        sa.state = "deleted"
+        self._set_state(sa, "deleted")
         return [codec.NotifyPayload(codec.AUTHENTICATION_FAILED)]
 
     def _informational(self, sa: IkeSa, inner: list[codec.Payload]) -> list[codec.Payload]:
@@ -402,12 +435,12 @@ class Gateway:
             if isinstance(p, codec.DeletePayload):
                 if p.protocol == codec.PROTO_IKE:
                     self._release(sa)
-                    sa.state = "deleted"
+                    self._set_state(sa, "deleted")
                     self.counters["deleted"] += 1
                     return []
                 if p.protocol == codec.PROTO_ESP and sa.child is not None and sa.child.spi_out in p.spis:
                     out.append(codec.DeletePayload(codec.PROTO_ESP, (sa.child.spi_in,)))
-                    sa.child = None
+                    self._set_child(sa, None)
         return out
 
     # ---------------------------------------------------------------- housekeeping
@@ -415,12 +448,11 @@ class Gateway:
         if sa.address is not None:
             self.pool.give(sa.address)
             sa.address = None
-        sa.child = None
+        self._set_child(sa, None)
 
     def _delete(self, sa: IkeSa, why: str) -> None:
         self._release(sa)
-        self.sas.pop(sa.spi_r, None)
-        self.by_initiator.pop((sa.spi_i, sa.peer[0], sa.peer[1]), None)
+        self._remove(sa)
         self.on_change()
 
     def expire(self) -> int:
@@ -433,10 +465,10 @@ class Gateway:
             self._delete(sa, "timeout")
         return len(stale)
 
-    def status(self, wall: float) -> list[dict[str, object]]:
+    def status(self, wall: float, limit: int = 200) -> list[dict[str, object]]:
         now = self.clock()
         out = []
-        for index, sa in enumerate(self.sas.values(), 1):
+        for index, sa in enumerate(itertools.islice(self.sas.values(), limit), 1):
             child = sa.child
             out.append({
                 "id": index, "local": f"{sa.local[0]}/{sa.local[1]}", "remote": f"{sa.peer[0]}/{sa.peer[1]}",

@@ -55,7 +55,7 @@ def ensure_ca(directory: str | Path) -> tuple[x509.Certificate, Any]:
     with _locked(root):
         if not (root / "ca.crt").exists():
             key = rsa.generate_private_key(public_exponent=65537, key_size=KEY_BITS)
-            now = datetime.datetime.now(datetime.timezone.utc)
+            now = datetime.datetime.now(datetime.UTC)
             cert = (x509.CertificateBuilder().subject_name(_name("lab FlexVPN CA")).issuer_name(_name("lab FlexVPN CA"))
                     .public_key(key.public_key()).serial_number(x509.random_serial_number())
                     .not_valid_before(now - datetime.timedelta(days=1))
@@ -82,7 +82,7 @@ def issue(directory: str | Path, name: str, addresses: list[str] = (), dns: list
         cert_path, key_path = root / f"{name}.crt", root / f"{name}.key"
         if not cert_path.exists():
             key = rsa.generate_private_key(public_exponent=65537, key_size=KEY_BITS)
-            now = datetime.datetime.now(datetime.timezone.utc)
+            now = datetime.datetime.now(datetime.UTC)
             alt: list[x509.GeneralName] = [x509.IPAddress(IPv4Address(a)) for a in addresses]
             alt += [x509.DNSName(d) for d in dns]
             builder = (x509.CertificateBuilder().subject_name(_name(name)).issuer_name(ca.subject)
@@ -94,9 +94,9 @@ def issue(directory: str | Path, name: str, addresses: list[str] = (), dns: list
             cert = builder.sign(ca_key, hashes.SHA256())
             _write_key(key_path, key)
             cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-        cert = x509.load_pem_x509_certificate(cert_path.read_bytes())
-        key = serialization.load_pem_private_key(key_path.read_bytes(), None)
-    return cert, key
+        loaded = x509.load_pem_x509_certificate(cert_path.read_bytes())
+        private: Any = serialization.load_pem_private_key(key_path.read_bytes(), None)
+    return loaded, private
 
 
 def der(cert: x509.Certificate) -> bytes:
@@ -123,7 +123,7 @@ def verify(data: bytes, ca: x509.Certificate) -> x509.Certificate:
         cert.verify_directly_issued_by(ca)
     except Exception as exc:  # noqa: BLE001 - any failure means: not issued by our CA
         raise PkiError(f"certificate not issued by the lab CA: {exc}") from None
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     if not cert.not_valid_before_utc <= now <= cert.not_valid_after_utc:
         raise PkiError("certificate outside its validity period")
     return cert

@@ -113,7 +113,7 @@ class IkeService:
             return {}
         return {"ike": self.counts(), "gateway_counters": {**self.gateway.counters, **self.counters},
                 "redirect": self.spec.get("redirect"), "pool": self.spec.get("pool"),
-                "pool_free": len(self.gateway.pool.free), "sas": self.gateway.status(wall)[:200],
+                "pool_free": len(self.gateway.pool.free), "sas": self.gateway.status(wall),
                 "certificates": self.gateway.config.cert is not None}
 
     def close(self) -> None:

@@ -66,7 +66,8 @@ class Peer:
             if (self.folder / "charon.vici").exists() and self.swanctl("--stats").returncode == 0:
                 break
             if self.process.poll() is not None:
-                raise RuntimeError(f"charon exited: {self.process.stderr.read().decode() if self.process.stderr else ''}")
+                stderr = self.process.stderr.read().decode() if self.process.stderr else ""
+                raise RuntimeError(f"charon exited: {stderr}")
             time.sleep(0.05)
         else:
             raise RuntimeError(f"charon did not open its vici socket in {timeout} s")
@@ -94,7 +95,7 @@ class Peer:
         return self.swanctl("--list-sas").stdout
 
 
-def strongswan_conf(folder: Path, port: int = 500, extra: str = "") -> str:
+def strongswan_conf(folder: Path, port: int = 500, extra: str = "", log_level: int = 2) -> str:
     return f"""charon {{
   load = {PLUGINS}
   port = {port}
@@ -116,8 +117,8 @@ def strongswan_conf(folder: Path, port: int = 500, extra: str = "") -> str:
   filelog {{
     log {{
       path = {folder}/charon.log
-      default = 1
-      ike = 2
+      default = {min(1, log_level)}
+      ike = {log_level}
       time_format = %T
       flush_line = yes
     }}
@@ -174,10 +175,11 @@ def initiator(ns: str, folder: Path, gateway: str, local: str, identity: str, ps
 
 
 def responder(ns: str, folder: Path, local: str, psk: str = "cisco123", proposal: str = "aes256-sha256-ecp256",
-              esp: str = "aes256-sha256", pool: str | None = None) -> Peer:
-    """A strongSwan responder (the benchmark's reference): PSK, any client, optional address pool."""
+              esp: str = "aes256-sha256", pool: str | None = None, log_level: int = 0) -> Peer:
+    """A strongSwan responder (the benchmark's reference): PSK, any client, optional address pool;
+    quiet by default (log level 0: one line per IKE SA, like the gateway daemon)."""
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "strongswan.conf").write_text(strongswan_conf(folder))
+    (folder / "strongswan.conf").write_text(strongswan_conf(folder, log_level=log_level))
     pools = f"pools {{\n  p {{\n    addrs = {pool}\n  }}\n}}\n" if pool else ""
     (folder / "swanctl.conf").write_text(f"""connections {{
   rw {{

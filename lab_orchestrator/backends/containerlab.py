@@ -168,7 +168,8 @@ def record_for(topology_file: Path) -> ClabRecord:
         raise LabError(f"{topology_file} has no readable {clab_export.SIDECAR_FILE} beside it: deploy a "
                        f"folder written by `lab export --format containerlab`") from None
     return ClabRecord(name=data["lab"], source=data.get("source", ""), export_dir=str(topology_file.parent.resolve()),
-                      topology_file=str(topology_file.resolve()), containers=dict(data["containers"]),
+                      topology_file=str(topology_file.resolve()),
+                      containers={c["node"]: c["container"] for c in data["containers"]},
                       vendor=dict(data.get("vendor", {})), lans=list(data.get("lans", [])))
 
 

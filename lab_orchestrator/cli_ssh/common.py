@@ -107,17 +107,30 @@ def local_addresses(inst: Instance) -> set[str]:
     return {a.address for a in inst.addresses}
 
 
+class Egress:
+    """Longest-prefix match over an instance's main table: which interface an address is sent out of."""
+
+    def __init__(self, inst: Instance):
+        table = []
+        for route in inst.routes:
+            if route.table != 254 or route.type != "unicast":
+                continue
+            net = IPv4Network(route.dst)
+            table.append((net.prefixlen, int(net.network_address), int(net.netmask),
+                          route.nexthops[0].ifname if route.nexthops else None))
+        self.table = sorted(table, reverse=True)  # longest prefix first
+
+    def __call__(self, address: str) -> str | None:
+        target = int(IPv4Address(address))
+        for _length, network, mask, ifname in self.table:
+            if target & mask == network:
+                return ifname
+        return None
+
+
 def egress(inst: Instance, address: str) -> str | None:
     """The Linux interface the main table sends ADDRESS out of (longest match), None if none."""
-    target = IPv4Address(address)
-    best: tuple[int, str | None] | None = None
-    for route in inst.routes:
-        if route.table != 254 or route.type != "unicast":
-            continue
-        net = IPv4Network(route.dst)
-        if target in net and (best is None or net.prefixlen > best[0]):
-            best = (net.prefixlen, route.nexthops[0].ifname if route.nexthops else None)
-    return best[1] if best else None
+    return Egress(inst)(address)
 
 
 def bird_version(inst: Instance) -> str:

@@ -1,29 +1,25 @@
 """Read a node's live state at the moment of a command: netlink, BIRD, conntrack, status files.
 
-Only what the command needs is read (`Needs`). Netlink sockets are opened inside the namespace by
-the calling thread (`netnsutil.entered`) and closed at once: the server holds nothing that would keep
-a powered-off node's namespace alive between commands.
+Only what the command needs is read (`Needs`). Netlink sockets (netlink.py) are opened inside the
+namespace by the calling thread (`netnsutil.entered`) and closed at once: the server holds nothing
+that would keep a powered-off node's namespace alive between commands.
 """
 
 from __future__ import annotations
 
 import json
 import re
-import socket
+import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .. import birdctl, netnsutil
-from . import birdparse
+from . import birdparse, netlink
 from .config import Node, ServerConfig
-from .state import Address, FlowSession, Instance, KernelRoute, Link, NextHop
+from .state import FlowSession, Instance
 
-IFF_UP = 0x1
-IFF_LOWER_UP = 0x10000
-_ROUTE_TYPES = {1: "unicast", 2: "local", 3: "broadcast", 6: "blackhole", 7: "unreachable", 8: "prohibit"}
-_PROTOS = {2: "kernel", 3: "boot", 4: "static", 12: "bird", 186: "bgp", 188: "ospf"}
 # Status files other features write into nodes/NODE/ (docs/ssh-cli.md lists them).
 STATUS_FILES = ("mxlb-status.json", "mnha-status.json", "srd-status.json", "hsrp-status.json",
                 "ikev2-status.json")
@@ -68,70 +64,6 @@ def boot_uptime() -> float:
         return 0.0
 
 
-def _attr(msg: Any, name: str) -> Any:
-    return msg.get_attr(name)
-
-
-def _links(ipr: Any) -> list[Link]:
-    out = []
-    for msg in ipr.get_links():
-        info = _attr(msg, "IFLA_LINKINFO")
-        kind = ""
-        if info:
-            kind = next((v for k, v in info.get("attrs", []) if k == "IFLA_INFO_KIND"), "") or ""
-        stats = _attr(msg, "IFLA_STATS64") or {}
-        name = _attr(msg, "IFLA_IFNAME") or ""
-        flags = int(msg["flags"])
-        operstate = _attr(msg, "IFLA_OPERSTATE") or ""
-        oper = operstate == "UP" or (operstate == "UNKNOWN" and bool(flags & IFF_LOWER_UP))
-        out.append(Link(
-            index=int(msg["index"]), name=name, alias=_attr(msg, "IFLA_IFALIAS") or "",
-            admin_up=bool(flags & IFF_UP), oper_up=oper and bool(flags & IFF_UP),
-            mtu=int(_attr(msg, "IFLA_MTU") or 0), mac=_attr(msg, "IFLA_ADDRESS") or "",
-            kind="loopback" if name == "lo" else kind,
-            rx_packets=int(stats.get("rx_packets", 0)), tx_packets=int(stats.get("tx_packets", 0)),
-            rx_bytes=int(stats.get("rx_bytes", 0)), tx_bytes=int(stats.get("tx_bytes", 0)),
-        ))
-    return sorted(out, key=lambda link: link.index)
-
-
-def _addresses(ipr: Any, names: dict[int, str]) -> tuple[list[Address], dict[str, float]]:
-    out, created = [], {}
-    for msg in ipr.get_addr(family=socket.AF_INET):
-        address = _attr(msg, "IFA_LOCAL") or _attr(msg, "IFA_ADDRESS")
-        if not address:
-            continue
-        out.append(Address(names.get(int(msg["index"]), str(msg["index"])), address, int(msg["prefixlen"])))
-        cache = _attr(msg, "IFA_CACHEINFO") or {}
-        if "cstamp" in cache:
-            created[address] = int(cache["cstamp"]) / 100.0
-    return out, created
-
-
-def _routes(ipr: Any, names: dict[int, str]) -> list[KernelRoute]:
-    out = []
-    for msg in ipr.get_routes(family=socket.AF_INET):
-        table = _attr(msg, "RTA_TABLE") or int(msg["table"])
-        dst = _attr(msg, "RTA_DST") or "0.0.0.0"
-        hops: list[NextHop] = []
-        multipath = _attr(msg, "RTA_MULTIPATH")
-        if multipath:
-            for hop in multipath:
-                gateway = next((v for k, v in hop.get("attrs", []) if k == "RTA_GATEWAY"), None)
-                hops.append(NextHop(gateway, names.get(int(hop["oif"])), int(hop.get("hops", 0)) + 1))
-        else:
-            oif = _attr(msg, "RTA_OIF")
-            gateway = _attr(msg, "RTA_GATEWAY")
-            if oif is not None or gateway:
-                hops.append(NextHop(gateway, names.get(int(oif)) if oif is not None else None))
-        out.append(KernelRoute(
-            table=int(table), dst=f"{dst}/{msg['dst_len']}", type=_ROUTE_TYPES.get(int(msg["type"]), "other"),
-            proto=_PROTOS.get(int(msg["proto"]), str(msg["proto"])), scope=int(msg["scope"]),
-            metric=int(_attr(msg, "RTA_PRIORITY") or 0), nexthops=tuple(hops), prefsrc=_attr(msg, "RTA_PREFSRC"),
-        ))
-    return out
-
-
 def read_instance(node: Node, name: str, needs: Needs) -> tuple[Instance, dict[str, float]]:
     """One routing instance of NODE: its namespace's links, addresses, routes, and its BIRD."""
     spec = node.instance(name)
@@ -139,18 +71,7 @@ def read_instance(node: Node, name: str, needs: Needs) -> tuple[Instance, dict[s
     inst = Instance(name, spec.table)
     created: dict[str, float] = {}
     if needs.links or needs.routes:
-        from pyroute2 import IPRoute  # imported on first use: the server starts without it
-
-        with netnsutil.entered(spec.ns):
-            ipr = IPRoute()
-        try:
-            inst.links = _links(ipr)
-            names = {link.index: link.name for link in inst.links}
-            inst.addresses, created = _addresses(ipr, names)
-            if needs.routes:
-                inst.routes = _routes(ipr, names)
-        finally:
-            ipr.close()
+        inst.links, inst.addresses, created, inst.routes = netlink.read(spec.ns, routes=needs.routes)
     bird = next((b for b in node.birds if b.instance == name), None)
     if bird is not None and (needs.bird_routes or needs.bgp or needs.bird_status):
         try:
@@ -202,20 +123,17 @@ def parse_conntrack(text: str) -> list[FlowSession]:
 
 
 def read_sessions(ns: str) -> tuple[list[FlowSession], str | None, int]:
-    from ..backends.netns import run_in_namespace
-
+    """The conntrack table of NS (`conntrack -L`, run from this thread while it is inside NS: the
+    child process starts in the thread's namespace) and nf_conntrack_max there."""
     try:
-        result = run_in_namespace(ns, ["conntrack", "-L", "-o", "id"], timeout=5.0)
-    except (OSError, TimeoutError) as exc:
+        with netnsutil.entered(ns):
+            result = subprocess.run(["conntrack", "-L", "-o", "id"], capture_output=True, text=True, timeout=5.0,
+                                    stdin=subprocess.DEVNULL)
+            maximum = int(Path("/proc/sys/net/netfilter/nf_conntrack_max").read_text())
+    except (OSError, ValueError, subprocess.TimeoutExpired) as exc:
         return [], f"cannot read the session table: {exc}", 0
     if result.returncode != 0:
         return [], f"cannot read the session table: {result.stderr.strip()}", 0
-    maximum = 0
-    try:
-        with netnsutil.entered(ns):
-            maximum = int(Path("/proc/sys/net/netfilter/nf_conntrack_max").read_text())
-    except (OSError, ValueError):
-        pass
     return parse_conntrack(result.stdout), None, maximum
 
 

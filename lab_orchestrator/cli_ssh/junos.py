@@ -14,6 +14,7 @@ from typing import Any
 
 from . import junosconf, rib
 from .common import (
+    Egress,
     bird_started,
     bird_version,
     clock,
@@ -556,19 +557,18 @@ def _session_matches(session: FlowSession, args: Args) -> bool:
 def show_flow_session(snap: Snapshot, args: Args) -> Output:
     if snap.sessions_error:
         return error(snap.sessions_error)
-    inst = snap.instances[0] if snap.instances else None
-    own = local_addresses(inst) if inst else set()
+    inst = snap.instances[0] if snap.instances else Instance("", "inet.0")
+    own = local_addresses(inst)
+    route = Egress(inst)
     out: list[str] = []
     data = []
     sessions = [s for s in snap.sessions or [] if _session_matches(s, args)]
     for session in sessions:
-        in_if = ".local..0" if session.source in own else \
-            junos_logical(snap, "", egress(inst, session.source), inst) if inst else ""
-        out_if = ".local..0" if session.reply_source in own else \
-            junos_logical(snap, "", egress(inst, session.reply_source), inst) if inst else ""
-        in_zone = None if session.source in own else _zone(snap, egress(inst, session.source) if inst else None)
-        out_zone = None if session.reply_source in own else \
-            _zone(snap, egress(inst, session.reply_source) if inst else None)
+        in_dev = None if session.source in own else route(session.source)
+        out_dev = None if session.reply_source in own else route(session.reply_source)
+        in_if = ".local..0" if session.source in own else junos_logical(snap, "", in_dev, inst)
+        out_if = ".local..0" if session.reply_source in own else junos_logical(snap, "", out_dev, inst)
+        in_zone, out_zone = _zone(snap, in_dev), _zone(snap, out_dev)
         if session.destination in own or session.source in own:
             policy = "self-traffic-policy/1"
         elif in_zone == "trust" and out_zone == "untrust":

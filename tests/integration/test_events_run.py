@@ -40,3 +40,24 @@ def test_events_run_reports_convergence_and_recovery(tmp_path: Path) -> None:
         suite = ET.parse(junit).getroot()
         assert suite.get("tests") == "2" and suite.get("failures") == "0"
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("topology", ["topology1", "topology3"])
+def test_every_applicable_event_runs_and_recovers(topology: str, tmp_path: Path) -> None:
+    """Issue 6 acceptance: every event that applies to topology1 and topology3, end to end."""
+    with RunningLab(f"ea{topology[-1]}", REPO / f"labs/{topology}.yml", tmp_path) as running:
+        listed = json.loads(lab("events", "list", "--lab", running.name, "--json").stdout)
+        applicable = {e["name"] for e in listed if e["applicable"]}
+        assert {"srx-link-failure", "srx-power-off", "srx-reboot", "restart-routing", "restart-tlb", "gres",
+                "mx-reboot", "nexthop-delete", "nexthop-add"} <= applicable
+        assert ("mnha-pair-power-off" in applicable) == (topology == "topology3")
+        report = tmp_path / "all.json"
+        result = lab("events", "run", "--lab", running.name, "--flows", "60", "--rate", "3000",
+                     "--warmup", "1.5", "--hold", "1.5", "--duration", "3", "--down-time", "1",
+                     "--json", str(report), check=False)
+        events = {e["event"]: e for e in json.loads(report.read_text())["events"]} if report.exists() else {}
+        assert set(events) == applicable, result.stderr
+        failed = {name: (e["recovered"], e["packets_lost_by_unaffected_flows"]) for name, e in events.items()
+                  if not e["passed"]}
+        assert failed == {}, f"{failed}\n{result.stdout[-3000:]}"
+        assert result.returncode == 0

@@ -157,8 +157,8 @@ def elected(lab: Lab, timeout: float) -> None:
     """router1 Active, router2 Standby, router3 Listen, and still so 1.5 s later (settled)."""
 
     def settled() -> bool:
-        return lab.hsrp("router1")["state"] == "Active" and lab.hsrp("router2")["state"] == "Standby" \
-            and lab.hsrp("router3")["state"] == "Listen"
+        states = [str(lab.hsrp(node)["state"]) for node in ("router1", "router2", "router3")]
+        return states == ["Active", "Standby", "Listen"]
 
     def stable() -> bool:
         if not settled():
@@ -470,8 +470,9 @@ def test_redirect_in_ike_auth_after_mutual_authentication(auth_mode: Lab) -> Non
     assert all(r["ok"] for r in results), results
     redirected = [r for r in results if len(r["path"]) == 2]
     assert redirected and all(r["path"][1] in ("10.10.10.2", "10.10.10.3") for r in redirected), results
-    counters = auth_mode.ike("router1")["gateway_counters"]
-    assert counters["redirects_auth"] == len(redirected) and counters["redirects_init"] == 0
+    counters = wait_for(lambda: (c := auth_mode.ike("router1")["gateway_counters"])["redirects_auth"]
+                        == len(redirected) and c, 3, "the redirect counters")
+    assert counters["redirects_init"] == 0
     # The redirected IKE SAs were deleted by the client (RFC 5685 section 6).
     wait_for(lambda: not [s for s in auth_mode.ike("router1")["sas"] if s["state"] == "REDIRECTED"], 3,
              "redirected SAs deleted")

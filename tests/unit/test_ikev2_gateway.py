@@ -5,7 +5,6 @@ check and max-redirects, INVALID_KE, retransmissions, deletion, and fuzzing of b
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -36,7 +35,7 @@ def exchange(gw: Gateway, ini: Initiator, local: str) -> tuple[str, object]:
         kind, value = ini.receive(replies[0].data)
         if kind != "send":
             return kind, value
-        data = value  # type: ignore[assignment]
+        data = value
     return "loop", None
 
 
@@ -252,10 +251,10 @@ def test_invalid_ke_then_the_requested_group() -> None:
     assert notify is not None and notify.data == b"\x00\x0e"
     kind, data = ini.receive(reply.data)
     assert kind == "send" and ini.group == 14
-    replies = gw.handle(data, CLIENT, (MEMBER, 500))  # type: ignore[arg-type]
+    replies = gw.handle(data, CLIENT, (MEMBER, 500))
     kind, data = ini.receive(replies[0].data)
     assert kind == "send"
-    replies = gw.handle(data, CLIENT, (MEMBER, 500))  # type: ignore[arg-type]
+    replies = gw.handle(data, CLIENT, (MEMBER, 500))
     assert ini.receive(replies[0].data) == ("established", None)
 
 
@@ -273,8 +272,8 @@ def test_retransmissions_get_the_same_answers() -> None:
     a = gw.handle(first, CLIENT, (MEMBER, 500))[0].data
     assert gw.handle(first, CLIENT, (MEMBER, 500))[0].data == a
     _, auth = ini.receive(a)
-    b = gw.handle(auth, CLIENT, (MEMBER, 500))[0].data  # type: ignore[arg-type]
-    assert gw.handle(auth, CLIENT, (MEMBER, 500))[0].data == b  # type: ignore[arg-type]
+    b = gw.handle(auth, CLIENT, (MEMBER, 500))[0].data
+    assert gw.handle(auth, CLIENT, (MEMBER, 500))[0].data == b
     assert gw.counters["retransmits"] == 2 and len(gw.sas) == 1
 
 
@@ -285,7 +284,7 @@ def test_pool_exhaustion_is_internal_address_failure() -> None:
     data = ini.start()
     replies = gw.handle(data, ("10.10.20.7", 500), (MEMBER, 500))
     _, data = ini.receive(replies[0].data)
-    replies = gw.handle(data, ("10.10.20.7", 500), (MEMBER, 500))  # type: ignore[arg-type]
+    replies = gw.handle(data, ("10.10.20.7", 500), (MEMBER, 500))
     message = codec.decode(replies[0].data)
     assert ini.suite is not None and ini.keys is not None
     inner = crypto.open_sk(replies[0].data, message, ini.suite, ini.keys, from_initiator=False)
@@ -337,7 +336,7 @@ def test_tampered_ike_auth_is_dropped() -> None:
     ini = Initiator(ClientConfig(MEMBER), MEMBER, CLIENT, None)
     reply = gw.handle(ini.start(), CLIENT, (MEMBER, 500))[0]
     _, auth = ini.receive(reply.data)
-    tampered = bytearray(auth)  # type: ignore[arg-type]
+    tampered = bytearray(auth)
     tampered[-1] ^= 1
     assert gw.handle(bytes(tampered), CLIENT, (MEMBER, 500)) == []
     assert gw.counters["integrity_failed"] == 1
@@ -373,7 +372,7 @@ def test_fuzz_gateway_mutated_ike_auth(position: int, value: int) -> None:
     ini = Initiator(ClientConfig(MEMBER), MEMBER, CLIENT, None)
     reply = gw.handle(ini.start(), CLIENT, (MEMBER, 500))[0]
     _, auth = ini.receive(reply.data)
-    data = bytearray(auth)  # type: ignore[arg-type]
+    data = bytearray(auth)
     data[position % len(data)] = value
     gw.handle(bytes(data), CLIENT, (MEMBER, 500))
 
@@ -393,8 +392,45 @@ def test_gateway_survives_every_truncation() -> None:
     reply = gw.handle(ini.start(), CLIENT, (MEMBER, 500))[0]
     _, auth = ini.receive(reply.data)
     for message in (SA_INIT, auth):
-        for cut in range(len(message)):  # type: ignore[arg-type]
-            make_gateway().handle(message[:cut], CLIENT, (MEMBER, 500))  # type: ignore[index]
+        for cut in range(len(message)):
+            make_gateway().handle(message[:cut], CLIENT, (MEMBER, 500))
 
 
-Check = Callable[[], None]
+
+def _recount(gw: Gateway) -> dict[str, int]:
+    half = sum(1 for sa in gw.sas.values() if sa.state == "half-open")
+    est = [sa for sa in gw.sas.values() if sa.state == "established"]
+    return {"ike": len(est) + half, "ipsec": 2 * sum(1 for sa in est if sa.child is not None), "half_open": half,
+            "arrivals": gw.counters["arrivals"]}
+
+
+def test_running_tallies_match_a_recount() -> None:
+    now = [0.0]
+    gw = Gateway(GatewayConfig([MEMBER], b"cisco123", pool_first="172.16.3.1", pool_last="172.16.3.250"),
+                 clock=lambda: now[0])
+    initiators = []
+    for i in range(40):
+        peer = (f"10.10.20.{i + 10}", 500)
+        ini = Initiator(ClientConfig(MEMBER, psk=b"cisco123" if i % 7 else b"bad", child=bool(i % 3),
+                                     request_address=bool(i % 2)), MEMBER, peer, VIP if i % 5 == 0 else None)
+        data = ini.start()
+        if i % 4 == 0:  # left half-open
+            gw.handle(data, peer, (MEMBER, 500))
+            continue
+        for _ in range(3):
+            replies = gw.handle(data, peer, (MEMBER, 500))
+            if not replies:
+                break
+            kind, data = ini.receive(replies[0].data)
+            if kind != "send":
+                break
+        initiators.append((ini, peer))
+        assert gw.counts() == _recount(gw)
+    for ini, peer in initiators[::3]:
+        if ini.state == "established":
+            gw.handle(ini.delete(), peer, (MEMBER, 500))
+            assert gw.counts() == _recount(gw)
+    now[0] = gateway.HALF_OPEN_TIMEOUT + 1
+    gw.expire()
+    assert gw.counts() == _recount(gw) and gw.counts()["half_open"] == 0
+    assert len(gw.pool.free) + sum(1 for sa in gw.sas.values() if sa.address) == gw.pool.size

@@ -183,7 +183,7 @@ def test_sender_loop_round_robin_paced_and_counted() -> None:
     expected = [(k % 4, k // 4) for k in range(400) if k not in (4, 5)]
     assert [(f, s) for f, s, _ in fake.packets] == expected
     elapsed = (fake.times[-1] - fake.times[0]) / 1e9
-    assert 0.09 <= elapsed < 0.2  # 400 packets at 4000 pps: ~0.1 s
+    assert 0.09 <= elapsed < 1.0  # 400 packets at 4000 pps: ~0.1 s (paced, not as fast as possible)
     sizes = Counter(size for _, _, size in fake.packets)
     assert set(sizes) <= {s for s, _ in IMIX}
 
@@ -373,3 +373,31 @@ def test_receiver_needs_a_port_or_an_interface() -> None:
 def test_cli_rejects_a_sender_without_bound() -> None:
     with pytest.raises(SystemExit):
         traffic.main(["send", "--iface", "eth1"])
+
+
+def test_realtime_is_refused_at_full_speed() -> None:
+    with pytest.raises(ValueError, match="paced rate"):
+        Sender(iface="x", flows=make_flows(1), rate=0, duration=1, realtime=True).run()
+
+
+def test_spawned_receiver_reports_with_the_senders_counts() -> None:
+    """The child-process protocol (config on stdin, ready line, report line, stop = stdin closed)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    child = Receiver(port=port, bind="127.0.0.1", duration=20).spawn()
+    try:
+        child.wait_ready()
+        payload = build_frame(FLOW, 64, SRC_MAC, DST_MAC)[PAYLOAD_OFFSET:]
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as out:
+            for seq in (0, 1, 2, 4):
+                struct.pack_into("!QI", payload, 6, seq, time.monotonic_ns() & 0xFFFFFFFF)
+                out.sendto(payload, ("127.0.0.1", port))
+        time.sleep(0.1)
+        report = child.stop(sent={"per_flow_sent": {"7": 6}, "per_flow_pps": 100.0})
+    finally:
+        child.kill()
+    assert child.proc.returncode == 0
+    flow = report["per_flow"][0]
+    assert (flow["flow"], flow["received"], flow["lost"], flow["convergence_ms"]) == (7, 4, 2, 20.0)
+    assert report["rate_per_flow_pps"] == 100.0 and "state" not in report

@@ -1,0 +1,881 @@
+#!/usr/bin/env python3
+"""HA benchmark: MNHA SRG1 failover, MNHA session sync lag, SRD switchover convergence (issues 5, 9).
+
+Measured on real namespaces, with real packets, in one run (this machine is shared and noisy, so
+every traffic measurement has a no-event baseline window measured alongside, in the same lab):
+
+  1. MNHA SRG1 failover (lab bh1: `bench/gen_topology.py --srx 4 --mnha`, both pairs `mode: srg1`,
+     ECMP CHASH, one MX). Two-way UDP flows (client -> server and the same 5-tuples back) at a known
+     per-flow rate; the SRG1 active carrying the flows is powered off (`lab fail ... srx-power-off`)
+     and its backup takes the flows with the synced sessions. Per run: the loss-derived outage
+     (lost / per-flow rate, RFC 6412) and the longest gap of every flow the failed SRX carried, plus
+     a server-push flow (`dataplane.udpprobe push/pull`, only the server sends) through the same SRX.
+     Then `lab restore` under traffic: the failback (preemption) outage, and the wait for it.
+  2. MNHA session sync lag (lab bh3: labs/topology3.yml, SRG0 pairs, TLB). 1000 new UDP sessions in
+     1 s (1000 distinct subscriber addresses, one datagram each, paced 1 ms apart). With the conntrack
+     timestamp extension on in the SRX namespaces, the kernel stamps each entry when it is created:
+     lag = creation of the synced copy on the peer (conntrackd inserting it) - creation on the SRX
+     that carried the packet, both read back over ctnetlink. (`conntrack -E -o timestamp` stamps an
+     event when the listener prints it: two listeners in one namespace disagreed by up to ~57 ms on
+     this machine, far more than the lag itself.) Baseline: send time -> entry created on the carrier.
+  3. SRD switchover (lab bh2: labs/topology2.yml, dual MX, ECMP CHASH): CLI (`lab switchover`, each run
+     from the current master), and a monitored-link failure (the master MX's gateway-facing link
+     `ge-0-0-0` of TRUST-VR down; then up, and `lab switchover` back to mx1 outside the measurement).
+     Per run: every flow's loss-derived convergence, both directions.
+
+Resolution of a loss-derived figure: 1 / per-flow rate (10 ms at the default 100 flows x 100 pps).
+Prints a markdown table with the machine and date and writes it to docs/benchmarks-ha.md (notes
+below the marker line there are kept). Needs root. Only touches labs named bh1, bh2, bh3, brought
+down in finally blocks (also on errors and Ctrl-C).
+
+  sudo python3 bench/ha.py --quick           # 5 runs of each measurement
+  sudo python3 bench/ha.py                   # 20 runs
+  sudo python3 bench/ha.py --runs 3 --only srd --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as dt
+import json
+import math
+import os
+import platform
+import re
+import shlex
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from dataplane.traffic import Flow, Receiver, Sender, Spawned, make_flows, reverse_flows  # noqa: E402
+from lab_orchestrator import eventrun, ops  # noqa: E402
+from lab_orchestrator.plan import LabPlan  # noqa: E402
+from lab_orchestrator.state import LabState  # noqa: E402
+
+STATE_ROOT = Path(os.environ.get("LAB_STATE_ROOT", "/run/lab"))
+DOC = ROOT / "docs" / "benchmarks-ha.md"
+NOTES_MARKER = "<!-- notes below this line are kept when the benchmark rewrites this file -->"
+PEER = {"srx1": "srx2", "srx2": "srx1", "srx3": "srx4", "srx4": "srx3"}
+REVERSE_ID_OFFSET = 100000
+SERVER = "203.0.113.9"  # the push server's address (the server host's AnyIP prefix)
+PARTS = ("failover", "sync", "srd")
+
+# Goals: the bounds the acceptance tests hold these to (tests/integration/test_mnha.py, test_srd.py).
+GOAL_FAILOVER_MS = 500.0
+GOAL_SWITCHOVER_MS = 1000.0
+
+
+def log(message: str) -> None:
+    print(f"[ha] {time.strftime('%H:%M:%S')} {message}", file=sys.stderr, flush=True)
+
+
+def lab_cmd() -> list[str]:
+    exe = shutil.which("lab")
+    return [exe] if exe else [sys.executable, "-m", "lab_orchestrator.cli"]
+
+
+class BenchError(RuntimeError):
+    pass
+
+
+def lab(*args: str, check: bool = True, timeout: float = 180.0) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run([*lab_cmd(), *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+    if check and result.returncode != 0:
+        raise BenchError(f"lab {' '.join(args)} exited {result.returncode}: "
+                         f"{(result.stderr or result.stdout).strip()[-600:]}")
+    return result
+
+
+# ---------------------------------------------------------------- statistics
+def pct(values: list[float], q: float) -> float | None:
+    """The Q-quantile (0..1) by nearest rank; None for no values."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
+
+
+def summary(values: list[float], digits: int = 1) -> dict[str, Any]:
+    if not values:
+        return {"n": 0}
+    return {"n": len(values), "median": round(statistics.median(values), digits),
+            "p99": round(pct(values, 0.99) or 0, digits), "min": round(min(values), digits),
+            "max": round(max(values), digits)}
+
+
+# ---------------------------------------------------------------- labs
+class Lab:
+    """A bh* lab brought up from a topology text; down again on exit, whatever happens."""
+
+    def __init__(self, name: str, text: str, workdir: Path):
+        if not re.fullmatch(r"bh[0-9a-z-]*", name):
+            raise AssertionError(f"refusing lab {name}: this benchmark only uses labs named bh*")
+        self.name = name
+        self.file = workdir / f"{name}.yml"
+        self.file.write_text(text)
+        self.state_dir = STATE_ROOT / name
+
+    def __enter__(self) -> Lab:
+        if (self.state_dir / "state.json").exists():
+            raise BenchError(f"lab {self.name} is already up (another bench run?): `lab down --name {self.name}`")
+        log(f"lab up {self.name}")
+        try:
+            lab("up", str(self.file), timeout=300)
+        except BaseException:
+            self.down()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.down()
+
+    def down(self) -> None:
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            result = lab("down", "--name", self.name, check=False, timeout=180)
+            if result.returncode != 0:
+                log(f"cleanup: lab down --name {self.name}: {result.stderr.strip()[-300:]}")
+            else:
+                log(f"lab down {self.name}")
+        except (OSError, subprocess.SubprocessError) as exc:
+            log(f"cleanup: lab down --name {self.name} failed: {exc}")
+        finally:
+            signal.signal(signal.SIGINT, previous)
+
+    def state(self) -> LabState:
+        return LabState.load(self.state_dir)
+
+    def plan(self) -> LabPlan:
+        return ops.load_plan(self.state())
+
+    def ns(self, node: str, instance: str | None = None) -> str:
+        return f"{self.name}-{node}" + (f"-{instance.lower()}" if instance else "")
+
+    def status(self, node: str, kind: str) -> dict[str, Any]:
+        """nodes/NODE/KIND-status.json (mnha, srd, mxlb); {} while being rewritten."""
+        try:
+            data: dict[str, Any] = json.loads((self.state_dir / "nodes" / node / f"{kind}-status.json").read_text())
+        except (OSError, ValueError):
+            return {}
+        return data
+
+
+def topology_text(source: Path, name: str) -> str:
+    text = source.read_text()
+    old = next(line for line in text.splitlines() if line.startswith("name:"))
+    return text.replace(old, f"name: {name}", 1)
+
+
+def srg1_text(name: str) -> str:
+    text = subprocess.run([sys.executable, str(ROOT / "bench/gen_topology.py"), "--name", name, "--srx", "4",
+                           "--mnha"], capture_output=True, text=True, check=True).stdout
+    text = text.replace("srg1_active: srx1}", "srg1_active: srx1, mode: srg1}")
+    text = text.replace("srg1_active: srx3}", "srg1_active: srx3, mode: srg1}")
+    if text.count("mode: srg1") != 2:
+        raise BenchError("bench/gen_topology.py output changed: cannot set mode: srg1")
+    return text
+
+
+def wait_for(what: str, check: Callable[[], bool], timeout: float, interval: float = 0.05) -> float:
+    """Poll CHECK until true; the monotonic time it became true. BenchError after TIMEOUT."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if check():
+            return time.monotonic()
+        if time.monotonic() > deadline:
+            raise BenchError(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(interval)
+
+
+# ---------------------------------------------------------------- two-way traffic
+class Traffic:
+    """Two-way UDP flows at a known rate, started now, stopped by `stop()` (per-flow figures)."""
+
+    def __init__(self, plan: LabPlan, flows: list[Flow], rate: float, sizes: str, max_seconds: float = 120.0):
+        self.ends = eventrun.endpoints(plan)
+        self.flows = flows
+        self.rate = rate
+        self.per_flow = rate / len(flows)
+        self.sizes = sizes
+        self.max_seconds = max_seconds
+        self.children: list[Spawned] = []
+
+    def start(self) -> Traffic:
+        e = self.ends
+        try:
+            self.rx_f = self._add(Receiver(iface=e.server_iface, ns=e.server_ns, rate_per_flow=self.per_flow).spawn())
+            self.rx_r = self._add(Receiver(iface=e.client_iface, ns=e.client_ns, rate_per_flow=self.per_flow).spawn())
+            self.rx_f.wait_ready()
+            self.rx_r.wait_ready()
+            self.tx_f = self._add(Sender(iface=e.client_iface, ns=e.client_ns, flows=self.flows, rate=self.rate,
+                                         sizes=self.sizes, duration=self.max_seconds, realtime=True).spawn())
+            self.tx_f.wait_ready()
+            time.sleep(0.3)  # the forward packets open the sessions the reverse flows need
+            self.tx_r = self._add(Sender(iface=e.server_iface, ns=e.server_ns,
+                                         flows=reverse_flows(self.flows, REVERSE_ID_OFFSET), rate=self.rate,
+                                         sizes=self.sizes, duration=self.max_seconds, realtime=True).spawn())
+            self.tx_r.wait_ready()
+        except BaseException:
+            self.kill()
+            raise
+        return self
+
+    def _add(self, child: Spawned) -> Spawned:
+        self.children.append(child)
+        return child
+
+    def kill(self) -> None:
+        for child in self.children:
+            with contextlib.suppress(Exception):
+                child.kill()
+
+    def stop(self) -> dict[str, Any]:
+        """Stop sending, let the last packets arrive, return the per-flow figures."""
+        try:
+            sent_f = self.tx_f.stop(timeout=30)
+            sent_r = self.tx_r.stop(timeout=30)
+            time.sleep(0.3)
+            report_f = self.rx_f.stop(timeout=30, sent=sent_f)
+            report_r = self.rx_r.stop(timeout=30, sent=sent_r)
+        except BaseException:
+            self.kill()
+            raise
+        fwd = {f["flow"]: f for f in report_f["per_flow"]}
+        rev = {f["flow"] - REVERSE_ID_OFFSET: f for f in report_r["per_flow"]}
+        end_ns = min(sent_f["end_ns"], sent_r["end_ns"])
+        rows = {}
+        for flow in self.flows:
+            a, b = fwd.get(flow.flow_id, {}), rev.get(flow.flow_id, {})
+            lost_f, lost_r = int(a.get("lost", 0)), int(b.get("lost", 0))
+            gaps = [(float(x.get("max_gap_ms") or 0), x.get("max_gap_start_ns")) for x in (a, b)]
+            gap, gap_start = max(gaps, key=lambda g: g[0])
+            rows[flow.src] = {
+                "flow": flow.flow_id, "lost_forward": lost_f, "lost_reverse": lost_r,
+                # RFC 6412 packet-loss duration, per direction; a flow's outage is its worse direction
+                "convergence_ms": round(max(lost_f, lost_r) / self.per_flow * 1000, 3),
+                "max_gap_ms": gap, "gap_start_ns": gap_start,
+                "recovered": all(x.get("last_seen_ns") and end_ns - x["last_seen_ns"] < 0.5e9 for x in (a, b)),
+            }
+        return {"rows": rows, "per_flow_pps": self.per_flow, "resolution_ms": round(1000 / self.per_flow, 3),
+                "sent": sent_f["sent"] + sent_r["sent"], "lost": report_f["lost"] + report_r["lost"],
+                "sender_max_lag_ms": round(max(sent_f["max_lag_ms"], sent_r["max_lag_ms"]), 1),
+                "sender_errors": sent_f["errors"] + sent_r["errors"]}
+
+
+def flow_stats(result: dict[str, Any], sources: set[str] | None = None) -> dict[str, Any]:
+    """Convergence and gap figures of the flows from SOURCES (all flows: None)."""
+    rows = [r for src, r in result["rows"].items() if sources is None or src in sources]
+    conv = [r["convergence_ms"] for r in rows]
+    gaps = [r["max_gap_ms"] for r in rows]
+    return {"flows": len(rows), "flows_with_loss": sum(1 for r in rows if r["convergence_ms"]),
+            "worst_ms": max(conv, default=0.0), "median_ms": statistics.median(conv) if conv else 0.0,
+            "longest_gap_ms": max(gaps, default=0.0), "all_recovered": all(r["recovered"] for r in rows),
+            "per_flow_ms": conv}
+
+
+def window(plan: LabPlan, flows: list[Flow], rate: float, sizes: str, warmup: float,
+           action: Callable[[], dict[str, Any]], after: float) -> tuple[dict[str, Any], dict[str, Any],
+                                                                     dict[tuple[str, int], str],
+                                                                     dict[tuple[str, int], str]]:
+    """Traffic for WARMUP s, ACTION (its facts returned), AFTER s more; (traffic result, facts,
+    carriers before, carriers after) - carriers: which SRX's session counters grow per flow."""
+    traffic = Traffic(plan, flows, rate, sizes).start()
+    try:
+        time.sleep(max(0.0, warmup - 0.7))
+        before = eventrun.carriers(plan, gap=0.4)
+        facts = action()
+        time.sleep(max(0.0, after - 0.5))
+        after_ = eventrun.carriers(plan, gap=0.4)
+    except BaseException:
+        traffic.kill()
+        raise
+    return traffic.stop(), facts, before, after_
+
+
+def by_source(carriers: dict[tuple[str, int], str]) -> dict[str, str]:
+    return {src: srx for (src, _port), srx in carriers.items()}
+
+
+# ---------------------------------------------------------------- 1. MNHA SRG1 failover
+class PushFlow:
+    """Server push (`dataplane.udpprobe push/pull`): one client datagram, then only the server sends."""
+
+    def __init__(self, lab_: Lab, client: str, port: int, seconds: float, rate: int = 200):
+        base = [*lab_cmd(), "exec", "--lab", lab_.name]
+        self.server = subprocess.Popen(
+            [*base, "server", "--", sys.executable, "-m", "dataplane.udpprobe", "push", "--bind", SERVER,
+             "--port", str(port), "--rate", str(rate), "--seconds", str(seconds)],
+            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        assert self.server.stdout is not None
+        if "serving" not in self.server.stdout.readline():
+            self.kill()
+            raise BenchError("push server did not start")
+        self.puller = subprocess.Popen(
+            [*base, "client", "--", sys.executable, "-m", "dataplane.udpprobe", "pull", "--source", client,
+             "--port", str(port + 1000), "--to", f"{SERVER}:{port}", "--seconds", str(seconds)],
+            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+
+    def result(self) -> dict[str, Any]:
+        try:
+            out, _ = self.puller.communicate(timeout=60)
+            self.server.wait(timeout=10)
+        except BaseException:
+            self.kill()
+            raise
+        data: dict[str, Any] = json.loads(out)
+        return data
+
+    def kill(self) -> None:
+        for proc in (self.server, getattr(self, "puller", None)):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait(5)
+
+
+def srg1_roles(lab_: Lab) -> dict[str, str]:
+    return {srx: lab_.status(srx, "mnha").get("srg1", {}).get("role", "?") for srx in PEER}
+
+
+def selector_members(lab_: Lab) -> set[str]:
+    members = lab_.status("mx1", "mxlb").get("members", [])
+    return {m["name"] for m in members if m.get("alive") and m.get("buckets")}
+
+
+def srg1_settled(lab_: Lab) -> bool:
+    return srg1_roles(lab_) == {"srx1": "active", "srx2": "backup", "srx3": "active", "srx4": "backup"} \
+        and selector_members(lab_) == {"srx1", "srx3"}
+
+
+def transition_after(transitions: list[dict[str, Any]], role: str, since: float) -> float | None:
+    """Monotonic time of the first transition to ROLE at or after SINCE (daemons use CLOCK_MONOTONIC)."""
+    return next((t["at"] for t in transitions if t["role"] == role and t["at"] >= since), None)
+
+
+def selector_change_after(lab_: Lab, since_wall: float, without: str | None = None,
+                          with_: str | None = None) -> float | None:
+    """Wall time of the first selector reprogramming after SINCE_WALL that drops WITHOUT / adds WITH_."""
+    for entry in lab_.status("mx1", "mxlb").get("history", []):
+        members = set(entry.get("members", []))
+        if entry["at"] >= since_wall and (without is None or without not in members) \
+                and (with_ is None or with_ in members):
+            return float(entry["at"])
+    return None
+
+
+def outage_start_ns(result: dict[str, Any], sources: set[str]) -> int | None:
+    """When the outage began, from the data plane: median send time of the packet before each
+    affected flow's longest gap."""
+    starts = [r["gap_start_ns"] for src, r in result["rows"].items() if src in sources and r["gap_start_ns"]
+              and r["convergence_ms"]]
+    return int(statistics.median(starts)) if starts else None
+
+
+def measure_failover(workdir: Path, runs: int, flows_n: int, rate: float, sizes: str) -> dict[str, Any]:
+    out: dict[str, Any] = {"lab": "bh1", "runs": [], "baseline": [], "errors": []}
+    wall_offset = time.time() - time.monotonic()
+    with Lab("bh1", srg1_text("bh1"), workdir) as bh1:
+        wait_for("SRG1 roles active/backup and selector on srx1+srx3", lambda: srg1_settled(bh1), 30)
+        plan = bh1.plan()
+        flows = make_flows(flows_n, "100.64.32.0/20", eventrun.endpoints(plan).server_address)
+        hb = json.loads((bh1.state_dir / "nodes/srx1/mnha.json").read_text())
+        out["heartbeat"] = {"interval_ms": hb["heartbeat_ms"], "threshold": hb["heartbeat_threshold"]}
+        where: dict[str, str] = {}
+        for run in range(runs):
+            # baseline: the same flows, no event (noise floor of the loss / gap measurement)
+            base, _, _, carried = window(plan, flows, rate, sizes, 2.0, dict, 3.0)
+            where = by_source(carried) or where
+            out["baseline"].append(flow_stats(base) | {"sender_max_lag_ms": base["sender_max_lag_ms"]})
+            target = "srx1" if run % 2 == 0 else "srx3"
+            peer = PEER[target]
+            mine = {src for src, srx in where.items() if srx == target}
+            if not mine:
+                raise BenchError(f"no flow is carried by {target}: {sorted(set(where.values()))}")
+            push_src = sorted(mine)[0]
+            push = PushFlow(bh1, push_src, 7100 + run % 50, seconds=8.0)
+            facts: dict[str, Any] = {}
+
+            def fail(target: str = target, facts: dict[str, Any] = facts) -> dict[str, Any]:
+                facts["cli_start"] = time.monotonic()
+                lab("fail", "--lab", bh1.name, target, "srx-power-off")
+                facts["cli_end"] = time.monotonic()
+                return facts
+
+            try:
+                time.sleep(0.5)
+                result, _, before, after = window(plan, flows, rate, sizes, 2.0, fail, 3.0)
+                pushed = push.result()
+            except BaseException:
+                push.kill()
+                raise
+            affected = {src for (src, _p), srx in before.items() if srx == target}
+            moved_to_peer = sum(1 for (src, _p), srx in after.items() if src in affected and srx == peer)
+            stats = flow_stats(result, affected)
+            start = outage_start_ns(result, affected)
+            peer_status = bh1.status(peer, "mnha")
+            active_at = transition_after(peer_status.get("srg1", {}).get("transitions", []), "active",
+                                         facts["cli_start"])
+            moved_at = selector_change_after(bh1, facts["cli_start"] + wall_offset, without=target)
+            t0 = start / 1e9 if start else None
+            sample = {
+                "target": target, "peer": peer, **{k: v for k, v in stats.items() if k != "per_flow_ms"},
+                "per_flow_ms": stats["per_flow_ms"], "moved_to_peer": moved_to_peer,
+                "unaffected_loss": sum(r["lost_forward"] + r["lost_reverse"] for src, r in result["rows"].items()
+                                       if src not in affected),
+                "push": pushed, "push_gap_ms": round(pushed["longest_gap_s"] * 1000, 1),
+                "cli_ms": round((facts["cli_end"] - facts["cli_start"]) * 1000, 1),
+                # from the data plane's outage start (last packet before the gap) to ...
+                "peer_active_after_ms": round((active_at - t0) * 1000, 1) if t0 and active_at else None,
+                "selector_moved_after_ms": round((moved_at - wall_offset - t0) * 1000, 1) if t0 and moved_at else None,
+                "sender_max_lag_ms": result["sender_max_lag_ms"],
+            }
+            # failback: restore under traffic, wait for the preemption, then a little longer
+            back: dict[str, Any] = {}
+
+            def restore(target: str = target, back: dict[str, Any] = back) -> dict[str, Any]:
+                back["cli_start"] = time.monotonic()
+                lab("restore", "--lab", bh1.name, target)
+                back["cli_end"] = time.monotonic()
+                back["settled"] = wait_for("preemption back", lambda: srg1_settled(bh1), 40)
+                return back
+
+            result_b, _, _, _ = window(plan, flows, rate, sizes, 1.5, restore, 2.5)
+            stats_b = flow_stats(result_b, affected)
+            sample["failback_worst_ms"] = stats_b["worst_ms"]
+            sample["failback_flows_with_loss"] = stats_b["flows_with_loss"]
+            sample["failback_all_loss_ms"] = flow_stats(result_b)["worst_ms"]
+            sample["preempted_after_s"] = round(back["settled"] - back["cli_end"], 2)
+            out["runs"].append(sample)
+            log(f"failover run {run + 1}/{runs}: {target} off -> {peer}: worst {stats['worst_ms']:.0f} ms "
+                f"({stats['flows_with_loss']}/{stats['flows']} flows lost packets), push gap "
+                f"{sample['push_gap_ms']:.0f} ms, peer active +{sample['peer_active_after_ms']} ms, selector "
+                f"+{sample['selector_moved_after_ms']} ms; failback worst {stats_b['worst_ms']:.0f} ms after "
+                f"{sample['preempted_after_s']} s; baseline worst {out['baseline'][-1]['worst_ms']:.0f} ms")
+        out["resolution_ms"] = round(1000 * flows_n / rate, 3)
+    return out
+
+
+# ---------------------------------------------------------------- 2. MNHA session sync lag
+def conntrack_starts(ns: str, dport: int, sport: int) -> dict[str, tuple[int, int]]:
+    """Subscriber address -> (kernel creation time in ns of CLOCK_REALTIME, packets counted) of the
+    UDP sessions SPORT -> DPORT in namespace NS (needs net.netfilter.nf_conntrack_timestamp=1)."""
+    from pyroute2.netlink.nfnetlink.nfctsocket import NFCTSocket
+
+    from lab_orchestrator import netnsutil
+
+    with netnsutil.entered(ns):
+        sock = NFCTSocket()
+    out = {}
+    try:
+        for msg in sock.dump():
+            orig = msg.get_attr("CTA_TUPLE_ORIG")
+            proto = orig.get_attr("CTA_TUPLE_PROTO") if orig else None
+            if proto is None or proto.get_attr("CTA_PROTO_DST_PORT") != dport \
+                    or proto.get_attr("CTA_PROTO_SRC_PORT") != sport:
+                continue
+            stamp = msg.get_attr("CTA_TIMESTAMP")
+            start = stamp.get_attr("CTA_TIMESTAMP_START") if stamp else None
+            counters = msg.get_attr("CTA_COUNTERS_ORIG")
+            if start:
+                out[orig.get_attr("CTA_TUPLE_IP").get_attr("CTA_IP_V4_SRC")] = (
+                    int(start), int(counters.get_attr("CTA_COUNTERS_PACKETS")) if counters else 0)
+    finally:
+        sock.close()
+    return out
+
+
+def measure_sync(workdir: Path, runs: int, sessions: int = 1000, per_second: float = 1000.0) -> dict[str, Any]:
+    """New sessions at PER_SECOND from distinct addresses; per session, the kernel's creation time
+    of the entry on the SRX that carried it (conntrack timestamp extension: set when the first
+    packet's entry is confirmed) and of the synced copy on its peer (set when conntrackd inserts it
+    over ctnetlink). Kernel clocks on both sides: no listener scheduling in the figure."""
+    out: dict[str, Any] = {"lab": "bh3", "runs": [], "errors": [], "sessions_per_run": sessions,
+                           "rate_per_s": per_second}
+    dport = 7000
+    with Lab("bh3", topology_text(ROOT / "labs/topology3.yml", "bh3"), workdir) as bh3:
+        wait_for("TLB selector on all four SRX", lambda: selector_members(bh3) == set(PEER), 30)
+        for srx in PEER:  # per-namespace sysctl, in our own lab: entries created from now on carry it
+            lab("exec", "--lab", bh3.name, srx, "--", "sysctl", "-qw", "net.netfilter.nf_conntrack_timestamp=1")
+        plan = bh3.plan()
+        ends = eventrun.endpoints(plan)
+        sink = Receiver(port=dport, ns=ends.server_ns).spawn()  # a listener: no ICMP port unreachable back
+        try:
+            sink.wait_ready()
+            lags: list[float] = []
+            carrier_lags: list[float] = []
+            for run in range(runs):
+                sport = 20000 + run  # fresh 5-tuples every run
+                flows = make_flows(sessions, "100.64.16.0/22", ends.server_address, sport=sport, dport=dport)
+                wall_offset = time.time() - time.monotonic()
+                # one packet per flow, flows in order, 1 / PER_SECOND apart
+                report = Sender(iface=ends.client_iface, ns=ends.client_ns, flows=flows, rate=per_second,
+                                sizes=128, duration=sessions / per_second, realtime=True).spawn().wait(timeout=60)
+                time.sleep(1.5)  # let the last ones sync
+                tables = {srx: conntrack_starts(bh3.ns(srx), dport, sport) for srx in PEER}
+                run_lags, run_carrier, missing_peer, missing = [], [], 0, 0
+                pairs: dict[str, int] = {}
+                for k, flow in enumerate(flows):
+                    # the carrier: the SRX whose entry counted the packet (a synced copy counts none)
+                    carrier = next((srx for srx, t in tables.items() if t.get(flow.src, (0, 0))[1] > 0), None)
+                    if carrier is None:
+                        missing += 1
+                        continue
+                    pairs[carrier] = pairs.get(carrier, 0) + 1
+                    created = tables[carrier][flow.src][0]
+                    sent_ns = report["start_ns"] + k * 1e9 / per_second + wall_offset * 1e9
+                    run_carrier.append((created - sent_ns) / 1e6)
+                    copy = tables[PEER[carrier]].get(flow.src)
+                    if copy is None:
+                        missing_peer += 1
+                    else:
+                        run_lags.append((copy[0] - created) / 1e6)
+                lags += run_lags
+                carrier_lags += run_carrier
+                sample = {"sport": sport, "sessions": sessions, "seen_on_carrier": sessions - missing,
+                          "missing_on_peer": missing_peer, "by_carrier": dict(sorted(pairs.items())),
+                          "lag_ms": summary(run_lags, 3), "send_to_carrier_ms": summary(run_carrier, 3),
+                          "sender_max_lag_ms": round(report["max_lag_ms"], 1),
+                          "send_s": round((report["end_ns"] - report["start_ns"]) / 1e9, 3)}
+                out["runs"].append(sample)
+                log(f"sync run {run + 1}/{runs}: {sample['seen_on_carrier']}/{sessions} sessions on a carrier "
+                    f"(sent in {sample['send_s']} s), {missing_peer} not on the peer; lag median "
+                    f"{sample['lag_ms'].get('median')} ms p99 {sample['lag_ms'].get('p99')} ms max "
+                    f"{sample['lag_ms'].get('max')} ms")
+            out["lag_ms"] = summary(lags, 3)
+            out["send_to_carrier_ms"] = summary(carrier_lags, 3)
+        finally:
+            with contextlib.suppress(Exception):
+                sink.kill()
+    return out
+
+
+# ---------------------------------------------------------------- 3. SRD switchover
+def srd_roles(lab_: Lab) -> dict[str, str]:
+    return {mx: lab_.status(mx, "srd").get("role", "?") for mx in ("mx1", "mx2")}
+
+
+def gateway_mx(lab_: Lab, gateway: str) -> str:
+    """Which MX the gateway's default / client route uses (Gi0-1: mx1, Gi0-2: mx2)."""
+    prefix = "default" if gateway == "gw-trust" else "100.64.0.0/16"
+    text = subprocess.run(["ip", "-n", lab_.ns(gateway), "route", "show", prefix], capture_output=True,
+                          text=True).stdout
+    hops = [mx for mx, dev in (("mx1", "Gi0-1"), ("mx2", "Gi0-2")) if dev in text]
+    return "/".join(hops) or "none"
+
+
+def srd_settled(lab_: Lab, master: str) -> bool:
+    other = "mx2" if master == "mx1" else "mx1"
+    return srd_roles(lab_) == {master: "master", other: "standby"} and \
+        gateway_mx(lab_, "gw-trust") == master and gateway_mx(lab_, "gw-untrust") == master
+
+
+def measure_srd(workdir: Path, runs: int, flows_n: int, rate: float, sizes: str) -> dict[str, Any]:
+    out: dict[str, Any] = {"lab": "bh2", "cli": [], "link": [], "baseline": [], "errors": []}
+    with Lab("bh2", topology_text(ROOT / "labs/topology2.yml", "bh2"), workdir) as bh2:
+        wait_for("mx1 master, gateways on mx1", lambda: srd_settled(bh2, "mx1"), 30)
+        wait_for("selector on all four SRX", lambda: selector_members(bh2) == set(PEER), 30)
+        plan = bh2.plan()
+        flows = make_flows(flows_n, "100.64.32.0/20", eventrun.endpoints(plan).server_address)
+        cfg = json.loads((bh2.state_dir / "nodes/mx1/srd.json").read_text())
+        out["heartbeat"] = {"interval_ms": cfg["heartbeat_ms"], "threshold": cfg["heartbeat_threshold"]}
+        for run in range(runs):
+            base, _, _, _ = window(plan, flows, rate, sizes, 2.0, dict, 3.0)
+            out["baseline"].append(flow_stats(base) | {"sender_max_lag_ms": base["sender_max_lag_ms"]})
+            del out["baseline"][-1]["per_flow_ms"]
+
+            # CLI switchover from the current master, and back: both directions measured
+            for _ in range(2):
+                master = next((mx for mx, role in srd_roles(bh2).items() if role == "master"), "mx1")
+                new = "mx2" if master == "mx1" else "mx1"
+                facts: dict[str, Any] = {}
+
+                def cli(new: str = new, facts: dict[str, Any] = facts) -> dict[str, Any]:
+                    facts["cli_start"] = time.monotonic()
+                    lab("switchover", "--lab", bh2.name)
+                    facts["cli_end"] = time.monotonic()
+                    facts["settled"] = wait_for(f"{new} master, gateways on {new}", lambda: srd_settled(bh2, new),
+                                                15)
+                    return facts
+
+                result, _, before, after = window(plan, flows, rate, sizes, 2.0, cli, 2.5)
+                out["cli"].append(srd_sample(bh2, result, facts, before, after, f"{master}->{new}", new))
+                time.sleep(0.5)
+
+            # monitored link failure on mx1 (made master first: outside any measurement)
+            if srd_roles(bh2).get("mx1") != "master":
+                lab("switchover", "--lab", bh2.name)
+                wait_for("mx1 master again", lambda: srd_settled(bh2, "mx1"), 15)
+                time.sleep(1.0)
+            facts_l: dict[str, Any] = {}
+
+            def link_down(facts: dict[str, Any] = facts_l) -> dict[str, Any]:
+                facts["cli_start"] = time.monotonic()
+                lab("exec", "--lab", bh2.name, "mx1", "--instance", "TRUST-VR", "--", "ip", "link", "set",
+                    "ge-0-0-0", "down")
+                facts["cli_end"] = time.monotonic()
+                facts["settled"] = wait_for("mx2 master after the link failure", lambda: srd_settled(bh2, "mx2"), 15)
+                return facts
+
+            try:
+                result, _, before, after = window(plan, flows, rate, sizes, 2.0, link_down, 2.5)
+            finally:
+                lab("exec", "--lab", bh2.name, "mx1", "--instance", "TRUST-VR", "--", "ip", "link", "set",
+                    "ge-0-0-0", "up")
+            out["link"].append(srd_sample(bh2, result, facts_l, before, after, "mx1->mx2 (ge-0/0/0 down)", "mx2"))
+            time.sleep(2.0)  # link back, BGP on it again; then mx1 back to master (not measured)
+            lab("switchover", "--lab", bh2.name)
+            wait_for("mx1 master again", lambda: srd_settled(bh2, "mx1"), 20)
+            time.sleep(1.0)
+            c, lk, b = out["cli"][-2:], out["link"][-1], out["baseline"][-1]
+            log(f"srd run {run + 1}/{runs}: CLI " + ", ".join(
+                f"{x['direction']} worst {x['worst_ms']:.0f} ms (median flow {x['median_ms']:.0f} ms, "
+                f"{x['flows_with_loss']} flows lost packets, settled +{x['settled_after_ms']} ms)" for x in c)
+                + f"; link worst {lk['worst_ms']:.0f} ms (median {lk['median_ms']:.0f} ms,"
+                f" master +{lk['new_master_after_ms']} ms); baseline worst {b['worst_ms']:.0f} ms")
+        out["resolution_ms"] = round(1000 * flows_n / rate, 3)
+    return out
+
+
+def srd_sample(lab_: Lab, result: dict[str, Any], facts: dict[str, Any], before: dict[tuple[str, int], str],
+               after: dict[tuple[str, int], str], direction: str, new: str) -> dict[str, Any]:
+    stats = flow_stats(result)
+    became = transition_after(lab_.status(new, "srd").get("transitions", []), "active", facts["cli_start"])
+    b, a = by_source(before), by_source(after)
+    return {"direction": direction, **stats,
+            "srx_changed": sum(1 for src in b if src in a and a[src] not in (b[src], PEER[b[src]])),
+            "cli_ms": round((facts["cli_end"] - facts["cli_start"]) * 1000, 1),
+            "new_master_after_ms": round((became - facts["cli_start"]) * 1000, 1) if became else None,
+            "settled_after_ms": round((facts["settled"] - facts["cli_start"]) * 1000, 1),
+            "sender_max_lag_ms": result["sender_max_lag_ms"]}
+
+
+# ---------------------------------------------------------------- report
+def machine() -> dict[str, Any]:
+    model = "unknown"
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    labs = sorted(p.name for p in STATE_ROOT.glob("*") if (p / "state.json").exists()) if STATE_ROOT.exists() else []
+    return {"nproc": os.cpu_count(), "model": model, "kernel": platform.release(),
+            "python": platform.python_version(), "loadavg": round(os.getloadavg()[0], 2), "other_labs": labs}
+
+
+def _fmt(value: float | None, unit: str = "ms", digits: int = 0) -> str:
+    return "n/a" if value is None else f"{value:.{digits}f} {unit}".rstrip()
+
+
+def rows(results: dict[str, Any]) -> list[tuple[str, str, str, str, str]]:
+    """(metric, median, max, runs, goal) rows of the markdown table."""
+    out: list[tuple[str, str, str, str, str]] = []
+
+    def add(metric: str, values: list[float], goal: str = "", unit: str = "ms", digits: int = 0) -> None:
+        values = [v for v in values if v is not None]
+        if not values:
+            out.append((metric, "n/a", "n/a", "0", goal))
+            return
+        out.append((metric, _fmt(statistics.median(values), unit, digits), _fmt(max(values), unit, digits),
+                    str(len(values)), goal))
+
+    f = results.get("failover")
+    if f and f.get("runs"):
+        r = f["runs"]
+        goal = f"< {GOAL_FAILOVER_MS:.0f} ms"
+        add("MNHA SRG1 failover (power-off): worst affected flow, loss-derived", [x["worst_ms"] for x in r], goal)
+        add("  same, median affected flow", [x["median_ms"] for x in r])
+        add("  same, longest gap of an affected flow", [x["longest_gap_ms"] for x in r], goal)
+        add("  server-push flow through the failed SRX: longest gap", [x["push_gap_ms"] for x in r], goal)
+        add("  backup SRG1 active after (from the outage start)", [x["peer_active_after_ms"] for x in r])
+        add("  selector moved the buckets after (from the outage start)", [x["selector_moved_after_ms"] for x in r])
+        add("  baseline (no event): worst flow, loss-derived", [x["worst_ms"] for x in f["baseline"]])
+        add("  baseline (no event): longest gap", [x["longest_gap_ms"] for x in f["baseline"]])
+        add("MNHA SRG1 failback (restore + preemption): worst affected flow", [x["failback_worst_ms"] for x in r])
+        add("  restore -> preempted back (roles + selector)", [x["preempted_after_s"] for x in r], unit="s",
+            digits=2)
+    s = results.get("sync")
+    if s and s.get("runs"):
+        lag = s["lag_ms"]
+        out.append(("MNHA session sync lag (created on carrier -> copy created on peer), all sessions",
+                    f"{lag['median']:.3f} ms (p99 {lag['p99']:.3f} ms)", f"{lag['max']:.3f} ms",
+                    f"{len(s['runs'])} x {s['sessions_per_run']}", ""))
+        add("  per-run p99 of the sync lag", [x["lag_ms"].get("p99") for x in s["runs"]], digits=3)
+        add("  sessions missing on the peer (per run)", [x["missing_on_peer"] for x in s["runs"]], unit="")
+        c = s["send_to_carrier_ms"]
+        out.append(("  baseline: send -> entry created on the carrier", f"{c['median']:.3f} ms "
+                    f"(p99 {c['p99']:.3f} ms)", f"{c['max']:.3f} ms", str(c["n"]), ""))
+    d = results.get("srd")
+    if d and d.get("cli"):
+        goal = f"< {GOAL_SWITCHOVER_MS:.0f} ms"
+        add("SRD CLI switchover: worst flow, loss-derived", [x["worst_ms"] for x in d["cli"]], goal)
+        add("  same, median flow", [x["median_ms"] for x in d["cli"]])
+        add("  same, longest gap", [x["longest_gap_ms"] for x in d["cli"]], goal)
+        add("  per flow, all flows of all runs", [v for x in d["cli"] for v in x["per_flow_ms"]])
+        add("  gateways on the new master after (from the CLI call)", [x["settled_after_ms"] for x in d["cli"]])
+        add("SRD monitored link down: worst flow, loss-derived", [x["worst_ms"] for x in d["link"]], goal)
+        add("  same, median flow", [x["median_ms"] for x in d["link"]])
+        add("  same, longest gap", [x["longest_gap_ms"] for x in d["link"]], goal)
+        add("  per flow, all flows of all runs", [v for x in d["link"] for v in x["per_flow_ms"]])
+        add("  new master after (from the `ip link` call)", [x["new_master_after_ms"] for x in d["link"]])
+        add("  baseline (no event): worst flow, loss-derived", [x["worst_ms"] for x in d["baseline"]])
+        add("  baseline (no event): longest gap", [x["longest_gap_ms"] for x in d["baseline"]])
+    return out
+
+
+def markdown(results: dict[str, Any]) -> str:
+    m = results["machine"]
+    lines = ["# HA benchmark: MNHA failover, session sync, SRD switchover", "",
+             f"Measured {results['date']} by `bench/ha.py {results['args']}`.", "",
+             f"Machine: {m['nproc']} CPUs ({m['model']}), kernel {m['kernel']}, Python {m['python']}; load "
+             f"average {m['loadavg']} at start, {results.get('loadavg_end', '?')} at end; other labs up at start: "
+             f"{', '.join(x for x in m['other_labs'] if not x.startswith('bh')) or 'none'} (shared machine: "
+             "compare against the baselines of the same run).", ""]
+    f, d = results.get("failover"), results.get("srd")
+    res = [x for x in (f, d) if x and x.get("resolution_ms")]
+    if res:
+        lines.append(f"Traffic: {results['flows']} two-way UDP flows ({results['sizes']}) at {results['rate']:.0f} pps "
+                     f"per direction, {results['rate'] / results['flows']:.0f} pps per flow: **resolution "
+                     f"{res[0]['resolution_ms']:g} ms** (loss-derived outage = lost / per-flow rate, the worse "
+                     "direction of each flow). \"worst\" = the flow with the longest outage in a run; median and max "
+                     "are over the runs.")
+        lines.append("")
+    lines += ["| metric | median | max | runs | goal |", "|---|---|---|---|---|"]
+    lines += [f"| {a} | {b} | {c} | {n} | {g} |" for a, b, c, n, g in rows(results)]
+    lines.append("")
+    if f and f.get("runs"):
+        hb = f["heartbeat"]
+        lines.append(f"MNHA heartbeat: {hb['interval_ms']} ms x {hb['threshold']} "
+                     f"(silence threshold {hb['interval_ms'] * hb['threshold']} ms; an ICL carrier loss is acted on "
+                     f"at once). Goals are the acceptance tests' bounds (test_mnha.py: gap < 0.5 s; test_srd.py: gap "
+                     "< 1 s).")
+        lines.append("")
+        lines.append("Per-run samples, MNHA SRG1 failover (ms; target, worst, median, longest gap, push gap, "
+                     "failback worst, preempted after s):")
+        lines.append("")
+        for i, x in enumerate(f["runs"], 1):
+            lines.append(f"- {i}: {x['target']}->{x['peer']} worst {x['worst_ms']:.0f}, median {x['median_ms']:.0f}, "
+                         f"gap {x['longest_gap_ms']:.0f}, push gap {x['push_gap_ms']:.0f}, flows with loss "
+                         f"{x['flows_with_loss']}/{x['flows']}, unaffected loss {x['unaffected_loss']}; failback "
+                         f"worst {x['failback_worst_ms']:.0f} (all flows {x['failback_all_loss_ms']:.0f}), "
+                         f"preempted after {x['preempted_after_s']} s; baseline worst "
+                         f"{f['baseline'][i - 1]['worst_ms']:.0f}")
+        lines.append("")
+    s = results.get("sync")
+    if s and s.get("runs"):
+        lines.append(f"Per-run samples, session sync lag ({s['sessions_per_run']} new sessions at "
+                     f"{s['rate_per_s']:.0f}/s; ms: median / p99 / max, missing on the peer):")
+        lines.append("")
+        for i, x in enumerate(s["runs"], 1):
+            lag = x["lag_ms"]
+            lines.append(f"- {i}: {lag.get('median')} / {lag.get('p99')} / {lag.get('max')}, missing "
+                         f"{x['missing_on_peer']}, seen on a carrier {x['seen_on_carrier']}, sent in {x['send_s']} s "
+                         f"(sender late by up to {x['sender_max_lag_ms']} ms), by carrier {x['by_carrier']}")
+        lines.append("")
+    if d and d.get("cli"):
+        lines.append("Per-run samples, SRD (ms; worst / median flow / longest gap, flows with loss):")
+        lines.append("")
+        for i, (lk, b) in enumerate(zip(d["link"], d["baseline"], strict=False), 1):
+            cli = "; ".join(f"CLI {c['direction']} {c['worst_ms']:.0f} / {c['median_ms']:.0f} / "
+                            f"{c['longest_gap_ms']:.0f}, {c['flows_with_loss']}" for c in d["cli"][2 * i - 2:2 * i])
+            lines.append(f"- {i}: {cli}; link down {lk['worst_ms']:.0f} / "
+                         f"{lk['median_ms']:.0f} / {lk['longest_gap_ms']:.0f}, {lk['flows_with_loss']}; baseline "
+                         f"{b['worst_ms']:.0f} / {b['median_ms']:.0f} / {b['longest_gap_ms']:.0f}")
+        lines.append("")
+    for part in PARTS:
+        for error in (results.get(part) or {}).get("errors", []):
+            lines.append(f"- error in {part}: {error}")
+    for error in results.get("errors", []):
+        lines.append(f"- error: {error}")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def write_doc(text: str, path: Path) -> None:
+    notes = ""
+    if path.exists():
+        old = path.read_text()
+        if NOTES_MARKER in old:
+            notes = old[old.index(NOTES_MARKER):]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text + ("\n" + notes if notes else "\n" + NOTES_MARKER + "\n"))
+
+
+@contextlib.contextmanager
+def interruptible() -> Iterator[None]:
+    def on_term(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, on_term)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=20, help="runs of each measurement (default 20)")
+    parser.add_argument("--quick", action="store_true", help="5 runs instead of --runs")
+    parser.add_argument("--json", action="store_true", help="print the results as JSON instead of markdown")
+    parser.add_argument("--only", action="append", choices=PARTS, help="run only this part (repeatable)")
+    parser.add_argument("--flows", type=int, default=100, help="two-way flows (default 100)")
+    parser.add_argument("--rate", type=float, default=10000.0, help="aggregate pps per direction (default 10000)")
+    parser.add_argument("--sizes", default="imix", help="frame sizes (dataplane.traffic syntax, default imix)")
+    parser.add_argument("--out", type=Path, default=DOC, help=f"markdown file to write (default {DOC})")
+    parser.add_argument("--no-write", action="store_true", help="do not write the markdown file")
+    args = parser.parse_args()
+    if os.geteuid() != 0:
+        print("bench/ha.py creates labs (network namespaces): run it as root", file=sys.stderr)
+        return 1
+    runs = 5 if args.quick else max(1, args.runs)
+    parts = args.only or list(PARTS)
+    results: dict[str, Any] = {
+        "date": dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"),
+        "args": " ".join(shlex.quote(a) for a in sys.argv[1:]), "runs": runs, "machine": machine(),
+        "flows": args.flows, "rate": args.rate, "sizes": args.sizes, "errors": []}
+    status = 0
+    with interruptible(), tempfile.TemporaryDirectory(prefix="bench-ha-") as tmp:
+        workdir = Path(tmp)
+        steps: dict[str, Callable[[], dict[str, Any]]] = {
+            "failover": lambda: measure_failover(workdir, runs, args.flows, args.rate, args.sizes),
+            "sync": lambda: measure_sync(workdir, runs),
+            "srd": lambda: measure_srd(workdir, runs, args.flows, args.rate, args.sizes),
+        }
+        for part in PARTS:
+            if part not in parts:
+                continue
+            started = time.monotonic()
+            try:
+                results[part] = steps[part]()
+            except KeyboardInterrupt:
+                results["errors"].append(f"{part}: interrupted")
+                status = 130
+                break
+            except (BenchError, subprocess.SubprocessError, OSError, RuntimeError, ValueError) as exc:
+                log(f"{part} failed: {exc}")
+                results["errors"].append(f"{part}: {exc}")
+                status = 1
+            log(f"{part} took {time.monotonic() - started:.0f} s")
+    results["loadavg_end"] = round(os.getloadavg()[0], 2)
+    text = markdown(results)
+    if args.json:
+        print(json.dumps(results, indent=2))
+    else:
+        print(text)
+    if not args.no_write:
+        write_doc(text, args.out)
+        log(f"wrote {args.out}")
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -679,6 +679,59 @@ def redundancy(
     _guarded(run)
 
 
+traffic_app = typer.Typer(help="Traffic by hand on a running lab (the generator of `lab events run`).",
+                          no_args_is_help=True)
+app.add_typer(traffic_app, name="traffic")
+
+
+@traffic_app.command("start")
+def traffic_start(
+    lab: str | None = typer.Option(None, "--lab", "-l", help="Lab name (needed when several run)."),
+    flows: int = typer.Option(100, "--flows", help="Flows per direction (distinct subscriber addresses)."),
+    rate: float = typer.Option(5000, "--rate", help="Aggregate packets/s per direction."),
+    sizes: str = typer.Option("imix", "--sizes", help="imix or a frame size."),
+    duration: float = typer.Option(300, "--duration", help="Seconds before it stops by itself."),
+    reverse: bool = typer.Option(True, "--reverse/--no-reverse", help="Also server -> client."),
+) -> None:
+    """Start UDP traffic client -> server (and back) in the background."""
+    from . import traffic_cli
+
+    def run() -> None:
+        hostcheck.require_root()
+        started = traffic_cli.start(_pick_lab(lab), flows, rate, sizes, duration, reverse)
+        out.print(f"traffic started ({', '.join(started)}); `lab traffic stats` / `lab traffic stop`")
+
+    _guarded(run)
+
+
+@traffic_app.command("stop")
+def traffic_stop(
+    lab: str | None = typer.Option(None, "--lab", "-l", help="Lab name (needed when several run)."),
+) -> None:
+    """Stop the traffic and print each sender's and receiver's report (JSON)."""
+    from . import traffic_cli
+
+    def run() -> None:
+        hostcheck.require_root()
+        sys.stdout.write(json.dumps(traffic_cli.stop(_pick_lab(lab)), indent=2) + "\n")
+
+    _guarded(run)
+
+
+@traffic_app.command("stats")
+def traffic_stats(
+    lab: str | None = typer.Option(None, "--lab", "-l", help="Lab name (needed when several run)."),
+) -> None:
+    """Delivered packets/s per SRX now (MX counters) and whether the traffic daemons run (JSON)."""
+    from . import traffic_cli
+
+    def run() -> None:
+        hostcheck.require_root()
+        sys.stdout.write(json.dumps(traffic_cli.stats(_pick_lab(lab)), indent=2) + "\n")
+
+    _guarded(run)
+
+
 @app.command()
 def fail(
     node: str = typer.Argument(..., help="Target node (srx1, mx1...)."),

@@ -2,7 +2,7 @@
 # Both install what is missing first (Debian packages with apt-get, Python packages with pip).
 
 PYTHON ?= python3
-APT_PACKAGES = iproute2 nftables bird2 conntrack conntrackd iputils-ping graphviz tshark iperf3 openssh-client procps strongswan-charon strongswan-swanctl libcharon-extra-plugins libstrongswan-standard-plugins
+APT_PACKAGES = iproute2 nftables bird2 conntrack conntrackd iputils-ping graphviz tshark iperf3 openssh-client sshpass procps strongswan-charon strongswan-swanctl libcharon-extra-plugins libstrongswan-standard-plugins
 DEMO_LAB ?= labs/topology3.yml
 IMAGE ?= lab-node
 VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"/\1/p' lab_orchestrator/__init__.py)
@@ -49,6 +49,12 @@ demo: deps
 bench: deps
 	$(PYTHON) bench/chash_moves.py
 	$(PYTHON) bench/bringup.py --quick
+	$(PYTHON) bench/chash_dataplane.py --rounds 3 --trials 10
+	$(PYTHON) bench/chash_dataplane.py --lab topology3 --rounds 3 --trials 20
+	$(PYTHON) bench/ssh.py --quick
+	$(PYTHON) bench/traffic_gen.py
+	$(PYTHON) bench/ha.py --quick
+	$(PYTHON) bench/flexvpn.py
 
 clean:
 	rm -rf build .pytest_cache .mypy_cache .ruff_cache .hypothesis

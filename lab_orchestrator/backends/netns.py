@@ -18,7 +18,7 @@ from pathlib import Path
 
 from pyroute2 import IPRoute
 from pyroute2.netlink import NLM_F_ACK, NLM_F_CREATE, NLM_F_EXCL, NLM_F_REQUEST
-from pyroute2.netlink.exceptions import NetlinkError
+from pyroute2.netlink.exceptions import NetlinkDumpInterrupted, NetlinkError
 from pyroute2.netlink.rtnl import RTM_NEWLINK
 from pyroute2.netlink.rtnl.ifinfmsg import ifinfmsg
 
@@ -246,7 +246,10 @@ class NetnsBackend:
                 if not supervisor.alive(record):
                     raise LabError(f"{record.name} on {record.node} exited during start-up: "
                                    f"{_tail(record.log)} (log: {record.log})")
-            pending = self._not_ready(plan)
+            try:
+                pending = self._not_ready(plan)
+            except NetlinkDumpInterrupted:  # the kernel changed mid-dump (busy host): look again
+                continue
             if not pending:
                 return
             time.sleep(0.05)
@@ -268,6 +271,8 @@ class NetnsBackend:
                         if not states.get(name, "").startswith("Established")]
         if pending:
             return pending
+        if any(p.name == "sshd" for p in plan.processes) and not (Path(plan.state_dir) / "ssh" / "ready").exists():
+            return ["SSH server not listening yet"]
         for expected in plan.expected_routes:
             net = IPv4Network(expected.prefix)
             routes = self._ipr(expected.ns).get_routes(dst_len=net.prefixlen, table=254)

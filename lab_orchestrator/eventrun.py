@@ -216,7 +216,7 @@ def run_event(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target
     # they are affected by the restore, not "unaffected".
     moved_back = {key for key, srx in after.items() if during.get(key) not in (None, srx)} if during else set()
     result = analyse(event, target, summary, flows, before, during or after, report_f, report_r, sent_f,
-                     per_flow, marks, sampler, spec, pair, moved_back)
+                     per_flow, marks, sampler, spec, pair, moved_back, sent_r)
     if during:
         result["flows_moved_on_restore"] = len(moved_back)
         result["flows_moved_on_restore_ideal_max"] = round(len(flows) / max(1, len(set(after.values()))))
@@ -227,23 +227,27 @@ def analyse(event: eventsmod.EventKind, target: str, summary: str, flows: list[A
             before: dict[tuple[str, int], str], after: dict[tuple[str, int], str], report_f: dict[str, Any],
             report_r: dict[str, Any] | None, sent_f: dict[str, Any], per_flow: float, marks: dict[str, float],
             sampler: Sampler, spec: TrafficSpec, pair: list[str] | None = None,
-            moved_back: set[tuple[str, int]] | None = None) -> dict[str, Any]:
+            moved_back: set[tuple[str, int]] | None = None, sent_r: dict[str, Any] | None = None) -> dict[str, Any]:
     """Per-event verdict: affected flows and their convergence, losses of unaffected flows, moves."""
     by_id = {f["flow"]: f for f in report_f["per_flow"]}
     rev = {f["flow"] - REVERSE_ID_OFFSET: f for f in (report_r or {}).get("per_flow", [])}
     end_ns = sent_f.get("end_ns") or 0
+    end_r_ns = (sent_r or {}).get("end_ns") or 0
     rows = []
     for flow in flows:
         key = (flow.src, flow.sport)
         fwd, back = by_id.get(flow.flow_id, {}), rev.get(flow.flow_id, {})
         lost = int(fwd.get("lost", 0)) + int(back.get("lost", 0))
-        lasts = [fwd.get("last_seen_ns")] + ([back.get("last_seen_ns")] if report_r is not None else [])
+        # Recovered: each direction still delivered in its last second (against its own sender's end).
+        ends_seen = [(fwd.get("last_seen_ns"), end_ns)]
+        if report_r is not None:
+            ends_seen.append((back.get("last_seen_ns"), end_r_ns or end_ns))
         rows.append({
             "flow": flow.flow_id, "src": flow.src, "srx_before": before.get(key), "srx_after": after.get(key),
             "lost_forward": int(fwd.get("lost", 0)), "lost_reverse": int(back.get("lost", 0)),
             "convergence_ms": round(max(int(fwd.get("lost", 0)), int(back.get("lost", 0))) / per_flow * 1000, 3),
             "max_gap_ms": max(float(fwd.get("max_gap_ms") or 0), float(back.get("max_gap_ms") or 0)),
-            "recovered": all(last and end_ns - last < 0.5e9 for last in lasts),
+            "recovered": all(last and end - last < max(1e9, 5e9 / per_flow) for last, end in ends_seen),
             "moved": before.get(key) is not None and after.get(key) is not None and before.get(key) != after.get(key),
             "moved_on_restore": key in (moved_back or set()),
             "lost": lost,

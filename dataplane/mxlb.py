@@ -69,6 +69,17 @@ class MemberState:
             return self.in_ecmp
         return True
 
+    def lost_carrier(self) -> None:
+        """A link of this SRX went down: whatever comes back must prove itself again (TLB: pass
+        `recoveries` health checks; ECMP: its BGP next hop back for ROUTE_HOLD_S). Without this an SRX
+        that just came back (rebooted, not yet routing) would be handed flows it drops."""
+        self.in_ecmp = False
+        self.changed_at = time.monotonic()
+        if self.health is not None and self.health.up:
+            self.health.up = False
+            self.health.ok_streak = 0
+            self.health.last_result = "carrier lost"
+
     def hold_down(self, now: float) -> bool:
         """Follow the routed state only once it has held ROUTE_HOLD_S: a path that leaves the ECMP
         set for a moment while BGP reconverges (an SRD switchover, an SRG1 role change) must not
@@ -165,6 +176,8 @@ class Daemon:
                 state = self.members[m["name"]]
                 f = flags.get(m["dev"], 0)
                 state.carrier[side] = bool(f & IFF_UP) and bool(f & IFF_LOWER_UP)
+                if not state.carrier[side]:
+                    state.lost_carrier()
                 was = bool(state.routed) and all(state.routed.values())
                 state.routed[side] = m["nexthop"] in hops
                 if (bool(state.routed) and all(state.routed.values())) != was:
@@ -221,6 +234,8 @@ class Daemon:
                     flags = int(msg["flags"])
                     up = event == "RTM_NEWLINK" and bool(flags & IFF_UP) and bool(flags & IFF_LOWER_UP)
                     self.members[member].carrier[side] = up
+                    if not up:
+                        self.members[member].lost_carrier()
             elif event in ("RTM_NEWROUTE", "RTM_DELROUTE"):
                 routes_changed = True
                 self.last_route_event = time.monotonic()

@@ -31,6 +31,7 @@ from .plan import LabPlan
 from .state import LabState
 
 REVERSE_ID_OFFSET = 100000
+MAX_EXTRA_S = 30.0
 LASTING = {"srx-link-failure", "srx-power-off", "mnha-pair-power-off", "nexthop-delete"}
 
 Progress = Callable[[str], None]
@@ -165,8 +166,10 @@ def run_event(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target
     reverse = reverse_flows(flows, REVERSE_ID_OFFSET)
     per_flow = spec.rate / spec.flows
     lasting = event.name in LASTING
+    # The senders run until stopped (bounded by MAX_EXTRA_S): the traffic goes on until the
+    # selectors have settled after the event (and its restore), then for spec.settle more seconds.
     total = spec.warmup + (spec.hold if lasting else 0) + spec.settle + \
-        (spec.down_time if event.name.endswith("reboot") else 0) + 2.0
+        (spec.down_time if event.name.endswith("reboot") else 0) + MAX_EXTRA_S
     if event.name == "nexthop-add":
         ops.power_off(state, plan, target)  # out of service first: the event puts it (back) in
         time.sleep(1.0)
@@ -180,7 +183,6 @@ def run_event(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target
     time.sleep(0.3)  # the forward packets open the sessions the reverse flows need
     tx_r = Sender(iface=ends.server_iface, ns=ends.server_ns, flows=reverse, rate=spec.rate, sizes=spec.sizes,
                   duration=total - 0.3).spawn().wait_ready() if spec.reverse else None
-    started = time.monotonic()
     marks: dict[str, float] = {}
     try:
         time.sleep(max(0.0, spec.warmup - 0.8))
@@ -196,10 +198,11 @@ def run_event(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target
             restored = ops.restore(state, plan, target)
             summary += "; restored: " + ("; ".join(restored) or "nothing")
             progress("restored")
-        time.sleep(max(0.0, total - (time.monotonic() - started) - 1.5))
+        marks["settled"] = wait_settled(state, plan, timeout=MAX_EXTRA_S - 5)
+        time.sleep(max(0.0, spec.settle - 0.4))
         after = carriers(plan)
-        sent_f = tx_f.wait(total + 30)
-        sent_r = tx_r.wait(total + 30) if tx_r else None
+        sent_f = tx_f.stop(timeout=30)
+        sent_r = tx_r.stop(timeout=30) if tx_r else None
         time.sleep(0.3)
         report_f = rx_f.stop(sent=sent_f)
         report_r = rx_r.stop(sent=sent_r) if rx_r else None
@@ -221,6 +224,28 @@ def run_event(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target
         result["flows_moved_on_restore"] = len(moved_back)
         result["flows_moved_on_restore_ideal_max"] = round(len(flows) / max(1, len(set(after.values()))))
     return result
+
+
+def wait_settled(state: LabState, plan: LabPlan, timeout: float, quiet: float = 2.0) -> float:
+    """Until no MX selector has changed its table for QUIET seconds (a returning SRX has passed its
+    health checks or its routes are back): the monotonic time it happened, or at the TIMEOUT."""
+    files = [Path(state.state_dir) / "nodes" / n.name / "mxlb-status.json" for n in plan.nodes if n.kind == "mx"]
+    deadline = time.monotonic() + timeout
+    last: list[int] = []
+    quiet_since = time.monotonic()
+    while time.monotonic() < deadline:
+        now: list[int] = []
+        for path in files:
+            try:
+                now.append(int(json.loads(path.read_text())["changes"]))
+            except (OSError, ValueError, KeyError):
+                now.append(-1)
+        if now != last:
+            last, quiet_since = now, time.monotonic()
+        elif time.monotonic() - quiet_since >= quiet:
+            break
+        time.sleep(0.1)
+    return time.monotonic_ns() / 1e9
 
 
 def analyse(event: eventsmod.EventKind, target: str, summary: str, flows: list[Any],  # noqa: PLR0913

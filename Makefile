@@ -54,7 +54,7 @@ bench: deps
 	$(PYTHON) bench/ssh.py --quick
 	$(PYTHON) bench/traffic_gen.py
 	$(PYTHON) bench/ha.py --quick
-	$(PYTHON) bench/flexvpn.py
+	$(PYTHON) bench/flexvpn.py --quick
 
 clean:
 	rm -rf build .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -43,6 +43,7 @@ import math
 import os
 import platform
 import re
+import select
 import shlex
 import shutil
 import signal
@@ -50,6 +51,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -70,6 +72,7 @@ PEER = {"srx1": "srx2", "srx2": "srx1", "srx3": "srx4", "srx4": "srx3"}
 REVERSE_ID_OFFSET = 100000
 SERVER = "203.0.113.9"  # the push server's address (the server host's AnyIP prefix)
 PARTS = ("failover", "sync", "srd")
+PUSH_RATE = 200  # datagrams/s of the server-push flow (udpprobe's default)
 
 # Goals: the bounds the acceptance tests hold these to (tests/integration/test_mnha.py, test_srd.py).
 GOAL_FAILOVER_MS = 500.0
@@ -307,11 +310,53 @@ def by_source(carriers: dict[tuple[str, int], str]) -> dict[str, str]:
     return {src: srx for (src, _port), srx in carriers.items()}
 
 
+class CarrierWatch:
+    """When interfaces of namespace NS lose carrier, as a netlink listener there sees it (monotonic s):
+    the moment of a power-off from outside, without the `lab fail` command's start-up in it."""
+
+    IFF_LOWER_UP = 0x10000
+
+    def __init__(self, ns: str, names: set[str]):
+        from pyroute2 import IPRoute
+        from pyroute2.netlink.rtnl import RTMGRP_LINK
+
+        from lab_orchestrator import netnsutil
+
+        with netnsutil.entered(ns):
+            self.ipr = IPRoute()
+        self.ipr.bind(groups=RTMGRP_LINK)
+        self.names = names
+        self.lost: dict[str, float] = {}
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True, name=f"carrier-{ns}")
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.stopping.is_set():
+            ready, _, _ = select.select([self.ipr.fileno()], [], [], 0.1)
+            if not ready:
+                continue
+            now = time.monotonic()
+            for msg in self.ipr.get():
+                name = msg.get_attr("IFLA_IFNAME")
+                if name in self.names and name not in self.lost and (
+                        msg.get("event") == "RTM_DELLINK" or not int(msg["flags"]) & self.IFF_LOWER_UP):
+                    self.lost[name] = now
+
+    def first(self) -> float | None:
+        return min(self.lost.values()) if self.lost else None
+
+    def close(self) -> None:
+        self.stopping.set()
+        self.thread.join(2)
+        self.ipr.close()
+
+
 # ---------------------------------------------------------------- 1. MNHA SRG1 failover
 class PushFlow:
     """Server push (`dataplane.udpprobe push/pull`): one client datagram, then only the server sends."""
 
-    def __init__(self, lab_: Lab, client: str, port: int, seconds: float, rate: int = 200):
+    def __init__(self, lab_: Lab, client: str, port: int, seconds: float, rate: int = PUSH_RATE):
         base = [*lab_cmd(), "exec", "--lab", lab_.name]
         self.server = subprocess.Popen(
             [*base, "server", "--", sys.executable, "-m", "dataplane.udpprobe", "push", "--bind", SERVER,
@@ -373,16 +418,9 @@ def selector_change_after(lab_: Lab, since_wall: float, without: str | None = No
     return None
 
 
-def outage_start_ns(result: dict[str, Any], sources: set[str]) -> int | None:
-    """When the outage began, from the data plane: median send time of the packet before each
-    affected flow's longest gap."""
-    starts = [r["gap_start_ns"] for src, r in result["rows"].items() if src in sources and r["gap_start_ns"]
-              and r["convergence_ms"]]
-    return int(statistics.median(starts)) if starts else None
-
-
-def measure_failover(workdir: Path, runs: int, flows_n: int, rate: float, sizes: str) -> dict[str, Any]:
-    out: dict[str, Any] = {"lab": "bh1", "runs": [], "baseline": [], "errors": []}
+def measure_failover(out: dict[str, Any], workdir: Path, runs: int, flows_n: int, rate: float, sizes: str) -> None:
+    out.update({"lab": "bh1", "runs": [], "baseline": [], "flows": flows_n, "rate": rate,
+                "resolution_ms": round(1000 * flows_n / rate, 3)})
     wall_offset = time.time() - time.monotonic()
     with Lab("bh1", srg1_text("bh1"), workdir) as bh1:
         wait_for("SRG1 roles active/backup and selector on srx1+srx3", lambda: srg1_settled(bh1), 30)
@@ -393,9 +431,18 @@ def measure_failover(workdir: Path, runs: int, flows_n: int, rate: float, sizes:
         where: dict[str, str] = {}
         for run in range(runs):
             # baseline: the same flows, no event (noise floor of the loss / gap measurement)
-            base, _, _, carried = window(plan, flows, rate, sizes, 2.0, dict, 3.0)
+            push = PushFlow(bh1, flows[0].src, 7200 + run % 50, seconds=8.0)
+            try:
+                time.sleep(0.5)
+                base, _, _, carried = window(plan, flows, rate, sizes, 2.0, dict, 3.0)
+                pushed = push.result()
+            except BaseException:
+                push.kill()
+                raise
             where = by_source(carried) or where
-            out["baseline"].append(flow_stats(base) | {"sender_max_lag_ms": base["sender_max_lag_ms"]})
+            out["baseline"].append(flow_stats(base) | {"sender_max_lag_ms": base["sender_max_lag_ms"],
+                                                       "push_gap_ms": round(pushed["longest_gap_s"] * 1000, 1),
+                                                       "push_lost": pushed["lost"]})
             target = "srx1" if run % 2 == 0 else "srx3"
             peer = PEER[target]
             mine = {src for src, srx in where.items() if srx == target}
@@ -404,6 +451,9 @@ def measure_failover(workdir: Path, runs: int, flows_n: int, rate: float, sizes:
             push_src = sorted(mine)[0]
             push = PushFlow(bh1, push_src, 7100 + run % 50, seconds=8.0)
             facts: dict[str, Any] = {}
+
+            mx_ns = bh1.ns("mx1", "TRUST-VR")
+            watch = CarrierWatch(mx_ns, {name for ns, name in ops.link_peers(plan, target, "mx1") if ns == mx_ns})
 
             def fail(target: str = target, facts: dict[str, Any] = facts) -> dict[str, Any]:
                 facts["cli_start"] = time.monotonic()
@@ -418,26 +468,36 @@ def measure_failover(workdir: Path, runs: int, flows_n: int, rate: float, sizes:
             except BaseException:
                 push.kill()
                 raise
+            finally:
+                watch.close()
+            off = watch.first()  # the MX saw the SRX's link lose carrier: the power-off, to a few ms
             affected = {src for (src, _p), srx in before.items() if srx == target}
             moved_to_peer = sum(1 for (src, _p), srx in after.items() if src in affected and srx == peer)
             stats = flow_stats(result, affected)
-            start = outage_start_ns(result, affected)
             peer_status = bh1.status(peer, "mnha")
             active_at = transition_after(peer_status.get("srg1", {}).get("transitions", []), "active",
                                          facts["cli_start"])
             moved_at = selector_change_after(bh1, facts["cli_start"] + wall_offset, without=target)
-            t0 = start / 1e9 if start else None
             sample = {
                 "target": target, "peer": peer, **{k: v for k, v in stats.items() if k != "per_flow_ms"},
                 "per_flow_ms": stats["per_flow_ms"], "moved_to_peer": moved_to_peer,
                 "unaffected_loss": sum(r["lost_forward"] + r["lost_reverse"] for src, r in result["rows"].items()
                                        if src not in affected),
                 "push": pushed, "push_gap_ms": round(pushed["longest_gap_s"] * 1000, 1),
+                "push_loss_ms": round(pushed["lost"] / PUSH_RATE * 1000, 1),
                 "cli_ms": round((facts["cli_end"] - facts["cli_start"]) * 1000, 1),
-                # from the data plane's outage start (last packet before the gap) to ...
-                "peer_active_after_ms": round((active_at - t0) * 1000, 1) if t0 and active_at else None,
-                "selector_moved_after_ms": round((moved_at - wall_offset - t0) * 1000, 1) if t0 and moved_at else None,
+                # from the carrier loss (seen by a listener in the MX) to the selector moving the
+                # buckets to the peer (mxlb's history) and to the peer's SRG1 transition (mnhad)
+                "power_off_after_cli_start_ms": round((off - facts["cli_start"]) * 1000, 1) if off else None,
+                "peer_active_after_ms": round((active_at - off) * 1000, 1) if off and active_at else None,
+                "selector_moved_after_ms": (round((moved_at - wall_offset - off) * 1000, 1)
+                                            if off and moved_at else None),
                 "sender_max_lag_ms": result["sender_max_lag_ms"],
+                "selector_history": [
+                    {"at_ms": round((e["at"] - wall_offset - (off or facts["cli_start"])) * 1000, 1),
+                     "reason": e.get("reason"), "members": e.get("members")}
+                    for e in bh1.status("mx1", "mxlb").get("history", [])
+                    if e["at"] - wall_offset >= facts["cli_start"] - 5],
             }
             # failback: restore under traffic, wait for the preemption, then a little longer
             back: dict[str, Any] = {}
@@ -458,11 +518,11 @@ def measure_failover(workdir: Path, runs: int, flows_n: int, rate: float, sizes:
             out["runs"].append(sample)
             log(f"failover run {run + 1}/{runs}: {target} off -> {peer}: worst {stats['worst_ms']:.0f} ms "
                 f"({stats['flows_with_loss']}/{stats['flows']} flows lost packets), push gap "
-                f"{sample['push_gap_ms']:.0f} ms, peer active +{sample['peer_active_after_ms']} ms, selector "
+                f"{sample['push_gap_ms']:.0f} ms, unaffected loss {sample['unaffected_loss']}, `lab fail` "
+                f"{sample['cli_ms']:.0f} ms (power-off +{sample['power_off_after_cli_start_ms']} ms), "
+                f"peer active +{sample['peer_active_after_ms']} ms, selector "
                 f"+{sample['selector_moved_after_ms']} ms; failback worst {stats_b['worst_ms']:.0f} ms after "
                 f"{sample['preempted_after_s']} s; baseline worst {out['baseline'][-1]['worst_ms']:.0f} ms")
-        out["resolution_ms"] = round(1000 * flows_n / rate, 3)
-    return out
 
 
 # ---------------------------------------------------------------- 2. MNHA session sync lag
@@ -494,69 +554,90 @@ def conntrack_starts(ns: str, dport: int, sport: int) -> dict[str, tuple[int, in
     return out
 
 
-def measure_sync(workdir: Path, runs: int, sessions: int = 1000, per_second: float = 1000.0) -> dict[str, Any]:
+def sync_run(lab_: Lab, sport: int, sessions: int, per_second: float, dport: int
+             ) -> tuple[dict[str, Any], list[float], list[float]]:
+    """SESSIONS new sessions (one datagram from each of as many addresses, source port SPORT) at
+    PER_SECOND; (sample, sync lags ms, send -> carrier ms)."""
+    ends = eventrun.endpoints(lab_.plan())
+    flows = make_flows(sessions, "100.64.64.0/18", ends.server_address, sport=sport, dport=dport)
+    wall_offset = time.time() - time.monotonic()
+    # one packet per flow, flows in order, 1 / PER_SECOND apart
+    report = Sender(iface=ends.client_iface, ns=ends.client_ns, flows=flows, rate=per_second,
+                    sizes=128, duration=sessions / per_second, realtime=True).spawn().wait(timeout=60)
+    time.sleep(1.5)  # let the last ones sync
+    tables = {srx: conntrack_starts(lab_.ns(srx), dport, sport) for srx in PEER}
+    lags, carrier_lags, missing_peer, missing = [], [], 0, 0
+    pairs: dict[str, int] = {}
+    for k, flow in enumerate(flows):
+        # the carrier: the SRX whose entry counted the packet (a synced copy counts none)
+        carrier = next((srx for srx, t in tables.items() if t.get(flow.src, (0, 0))[1] > 0), None)
+        if carrier is None:
+            missing += 1
+            continue
+        pairs[carrier] = pairs.get(carrier, 0) + 1
+        created = tables[carrier][flow.src][0]
+        sent_ns = report["start_ns"] + k * 1e9 / per_second + wall_offset * 1e9
+        carrier_lags.append(round((created - sent_ns) / 1e6, 4))
+        copy = tables[PEER[carrier]].get(flow.src)
+        if copy is None:
+            missing_peer += 1
+        else:
+            lags.append(round((copy[0] - created) / 1e6, 4))
+    sample = {"sport": sport, "sessions": sessions, "rate_per_s": per_second, "seen_on_carrier": sessions - missing,
+              "missing_on_peer": missing_peer, "by_carrier": dict(sorted(pairs.items())),
+              "lag_ms": summary(lags, 3), "send_to_carrier_ms": summary(carrier_lags, 3),
+              "sender_max_lag_ms": round(report["max_lag_ms"], 1),
+              "send_s": round((report["end_ns"] - report["start_ns"]) / 1e9, 3)}
+    return sample, lags, carrier_lags
+
+
+def measure_sync(out: dict[str, Any], workdir: Path, runs: int, sessions: int = 1000,
+                 per_second: float = 1000.0, stress: tuple[float, ...] = (5000.0, 10000.0)) -> None:
     """New sessions at PER_SECOND from distinct addresses; per session, the kernel's creation time
     of the entry on the SRX that carried it (conntrack timestamp extension: set when the first
     packet's entry is confirmed) and of the synced copy on its peer (set when conntrackd inserts it
-    over ctnetlink). Kernel clocks on both sides: no listener scheduling in the figure."""
-    out: dict[str, Any] = {"lab": "bh3", "runs": [], "errors": [], "sessions_per_run": sessions,
-                           "rate_per_s": per_second}
+    over ctnetlink). Kernel clocks on both sides: no listener scheduling in the figure. Then a few
+    runs of one second at each STRESS rate (where does the sync start to lag?)."""
+    out.update({"lab": "bh3", "runs": [], "sessions_per_run": sessions, "rate_per_s": per_second, "stress": []})
     dport = 7000
     with Lab("bh3", topology_text(ROOT / "labs/topology3.yml", "bh3"), workdir) as bh3:
         wait_for("TLB selector on all four SRX", lambda: selector_members(bh3) == set(PEER), 30)
         for srx in PEER:  # per-namespace sysctl, in our own lab: entries created from now on carry it
             lab("exec", "--lab", bh3.name, srx, "--", "sysctl", "-qw", "net.netfilter.nf_conntrack_timestamp=1")
-        plan = bh3.plan()
-        ends = eventrun.endpoints(plan)
+        ends = eventrun.endpoints(bh3.plan())
         sink = Receiver(port=dport, ns=ends.server_ns).spawn()  # a listener: no ICMP port unreachable back
         try:
             sink.wait_ready()
-            lags: list[float] = []
-            carrier_lags: list[float] = []
+            lags: list[float] = out.setdefault("all_lags_ms", [])
+            carrier_lags: list[float] = out.setdefault("all_send_to_carrier_ms", [])
+            sport = 20000  # fresh 5-tuples every run
             for run in range(runs):
-                sport = 20000 + run  # fresh 5-tuples every run
-                flows = make_flows(sessions, "100.64.16.0/22", ends.server_address, sport=sport, dport=dport)
-                wall_offset = time.time() - time.monotonic()
-                # one packet per flow, flows in order, 1 / PER_SECOND apart
-                report = Sender(iface=ends.client_iface, ns=ends.client_ns, flows=flows, rate=per_second,
-                                sizes=128, duration=sessions / per_second, realtime=True).spawn().wait(timeout=60)
-                time.sleep(1.5)  # let the last ones sync
-                tables = {srx: conntrack_starts(bh3.ns(srx), dport, sport) for srx in PEER}
-                run_lags, run_carrier, missing_peer, missing = [], [], 0, 0
-                pairs: dict[str, int] = {}
-                for k, flow in enumerate(flows):
-                    # the carrier: the SRX whose entry counted the packet (a synced copy counts none)
-                    carrier = next((srx for srx, t in tables.items() if t.get(flow.src, (0, 0))[1] > 0), None)
-                    if carrier is None:
-                        missing += 1
-                        continue
-                    pairs[carrier] = pairs.get(carrier, 0) + 1
-                    created = tables[carrier][flow.src][0]
-                    sent_ns = report["start_ns"] + k * 1e9 / per_second + wall_offset * 1e9
-                    run_carrier.append((created - sent_ns) / 1e6)
-                    copy = tables[PEER[carrier]].get(flow.src)
-                    if copy is None:
-                        missing_peer += 1
-                    else:
-                        run_lags.append((copy[0] - created) / 1e6)
+                sample, run_lags, run_carrier = sync_run(bh3, sport, sessions, per_second, dport)
+                sport += 1
                 lags += run_lags
                 carrier_lags += run_carrier
-                sample = {"sport": sport, "sessions": sessions, "seen_on_carrier": sessions - missing,
-                          "missing_on_peer": missing_peer, "by_carrier": dict(sorted(pairs.items())),
-                          "lag_ms": summary(run_lags, 3), "send_to_carrier_ms": summary(run_carrier, 3),
-                          "sender_max_lag_ms": round(report["max_lag_ms"], 1),
-                          "send_s": round((report["end_ns"] - report["start_ns"]) / 1e9, 3)}
+                out["lag_ms"], out["send_to_carrier_ms"] = summary(lags, 3), summary(carrier_lags, 3)
                 out["runs"].append(sample)
                 log(f"sync run {run + 1}/{runs}: {sample['seen_on_carrier']}/{sessions} sessions on a carrier "
-                    f"(sent in {sample['send_s']} s), {missing_peer} not on the peer; lag median "
+                    f"(sent in {sample['send_s']} s), {sample['missing_on_peer']} not on the peer; lag median "
                     f"{sample['lag_ms'].get('median')} ms p99 {sample['lag_ms'].get('p99')} ms max "
                     f"{sample['lag_ms'].get('max')} ms")
-            out["lag_ms"] = summary(lags, 3)
-            out["send_to_carrier_ms"] = summary(carrier_lags, 3)
+            for rate in stress:
+                step: dict[str, Any] = {"rate_per_s": rate, "runs": [], "lags_ms": []}
+                out["stress"].append(step)
+                for _ in range(min(3, runs)):
+                    sample, run_lags, _ = sync_run(bh3, sport, int(rate), rate, dport)
+                    sport += 1
+                    step["runs"].append(sample)
+                    step["lags_ms"] += run_lags
+                    log(f"sync stress {rate:.0f}/s: {sample['seen_on_carrier']}/{int(rate)} on a carrier (sent in "
+                        f"{sample['send_s']} s, late by up to {sample['sender_max_lag_ms']} ms), "
+                        f"{sample['missing_on_peer']} not on the peer; lag {sample['lag_ms']}")
+                    time.sleep(1.0)
+                step["lag_ms"] = summary(step["lags_ms"], 3)
         finally:
             with contextlib.suppress(Exception):
                 sink.kill()
-    return out
 
 
 # ---------------------------------------------------------------- 3. SRD switchover
@@ -573,14 +654,22 @@ def gateway_mx(lab_: Lab, gateway: str) -> str:
     return "/".join(hops) or "none"
 
 
+def link_set(lab_: Lab, state: str) -> None:
+    """The master MX's gateway-facing link (TRUST-VR ge-0-0-0, monitored by SRD) down or up."""
+    subprocess.run(["ip", "-n", lab_.ns("mx1", "TRUST-VR"), "link", "set", "ge-0-0-0", state], check=True,
+                   timeout=30)
+
+
 def srd_settled(lab_: Lab, master: str) -> bool:
     other = "mx2" if master == "mx1" else "mx1"
-    return srd_roles(lab_) == {master: "master", other: "standby"} and \
+    roles = srd_roles(lab_)  # the other: standby, or ineligible while its monitored link is down
+    return roles[master] == "master" and roles[other] in ("standby", "ineligible") and \
         gateway_mx(lab_, "gw-trust") == master and gateway_mx(lab_, "gw-untrust") == master
 
 
-def measure_srd(workdir: Path, runs: int, flows_n: int, rate: float, sizes: str) -> dict[str, Any]:
-    out: dict[str, Any] = {"lab": "bh2", "cli": [], "link": [], "baseline": [], "errors": []}
+def measure_srd(out: dict[str, Any], workdir: Path, runs: int, flows_n: int, rate: float, sizes: str) -> None:
+    out.update({"lab": "bh2", "cli": [], "link": [], "baseline": [], "flows": flows_n, "rate": rate,
+                "resolution_ms": round(1000 * flows_n / rate, 3)})
     with Lab("bh2", topology_text(ROOT / "labs/topology2.yml", "bh2"), workdir) as bh2:
         wait_for("mx1 master, gateways on mx1", lambda: srd_settled(bh2, "mx1"), 30)
         wait_for("selector on all four SRX", lambda: selector_members(bh2) == set(PEER), 30)
@@ -620,8 +709,9 @@ def measure_srd(workdir: Path, runs: int, flows_n: int, rate: float, sizes: str)
 
             def link_down(facts: dict[str, Any] = facts_l) -> dict[str, Any]:
                 facts["cli_start"] = time.monotonic()
-                lab("exec", "--lab", bh2.name, "mx1", "--instance", "TRUST-VR", "--", "ip", "link", "set",
-                    "ge-0-0-0", "down")
+                # what `lab exec --lab bh2 mx1 --instance TRUST-VR -- ip link set ge-0-0-0 down` runs,
+                # without the CLI's Python start-up (seconds on a loaded machine): a precise event time
+                link_set(bh2, "down")
                 facts["cli_end"] = time.monotonic()
                 facts["settled"] = wait_for("mx2 master after the link failure", lambda: srd_settled(bh2, "mx2"), 15)
                 return facts
@@ -629,33 +719,42 @@ def measure_srd(workdir: Path, runs: int, flows_n: int, rate: float, sizes: str)
             try:
                 result, _, before, after = window(plan, flows, rate, sizes, 2.0, link_down, 2.5)
             finally:
-                lab("exec", "--lab", bh2.name, "mx1", "--instance", "TRUST-VR", "--", "ip", "link", "set",
-                    "ge-0-0-0", "up")
+                link_set(bh2, "up")
             out["link"].append(srd_sample(bh2, result, facts_l, before, after, "mx1->mx2 (ge-0/0/0 down)", "mx2"))
             time.sleep(2.0)  # link back, BGP on it again; then mx1 back to master (not measured)
             lab("switchover", "--lab", bh2.name)
             wait_for("mx1 master again", lambda: srd_settled(bh2, "mx1"), 20)
             time.sleep(1.0)
             c, lk, b = out["cli"][-2:], out["link"][-1], out["baseline"][-1]
-            log(f"srd run {run + 1}/{runs}: CLI " + ", ".join(
+            cli_text = ", ".join(
                 f"{x['direction']} worst {x['worst_ms']:.0f} ms (median flow {x['median_ms']:.0f} ms, "
-                f"{x['flows_with_loss']} flows lost packets, settled +{x['settled_after_ms']} ms)" for x in c)
-                + f"; link worst {lk['worst_ms']:.0f} ms (median {lk['median_ms']:.0f} ms,"
-                f" master +{lk['new_master_after_ms']} ms); baseline worst {b['worst_ms']:.0f} ms")
-        out["resolution_ms"] = round(1000 * flows_n / rate, 3)
-    return out
+                f"{x['flows_with_loss']} flows lost packets; CLI {x['cli_ms']:.0f} ms, "
+                f"no master {x['no_master_ms']} ms, gateways +{x['gateways_after_master_ms']} ms)" for x in c)
+            log(f"srd run {run + 1}/{runs}: CLI {cli_text}; link worst {lk['worst_ms']:.0f} ms (median "
+                f"{lk['median_ms']:.0f} ms, master +{lk['new_master_after_ms']} ms (none for {lk['no_master_ms']} ms), "
+                f"gateways +{lk['gateways_after_master_ms']} ms); baseline worst {b['worst_ms']:.0f} ms")
 
 
 def srd_sample(lab_: Lab, result: dict[str, Any], facts: dict[str, Any], before: dict[tuple[str, int], str],
                after: dict[tuple[str, int], str], direction: str, new: str) -> dict[str, Any]:
     stats = flow_stats(result)
     became = transition_after(lab_.status(new, "srd").get("transitions", []), "active", facts["cli_start"])
+    old = "mx1" if new == "mx2" else "mx2"
+    released = min((t for t in (transition_after(lab_.status(old, "srd").get("transitions", []), role,
+                                                 facts["cli_start"]) for role in ("backup", "ineligible"))
+                    if t is not None), default=None)
     b, a = by_source(before), by_source(after)
     return {"direction": direction, **stats,
             "srx_changed": sum(1 for src in b if src in a and a[src] not in (b[src], PEER[b[src]])),
             "cli_ms": round((facts["cli_end"] - facts["cli_start"]) * 1000, 1),
-            "new_master_after_ms": round((became - facts["cli_start"]) * 1000, 1) if became else None,
-            "settled_after_ms": round((facts["settled"] - facts["cli_start"]) * 1000, 1),
+            # from the end of the command (`lab switchover` / `ip link set`) to the new master's
+            # transition (srdd's CLOCK_MONOTONIC), then to both gateways routing via it
+            "new_master_after_ms": round((became - facts["cli_end"]) * 1000, 1) if became else None,
+            "gateways_after_master_ms": round((facts["settled"] - became) * 1000, 1) if became else None,
+            "settled_after_ms": round((facts["settled"] - facts["cli_end"]) * 1000, 1),
+            # the old master gave up (CLI release / monitored link down) -> the new one took over:
+            # neither is master meanwhile (no signal route, both prepend)
+            "no_master_ms": round((became - released) * 1000, 1) if became and released else None,
             "sender_max_lag_ms": result["sender_max_lag_ms"]}
 
 
@@ -695,23 +794,37 @@ def rows(results: dict[str, Any]) -> list[tuple[str, str, str, str, str]]:
         add("MNHA SRG1 failover (power-off): worst affected flow, loss-derived", [x["worst_ms"] for x in r], goal)
         add("  same, median affected flow", [x["median_ms"] for x in r])
         add("  same, longest gap of an affected flow", [x["longest_gap_ms"] for x in r], goal)
-        add("  server-push flow through the failed SRX: longest gap", [x["push_gap_ms"] for x in r], goal)
-        add("  backup SRG1 active after (from the outage start)", [x["peer_active_after_ms"] for x in r])
-        add("  selector moved the buckets after (from the outage start)", [x["selector_moved_after_ms"] for x in r])
+        add("  server-push flow through the failed SRX: longest gap (receive times)", [x["push_gap_ms"] for x in r],
+            goal)
+        add(f"  server-push flow through the failed SRX: loss-derived ({PUSH_RATE} pps)",
+            [x["push_loss_ms"] for x in r])
+        add("  selector moved the SRX's buckets to its peer, after the carrier loss", [x["selector_moved_after_ms"]
+                                                                                      for x in r])
+        add("  backup became SRG1 active, after the carrier loss", [x["peer_active_after_ms"] for x in r])
         add("  baseline (no event): worst flow, loss-derived", [x["worst_ms"] for x in f["baseline"]])
         add("  baseline (no event): longest gap", [x["longest_gap_ms"] for x in f["baseline"]])
+        add("  baseline (no event): server-push flow, longest gap", [x["push_gap_ms"] for x in f["baseline"]])
         add("MNHA SRG1 failback (restore + preemption): worst affected flow", [x["failback_worst_ms"] for x in r])
         add("  restore -> preempted back (roles + selector)", [x["preempted_after_s"] for x in r], unit="s",
             digits=2)
     s = results.get("sync")
     if s and s.get("runs"):
-        lag = s["lag_ms"]
+        lag = summary(s["all_lags_ms"], 3)
         out.append(("MNHA session sync lag (created on carrier -> copy created on peer), all sessions",
                     f"{lag['median']:.3f} ms (p99 {lag['p99']:.3f} ms)", f"{lag['max']:.3f} ms",
                     f"{len(s['runs'])} x {s['sessions_per_run']}", ""))
         add("  per-run p99 of the sync lag", [x["lag_ms"].get("p99") for x in s["runs"]], digits=3)
         add("  sessions missing on the peer (per run)", [x["missing_on_peer"] for x in s["runs"]], unit="")
-        c = s["send_to_carrier_ms"]
+        for step in s.get("stress", []):
+            if step.get("runs"):
+                lag = summary(step["lags_ms"], 3)
+                lag_text = f"{lag['median']:.3f} ms (p99 {lag['p99']:.3f} ms)" if lag["n"] else "n/a"
+                missing = sum(x["missing_on_peer"] for x in step["runs"])
+                seen = sum(x["seen_on_carrier"] for x in step["runs"])
+                out.append((f"  stress: {step['rate_per_s']:.0f} new sessions/s for 1 s (missing on the peer: "
+                            f"{missing} of {seen})", lag_text, f"{lag['max']:.3f} ms" if lag["n"] else "n/a",
+                            str(len(step["runs"])), ""))
+        c = summary(s["all_send_to_carrier_ms"], 3)
         out.append(("  baseline: send -> entry created on the carrier", f"{c['median']:.3f} ms "
                     f"(p99 {c['p99']:.3f} ms)", f"{c['max']:.3f} ms", str(c["n"]), ""))
     d = results.get("srd")
@@ -721,12 +834,18 @@ def rows(results: dict[str, Any]) -> list[tuple[str, str, str, str, str]]:
         add("  same, median flow", [x["median_ms"] for x in d["cli"]])
         add("  same, longest gap", [x["longest_gap_ms"] for x in d["cli"]], goal)
         add("  per flow, all flows of all runs", [v for x in d["cli"] for v in x["per_flow_ms"]])
-        add("  gateways on the new master after (from the CLI call)", [x["settled_after_ms"] for x in d["cli"]])
+        add("  `lab switchover` command (CLI start-up included)", [x["cli_ms"] for x in d["cli"]])
+        add("  no MX master: old master released -> new master took over", [x["no_master_ms"] for x in d["cli"]])
+        add("  both gateways route via the new master, after it took over",
+            [x["gateways_after_master_ms"] for x in d["cli"]])
         add("SRD monitored link down: worst flow, loss-derived", [x["worst_ms"] for x in d["link"]], goal)
         add("  same, median flow", [x["median_ms"] for x in d["link"]])
         add("  same, longest gap", [x["longest_gap_ms"] for x in d["link"]], goal)
         add("  per flow, all flows of all runs", [v for x in d["link"] for v in x["per_flow_ms"]])
-        add("  new master after (from the `ip link` call)", [x["new_master_after_ms"] for x in d["link"]])
+        add("  new master after `ip link set ... down` returned", [x["new_master_after_ms"] for x in d["link"]])
+        add("  no MX master: old master ineligible -> new master took over", [x["no_master_ms"] for x in d["link"]])
+        add("  both gateways route via the new master, after it took over",
+            [x["gateways_after_master_ms"] for x in d["link"]])
         add("  baseline (no event): worst flow, loss-derived", [x["worst_ms"] for x in d["baseline"]])
         add("  baseline (no event): longest gap", [x["longest_gap_ms"] for x in d["baseline"]])
     return out
@@ -741,13 +860,17 @@ def markdown(results: dict[str, Any]) -> str:
              f"{', '.join(x for x in m['other_labs'] if not x.startswith('bh')) or 'none'} (shared machine: "
              "compare against the baselines of the same run).", ""]
     f, d = results.get("failover"), results.get("srd")
-    res = [x for x in (f, d) if x and x.get("resolution_ms")]
-    if res:
-        lines.append(f"Traffic: {results['flows']} two-way UDP flows ({results['sizes']}) at {results['rate']:.0f} pps "
-                     f"per direction, {results['rate'] / results['flows']:.0f} pps per flow: **resolution "
-                     f"{res[0]['resolution_ms']:g} ms** (loss-derived outage = lost / per-flow rate, the worse "
-                     "direction of each flow). \"worst\" = the flow with the longest outage in a run; median and max "
-                     "are over the runs.")
+    for name, x in (("MNHA failover", f), ("SRD", d)):
+        if x and x.get("resolution_ms"):
+            lines.append(f"Traffic, {name}: {x['flows']} two-way UDP flows ({results['sizes']}) at {x['rate']:.0f} pps "
+                         f"per direction, {x['rate'] / x['flows']:.0f} pps per flow: **resolution "
+                         f"{x['resolution_ms']:g} ms**.")
+            lines.append("")
+    if (f and f.get("runs")) or (d and d.get("cli")):
+        lines.append("Loss-derived outage of a flow = packets lost / per-flow rate (RFC 6412), the worse direction "
+                     "of the flow; a whole number of resolutions. Longest gap = the longest silence between two "
+                     "packets of a flow (send times), so it includes one packet interval. \"worst\" = the flow with "
+                     "the longest outage in a run; median and max are over the runs.")
         lines.append("")
     lines += ["| metric | median | max | runs | goal |", "|---|---|---|---|---|"]
     lines += [f"| {a} | {b} | {c} | {n} | {g} |" for a, b, c, n, g in rows(results)]
@@ -827,7 +950,9 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="5 runs instead of --runs")
     parser.add_argument("--json", action="store_true", help="print the results as JSON instead of markdown")
     parser.add_argument("--only", action="append", choices=PARTS, help="run only this part (repeatable)")
-    parser.add_argument("--flows", type=int, default=100, help="two-way flows (default 100)")
+    parser.add_argument("--flows", type=int, default=50, help="two-way flows for SRD (default 50)")
+    parser.add_argument("--failover-flows", type=int, default=20,
+                        help="two-way flows for the MNHA failover (default 20: about half cross the failed SRX)")
     parser.add_argument("--rate", type=float, default=10000.0, help="aggregate pps per direction (default 10000)")
     parser.add_argument("--sizes", default="imix", help="frame sizes (dataplane.traffic syntax, default imix)")
     parser.add_argument("--out", type=Path, default=DOC, help=f"markdown file to write (default {DOC})")
@@ -841,30 +966,34 @@ def main() -> int:
     results: dict[str, Any] = {
         "date": dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"),
         "args": " ".join(shlex.quote(a) for a in sys.argv[1:]), "runs": runs, "machine": machine(),
-        "flows": args.flows, "rate": args.rate, "sizes": args.sizes, "errors": []}
+        "sizes": args.sizes, "errors": []}
     status = 0
     with interruptible(), tempfile.TemporaryDirectory(prefix="bench-ha-") as tmp:
         workdir = Path(tmp)
-        steps: dict[str, Callable[[], dict[str, Any]]] = {
-            "failover": lambda: measure_failover(workdir, runs, args.flows, args.rate, args.sizes),
-            "sync": lambda: measure_sync(workdir, runs),
-            "srd": lambda: measure_srd(workdir, runs, args.flows, args.rate, args.sizes),
+        steps: dict[str, Callable[[dict[str, Any]], None]] = {
+            "failover": lambda out: measure_failover(out, workdir, runs, args.failover_flows, args.rate,
+                                                         args.sizes),
+            "sync": lambda out: measure_sync(out, workdir, runs),
+            "srd": lambda out: measure_srd(out, workdir, runs, args.flows, args.rate, args.sizes),
         }
         for part in PARTS:
             if part not in parts:
                 continue
             started = time.monotonic()
+            out: dict[str, Any] = {"errors": []}
+            results[part] = out  # filled as the runs go: an error keeps the runs done
             try:
-                results[part] = steps[part]()
+                steps[part](out)
             except KeyboardInterrupt:
-                results["errors"].append(f"{part}: interrupted")
+                out["errors"].append("interrupted")
                 status = 130
                 break
             except (BenchError, subprocess.SubprocessError, OSError, RuntimeError, ValueError) as exc:
                 log(f"{part} failed: {exc}")
-                results["errors"].append(f"{part}: {exc}")
+                out["errors"].append(str(exc))
                 status = 1
-            log(f"{part} took {time.monotonic() - started:.0f} s")
+            finally:
+                log(f"{part} took {time.monotonic() - started:.0f} s")
     results["loadavg_end"] = round(os.getloadavg()[0], 2)
     text = markdown(results)
     if args.json:

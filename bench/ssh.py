@@ -10,8 +10,7 @@ Measures, on this machine and in one run:
   2. memory of the SSH server process (PSS and RSS from /proc/PID/smaps_rollup): just started, after
      every command has run once (netlink, BIRD and conntrack readers loaded), and with one open
      interactive session per node; divided by the nodes it serves. For comparison, what one
-     process per node with the same imports would cost (a Python process importing paramiko and
-     pyroute2, measured alone);
+     process per node would cost (a Python process importing paramiko, measured alone);
   3. the same memory figures on a generated lab with --srx SRX (default 16) scale-out SRX.
 
 Labs: copies of labs/topology1.yml named ssb1 and a generated ssbN; both are brought down in a
@@ -95,6 +94,9 @@ class Lab:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        server_log = self.state / "logs" / "_lab-sshd.log"
+        if exc[0] is not None and server_log.exists():  # what the server saw, before the lab is gone
+            log("SSH server log (last lines):\n" + "\n".join(server_log.read_text().splitlines()[-40:]))
         try:
             lab("down", "--name", self.name, timeout=120)
         except RuntimeError as err:
@@ -218,8 +220,7 @@ def shells(bench: Lab) -> list[Any]:
 
 def one_process_alone() -> tuple[float, float]:
     """PSS/RSS of a lone Python process with the server's imports (a process-per-node design)."""
-    code = ("import paramiko, pyroute2, sys, time; sys.stdout.write('ready\\n'); sys.stdout.flush(); "
-            "time.sleep(30)")
+    code = ("import paramiko, sys, time; sys.stdout.write('ready\\n'); sys.stdout.flush(); time.sleep(30)")
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None
@@ -246,7 +247,7 @@ def memory_figures(bench: Lab) -> dict[str, Any]:
             "per_node_pss": busy[0] / nodes, "per_node_rss": busy[1] / nodes}
 
 
-def machine() -> str:
+def machine(load_before: tuple[float, float, float]) -> str:
     cpu = "?"
     for line in Path("/proc/cpuinfo").read_text().splitlines():
         if line.startswith("model name"):
@@ -257,7 +258,8 @@ def machine() -> str:
 
     load = os.getloadavg()
     return (f"{os.cpu_count()} CPUs ({cpu}), kernel {platform.release()}, Python {platform.python_version()}, "
-            f"{ssh}, paramiko {paramiko.__version__}, load average {load[0]:.2f}")
+            f"{ssh}, paramiko {paramiko.__version__}; load average {load_before[0]:.2f} at start, {load[0]:.2f} "
+            f"at end (other engineers' labs and tests share the machine)")
 
 
 def report(results: dict[str, Any]) -> str:
@@ -298,7 +300,7 @@ def report(results: dict[str, Any]) -> str:
         "",
         *mem,
         "",
-        f"For comparison, one Python process with the same imports (paramiko, pyroute2), alone: "
+        f"For comparison, one Python process importing paramiko (what the server imports), alone: "
         f"{alone[0]:.1f} MiB PSS / {alone[1]:.1f} MiB RSS — what each node would cost with a process per "
         f"node, before serving anything.",
         "",
@@ -318,6 +320,7 @@ def main() -> int:
     runs, srx = (15, 8) if args.quick else (args.runs, args.srx)
     results: dict[str, Any] = {"date": dt.date.today().isoformat(), "quick": args.quick, "runs": runs,
                                "rtt": {}, "memory": {}}
+    load_before = os.getloadavg()
     with tempfile.TemporaryDirectory() as tmp:
         t1 = Path(tmp) / "ssb1.yml"
         text = re.sub(r"(?m)^name:.*$", "name: ssb1", (ROOT / "labs" / "topology1.yml").read_text(), count=1)
@@ -348,7 +351,7 @@ def main() -> int:
         with Lab(name, big) as bench:
             results["memory"][f"{srx} SRX ({name})"] = memory_figures(bench)
     results["process_alone"] = one_process_alone()
-    results["machine"] = machine()
+    results["machine"] = machine(load_before)
     text = report(results)
     print(text)
     if not args.no_write:

@@ -75,6 +75,7 @@ class HsrpGroup:
         self.multicast = hsrp.GROUP_V2 if config.version == 2 else hsrp.GROUP_V1
         self.rx: socket.socket | None = None
         self.tx: socket.socket | None = None
+        self.tx_vmac: socket.socket | None = None  # hellos of the Active router leave from the virtual MAC
         self.garp_timers: list[Timer] = []
 
     @property
@@ -107,6 +108,34 @@ class HsrpGroup:
                 self.daemon.loop.unwatch(sock)
                 sock.close()
         self.rx = self.tx = None
+        self.close_vmac()
+
+    def open_vmac(self) -> None:
+        """A sender through the macvlan: the Active router's hellos carry the virtual MAC as source, so
+        the switches keep the virtual MAC on its port (as IOS does); the source address stays ours."""
+        self.close_vmac()
+        index = link_index(self.vip.name)
+        if index is None:
+            return
+        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_BINDTODEVICE, self.vip.name.encode())
+            sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF,
+                            bytes(4) + socket.inet_aton(self.address) + struct.pack("=i", index))
+            sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_TTL, 1)
+            sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_LOOP, 0)
+            sock.bind((self.address, hsrp.PORT))
+        except OSError as exc:
+            sock.close()
+            log(f"hellos from the virtual MAC not possible ({exc}); using {self.ifname}")
+            return
+        self.tx_vmac = sock
+
+    def close_vmac(self) -> None:
+        if self.tx_vmac is not None:
+            self.tx_vmac.close()
+            self.tx_vmac = None
 
     def readable(self) -> None:
         assert self.rx is not None
@@ -125,14 +154,21 @@ class HsrpGroup:
             self.apply(self.machine.receive(packet, source, self.daemon.loop.time()))
 
     def send(self, packet: hsrp.HsrpPacket) -> None:
-        if self.tx is None:
+        sock = self.tx_vmac if packet.state is hsrp.State.ACTIVE and self.tx_vmac is not None else self.tx
+        if sock is None:
             return
-        with contextlib.suppress(OSError):
-            self.tx.sendto(packet.encode(), (self.multicast, hsrp.PORT))
+        try:
+            sock.sendto(packet.encode(), (self.multicast, hsrp.PORT))
+        except OSError:
+            if sock is self.tx_vmac and self.tx is not None:  # the macvlan went away: the plain way
+                with contextlib.suppress(OSError):
+                    self.tx.sendto(packet.encode(), (self.multicast, hsrp.PORT))
 
     def apply(self, out: hsrp.Output) -> None:
         """Carry out what the state machine decided, then re-arm its timer."""
         was_active = any(old is hsrp.State.ACTIVE for old, _, _ in out.transitions[:1])
+        if out.transitions and self.machine.state is hsrp.State.ACTIVE and not self.vip.owned:
+            self.take_vip()  # before the first hello as Active, so that it leaves from the virtual MAC
         for packet in out.packets:
             self.send(packet)
         for old, new, reason in out.transitions:
@@ -153,6 +189,7 @@ class HsrpGroup:
         except OSError as exc:
             log(f"cannot take the virtual IP {self.vip.address}: {exc}")
             return
+        self.open_vmac()
         for delay in (0.5, 1.0):  # like IOS: a few gratuitous ARPs, so every switch and host learns it
             self.garp_timers.append(self.daemon.loop.call_later(delay, self.vip.announce))
 
@@ -160,6 +197,7 @@ class HsrpGroup:
         for timer in self.garp_timers:
             timer.cancel()
         self.garp_timers.clear()
+        self.close_vmac()
         self.vip.release()
 
     def rearm(self) -> None:

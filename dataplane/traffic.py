@@ -503,7 +503,9 @@ class Sender:
             built = time.monotonic()
             frames = FrameSet(self.flows, sizes, src_mac, dst_mac, self.seed)
             build_s = time.monotonic() - built
+            cpu_before = time.thread_time()
             seqs, errors, stats = self._loop(sock, frames)
+            cpu_s = time.thread_time() - cpu_before
         finally:
             sock.close()
         cycle = frames.cycle
@@ -521,6 +523,7 @@ class Sender:
             "elapsed_s": elapsed, "pps": sent / elapsed if elapsed > 0 else 0.0,
             "l2_mbps": total_bytes * 8 / elapsed / 1e6 if elapsed > 0 else 0.0,
             "max_lag_ms": stats["max_lag_ns"] / 1e6, "late_1ms": stats["late"], "build_s": build_s,
+            "cpu_s": cpu_s,  # this thread's CPU time while sending (softirq work done in its context included)
             "stopped": self._stop,
             "per_flow_sent": {str(f.flow_id): n for f, n in zip(self.flows, seqs, strict=True)},
         }

@@ -54,6 +54,9 @@ def _set_links(ns: str, up: bool, only: set[str] | None = None) -> list[str]:
             name = link.get_attr("IFLA_IFNAME")
             if name == "lo" or (only is not None and name not in only):
                 continue
+            info = link.get_attr("IFLA_LINKINFO")
+            if up and info is not None and info.get_attr("IFLA_INFO_KIND") == "macvlan":
+                continue  # an HSRP VIP: its daemon brings it up when (and if) it is active again
             ipr.link("set", index=link["index"], state="up" if up else "down")
             changed.append(name)
     return changed

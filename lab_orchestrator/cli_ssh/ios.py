@@ -375,7 +375,7 @@ def show_crypto_ipsec_sa(snap: Snapshot, args: Args) -> Output:
         return _not_there("ikev2" in snap.node.features, "IPsec")
     child = status.get("ipsec_sas") or status.get("child_sas")
     if child is None:
-        return error("IPsec is not running (the gateway negotiates IKE SAs only in this lab)")
+        return error("IPsec is not running (the gateway's status has no IPsec SAs yet)")
     lines = []
     for sa in child:
         lines += [f"interface: {sa.get('interface', 'Virtual-Access1')}",

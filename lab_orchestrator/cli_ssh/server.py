@@ -21,6 +21,7 @@ import collections
 import contextlib
 import logging
 import os
+import selectors
 import signal
 import socket
 import threading
@@ -230,6 +231,10 @@ class LabSshServer:
         while not self.stopping:
             for key, _ in self.listeners.selector.select(timeout=CHECK_INTERVAL):
                 listener = key.data
+                if listener is None:  # the signal wake-up: SIGTERM, stop at once
+                    with contextlib.suppress(OSError):
+                        key.fileobj.recv(64)  # type: ignore[union-attr]
+                    continue
                 assert isinstance(listener, NodeListener)
                 try:
                     conn, peer = key.fileobj.accept()  # type: ignore[union-attr]
@@ -272,6 +277,8 @@ class LabSshServer:
                                  name=f"ssh-{listener.node.name}-ch", daemon=True).start()
         except (paramiko.SSHException, EOFError, OSError) as exc:
             log.info("%s: connection from %s ended: %s", listener.node.name, auth.peer, exc)
+        except Exception:  # noqa: BLE001 - a bug: logged, and only this connection ends
+            log.exception("%s: connection from %s failed", listener.node.name, auth.peer)
         finally:
             listener.discard(transport)
             transport.close()
@@ -280,6 +287,8 @@ class LabSshServer:
         request = auth.request(chan.get_id())
         try:
             if not request.ready.wait(30) or auth.user is None:
+                log.info("%s: channel %d from %s asked for neither a shell nor a command", listener.node.name,
+                         chan.get_id(), auth.peer)
                 return
             session = Session(self.config, listener.node, auth.user)
             if request.kind == "exec":
@@ -288,6 +297,8 @@ class LabSshServer:
                 self.run_shell(chan, session, request)
         except (OSError, EOFError, paramiko.SSHException) as exc:
             log.info("%s: channel closed: %s", listener.node.name, exc)
+        except Exception:  # noqa: BLE001 - a bug: logged, and only this channel ends
+            log.exception("%s: channel %d failed", listener.node.name, chan.get_id())
         finally:
             with contextlib.suppress(Exception):
                 chan.close()
@@ -351,6 +362,11 @@ def serve(config: ServerConfig, listeners: Listeners) -> int:
 
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGINT, on_term)
+    wake_r, wake_w = socket.socketpair()  # `lab down` waits for us: leave the select at once on SIGTERM
+    wake_r.setblocking(False)
+    wake_w.setblocking(False)
+    signal.set_wakeup_fd(wake_w.fileno(), warn_on_full_buffer=False)
+    listeners.selector.register(wake_r, selectors.EVENT_READ, None)
     log.info("lab %s: SSH for %d nodes on port %d", config.lab, len(config.nodes), config.port)
     try:
         server.serve_forever()

@@ -154,7 +154,7 @@ class Session:
                 out += "  |                Output modifiers\n  <cr>\n"
             return out
         if not options and not complete:
-            return "                 ^\nsyntax error.\n" if line.strip() else ""
+            return "No valid completions\n"
         out = "Possible completions:\n"
         if complete:
             out += f"  {'<[Enter]>':<20} Execute this command\n"

@@ -2,7 +2,8 @@
 
 Three labs, each brought up by this module and taken down by it (never anyone else's):
 
-* `flexvpn` — labs/flexvpn.yml as shipped (default HSRP timers 3 s / 10 s, max-session 10):
+* `fvship` — labs/flexvpn.yml as shipped, renamed (not to clash with a `lab up labs/flexvpn.yml` of
+  someone else on this machine; default HSRP timers 3 s / 10 s, max-session 10):
   HSRP election, the VIP with its virtual MAC, `show standby`, the cluster, strongSwan redirected
   and established (PSK and certificates, CHILD_SA through kernel-libipsec), tshark decoding HSRP and
   REDIRECT / REDIRECTED_FROM, a forged REDIRECT, a redirect loop, malformed input, master power-off.
@@ -138,7 +139,7 @@ def cluster_ready(lab: Lab, master: str, members: int) -> bool:
 
 @pytest.fixture(scope="module")
 def shipped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    yield from bring_up(tmp_path_factory.mktemp("flexvpn"), "flexvpn")
+    yield from bring_up(tmp_path_factory.mktemp("fvship"), "fvship")
 
 
 @pytest.fixture(scope="module")
@@ -272,9 +273,13 @@ def test_strongswan_is_redirected_and_establishes_ike_and_child_sa(shipped: Lab,
         sas = peer.list_sas()
         assert "ESTABLISHED" in sas and "INSTALLED, TUNNEL-in-UDP" in sas, sas
         node = next(n for n, a in ROUTERS.items() if a == member)
-        gateway_sa = wait_for(lambda: [s for s in shipped.ike(node)["sas"] if s["remote"].startswith(CLIENT2)],
-                              5, f"the SA on {node}")[-1]
-        assert gateway_sa["state"] == "READY" and gateway_sa["redirected_from"] == VIP
+        spi_i = re.search(r"ESTABLISHED, IKEv2, ([0-9a-f]{16})_i", sas)
+        assert spi_i, sas
+        gateway_sa = wait_for(lambda: [s for s in shipped.ike(node)["sas"] if s["spi_i"] == spi_i.group(1)
+                                       and s["state"] == "READY"], 5, f"the SA on {node}")[0]
+        others = [s for s in shipped.ike(node)["sas"] if s["spi_i"] != spi_i.group(1)]
+        assert not [s for s in others if s["remote"].startswith(CLIENT2) and s["state"] != "READY"], others
+        assert gateway_sa["redirected_from"] == VIP
         assert gateway_sa["child"]["spi_in"] in sas and gateway_sa["child"]["spi_out"] in sas
         assert gateway_sa["address"] and gateway_sa["address"].startswith(f"172.16.{member[-1]}.")
         assert gateway_sa["auth_verify"] == ("RSA" if cert else "PSK")
@@ -291,11 +296,12 @@ def test_tshark_decodes_hsrp_and_the_redirect_notifies(shipped: Lab, tmp_path: P
     assert all(r["ok"] for r in data["results"]), data
     hellos = capture.fields("hsrp", "ip.src", "ip.dst", "hsrp.version", "hsrp.opcode", "hsrp.state",
                             "hsrp.hellotime", "hsrp.holdtime", "hsrp.priority", "hsrp.group", "hsrp.auth_data",
-                            "hsrp.virt_ip")
+                            "hsrp.virt_ip", "eth.src", "ip.ttl", "udp.srcport", "udp.dstport")
     by_source = {row[0]: row for row in hellos}
     assert by_source["10.10.10.1"][1:] == ["224.0.0.2", "0", "0", "16", "3", "10", "255", "1", "cisco",
-                                           "10.10.10.100"]
+                                           "10.10.10.100", "00:00:0c:07:ac:01", "1", "1985", "1985"]
     assert by_source["10.10.10.2"][4] == "8" and by_source["10.10.10.2"][7] == "200"  # Standby, priority 200
+    assert by_source["10.10.10.2"][11] != "00:00:0c:07:ac:01"  # only the Active router uses the virtual MAC
     assert "10.10.10.3" not in by_source  # Listen: silent
     requests = {row[0]: row[1] for row in capture.fields(
         "isakmp.exchangetype == 34 && isakmp.flag_r == 0 && ip.dst == 10.10.10.100", "isakmp.ispi",

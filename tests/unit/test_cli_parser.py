@@ -190,3 +190,17 @@ def test_tab_completion(mx) -> None:  # type: ignore[no-untyped-def]
 def test_value_checks() -> None:
     assert is_address("10.0.0.1") and not is_address("10.0.0.256") and not is_address("10.0.0")
     assert is_prefix("10.0.0.0/8") and is_prefix("10.0.0.1") and not is_prefix("10.0.0.0/33")
+
+
+@pytest.mark.parametrize("vendor, table", [("junos", commands.JUNOS_COMMANDS), ("ios", commands.IOS_COMMANDS)])
+def test_every_command_has_an_implementation(vendor: str, table: list) -> None:  # type: ignore[type-arg]
+    from lab_orchestrator.cli_ssh import actions
+
+    for command in table:
+        run = command.run
+        if run.startswith("action:"):
+            assert run.split(":", 1)[1] in actions.ACTIONS, command
+            assert command.privileged, command  # changes state: not for read-only users
+        elif run not in ("noop", "exit", "configure", "enable"):
+            assert commands.implementation(vendor, run) is not None, command
+        assert command.help, command

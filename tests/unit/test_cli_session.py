@@ -81,6 +81,8 @@ def test_commands_and_pipes(mx: session.Session, gw: session.Session) -> None:
 def test_question_mark_in_exec_is_help(mx: session.Session, gw: session.Session) -> None:
     assert mx.run("show bgp ?").text.startswith("Possible completions:\n  neighbor ")
     assert "<[Enter]>" in mx.run("show version ?").text
+    assert mx.run("show foo ?").text == "No valid completions\n"
+    assert gw.run("show foo ?").text == "% Unrecognized command\n"
     ios_help = gw.run("show ip ?").text
     assert "  route " in ios_help and "<cr>" not in ios_help
 

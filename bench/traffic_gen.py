@@ -141,7 +141,7 @@ def ksoftirqd_cpu_s(cpu: int = SEND_CPU) -> float:
 
 def ours(path: NetPath, sizes: str, seconds: float, rate: float = 0.0, flows: int = FLOWS) -> dict[str, Any]:
     flow_list = make_flows(flows, "100.64.0.0/16", path.dst)
-    receiver = Receiver(ns=path.server_ns, port=7000, cpu=RECV_CPU).spawn()
+    receiver = Receiver(ns=path.server_ns, port=7000, cpu=RECV_CPU, realtime=rate > 0).spawn()
     try:
         receiver.wait_ready()
         sender = Sender(iface=path.client_iface, flows=flow_list, rate=rate, sizes=sizes, duration=seconds,
@@ -203,7 +203,7 @@ def accuracy(path: NetPath, outage_s: float = 0.3, per_flow_pps: int = 100) -> d
     try:
         nft.run("list chain netdev tg_outage cut", ns=path.cut_ns)
         flows = make_flows(FLOWS, "100.64.0.0/16", path.dst)
-        receiver = Receiver(ns=path.server_ns, port=7000, cpu=RECV_CPU).spawn()
+        receiver = Receiver(ns=path.server_ns, port=7000, cpu=RECV_CPU, realtime=True).spawn()
         try:
             receiver.wait_ready()
             sender = Sender(iface=path.client_iface, flows=flows, rate=FLOWS * per_flow_pps, duration=2.0,
@@ -327,9 +327,13 @@ def markdown(result: dict[str, Any]) -> str:
             if key.startswith("ours"):
                 res = statistics.median(r["resolution_ms"] for r in row["runs"])
                 resolution = f"{res:.2f} ms"
-            per_cpu = f"{row['pps_per_cpu_s']:,.0f}" if "x" not in key.split()[-1] else ""  # not for paced rows
+            per_cpu = f"{row['pps_per_cpu_s']:,.0f}" if not key.endswith("pps") else ""  # not for paced rows
+            lost = str(row["lost"])
+            drops = [r.get("socket_drops") for r in row["runs"]]
+            if key.startswith("ours") and any(row["lost"]):
+                lost += f" (receiver socket: {drops})"
             lines.append(f"| {key} | {row['received_pps']:,.0f} | {row['best_pps']:,.0f} | {row['sent_pps']:,.0f} | "
-                         f"{per_cpu} | {row['lost']} | {resolution} |")
+                         f"{per_cpu} | {lost} | {resolution} |")
         lines += ["", "| ratio (received pps, same round) | median | per round |", "|---|---|---|"]
         for key, row in summary.items():
             if "median" in row:
@@ -364,19 +368,22 @@ def markdown(result: dict[str, Any]) -> str:
         "softirq forwarding done in its context, + CPU time of ksoftirqd on the sender's CPU, which includes "
         "other work of that CPU): what one core does when it is the sender's alone, independent of how much "
         "of it other processes took. iperf3's client is measured the same way (its process CPU time).",
-        "- `lost` for ours is what our receiver's socket dropped (its `socket_drops`: the Python receiver "
-        "fell behind) or, in the paced rows, what the path dropped; for iperf3 it is its server's count. At "
+        "- `lost` for ours: never received, of which `receiver socket` were dropped at our receiver's socket "
+        "(the Python receiver fell behind on its shared CPU), the rest by the path; for iperf3 it is its "
+        "server's count. At "
         "`-b 0` iperf3's client sends far more than its server reads, so its received pps is its receiver's "
         "limit; ours is the Python sender's (it pays for the path's softirq forwarding on its own CPU).",
         "- The machine is shared with other engineers' test labs: the load average above says how much. "
         "Full-speed figures are what one CPU had left under that load; compare rows of one run (the ratios), "
         "not runs.",
     ]
-    paced_loss = [p for p, s in result["paths"].items() if any(s.get("ours imix 200x500pps", {}).get("lost", []))]
-    if paced_loss:
-        lines.append(f"- Paced 200 x 500 pps (100 kpps) lost packets on {', '.join(paced_loss)}: above what the "
-                     "path forwarded under that load; the loss is the path's (softirq backlog), the realtime "
-                     "sender keeping its schedule.")
+    for name, summary in result["paths"].items():
+        runs = summary.get("ours imix 200x500pps", {}).get("runs", [])
+        in_path = [r["lost"] - (r.get("socket_drops") or 0) for r in runs]
+        if any(in_path):
+            lines.append(f"- Paced 200 x 500 pps (100 kpps) on {name} lost {in_path} packets per round before our "
+                         "receiver's socket: above what the path forwarded under that load (softirq backlog), "
+                         "the realtime sender keeping its schedule.")
     lines += [
         "- A sender that cannot keep its schedule (the `max_lag_ms` below) sends what it owes late: a paced "
         "row's sent pps then falls short of its rate, and an outage is measured short by up to that lag.",
@@ -386,9 +393,9 @@ def markdown(result: dict[str, Any]) -> str:
         "the configured 10 ms (200 x 100 pps) and 2 ms (200 x 500 pps). Fewer flows or a higher rate give a "
         "finer resolution (resolution_ms = 1000 x flows / aggregate pps).",
         "",
-        "Paced rows and known outages run the sender with `realtime=True` (SCHED_FIFO; it sleeps between "
-        "packets, so it takes a fraction of a CPU). `max_lag_ms` (how late the sender was against its schedule "
-        f"at worst, 0 = never more than 1 ms) per round: {result['lags']}.",
+        "Paced rows and known outages run sender and receiver with `realtime=True` (SCHED_FIFO; they sleep "
+        "between packets, so each takes a fraction of a CPU). `max_lag_ms` (how late the sender was against "
+        f"its schedule at worst, 0 = never more than 1 ms) per round: {result['lags']}.",
         "",
     ]
     return "\n".join(lines)

@@ -178,6 +178,10 @@ class Daemon:
                 state.carrier[side] = bool(f & IFF_UP) and bool(f & IFF_LOWER_UP)
                 if not state.carrier[side]:
                     state.lost_carrier()
+                if not hops and side in state.routed:
+                    # The watched route is gone through every SRX: the destination vanished (e.g. the
+                    # subscriber gateway withdrew it), not the SRXs. Keep their standing.
+                    continue
                 was = bool(state.routed) and all(state.routed.values())
                 state.routed[side] = m["nexthop"] in hops
                 if (bool(state.routed) and all(state.routed.values())) != was:

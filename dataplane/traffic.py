@@ -450,16 +450,10 @@ class Sender:
     def run(self) -> dict[str, Any]:
         """Send in the calling thread (entering NS for the duration); return the report."""
         _pin(self.cpu)
-        if self.realtime:
-            if self.rate <= 0:
-                raise ValueError("realtime needs a paced rate (at full speed it would monopolise a CPU)")
-            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(10))  # 0: this thread
-        try:
-            with in_netns(self.ns):
-                return self._run()
-        finally:
-            if self.realtime:
-                os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+        if self.realtime and self.rate <= 0:
+            raise ValueError("realtime needs a paced rate (at full speed it would monopolise a CPU)")
+        with _realtime(self.realtime), in_netns(self.ns):
+            return self._run()
 
     def start(self) -> Sender:
         """Run in a background thread; `join()` returns the report."""
@@ -812,6 +806,7 @@ class Receiver:
     rate_per_flow: float | None = None
     poll_interval: float = 0.001
     cpu: int | None = None  # pin the receiving thread to this CPU
+    realtime: bool = False  # SCHED_FIFO: keep draining on a busy machine (its socket then does not overflow)
     accounting: Accounting = field(default_factory=Accounting, repr=False)
     ready: threading.Event = field(default_factory=threading.Event, repr=False)
     bound_port: int | None = field(default=None, init=False)  # UDP mode: the port bound (PORT 0: any)
@@ -827,7 +822,7 @@ class Receiver:
     def config(self) -> dict[str, Any]:
         return {"port": self.port, "bind": self.bind, "iface": self.iface, "ns": self.ns,
                 "duration": self.duration, "idle": self.idle, "rate_per_flow": self.rate_per_flow,
-                "poll_interval": self.poll_interval, "cpu": self.cpu}
+                "poll_interval": self.poll_interval, "cpu": self.cpu, "realtime": self.realtime}
 
     @classmethod
     def from_config(cls, data: dict[str, Any]) -> Receiver:
@@ -856,7 +851,8 @@ class Receiver:
             sock, mode = self._open()
         try:
             self.ready.set()
-            self._loop(sock, mode)
+            with _realtime(self.realtime):
+                self._loop(sock, mode)
         finally:
             sock.close()
             self.ready.set()
@@ -984,6 +980,19 @@ def _bind(sock: socket.socket, address: tuple[str, int], ns: str | None) -> None
         sock.close()
         where = f" in namespace {ns}" if ns else ""
         raise OSError(exc.errno, f"cannot bind to {address[0]}:{address[1]}{where}: {exc.strerror}") from None
+
+
+@contextlib.contextmanager
+def _realtime(enabled: bool) -> Iterator[None]:
+    """SCHED_FIFO (priority 10) for the calling thread for the body."""
+    if not enabled:
+        yield
+        return
+    os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(10))  # 0: the calling thread
+    try:
+        yield
+    finally:
+        os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
 
 
 def _pin(cpu: int | None) -> None:
@@ -1138,7 +1147,7 @@ def _cli_receive(args: argparse.Namespace, config: dict[str, Any] | None, out: I
             args.duration = 60.0  # bounded by design
         receiver = Receiver(port=args.port, bind=args.bind, iface=args.iface, ns=args.netns,
                             duration=args.duration, idle=args.idle, rate_per_flow=args.rate_per_flow,
-                            poll_interval=args.poll_interval, cpu=args.cpu)
+                            poll_interval=args.poll_interval, cpu=args.cpu, realtime=args.realtime)
 
     def stop(*_: object) -> None:
         receiver._stop = True
@@ -1196,6 +1205,7 @@ def main(argv: Sequence[str] | None = None, out: IO[str] | None = None) -> int:
     r.add_argument("--poll-interval", type=float, default=0.001,
                    help="seconds to sleep when the socket is empty (0: block in recv, exact receive times)")
     r.add_argument("--cpu", type=int, help="pin the receiver to this CPU")
+    r.add_argument("--realtime", action="store_true", help="SCHED_FIFO while receiving")
     for p in (s, r):
         p.add_argument("--config", help="JSON configuration ('-': stdin) instead of the options (used by spawn)")
     args = parser.parse_args(argv)

@@ -61,7 +61,7 @@ def run_forward(seconds: float, sport: int = 40000, during: Callable[[], None] |
                 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """FLOWS x PER_FLOW_PPS IMIX client -> server for SECONDS; DURING() runs meanwhile."""
     flows = make_flows(FLOWS, "100.64.0.0/16", SERVER, sport=sport)
-    receiver = Receiver(ns=ns("server"), port=7000).spawn()
+    receiver = Receiver(ns=ns("server"), port=7000, realtime=True).spawn()
     try:
         receiver.wait_ready()
         # SCHED_FIFO: on a busy machine a sender that falls behind sends the packets due during an

@@ -57,8 +57,13 @@ def test_tlb_symmetric_and_uses_every_srx(tlb: RunningLab) -> None:
     assert set(Counter(where.values())) == set(SRX)
     status = tlb.selector()
     assert status["mode"] == "tlb"
-    time.sleep(1.2)  # the daemon reads the counters once a second
-    counters = {m["name"]: m["counters"]["trust"]["packets"] for m in tlb.selector()["members"]}  # type: ignore
+    deadline = time.monotonic() + 8  # the daemon reads the counters about once a second
+    while True:
+        counters = {m["name"]: m["counters"].get("trust", {}).get("packets", 0)  # type: ignore[union-attr]
+                    for m in tlb.selector()["members"]}  # type: ignore[union-attr]
+        if all(counters[s] > 0 for s in SRX) or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
     assert all(counters[s] > 0 for s in SRX), f"per-SRX packet counters: {counters}"
 
 

@@ -17,7 +17,6 @@ import fcntl
 import json
 import os
 import select
-import signal
 import socket
 import struct
 import sys
@@ -25,7 +24,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .mnha import HeartbeatError, PeerView, Role, Srg1, decode_heartbeat, encode_heartbeat
+from .daemonkit import PeerLink, StopFlag, write_json
+from .mnha import PeerView, Role, Srg1, encode_heartbeat
 
 PORT = 7790
 DECIDE_S = 0.05
@@ -65,10 +65,8 @@ class Daemon:
         self.interval = int(config["heartbeat_ms"]) / 1000
         self.threshold = int(config["heartbeat_threshold"])
         self.srg1 = Srg1(config["node"], config["peer"], int(config["priority"]), bool(config["preempt"]))
-        self.peer = PeerView(False)
-        self.peer_heard = 0.0
         self.started = time.monotonic()
-        self.sent = self.received = self.bad = 0
+        self.sent = 0
         self.seq = 0
         # What BIRD runs with: the role file as it is now (rendered at plan time, rewritten since).
         self.bird_active = "SRG1_ACTIVE = 1" in Path(config["role_file"]).read_text()
@@ -77,6 +75,7 @@ class Daemon:
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.sock.bind((config["local_ip"], PORT))
         self.sock.setblocking(False)
+        self.link = PeerLink(self.sock, config["peer"], config["peer_ip"])
 
     def healthy(self) -> bool:
         return all(has_carrier(self.probe, dev) for dev in self.c["monitored"])
@@ -87,8 +86,7 @@ class Daemon:
     def tick(self, now: float, send: bool) -> None:
         # Silence for threshold x interval, or the ICL losing carrier (the peer powered off, or the
         # link cut: the split-brain rule below tells them apart), means no peer over the ICL.
-        if now - self.peer_heard > self.interval * self.threshold or not self.icl_up():
-            self.peer = PeerView(False)
+        self.link.expire(now, self.interval * self.threshold, self.icl_up())
         seen = route_to(self.c["peer_loopback"], self.c["icl_dev"])
         healthy = self.healthy()
         if self.c["mode"] != "srg1":
@@ -111,22 +109,11 @@ class Daemon:
         self.write_status(now, healthy, seen)
 
     def receive(self, now: float) -> None:
-        while True:
-            try:
-                data, source = self.sock.recvfrom(512)
-            except BlockingIOError:
-                return
-            try:
-                node, role, priority, healthy, _seq = decode_heartbeat(data)
-            except HeartbeatError:
-                self.bad += 1
-                continue
-            if node != self.c["peer"] or source[0] != self.c["peer_ip"]:
-                self.bad += 1
-                continue
-            self.received += 1
-            self.peer_heard = now
-            self.peer = PeerView(True, role, priority, healthy)
+        self.link.drain(now)
+
+    @property
+    def peer(self) -> PeerView:
+        return self.link.view
 
     def apply(self, role: Role) -> None:
         """SRG1 on BGP: only the active advertises without prepend (SRG0: always active)."""
@@ -147,9 +134,9 @@ class Daemon:
             "updated_at": time.time(), "icl": {"device": self.c["icl_dev"], "up": self.icl_up(),
                                                "peer_ip": self.c["peer_ip"]},
             "heartbeat": {"interval_ms": self.c["heartbeat_ms"], "threshold": self.threshold,
-                          "sent": self.sent, "received": self.received, "errors": self.bad,
+                          "sent": self.sent, "received": self.link.received, "errors": self.link.bad,
                           "peer_alive": self.peer.alive,
-                          "last_heard_s_ago": round(now - self.peer_heard, 3) if self.peer_heard else None},
+                          "last_heard_s_ago": round(now - self.link.heard, 3) if self.link.heard else None},
             "healthy": healthy, "peer_seen_in_network": seen,
             "srg0": {"role": "active"},
             "srg1": {"role": self.srg1.role.value if self.c["mode"] == "srg1" else "active",
@@ -158,20 +145,10 @@ class Daemon:
                      "transitions": [{"at": at, "role": r.value, "why": why}
                                      for at, r, why in self.srg1.transitions]},
         }
-        target = Path(self.c["status_file"])
-        tmp = target.with_suffix(".tmp")
-        tmp.write_text(json.dumps(status, indent=2) + "\n")
-        os.replace(tmp, target)
+        write_json(self.c["status_file"], status)
 
     def run(self) -> None:
-        stopping = False
-
-        def on_term(signum: int, frame: object) -> None:
-            nonlocal stopping
-            stopping = True
-
-        signal.signal(signal.SIGTERM, on_term)
-        signal.signal(signal.SIGINT, on_term)
+        stopping = StopFlag()
         next_beat = time.monotonic()
         while not stopping:
             # Decide every DECIDE_S (a lost ICL carrier or route is acted on at once); send a

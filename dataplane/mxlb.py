@@ -21,7 +21,6 @@ import json
 import os
 import queue
 import select
-import signal
 import sys
 import threading
 import time
@@ -34,6 +33,7 @@ from pyroute2 import IPRoute
 from pyroute2.netlink.rtnl import RTMGRP_IPV4_ROUTE, RTMGRP_LINK
 
 from .chash import SelectorTable, build_initial, plain_ecmp, reconcile_pairs
+from .daemonkit import StopFlag, write_json
 from .health import HealthState, Prober
 from .nft import Nft, NftError
 
@@ -407,21 +407,11 @@ class Daemon:
             "fallback_route": self.fallback_route,
             "table": list(self.table.buckets), "history": self.history,
         }
-        target = Path(self.config["status_file"])
-        tmp = target.with_suffix(".tmp")
-        tmp.write_text(json.dumps(status, indent=2) + "\n")
-        os.replace(tmp, target)
+        write_json(self.config["status_file"], status)
 
     # ------------------------------------------------------------ loop
     def run(self) -> None:
-        stopping = False
-
-        def on_term(signum: int, frame: object) -> None:
-            nonlocal stopping
-            stopping = True
-
-        signal.signal(signal.SIGTERM, on_term)
-        signal.signal(signal.SIGINT, on_term)
+        stopping = StopFlag()
         self.adopt()
         self.step("start-up")
         if self.mode == "tlb":

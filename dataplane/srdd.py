@@ -16,14 +16,14 @@ import contextlib
 import json
 import os
 import select
-import signal
 import socket
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from .mnha import HeartbeatError, PeerView, Role, decode_heartbeat, encode_heartbeat
+from .daemonkit import PeerLink, StopFlag, write_json
+from .mnha import PeerView, Role, encode_heartbeat
 from .mnhad import DECIDE_S, bird_configure, has_carrier
 from .srd import Mastership
 
@@ -43,10 +43,8 @@ class Daemon:
         self.interval = int(config["heartbeat_ms"]) / 1000
         self.threshold = int(config["heartbeat_threshold"])
         self.state = Mastership(config["node"], config["peer"], int(config["priority"]), bool(config["preempt"]))
-        self.peer = PeerView(False)
-        self.peer_heard = 0.0
         self.started = time.monotonic()
-        self.sent = self.received = self.bad = 0
+        self.sent = 0
         self.seq = 0
         self.probes = {ns: _socket_in(ns, socket.AF_INET, socket.SOCK_DGRAM) for ns in config["monitored"]}
         self.local = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -54,6 +52,7 @@ class Daemon:
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.sock.bind((config["local_ip"], PORT))
         self.sock.setblocking(False)
+        self.link = PeerLink(self.sock, config["peer"], config["peer_ip"])
         control = Path(config["control_socket"])
         control.unlink(missing_ok=True)
         self.control = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
@@ -65,8 +64,7 @@ class Daemon:
         return all(has_carrier(self.probes[ns], dev) for ns, devs in self.c["monitored"].items() for dev in devs)
 
     def tick(self, now: float, send: bool) -> None:
-        if now - self.peer_heard > self.interval * self.threshold or not has_carrier(self.local, self.c["icl_dev"]):
-            self.peer = PeerView(False)
+        self.link.expire(now, self.interval * self.threshold, has_carrier(self.local, self.c["icl_dev"]))
         healthy = self.healthy()
         if not self.peer.alive and now - self.started < self.interval * self.threshold:
             role = self.state.role  # start-up: let the peer's heartbeats arrive first
@@ -84,22 +82,11 @@ class Daemon:
             self.write_status(now, healthy)
 
     def receive(self, now: float) -> None:
-        while True:
-            try:
-                data, source = self.sock.recvfrom(512)
-            except BlockingIOError:
-                return
-            try:
-                node, role, priority, healthy, _ = decode_heartbeat(data)
-            except HeartbeatError:
-                self.bad += 1
-                continue
-            if node != self.c["peer"] or source[0] != self.c["peer_ip"]:
-                self.bad += 1
-                continue
-            self.received += 1
-            self.peer_heard = now
-            self.peer = PeerView(True, role, priority, healthy)
+        self.link.drain(now)
+
+    @property
+    def peer(self) -> PeerView:
+        return self.link.view
 
     def command(self, now: float) -> None:
         data = self.control.recv(256).decode(errors="replace").strip()
@@ -149,24 +136,14 @@ class Daemon:
             "priority": self.state.priority, "preempt": self.state.preempt, "healthy": healthy,
             "signal_route": {"prefix": f"{self.c['signal_route']}/32", "installed": bool(self.signal_installed)},
             "peer_role": ("master" if self.peer.role is Role.ACTIVE else "standby") if self.peer.alive else "unknown",
-            "heartbeat": {"sent": self.sent, "received": self.received, "errors": self.bad,
+            "heartbeat": {"sent": self.sent, "received": self.link.received, "errors": self.link.bad,
                           "peer_alive": self.peer.alive},
             "transitions": [{"at": at, "role": r.value, "why": why} for at, r, why in self.state.transitions],
         }
-        target = Path(self.c["status_file"])
-        tmp = target.with_suffix(".tmp")
-        tmp.write_text(json.dumps(status, indent=2) + "\n")
-        os.replace(tmp, target)
+        write_json(self.c["status_file"], status)
 
     def run(self) -> None:
-        stopping = False
-
-        def on_term(signum: int, frame: object) -> None:
-            nonlocal stopping
-            stopping = True
-
-        signal.signal(signal.SIGTERM, on_term)
-        signal.signal(signal.SIGINT, on_term)
+        stopping = StopFlag()
         next_beat = time.monotonic()
         while not stopping:
             timeout = max(0.0, min(next_beat - time.monotonic(), DECIDE_S))

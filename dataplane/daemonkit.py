@@ -1,0 +1,73 @@
+"""What every per-node daemon needs the same way: a stop flag set by SIGTERM/SIGINT, an atomic JSON
+status file, and the peer heartbeat bookkeeping of the HA daemons (MNHA, SRD)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .mnha import HeartbeatError, PeerView, decode_heartbeat
+
+
+class StopFlag:
+    """True once SIGTERM or SIGINT arrived: loops check it and finish their round cleanly."""
+
+    def __init__(self) -> None:
+        self.set = False
+        signal.signal(signal.SIGTERM, self._on_signal)
+        signal.signal(signal.SIGINT, self._on_signal)
+
+    def _on_signal(self, signum: int, frame: object) -> None:
+        self.set = True
+
+    def __bool__(self) -> bool:
+        return self.set
+
+
+def write_json(path: str | Path, data: dict[str, Any]) -> None:
+    """Replace PATH at once: a reader (the CLI, a test) never sees half a file."""
+    target = Path(path)
+    tmp = target.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=2) + "\n")
+    os.replace(tmp, target)
+
+
+@dataclass
+class PeerLink:
+    """Heartbeats from one known peer (node name and address) on a non-blocking UDP socket."""
+
+    sock: socket.socket
+    peer: str
+    peer_ip: str
+    view: PeerView = field(default_factory=lambda: PeerView(False))
+    heard: float = 0.0
+    received: int = 0
+    bad: int = 0
+
+    def drain(self, now: float) -> None:
+        while True:
+            try:
+                data, source = self.sock.recvfrom(512)
+            except BlockingIOError:
+                return
+            try:
+                node, role, priority, healthy, _seq = decode_heartbeat(data)
+            except HeartbeatError:
+                self.bad += 1
+                continue
+            if node != self.peer or source[0] != self.peer_ip:
+                self.bad += 1  # a stranger on the link: ignored, counted
+                continue
+            self.received += 1
+            self.heard = now
+            self.view = PeerView(True, role, priority, healthy)
+
+    def expire(self, now: float, deadline_s: float, link_up: bool) -> None:
+        """Silence for DEADLINE_S, or the link without carrier, means no peer over this link."""
+        if now - self.heard > deadline_s or not link_up:
+            self.view = PeerView(False)

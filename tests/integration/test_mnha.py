@@ -168,6 +168,9 @@ def test_srg1_active_backup_failover_and_preemption(tmp_path: Path) -> None:
     file.write_text(text)
     with RunningLab("mn1", file, tmp_path) as running:
         running.wait_members({"srx1", "srx3"})
+        deadline = time.monotonic() + 15  # the election waits for the peer's heartbeats first
+        while "init" in [srg1_role(running, s) for s in SRX] and time.monotonic() < deadline:
+            time.sleep(0.1)
         assert [srg1_role(running, s) for s in SRX] == ["active", "backup", "active", "backup"]
         routes = mx_default_nexthops(running)
         assert routes.count("nexthop via") == 2, f"only the actives are ECMP next hops: {routes}"

@@ -18,6 +18,8 @@ every traffic measurement has a no-event baseline window measured alongside, in 
      that carried the packet, both read back over ctnetlink. (`conntrack -E -o timestamp` stamps an
      event when the listener prints it: two listeners in one namespace disagreed by up to ~57 ms on
      this machine, far more than the lag itself.) Baseline: send time -> entry created on the carrier.
+     Then 3 one-second bursts at 5000/s and at 10000/s: lag, sessions gone from the carrier or never
+     copied to the peer 1.5 s later, and conntrackd's netlink overruns (counted in its log).
   3. SRD switchover (lab bh2: labs/topology2.yml, dual MX, ECMP CHASH): CLI (`lab switchover`, each run
      from the current master), and a monitored-link failure (the master MX's gateway-facing link
      `ge-0-0-0` of TRUST-VR down; then up, and `lab switchover` back to mx1 outside the measurement).
@@ -528,27 +530,45 @@ def measure_failover(out: dict[str, Any], workdir: Path, runs: int, flows_n: int
 # ---------------------------------------------------------------- 2. MNHA session sync lag
 def conntrack_starts(ns: str, dport: int, sport: int) -> dict[str, tuple[int, int]]:
     """Subscriber address -> (kernel creation time in ns of CLOCK_REALTIME, packets counted) of the
-    UDP sessions SPORT -> DPORT in namespace NS (needs net.netfilter.nf_conntrack_timestamp=1)."""
-    from pyroute2.netlink.nfnetlink.nfctsocket import NFCTSocket
+    UDP sessions SPORT -> DPORT in namespace NS (needs net.netfilter.nf_conntrack_timestamp=1).
+
+    Filtered in the kernel (5.8+) and dumped again until two dumps agree: a dump of a table that
+    changes meanwhile (older entries expiring) can come back short or interrupted, and a creation
+    time never changes, so the union of the dumps is right."""
+    import socket as socketmod
+
+    from pyroute2.netlink.exceptions import NetlinkDumpInterrupted, NetlinkError
+    from pyroute2.netlink.nfnetlink.nfctsocket import NFCTAttrTuple, NFCTSocket
 
     from lab_orchestrator import netnsutil
 
     with netnsutil.entered(ns):
         sock = NFCTSocket()
-    out = {}
+    out: dict[str, tuple[int, int]] = {}
+    sizes: list[int] = []
     try:
-        for msg in sock.dump():
-            orig = msg.get_attr("CTA_TUPLE_ORIG")
-            proto = orig.get_attr("CTA_TUPLE_PROTO") if orig else None
-            if proto is None or proto.get_attr("CTA_PROTO_DST_PORT") != dport \
-                    or proto.get_attr("CTA_PROTO_SRC_PORT") != sport:
+        for _ in range(6):
+            found: dict[str, tuple[int, int]] = {}
+            try:
+                for msg in sock.dump(tuple_orig=NFCTAttrTuple(proto=socketmod.IPPROTO_UDP, sport=sport, dport=dport)):
+                    orig = msg.get_attr("CTA_TUPLE_ORIG")
+                    proto = orig.get_attr("CTA_TUPLE_PROTO") if orig else None
+                    if proto is None or proto.get_attr("CTA_PROTO_DST_PORT") != dport \
+                            or proto.get_attr("CTA_PROTO_SRC_PORT") != sport:
+                        continue
+                    stamp = msg.get_attr("CTA_TIMESTAMP")
+                    start = stamp.get_attr("CTA_TIMESTAMP_START") if stamp else None
+                    counters = msg.get_attr("CTA_COUNTERS_ORIG")
+                    if start:
+                        found[orig.get_attr("CTA_TUPLE_IP").get_attr("CTA_IP_V4_SRC")] = (
+                            int(start), int(counters.get_attr("CTA_COUNTERS_PACKETS")) if counters else 0)
+            except (NetlinkDumpInterrupted, NetlinkError, OSError):
+                time.sleep(0.05)
                 continue
-            stamp = msg.get_attr("CTA_TIMESTAMP")
-            start = stamp.get_attr("CTA_TIMESTAMP_START") if stamp else None
-            counters = msg.get_attr("CTA_COUNTERS_ORIG")
-            if start:
-                out[orig.get_attr("CTA_TUPLE_IP").get_attr("CTA_IP_V4_SRC")] = (
-                    int(start), int(counters.get_attr("CTA_COUNTERS_PACKETS")) if counters else 0)
+            out.update(found)
+            sizes.append(len(found))
+            if len(sizes) >= 2 and sizes[-1] == sizes[-2] == len(out):
+                break
     finally:
         sock.close()
     return out
@@ -591,6 +611,18 @@ def sync_run(lab_: Lab, sport: int, sessions: int, per_second: float, dport: int
     return sample, lags, carrier_lags
 
 
+def conntrackd_overruns(lab_: Lab) -> dict[str, int]:
+    """conntrackd's own log: how often its netlink event socket overran (it then doubles the
+    buffer) and reached NetlinkBufferSizeMaxGrowth ("likely to be losing events"), all SRX."""
+    counts = {"buffer_doubled": 0, "max_growth_reached": 0}
+    for srx in PEER:
+        with contextlib.suppress(OSError):
+            text = (lab_.state_dir / "logs" / f"{srx}-conntrackd.events.log").read_text()
+            counts["buffer_doubled"] += text.count("has been doubled")
+            counts["max_growth_reached"] += text.count("cannot be doubled further")
+    return counts
+
+
 def measure_sync(out: dict[str, Any], workdir: Path, runs: int, sessions: int = 1000,
                  per_second: float = 1000.0, stress: tuple[float, ...] = (5000.0, 10000.0)) -> None:
     """New sessions at PER_SECOND from distinct addresses; per session, the kernel's creation time
@@ -622,6 +654,7 @@ def measure_sync(out: dict[str, Any], workdir: Path, runs: int, sessions: int = 
                     f"(sent in {sample['send_s']} s), {sample['missing_on_peer']} not on the peer; lag median "
                     f"{sample['lag_ms'].get('median')} ms p99 {sample['lag_ms'].get('p99')} ms max "
                     f"{sample['lag_ms'].get('max')} ms")
+            out["conntrackd_overruns"] = conntrackd_overruns(bh3)
             for rate in stress:
                 step: dict[str, Any] = {"rate_per_s": rate, "runs": [], "lags_ms": []}
                 out["stress"].append(step)
@@ -635,6 +668,7 @@ def measure_sync(out: dict[str, Any], workdir: Path, runs: int, sessions: int = 
                         f"{sample['missing_on_peer']} not on the peer; lag {sample['lag_ms']}")
                     time.sleep(1.0)
                 step["lag_ms"] = summary(step["lags_ms"], 3)
+                step["conntrackd_overruns_so_far"] = conntrackd_overruns(bh3)
         finally:
             with contextlib.suppress(Exception):
                 sink.kill()
@@ -815,15 +849,25 @@ def rows(results: dict[str, Any]) -> list[tuple[str, str, str, str, str]]:
                     f"{len(s['runs'])} x {s['sessions_per_run']}", ""))
         add("  per-run p99 of the sync lag", [x["lag_ms"].get("p99") for x in s["runs"]], digits=3)
         add("  sessions missing on the peer (per run)", [x["missing_on_peer"] for x in s["runs"]], unit="")
+        add("  sessions gone from the carrier 1.5 s after (per run)",
+            [x["sessions"] - x["seen_on_carrier"] for x in s["runs"]], unit="")
+        over = s.get("conntrackd_overruns")
+        if over:
+            out.append(("  conntrackd netlink overruns during these runs (buffer doublings / at max growth)",
+                        f"{over['buffer_doubled']} / {over['max_growth_reached']}", "", "4 SRX", "0"))
         for step in s.get("stress", []):
             if step.get("runs"):
                 lag = summary(step["lags_ms"], 3)
                 lag_text = f"{lag['median']:.3f} ms (p99 {lag['p99']:.3f} ms)" if lag["n"] else "n/a"
                 missing = sum(x["missing_on_peer"] for x in step["runs"])
                 seen = sum(x["seen_on_carrier"] for x in step["runs"])
-                out.append((f"  stress: {step['rate_per_s']:.0f} new sessions/s for 1 s (missing on the peer: "
-                            f"{missing} of {seen})", lag_text, f"{lag['max']:.3f} ms" if lag["n"] else "n/a",
-                            str(len(step["runs"])), ""))
+                sent = sum(x["sessions"] for x in step["runs"])
+                over = step.get("conntrackd_overruns_so_far", {})
+                out.append((f"  stress: {step['rate_per_s']:.0f} new sessions/s for 1 s: sync lag (sessions gone "
+                            f"from the carrier 1.5 s later: {sent - seen} of {sent}; no copy on the peer: {missing}; "
+                            f"conntrackd overruns so far: {over.get('buffer_doubled', '?')} buffer doublings, "
+                            f"{over.get('max_growth_reached', '?')} at max growth)", lag_text,
+                            f"{lag['max']:.3f} ms" if lag["n"] else "n/a", str(len(step["runs"])), ""))
         c = summary(s["all_send_to_carrier_ms"], 3)
         out.append(("  baseline: send -> entry created on the carrier", f"{c['median']:.3f} ms "
                     f"(p99 {c['p99']:.3f} ms)", f"{c['max']:.3f} ms", str(c["n"]), ""))

@@ -473,8 +473,9 @@ def measure_failover(out: dict[str, Any], workdir: Path, runs: int, flows_n: int
             finally:
                 watch.close()
             off = watch.first()  # the MX saw the SRX's link lose carrier: the power-off, to a few ms
-            affected = {src for (src, _p), srx in before.items() if srx == target}
-            moved_to_peer = sum(1 for (src, _p), srx in after.items() if src in affected and srx == peer)
+            affected = {src for (src, port), srx in before.items() if srx == target and port == flows[0].sport}
+            moved_to_peer = sum(1 for (src, port), srx in after.items()
+                                if src in affected and port == flows[0].sport and srx == peer)
             stats = flow_stats(result, affected)
             peer_status = bh1.status(peer, "mnha")
             active_at = transition_after(peer_status.get("srg1", {}).get("transitions", []), "active",

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import socket
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -71,3 +74,24 @@ class PeerLink:
         """Silence for DEADLINE_S, or the link without carrier, means no peer over this link."""
         if now - self.heard > deadline_s or not link_up:
             self.view = PeerView(False)
+
+
+DECIDE_S = 0.05  # how often an HA daemon re-decides (a lost carrier or route is acted on at once)
+
+
+def heartbeat_loop(interval: float, handlers: dict[socket.socket, Callable[[float], None]],
+                   tick: Callable[[float, bool], None]) -> None:
+    """The HA daemons' loop: serve readable sockets, decide every DECIDE_S, and let TICK send a
+    heartbeat (second argument True) every INTERVAL, until SIGTERM/SIGINT."""
+    stopping = StopFlag()
+    next_beat = time.monotonic()
+    while not stopping:
+        timeout = max(0.0, min(next_beat - time.monotonic(), DECIDE_S))
+        ready, _, _ = select.select(list(handlers), [], [], timeout)
+        now = time.monotonic()
+        for sock in ready:
+            handlers[sock](now)
+        beat = now >= next_beat
+        tick(now, beat)
+        if beat:
+            next_beat = max(next_beat + interval, now)

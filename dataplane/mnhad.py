@@ -16,7 +16,6 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import select
 import socket
 import struct
 import sys
@@ -24,11 +23,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .daemonkit import PeerLink, StopFlag, write_json
+from .daemonkit import PeerLink, heartbeat_loop, write_json
 from .mnha import PeerView, Role, Srg1, encode_heartbeat
 
 PORT = 7790
-DECIDE_S = 0.05
 SIOCGIFFLAGS = 0x8913
 IFF_UP, IFF_RUNNING = 0x1, 0x40
 
@@ -148,20 +146,7 @@ class Daemon:
         write_json(self.c["status_file"], status)
 
     def run(self) -> None:
-        stopping = StopFlag()
-        next_beat = time.monotonic()
-        while not stopping:
-            # Decide every DECIDE_S (a lost ICL carrier or route is acted on at once); send a
-            # heartbeat every interval.
-            timeout = max(0.0, min(next_beat - time.monotonic(), DECIDE_S))
-            ready, _, _ = select.select([self.sock], [], [], timeout)
-            now = time.monotonic()
-            if ready:
-                self.receive(now)
-            beat = now >= next_beat
-            self.tick(now, send=beat)
-            if beat:
-                next_beat = max(next_beat + self.interval, now)
+        heartbeat_loop(self.interval, {self.sock: self.receive}, self.tick)
 
 
 def main(argv: list[str]) -> int:

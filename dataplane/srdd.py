@@ -15,16 +15,15 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import select
 import socket
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from .daemonkit import PeerLink, StopFlag, write_json
+from .daemonkit import PeerLink, heartbeat_loop, write_json
 from .mnha import PeerView, Role, encode_heartbeat
-from .mnhad import DECIDE_S, bird_configure, has_carrier
+from .mnhad import bird_configure, has_carrier
 from .srd import Mastership
 
 PORT = 7791
@@ -143,20 +142,7 @@ class Daemon:
         write_json(self.c["status_file"], status)
 
     def run(self) -> None:
-        stopping = StopFlag()
-        next_beat = time.monotonic()
-        while not stopping:
-            timeout = max(0.0, min(next_beat - time.monotonic(), DECIDE_S))
-            ready, _, _ = select.select([self.sock, self.control], [], [], timeout)
-            now = time.monotonic()
-            if self.sock in ready:
-                self.receive(now)
-            if self.control in ready:
-                self.command(now)
-            beat = now >= next_beat
-            self.tick(now, send=beat)
-            if beat:
-                next_beat = max(next_beat + self.interval, now)
+        heartbeat_loop(self.interval, {self.sock: self.receive, self.control: self.command}, self.tick)
 
 
 def main(argv: list[str]) -> int:

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import os
+from importlib import resources
 from dataclasses import dataclass
 from ipaddress import IPv4Interface, IPv4Network
-from pathlib import Path
 from typing import Any
 
 import jinja2
@@ -15,14 +15,23 @@ from .model import Topology
 from .plan import BgpSession, ExpectedRoute, Interface, LabPlan, NodePlan, Process, Ruleset
 
 
-def templates_dir() -> Path:
-    env = os.environ.get("LAB_TEMPLATES")
-    return Path(env) if env else Path(__file__).resolve().parent.parent / "templates"
+def _template_loader() -> jinja2.BaseLoader:
+    """The package's templates (package data, read with importlib.resources); LAB_TEMPLATES=DIR overrides."""
+    override = os.environ.get("LAB_TEMPLATES")
+    if override:
+        return jinja2.FileSystemLoader(override)
+    root = resources.files("lab_orchestrator") / "templates"
+
+    def load(name: str) -> str | None:
+        entry = root / name
+        return entry.read_text(encoding="utf-8") if entry.is_file() else None
+
+    return jinja2.FunctionLoader(load)
 
 
 def _environment() -> jinja2.Environment:
     env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(templates_dir())),
+        loader=_template_loader(),
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import os
-from importlib import resources
 from dataclasses import dataclass
+from importlib import resources
 from ipaddress import IPv4Interface, IPv4Network
 from typing import Any
 

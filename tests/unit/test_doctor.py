@@ -1,0 +1,94 @@
+"""`lab doctor`: feature verdicts from checks (pure), tool lookup on a PATH with a tool hidden."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from lab_orchestrator import doctor
+from lab_orchestrator.doctor import CheckResult
+from lab_orchestrator.validate import load_topology
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _all_ok(*failing: str) -> list[CheckResult]:
+    return [CheckResult(c.name, c.group, c.what, c.name not in failing, "", "" if c.name not in failing else c.fix)
+            for c in doctor.CHECKS]
+
+
+def _path_without(tmp_path: Path, hidden: str) -> str:
+    """A PATH folder with every tool doctor looks for, except HIDDEN."""
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    for binary in doctor.TOOL_BINARIES.values():
+        found = shutil.which(binary)
+        if found and binary != hidden:
+            os.symlink(found, folder / binary)
+        elif binary != hidden:
+            (folder / binary).write_text("#!/bin/sh\n")
+            (folder / binary).chmod(0o755)
+    swanctl = folder / "swanctl"
+    swanctl.write_text("#!/bin/sh\n")
+    swanctl.chmod(0o755)
+    return str(folder)
+
+
+def test_everything_present_every_feature_works() -> None:
+    assert all(f.ok for f in doctor.judge(_all_ok()))
+
+
+def test_esp_absent_is_covered_by_tun() -> None:
+    verdicts = {f.name: f for f in doctor.judge(_all_ok("esp"))}
+    assert verdicts["FlexVPN data plane (CHILD_SA traffic)"].ok
+    checks = _all_ok("esp")
+    assert doctor._optional("esp", checks)
+    assert any(line.startswith("--") and " esp " in line for line in doctor.lines(checks, doctor.judge(checks)))
+
+
+def test_flexvpn_data_plane_without_esp_and_tun_names_both() -> None:
+    labs = {"flexvpn.yml": doctor.features_of(load_topology(REPO / "labs" / "flexvpn.yml", []).topology)}
+    verdicts = {f.name: f for f in doctor.judge(_all_ok("esp", "tun"), labs)}
+    broken = verdicts["FlexVPN data plane (CHILD_SA traffic)"]
+    assert not broken.ok and broken.missing == ["esp or tun"] and broken.labs == ["flexvpn.yml"]
+    assert verdicts["MX selector (ECMP CHASH, ECMP, TLB)"].ok
+
+
+def test_features_of_shipped_labs() -> None:
+    found = doctor.shipped_lab_features(REPO / "labs")
+    assert "CGNAT source NAT" in found["topology1-cgnat.yml"]
+    assert "CGNAT source NAT" not in found["topology1.yml"]
+    assert "MNHA session sync" in found["topology3.yml"] and "MNHA session sync" not in found["topology1.yml"]
+    assert "FlexVPN HSRP virtual IP" in found["flexvpn.yml"]
+    assert "MX selector (ECMP CHASH, ECMP, TLB)" not in found["flexvpn.yml"]
+
+
+def test_hidden_tool_is_named_with_its_fix_and_the_labs(tmp_path: Path) -> None:
+    tools = doctor.probe_tools(_path_without(tmp_path, "bird"))
+    bird = next(r for r in tools if r.name == "bird")
+    assert not bird.ok and "`bird` not found on PATH" in bird.detail and bird.fix == "apt-get install -y bird2"
+    assert all(r.ok for r in tools if r.name in ("nft", "ip", "conntrackd"))
+    checks = [r for r in _all_ok() if r.group != "tool"] + tools
+    verdicts = doctor.judge(checks, doctor.shipped_lab_features(REPO / "labs"))
+    broken = [f for f in verdicts if not f.ok]
+    assert [f.name for f in broken] == ["any lab (namespaces, links, BGP)"]
+    assert broken[0].missing == ["bird"] and "topology3.yml" in broken[0].labs
+    text = "\n".join(doctor.lines(checks, verdicts))
+    assert "FAIL tool     bird" in text and "fix: apt-get install -y bird2" in text
+    assert "will not work: any lab (namespaces, links, BGP)" in text
+
+
+def test_hidden_conntrackd_breaks_only_mnha_sync(tmp_path: Path) -> None:
+    tools = doctor.probe_tools(_path_without(tmp_path, "conntrackd"))
+    checks = [r for r in _all_ok() if r.group != "tool"] + tools
+    broken = [f for f in doctor.judge(checks, doctor.shipped_lab_features(REPO / "labs")) if not f.ok]
+    assert [f.name for f in broken] == ["MNHA session sync"]
+    assert "topology1.yml" not in broken[0].labs and "topology4.yml" in broken[0].labs
+
+
+def test_json_shape() -> None:
+    checks = _all_ok("tshark")
+    data = doctor.to_json(checks, doctor.judge(checks))
+    assert data["ok"] is False
+    assert {"name", "group", "what", "ok", "detail", "fix"} <= set(data["checks"][0])  # type: ignore[index]

@@ -1,0 +1,141 @@
+"""UDP traffic generator and receiver that measure per-flow loss and convergence like IxNetwork.
+
+Frames are built once per flow and frame size before sending: scapy builds one Ether/IP/UDP frame
+per size, and each flow's frame is that one with the flow's addresses, ports, flow id and IPv4
+header checksum written in (byte-identical to a scapy build of that flow, unit-tested; ~100 times
+faster, so thousands of flows start at once; memory: flows x the sum of the distinct sizes). Per
+packet only the sequence number and the send timestamp are written into the pre-built bytearray
+(one ``struct.pack_into``) and the frame goes out of an AF_PACKET socket with ``send``. No IP
+field changes per packet, so no IP checksum work; the UDP checksum is 0 (allowed for IPv4).
+
+Frame sizes
+    A size is the Ethernet frame size as IxNetwork and RFC 2544 count it: destination MAC through
+    the 4-byte FCS. A veth carries no FCS, so a size-S frame is S - 4 bytes in memory and on the
+    veth: 64 -> 60 bytes (IP total length 46, 18 bytes of UDP payload), 1518 -> 1514 bytes (IP
+    total length 1500, the MTU). Reported byte counts and averages are in these sizes (with FCS);
+    the smallest size is 64.
+
+IMIX
+    ``IMIX`` holds the JVD seed's weights 64:8, 127:36, 255:11, 511:4, 1024:2, 1518:39 (sum 100,
+    average 711.83 bytes with FCS, 707.83 without). ``size_cycle`` expands weights into a
+    deterministic cycle (each size repeated by its weight, shuffled with a fixed seed). Every flow
+    walks the same cycle from its own offset, so each flow alone and the aggregate both follow the
+    weights exactly over any whole cycle.
+
+Payload header (18 bytes, network byte order, right after the UDP header)
+    ======  ====  ==========================================================================
+    offset  type  field
+    ======  ====  ==========================================================================
+    0       u16   magic 0x5447 ("TG")
+    2       u32   flow id
+    6       u64   sequence number (per flow, from 0)
+    14      u32   send timestamp: CLOCK_MONOTONIC in ns, low 32 bits
+    ======  ====  ==========================================================================
+
+    The rest of the payload is zero padding. A 64-byte frame leaves exactly 18 bytes of payload,
+    so the timestamp carries only the low 32 bits; sender and receiver share the host's monotonic
+    clock, so the receiver restores the full 64-bit send time from its receive time (exact while
+    the one-way delay stays under 2**32 ns = 4.29 s).
+
+Rate and flows
+    The sender sends flows round-robin at a constant aggregate rate R (packets/s), so each of F
+    flows gets R/F pps and a loss-derived convergence figure has a resolution of one per-flow
+    interval, F/R seconds. Pacing uses absolute due times (no drift); when ahead it sleeps, so
+    packets may leave in short bursts (well under a millisecond at the rates used here). A send
+    that fails (interface down, no buffer) still consumes its sequence number: the receiver counts
+    it as lost, as a tester would. A sender that falls behind (CPU contention) sends what it owes
+    late, in a burst: packets due during an outage but sent after it are not lost, so a convergence
+    figure is only as good as the schedule. The report's ``max_lag_ms`` / ``late_1ms`` say how late
+    it was; ``realtime=True`` (SCHED_FIFO, paced rates only) keeps it on time on a busy machine.
+
+Receiver accounting, per flow
+    received (unique), lost (sequence numbers never seen, up to the highest one seen, plus the
+    tail when the sender's count is known), duplicates, reordered (arrived after a higher
+    sequence number), longest gap between consecutive in-order arrivals measured on their send
+    timestamps and the send time of the packet before it (the gap's start), first/last receive
+    time, one-way latency (min/avg/max), and the loss-derived convergence time
+    ``lost / per-flow rate`` (RFC 6412's packet-loss duration, what IxNetwork reports from
+    frame loss). All times are CLOCK_MONOTONIC ns, the clock ``time.monotonic_ns()`` reads in
+    every namespace of the host, so an events runner can line up its own timestamps.
+
+Reverse direction
+    A stateful firewall drops server-initiated flows: ``reverse_flows`` gives the same 5-tuples
+    swapped (server address:port -> client address:port), to be sent only after the forward
+    packets opened the sessions.
+
+Library::
+
+    flows = make_flows(200, "100.64.0.0/16", "203.0.113.10")
+    rx = Receiver(ns="tg1-server", port=7000, rate_per_flow=100).start()   # thread; rx.ready waited
+    report = Sender(ns="tg1-client", iface="eth1", flows=flows, rate=20000, sizes="imix",
+                    duration=3).run()
+    result = rx.stop(sent=report)                       # JSON-ready dict, tail loss included
+
+``Sender.spawn()`` / ``Receiver.spawn()`` run the same in a child process (``python -m
+dataplane.traffic ... --config -``), which avoids sharing the GIL between sender and receiver
+(and with the caller); a child stops when its parent closes its stdin or dies::
+
+    rx = Receiver(ns="tg1-server", port=7000).spawn().wait_ready()
+    tx = Sender(ns="tg1-client", iface="eth1", flows=flows, rate=20000, duration=3, realtime=True).spawn()
+    result = rx.stop(sent=tx.wait())
+
+The receiver binds a UDP socket (PORT; any local address, so the whole AnyIP prefix) or, with
+IFACE and no port, reads an AF_PACKET socket and takes any UDP frame carrying the magic.
+
+CLI (JSON on stdout)::
+
+    python -m dataplane.traffic send --netns tg1-client --iface eth1 --flows 200 \\
+        --sources 100.64.0.0/16 --dst 203.0.113.10 --rate 20000 --sizes imix --duration 3
+    python -m dataplane.traffic receive --netns tg1-server --port 7000 --rate-per-flow 100 --idle 1
+
+Modules
+    ``frames`` (flows, sizes, pre-built frames, the header), ``netio`` (namespaces, next hop, ARP,
+    socket helpers), ``send`` (Sender), ``stats`` (FlowStats, Accounting: pure), ``receive``
+    (Receiver), ``spawn`` (child processes), ``cli`` (the command line). Everything is re-exported
+    here, so ``from dataplane.traffic import Sender`` is the way to use it.
+"""
+
+from __future__ import annotations
+
+from .cli import main
+from .frames import (
+    CYCLE_SEED,
+    ETH_LEN,
+    FCS_LEN,
+    HEADER,
+    HEADER_LEN,
+    IMIX,
+    IP_LEN,
+    MAGIC,
+    MASK32,
+    MIN_SIZE,
+    PATCH,
+    PATCH_OFFSET,
+    PAYLOAD_OFFSET,
+    UDP_LEN,
+    Flow,
+    FrameSet,
+    average_size,
+    build_frame,
+    derive_frame,
+    flow_packet_sizes,
+    ipv4_checksum,
+    make_flows,
+    parse_sizes,
+    patch,
+    reverse_flows,
+    size_cycle,
+)
+from .netio import arp_resolve, in_netns, interface_address, neighbour_mac, next_hop, resolve_dst_mac
+from .receive import Receiver
+from .send import Sender
+from .spawn import Spawned
+from .stats import Accounting, FlowStats, restore_timestamp
+
+__all__ = [
+    "CYCLE_SEED", "ETH_LEN", "FCS_LEN", "HEADER", "HEADER_LEN", "IMIX", "IP_LEN", "MAGIC", "MASK32", "MIN_SIZE",
+    "PATCH", "PATCH_OFFSET", "PAYLOAD_OFFSET", "UDP_LEN", "Accounting", "Flow", "FlowStats", "FrameSet", "Receiver",
+    "Sender", "Spawned", "arp_resolve", "average_size", "build_frame", "derive_frame", "flow_packet_sizes",
+    "in_netns", "interface_address", "ipv4_checksum", "main", "make_flows", "neighbour_mac", "next_hop",
+    "parse_sizes", "patch", "resolve_dst_mac", "restore_timestamp", "reverse_flows", "size_cycle",
+]

@@ -1,0 +1,7 @@
+"""`python -m dataplane.traffic`."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())

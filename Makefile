@@ -1,13 +1,21 @@
 # Real-packet network emulation lab. Two commands matter: `make demo` and `make test`.
-# Both install what is missing first (Debian packages with apt-get, Python packages with pip).
+# Both install what is missing first: Debian packages with apt-get, the Python package (editable) and its
+# dependencies into the checkout's own virtualenv .venv (never into the system Python), and, as root, the
+# link /usr/local/bin/lab -> .venv/bin/lab so that `lab` and `sudo lab` both work.
 
-PYTHON ?= python3
-APT_PACKAGES = iproute2 nftables bird2 conntrack conntrackd iputils-ping graphviz tshark iperf3 openssh-client sshpass procps strongswan-charon strongswan-swanctl libcharon-extra-plugins libstrongswan-standard-plugins
+SYSTEM_PYTHON ?= python3
+VENV ?= .venv
+PYTHON := $(VENV)/bin/python
+# replaced only when absent or already a link to a lab virtualenv (see deps-link)
+LINK ?= /usr/local/bin/lab
+APT_PACKAGES = python3 python3-venv iproute2 nftables bird2 conntrack conntrackd iputils-ping graphviz tshark iperf3 openssh-client sshpass procps strongswan-charon strongswan-swanctl libcharon-extra-plugins libstrongswan-standard-plugins
 DEMO_LAB ?= labs/topology3.yml
 IMAGE ?= lab-node
 VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"/\1/p' lab_orchestrator/__init__.py)
+# tools of the recipes (pytest's children, bench scripts calling `lab`) come from the virtualenv first
+VENV_PATH = PATH="$(CURDIR)/$(VENV)/bin:$$PATH"
 
-.PHONY: help deps deps-apt deps-python test test-unit test-integration lint demo bench clean image
+.PHONY: help deps deps-apt apt-install deps-python deps-link distclean test test-unit test-integration lint demo bench clean image
 
 help:
 	@echo "make demo              install what is missing, bring up $(DEMO_LAB), show it working, tear it down"
@@ -17,18 +25,45 @@ help:
 	@echo "make bench             benchmarks (root); figures go to docs/benchmarks.md"
 	@echo "make image             the containerlab node image $(IMAGE):$(VERSION) (needs Docker; docs/containerlab.md)"
 
-deps: deps-apt deps-python
+deps: deps-apt deps-python deps-link
 
 deps-apt:
-	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	@$(MAKE) -s apt-install PACKAGES="$(APT_PACKAGES)"
+
+apt-install:
+	@missing=""; for p in $(PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" != 0 ]; then echo "missing Debian packages:$$missing (run as root or: sudo apt-get install$$missing)"; exit 1; fi; \
 	  echo "installing Debian packages:$$missing"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 	fi
 
-deps-python:
+deps-python: $(VENV)/.installed
+
+# Re-run only when pyproject.toml changed (or the virtualenv is missing or broken).
+$(VENV)/.installed: pyproject.toml
+	@if ! $(PYTHON) -c '' 2>/dev/null; then \
+	  rm -rf $(VENV); echo "creating the virtualenv $(VENV) ($(SYSTEM_PYTHON) -m venv)"; \
+	  $(SYSTEM_PYTHON) -m venv $(VENV) || { rm -rf $(VENV); \
+	    echo "cannot create $(VENV): install python3-venv first (as root: make deps-apt, or apt-get install python3-venv)"; exit 1; }; \
+	fi
+	@echo "installing the lab package and its Python dependencies into $(VENV)"
 	@$(PYTHON) -m pip install -q --disable-pip-version-check --root-user-action=ignore -e '.[dev]'
+	@touch $@
+
+# `lab` for root, also under sudo (whose secure_path holds /usr/local/bin but not this checkout).
+deps-link: deps-python
+	@target="$(CURDIR)/$(VENV)/bin/lab"; \
+	if [ "$$(id -u)" != 0 ]; then \
+	  echo "lab is $$target (as root, make deps links it as $(LINK))"; \
+	elif [ -L "$(LINK)" ] && [ "$$(readlink "$(LINK)")" = "$$target" ]; then :; \
+	elif [ ! -e "$(LINK)" ] && [ ! -L "$(LINK)" ] || { [ -L "$(LINK)" ] && case "$$(readlink "$(LINK)")" in \
+	    */bin/lab) v="$$(dirname "$$(dirname "$$(readlink "$(LINK)")")")"; [ -f "$$v/pyvenv.cfg" ] || [ ! -e "$$v" ];; \
+	    *) false;; esac; }; then \
+	  mkdir -p "$$(dirname "$(LINK)")" && ln -sfn "$$target" "$(LINK)" && echo "linked $(LINK) -> $$target"; \
+	else \
+	  echo "$(LINK) exists and is not a link to a lab virtualenv: left alone (lab is $$target)"; \
+	fi
 
 lint: deps-python
 	$(PYTHON) -m ruff check lab_orchestrator dataplane tests bench
@@ -38,26 +73,29 @@ test-unit: deps-python
 	$(PYTHON) -m pytest tests/unit -q
 
 test-integration: deps
-	$(PYTHON) -m pytest tests/integration -q
+	$(VENV_PATH) $(PYTHON) -m pytest tests/integration -q
 
 test: deps lint
-	$(PYTHON) -m pytest tests -q
+	$(VENV_PATH) $(PYTHON) -m pytest tests -q
 
 demo: deps
-	@$(PYTHON) -m lab_orchestrator.demo $(DEMO_LAB)
+	@$(VENV_PATH) $(PYTHON) -m lab_orchestrator.demo $(DEMO_LAB)
 
 bench: deps
-	$(PYTHON) bench/chash_moves.py
-	$(PYTHON) bench/bringup.py --quick
-	$(PYTHON) bench/chash_dataplane.py --rounds 3 --trials 10
-	$(PYTHON) bench/chash_dataplane.py --lab topology3 --rounds 3 --trials 20
-	$(PYTHON) bench/ssh.py --quick
-	$(PYTHON) bench/traffic_gen.py
-	$(PYTHON) bench/ha.py --quick
-	$(PYTHON) bench/flexvpn.py --quick
+	$(VENV_PATH) $(PYTHON) bench/chash_moves.py
+	$(VENV_PATH) $(PYTHON) bench/bringup.py --quick
+	$(VENV_PATH) $(PYTHON) bench/chash_dataplane.py --rounds 3 --trials 10
+	$(VENV_PATH) $(PYTHON) bench/chash_dataplane.py --lab topology3 --rounds 3 --trials 20
+	$(VENV_PATH) $(PYTHON) bench/ssh.py --quick
+	$(VENV_PATH) $(PYTHON) bench/traffic_gen.py
+	$(VENV_PATH) $(PYTHON) bench/ha.py --quick
+	$(VENV_PATH) $(PYTHON) bench/flexvpn.py --quick
 
 clean:
-	rm -rf build .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf build dist .pytest_cache .mypy_cache .ruff_cache .hypothesis
+
+distclean: clean
+	rm -rf $(VENV)
 
 # The node image of the containerlab backend (images/node/Dockerfile), tagged VERSION and latest.
 image:

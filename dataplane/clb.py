@@ -27,8 +27,9 @@ of the whole message, network order) and a fixed body per type:
     HELLO_ACK  master -> member   address(4) seq(4)
     LOAD       member -> master   address(4) seq(4) priority(1) 0(1) cpu(2) memory(2) 0(2)
                                   max_session(4) ike(4) ipsec(4) half_open(4) arrivals(4)
-                                  (cpu, memory in tenths of a percent; arrivals: IKE_SA_INITs that
-                                  carried REDIRECTED_FROM, a running count)
+                                  (cpu, memory in tenths of a percent; ike: established IKE SAs,
+                                  half-open ones apart and not load; arrivals: clients that came
+                                  with REDIRECTED_FROM and finished IKE_AUTH, a running count)
     BYE        either way         address(4)
 
 Anything else (bad magic, version, type, length, out-of-range field) is a `ClbError`: the receiver
@@ -213,12 +214,15 @@ class Gateway:
     last_seen: float | None = None  # monotonic; None for the master itself
     pending: deque[float] = field(default_factory=deque)  # times of redirects it has not reported yet
 
+    settled: int = 0  # the master's own: IKE_AUTH exchanges over, as last seen
+
     def sas(self, now: float) -> int:
-        """SAs counted for the choice: reported, plus what half-open SAs and redirected clients on
-        their way will add (so a burst of clients spreads before the next load update arrives)."""
+        """SAs counted for the choice: established ones reported, plus what the clients sent there
+        and not yet authenticated will add (so a burst of clients spreads before the next load
+        update arrives). Half-open SAs are not load: anyone can make them (an IKE_SA_INIT flood)."""
         while self.pending and now - self.pending[0] > PENDING_TTL:
             self.pending.popleft()
-        return self.ike + self.ipsec + 2 * self.half_open + SAS_PER_SESSION * len(self.pending)
+        return self.ike + self.ipsec + SAS_PER_SESSION * len(self.pending)
 
     def load(self, now: float, weights: Weights) -> float:
         return load_percent(self.cpu, self.memory, self.sas(now), 0, self.max_session, self.priority, weights)
@@ -287,10 +291,18 @@ class Master:
         gateway = self.least_loaded(now)
         if gateway is None:
             return None
+        gateway.pending.append(now)
         if gateway is not self.local:
-            gateway.pending.append(now)
             self.redirects += 1
         return gateway.address
+
+    def settle_local(self, settled: int) -> None:
+        """The master's own gateway finished SETTLED IKE_AUTH exchanges in all: as many of the
+        clients it kept for itself are no longer on their way (a member reports this as arrivals)."""
+        done = max(0, settled - self.local.settled)
+        self.local.settled = settled
+        for _ in range(min(done, len(self.local.pending))):
+            self.local.pending.popleft()
 
     def status(self, now: float, wall: float) -> list[dict[str, object]]:
         least = self.least_loaded(now)

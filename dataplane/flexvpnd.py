@@ -457,6 +457,7 @@ class Cluster:
         local.cpu, local.memory = self.daemon.cpu_percent(), self.daemon.memory_percent(self.spec)
         local.ike, local.ipsec, local.half_open = counts["ike"], counts["ipsec"], counts["half_open"]
         local.arrivals = counts["arrivals"]
+        self.master.settle_local(counts.get("settled", 0))
 
     def choose(self) -> str | None:
         """The master's choice for a new client (an address; ours means: serve it here)."""

@@ -7,6 +7,8 @@
 * To the new gateway it sends REDIRECTED_FROM with the address of the gateway that redirected it
   (e.g. `01 04 0A 0A 0A 64` for 10.10.10.100), and gives up after `max_redirects` (1..255, default 5).
 * A redirected IKE SA that was already authenticated (IKE_AUTH redirect) is deleted.
+* Answers a gateway's N(COOKIE) (RFC 7296 section 2.6) by sending the same IKE_SA_INIT again with
+  the cookie as first payload (three times at most).
 
 `Initiator` is one attempt against one gateway, without I/O; `Runner` drives any number of clients
 over one UDP socket (demultiplexed by SPI) with retransmissions; `python -m dataplane.ikev2.client`
@@ -98,6 +100,8 @@ class Initiator:
         self.ignored = 0
         self.id_i = self._identity()
         self.certreq_received = False
+        self.cookie: bytes | None = None  # the gateway's N(COOKIE) data, returned first in IKE_SA_INIT
+        self.cookies = 0
 
     def _identity(self) -> codec.IdPayload:
         try:
@@ -112,7 +116,8 @@ class Initiator:
         offered = [self.group] + [g for g in (suite.dh, *self.config.extra_groups) if g is not None and g != self.group]
         transforms = tuple(t for t in proposal_suite.transforms() if t.type != codec.T_DH)
         transforms += tuple(codec.Transform(codec.T_DH, g) for g in dict.fromkeys(offered))
-        payloads: list[codec.Payload] = [
+        payloads: list[codec.Payload] = [codec.NotifyPayload(codec.COOKIE, self.cookie)] if self.cookie else []
+        payloads += [
             codec.SaPayload((codec.Proposal(1, codec.PROTO_IKE, b"", transforms),)),
             codec.KePayload(self.group, self.dh.public),
             codec.NoncePayload(self.nonce_i),
@@ -162,6 +167,14 @@ class Initiator:
                 self.ignored += 1
                 return "ignore", f"REDIRECT to {gateway} with a wrong nonce"
             return "redirect", gateway
+        cookie = message.notify(codec.COOKIE)
+        if cookie is not None:
+            # RFC 7296 section 2.6: the same request again, the cookie as first payload.
+            if not 1 <= len(cookie.data) <= 64 or self.cookies >= 3:
+                return "failed", "the gateway keeps asking for a cookie"
+            self.cookies += 1
+            self.cookie = cookie.data
+            return "send", self.start()
         invalid_ke = message.notify(codec.INVALID_KE_PAYLOAD)
         if invalid_ke is not None and len(invalid_ke.data) == 2:
             group = struct.unpack("!H", invalid_ke.data)[0]

@@ -241,6 +241,10 @@ class Dh:
             raise IkeError(f"invalid DH public value: {exc}") from None
 
 
+class MalformedInner(IkeError):
+    """The SK payload passed its integrity check but its inner payloads do not parse."""
+
+
 # ------------------------------------------------------------------------------------------ PRF
 def prf(alg: int, key: bytes, data: bytes) -> bytes:
     return hmac.new(key, data, _HASHES[alg]).digest()
@@ -368,7 +372,10 @@ def open_sk(raw: bytes, message: codec.Message, suite: Suite, keys: IkeKeys, fro
     pad = plaintext[-1]
     if pad + 1 > len(plaintext):
         raise IkeError("bad padding length")
-    return codec.decode_payloads(sk.first, plaintext[:-(pad + 1)])
+    try:
+        return codec.decode_payloads(sk.first, plaintext[:-(pad + 1)])
+    except IkeError as exc:
+        raise MalformedInner(f"protected payloads: {exc}") from None
 
 
 # ------------------------------------------------------------------------------------------ AUTH
@@ -381,6 +388,45 @@ def signed_octets(real_message: bytes, peer_nonce: bytes, suite: Suite, sk_p: by
 def psk_auth(suite: Suite, psk: bytes, octets: bytes) -> bytes:
     assert suite.prf is not None
     return prf(suite.prf, prf(suite.prf, psk, KEY_PAD), octets)
+
+
+class SignedPrefix:
+    """The peer's first message absorbed into running hashes: enough to check its AUTH later
+    (<SignedOctets> starts with that message) without keeping the message itself. The PSK check
+    keeps one keyed PRF state; with certificates, one hash state per RSA signature hash."""
+
+    def __init__(self, suite: Suite, psk: bytes, message: bytes, signatures: bool):
+        assert suite.prf is not None
+        self._psk = hmac.new(prf(suite.prf, psk, KEY_PAD), message, _HASHES[suite.prf])
+        self._hashes = {name: hashlib.new(name, message) for name in ("sha1", *SIG_ALGS)} if signatures else {}
+
+    def psk_auth(self, tail: bytes) -> bytes:
+        """prf(prf(PSK, "Key Pad for IKEv2"), message | TAIL)."""
+        state = self._psk.copy()
+        state.update(tail)
+        return state.digest()
+
+    def rsa_verify(self, public_key: Any, method: int, data: bytes, tail: bytes) -> bool:
+        from cryptography.exceptions import InvalidSignature
+        from cryptography.hazmat.primitives.asymmetric import padding, rsa, utils
+
+        parsed = _signature(method, data)
+        if parsed is None or not isinstance(public_key, rsa.RSAPublicKey) or parsed[0] not in self._hashes:
+            return False
+        hash_name, signature = parsed
+        state = self._hashes[hash_name].copy()
+        state.update(tail)
+        try:
+            public_key.verify(signature, state.digest(), padding.PKCS1v15(), utils.Prehashed(_hash(hash_name)))
+        except InvalidSignature:
+            return False
+        return True
+
+
+def signed_tail(peer_nonce: bytes, suite: Suite, sk_p: bytes, id_body: bytes) -> bytes:
+    """What follows RealMessage in <SignedOctets>."""
+    assert suite.prf is not None
+    return peer_nonce + prf(suite.prf, sk_p, id_body)
 
 
 # DER AlgorithmIdentifiers for RFC 7427 digital signatures (RSA PKCS#1 v1.5)
@@ -413,20 +459,10 @@ def rsa_verify(public_key: Any, octets: bytes, method: int, data: bytes) -> bool
     from cryptography.exceptions import InvalidSignature
     from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
-    if not isinstance(public_key, rsa.RSAPublicKey):
+    parsed = _signature(method, data)
+    if parsed is None or not isinstance(public_key, rsa.RSAPublicKey):
         return False
-    if method == codec.AUTH_RSA_SIG:
-        hash_name, signature = "sha1", data
-    elif method == codec.AUTH_DIGITAL_SIGNATURE:
-        if not data:
-            return False
-        alg, signature = data[1:1 + data[0]], data[1 + data[0]:]
-        names = [name for name, der in SIG_ALGS.items() if der == alg]
-        if not names:
-            return False
-        hash_name = names[0]
-    else:
-        return False
+    hash_name, signature = parsed
     try:
         public_key.verify(signature, octets, padding.PKCS1v15(), _hash(hash_name))
     except InvalidSignature:
@@ -447,3 +483,15 @@ def nat_hash(spi_i: bytes, spi_r: bytes, address: str, port: int) -> bytes:
     from ipaddress import IPv4Address
 
     return hashlib.sha1(spi_i + spi_r + IPv4Address(address).packed + struct.pack("!H", port)).digest()
+
+
+def _signature(method: int, data: bytes) -> tuple[str, bytes] | None:
+    """(hash name, raw signature) of an AUTH payload's data, None when not understood."""
+    if method == codec.AUTH_RSA_SIG:
+        return "sha1", data
+    if method == codec.AUTH_DIGITAL_SIGNATURE and data:
+        alg, signature = data[1:1 + data[0]], data[1 + data[0]:]
+        names = [name for name, der in SIG_ALGS.items() if der == alg]
+        if names:
+            return names[0], signature
+    return None

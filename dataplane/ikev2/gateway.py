@@ -14,12 +14,27 @@ Exchanges served:
 * INFORMATIONAL (Delete of the IKE SA or the CHILD_SA, liveness), CREATE_CHILD_SA (refused:
   NO_ADDITIONAL_SAS).
 
+Hostile initiators (RFC 7296 sections 2.1, 2.6 and 2.12):
+
+* an IKE SA is only replaced or deleted by an exchange protected with its own keys (an
+  unauthenticated IKE_SA_INIT never touches it). An IKE_SA_INIT identical to one already answered
+  (same bytes from the same address and port) is a retransmission: the stored answer goes back;
+  any other one, even with the SPIi of an existing SA, starts a new half-open SA beside it;
+* half-open SAs are bounded (globally and per source address) and do not keep the request: only
+  a digest to recognise retransmissions and the running hashes its AUTH will be checked with;
+* past a threshold of half-open SAs, or of IKE_SA_INITs per second, the responder answers with a
+  stateless N(COOKIE) (HMAC of Ni, IPi and SPIi under a secret renewed every minute) and only an
+  IKE_SA_INIT that returns a valid cookie gets further (redirects included);
+* the DH key pair is reused for a few seconds (section 2.12), so a flood costs no key generation;
+* half-open SAs are not sessions: `counts()["ike"]` counts established ones only (CLB load).
+
 CHILD_SA keys are derived and kept; this kernel has no ESP transform (XFRM states with proto esp
 fail), so they cannot be installed here (docs/flexvpn.md).
 """
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import itertools
 import os
@@ -36,6 +51,13 @@ from .codec import IkeError
 
 HALF_OPEN_TIMEOUT = 30.0
 REDIRECTED_SA_TIMEOUT = 5.0
+MAX_HALF_OPEN = 1000  # half-open SAs held at most (new IKE_SA_INITs past it are dropped)
+MAX_HALF_OPEN_PER_SOURCE = 100  # from one address (with or without a cookie)
+COOKIE_THRESHOLD = 50  # half-open SAs from which a cookie is demanded
+COOKIE_RATE = 200  # IKE_SA_INITs per second from which a cookie is demanded (redirects are stateless)
+COOKIE_SECRET_LIFETIME = 60.0  # a cookie secret is used this long, and accepted one period more
+DH_REUSE = 10.0  # seconds one DH key pair serves new SAs (RFC 7296 section 2.12)
+NONCE_MIN, NONCE_MAX = 16, 256  # RFC 7296 section 3.9
 
 
 @dataclass(frozen=True)
@@ -56,6 +78,48 @@ class GatewayConfig:
     cert: Any = None  # x509.Certificate of this gateway
     key: Any = None  # its RSA private key
     ca: Any = None  # the lab CA (x509.Certificate)
+    max_half_open: int = MAX_HALF_OPEN
+    max_half_open_per_source: int = MAX_HALF_OPEN_PER_SOURCE
+    cookie_threshold: int = COOKIE_THRESHOLD
+    cookie_rate: int = COOKIE_RATE
+
+
+class Cookies:
+    """Stateless cookies (RFC 7296 section 2.6): Cookie = VersionIDofSecret | HMAC-SHA256(secret,
+    Ni | IPi | SPIi) truncated to 16 bytes. The secret is renewed every COOKIE_SECRET_LIFETIME and
+    the previous one still accepted, so a cookie handed out just before a change stays good."""
+
+    def __init__(self, clock: Callable[[], float]):
+        self.clock = clock
+        self.version = 0
+        self.secrets: dict[int, bytes] = {0: os.urandom(32)}
+        self.born = clock()
+
+    def _rotate(self) -> None:
+        now = self.clock()
+        if now - self.born < COOKIE_SECRET_LIFETIME:
+            return
+        previous = self.secrets[self.version]
+        self.version = (self.version + 1) & 0xFFFFFFFF
+        self.secrets = {(self.version - 1) & 0xFFFFFFFF: previous, self.version: os.urandom(32)}
+        self.born = now
+
+    @staticmethod
+    def _mac(secret: bytes, version: bytes, nonce_i: bytes, address: str, spi_i: bytes) -> bytes:
+        return hmac.new(secret, version + nonce_i + IPv4Address(address).packed + spi_i, hashlib.sha256).digest()[:16]
+
+    def make(self, nonce_i: bytes, address: str, spi_i: bytes) -> bytes:
+        self._rotate()
+        version = struct.pack("!I", self.version)
+        return version + self._mac(self.secrets[self.version], version, nonce_i, address, spi_i)
+
+    def check(self, cookie: bytes, nonce_i: bytes, address: str, spi_i: bytes) -> bool:
+        self._rotate()
+        if len(cookie) != 20:
+            return False
+        secret = self.secrets.get(struct.unpack("!I", cookie[:4])[0])
+        return secret is not None and hmac.compare_digest(
+            cookie[4:], self._mac(secret, cookie[:4], nonce_i, address, spi_i))
 
 
 class AddressPool:
@@ -97,8 +161,10 @@ class IkeSa:
     keys: crypto.IkeKeys
     nonce_i: bytes
     nonce_r: bytes
-    msg1: bytes
-    msg2: bytes
+    signed: crypto.SignedPrefix | None  # the initiator's IKE_SA_INIT, absorbed (for its AUTH); None after
+    msg2: bytes  # our IKE_SA_INIT answer (retransmissions, our AUTH); emptied once authenticated
+    request_digest: bytes = b""  # SHA-256 of (address, port, IKE_SA_INIT): retransmissions
+    source: str = ""  # the address the IKE_SA_INIT came from (per-source bound)
     state: str = "half-open"  # half-open | established | redirected
     next_id: int = 1
     last_response: tuple[int, list[bytes]] | None = None
@@ -129,11 +195,18 @@ class Gateway:
         self.log = log or (lambda _m: None)
         self.sas: dict[bytes, IkeSa] = {}
         self.tally: Counter[str] = Counter()
-        self.by_initiator: dict[tuple[bytes, str, int], bytes] = {}
+        self.by_request: dict[bytes, bytes] = {}  # request digest -> SPIr, half-open SAs only
+        self.half_open_by_source: Counter[str] = Counter()
+        self.cookies = Cookies(clock)
+        self.window: list[float | int] = [clock(), 0, 0]  # 1 s window: start, IKE_SA_INITs in it, in the one before
+        self._dh: dict[int, tuple[crypto.Dh, float]] = {}
         self.pool = AddressPool(config.pool_first, config.pool_last)
         self.counters = {"requests": 0, "malformed": 0, "redirects_init": 0, "redirects_auth": 0,
                          "established": 0, "auth_failed": 0, "arrivals": 0, "deleted": 0, "no_proposal": 0,
-                         "invalid_ke": 0, "retransmits": 0, "integrity_failed": 0, "no_redirect_support": 0}
+                         "invalid_ke": 0, "retransmits": 0, "integrity_failed": 0, "no_redirect_support": 0,
+                         "cookies_sent": 0, "cookies_accepted": 0, "cookies_invalid": 0, "half_open_full": 0,
+                         "half_open_source_full": 0, "settled": 0,
+                         "inner_malformed": 0}
         self.certreq = b""
         if config.ca is not None:
             from . import pki
@@ -147,14 +220,23 @@ class Gateway:
 
     # ---------------------------------------------------------------- counts and status
     def counts(self) -> dict[str, int]:
-        """IKE SAs (established and half-open), IPsec SAs (2 per CHILD_SA: in and out), half-open,
-        REDIRECTED_FROM arrivals. Kept as running tallies: asked for on every change."""
-        half_open = self.tally["half-open"]
-        return {"ike": self.tally["established"] + half_open, "ipsec": 2 * self.tally["child"],
-                "half_open": half_open, "arrivals": self.counters["arrivals"]}
+        """Established IKE SAs, IPsec SAs (2 per CHILD_SA: in and out), half-open SAs (reported, not
+        load), arrivals (REDIRECTED_FROM clients whose IKE_AUTH is over) and settled (every IKE_AUTH
+        that is over). Kept as running tallies: asked for on every change."""
+        return {"ike": self.tally["established"], "ipsec": 2 * self.tally["child"],
+                "half_open": self.tally["half-open"], "arrivals": self.counters["arrivals"],
+                "settled": self.counters["settled"]}
 
     def _track(self, sa: IkeSa, sign: int) -> None:
         self.tally[sa.state] += sign
+        if sa.state == "half-open":
+            self.half_open_by_source[sa.source] += sign
+            if self.half_open_by_source[sa.source] <= 0:
+                del self.half_open_by_source[sa.source]
+            if sign < 0:
+                self.by_request.pop(sa.request_digest, None)
+            else:
+                self.by_request[sa.request_digest] = sa.spi_r
         if sa.child is not None and sa.state == "established":
             self.tally["child"] += sign
 
@@ -181,7 +263,6 @@ class Gateway:
         if self.sas.pop(sa.spi_r, None) is not None and sa.in_table:
             self._track(sa, -1)
             sa.in_table = False
-        self.by_initiator.pop((sa.spi_i, sa.peer[0], sa.peer[1]), None)
 
     # ---------------------------------------------------------------- entry point
     def handle(self, data: bytes, peer: tuple[str, int], local: tuple[str, int]) -> list[Reply]:
@@ -211,26 +292,30 @@ class Gateway:
         header = message.header
         if header.spi_r != bytes(8) or header.message_id != 0 or not header.from_initiator:
             return []
-        key = (header.spi_i, peer[0], peer[1])
-        known = self.by_initiator.get(key)
-        if known is not None and known in self.sas:
-            sa = self.sas[known]
-            if sa.msg1 == data:
-                self.counters["retransmits"] += 1
-                return [Reply(sa.msg2, peer, local)]
-            self._delete(sa, "replaced by a new IKE_SA_INIT")
+        digest = hashlib.sha256(f"{peer[0]}|{peer[1]}|".encode() + data).digest()
+        known = self.sas.get(self.by_request.get(digest, b""))
+        if known is not None and known.state == "half-open":
+            self.counters["retransmits"] += 1
+            return [Reply(known.msg2, peer, local)]
+        self._count_request()
         sa_payload = message.first(codec.SaPayload)
         ke = message.first(codec.KePayload)
         nonce = message.first(codec.NoncePayload)
         if not isinstance(sa_payload, codec.SaPayload) or not isinstance(ke, codec.KePayload) \
-                or not isinstance(nonce, codec.NoncePayload):
+                or not isinstance(nonce, codec.NoncePayload) or not NONCE_MIN <= len(nonce.data) <= NONCE_MAX:
             return [self._init_error(header, codec.INVALID_SYNTAX, b"", peer, local)]
+        if self.cookies_wanted():
+            cookie = message.notify(codec.COOKIE)
+            if cookie is None or not self.cookies.check(cookie.data, nonce.data, peer[0], header.spi_i):
+                self.counters["cookies_invalid" if cookie is not None else "cookies_sent"] += 1
+                return [self._init_error(header, codec.COOKIE, self.cookies.make(nonce.data, peer[0], header.spi_i),
+                                         peer, local)]
+            self.counters["cookies_accepted"] += 1
         redirected_from = message.notify(codec.REDIRECTED_FROM)
         supports_redirect = message.notify(codec.REDIRECT_SUPPORTED) is not None or redirected_from is not None
         origin = None
         if redirected_from is not None:
             origin, _ = codec.decode_gateway(redirected_from.data)
-            self.counters["arrivals"] += 1
         if self.config.redirect == "init" and self.redirect_hook is not None:
             if supports_redirect:
                 target = self.redirect_hook(local[0], peer[0], "IKE_SA_INIT")
@@ -244,6 +329,12 @@ class Gateway:
                     return [Reply(codec.encode(reply, [notify]), peer, local)]
             else:
                 self.counters["no_redirect_support"] += 1
+        if self.tally["half-open"] >= self.config.max_half_open:
+            self.counters["half_open_full"] += 1
+            return []
+        if self.half_open_by_source[peer[0]] >= self.config.max_half_open_per_source:
+            self.counters["half_open_source_full"] += 1
+            return []
         proposal, chosen = crypto.select_ike(sa_payload.proposals, ke.group, self.config.dh_groups)
         if proposal is None:
             if chosen is not None:
@@ -252,9 +343,11 @@ class Gateway:
             self.counters["no_proposal"] += 1
             return [self._init_error(header, codec.NO_PROPOSAL_CHOSEN, b"", peer, local)]
         assert isinstance(chosen, crypto.Suite)
-        dh = crypto.Dh(ke.group)
+        dh = self._dh_pair(ke.group)
         shared = dh.shared(ke.data)
         spi_r = os.urandom(8)
+        while spi_r in self.sas:
+            spi_r = os.urandom(8)
         nonce_r = os.urandom(32)
         keys = crypto.derive_ike_keys(chosen, shared, nonce.data, nonce_r, header.spi_i, spi_r)
         payloads: list[codec.Payload] = [
@@ -272,12 +365,34 @@ class Gateway:
             payloads.append(crypto.hash_algorithms_notify())
         reply = codec.Header(header.spi_i, spi_r, codec.SA, codec.IKE_SA_INIT, codec.FLAG_RESPONSE, 0)
         msg2 = codec.encode(reply, payloads)
-        sa = IkeSa(header.spi_i, spi_r, peer, local, self.clock(), chosen, keys, nonce.data, nonce_r, data, msg2,
-                   hash_algorithms=hash_algorithms, redirect_supported=supports_redirect, redirected_from=origin)
+        signed = crypto.SignedPrefix(chosen, self.config.psk, data, self.config.ca is not None)
+        sa = IkeSa(header.spi_i, spi_r, peer, local, self.clock(), chosen, keys, nonce.data, nonce_r, signed, msg2,
+                   request_digest=digest, source=peer[0], hash_algorithms=hash_algorithms,
+                   redirect_supported=supports_redirect, redirected_from=origin)
         self._insert(sa)
-        self.by_initiator[key] = spi_r
         self.on_change()
         return [Reply(msg2, peer, local)]
+
+    def _count_request(self) -> None:
+        now = self.clock()
+        start, current, _before = self.window
+        if now - start >= 1.0:
+            self.window = [now, 1, current if now - start < 2.0 else 0]
+        else:
+            self.window[1] = int(current) + 1
+
+    def cookies_wanted(self) -> bool:
+        """Under pressure: many half-open SAs, or many IKE_SA_INITs in the last second or the one before."""
+        return self.tally["half-open"] >= self.config.cookie_threshold or \
+            max(int(self.window[1]), int(self.window[2])) > self.config.cookie_rate
+
+    def _dh_pair(self, group: int) -> crypto.Dh:
+        now = self.clock()
+        held = self._dh.get(group)
+        if held is None or now - held[1] >= DH_REUSE:
+            held = (crypto.Dh(group), now)
+            self._dh[group] = held
+        return held[0]
 
     def _init_error(self, header: codec.Header, kind: int, data: bytes, peer: tuple[str, int],
                     local: tuple[str, int]) -> Reply:
@@ -297,6 +412,9 @@ class Gateway:
             return []
         try:
             inner = crypto.open_sk(data, message, sa.suite, sa.keys, from_initiator=True)
+        except crypto.MalformedInner:
+            self.counters["inner_malformed"] += 1
+            return []
         except IkeError:
             self.counters["integrity_failed"] += 1
             return []
@@ -323,9 +441,10 @@ class Gateway:
         auth = next((p for p in inner if isinstance(p, codec.AuthPayload)), None)
         if id_i is None or auth is None:
             return self._auth_failed(sa, "no IDi/AUTH (EAP is not offered here)")
-        octets = crypto.signed_octets(sa.msg1, sa.nonce_r, sa.suite, sa.keys.sk_pi, id_i.body())
+        assert sa.signed is not None
+        tail = crypto.signed_tail(sa.nonce_r, sa.suite, sa.keys.sk_pi, id_i.body())
         if auth.method == codec.AUTH_PSK:
-            expected = crypto.psk_auth(sa.suite, self.config.psk, octets)
+            expected = sa.signed.psk_auth(tail)
             if not hmac.compare_digest(expected, auth.data):
                 return self._auth_failed(sa, f"pre-shared key of {id_i.text()} does not match")
         elif auth.method in (codec.AUTH_RSA_SIG, codec.AUTH_DIGITAL_SIGNATURE):
@@ -343,11 +462,12 @@ class Gateway:
                 return self._auth_failed(sa, str(exc))
             if not _id_matches(id_i, peer_cert):
                 return self._auth_failed(sa, f"identity {id_i.text()} is not in its certificate")
-            if not crypto.rsa_verify(peer_cert.public_key(), octets, auth.method, auth.data):
+            if not sa.signed.rsa_verify(peer_cert.public_key(), auth.method, auth.data, tail):
                 return self._auth_failed(sa, "RSA signature does not verify")
         else:
             return self._auth_failed(sa, f"authentication method {auth.method} not supported")
         sa.peer_id, sa.auth_method = id_i.text(), auth.method
+        self._settle(sa)
         id_r = self._our_id(inner, local)
         out: list[codec.Payload] = [id_r]
         if auth.method == codec.AUTH_PSK or self.config.key is None:
@@ -361,6 +481,7 @@ class Gateway:
             octets_r = crypto.signed_octets(sa.msg2, sa.nonce_i, sa.suite, sa.keys.sk_pr, id_r.body())
             out = [id_r, codec.CertPayload(codec.CERT_X509_SIGNATURE, self.cert_der),
                    codec.AuthPayload(method, crypto.rsa_sign(self.config.key, octets_r, method))]
+        sa.msg2 = b""
         if self.config.redirect == "auth" and sa.redirect_supported and self.redirect_hook is not None:
             target = self.redirect_hook(local[0], sa.peer[0], "IKE_AUTH")
             if target is not None:
@@ -424,6 +545,7 @@ class Gateway:
 
     def _auth_failed(self, sa: IkeSa, why: str) -> list[codec.Payload]:
         self.counters["auth_failed"] += 1
+        self._settle(sa)
         self.log(f"IKE_AUTH from {sa.peer[0]}: authentication failed ({why})")
         self._release(sa)
         self._set_state(sa, "deleted")
@@ -442,6 +564,13 @@ class Gateway:
                     out.append(codec.DeletePayload(codec.PROTO_ESP, (sa.child.spi_in,)))
                     self._set_child(sa, None)
         return out
+
+    def _settle(self, sa: IkeSa) -> None:
+        """IKE_AUTH is over for SA (whatever its outcome): what was kept for it goes."""
+        self.counters["settled"] += 1
+        if sa.redirected_from is not None:
+            self.counters["arrivals"] += 1
+        sa.signed = None
 
     # ---------------------------------------------------------------- housekeeping
     def _release(self, sa: IkeSa) -> None:

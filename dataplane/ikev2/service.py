@@ -28,7 +28,7 @@ class IkeService:
         self.spec = spec
         self.sockets: dict[int, socket.socket] = {}
         self.gateway: gateway.Gateway | None = None
-        self.counters = {"esp_dropped": 0, "send_errors": 0}
+        self.counters = {"esp_dropped": 0, "send_errors": 0, "internal_errors": 0}
         self.debug = bool(spec.get("debug"))
 
     def log(self, message: str) -> None:
@@ -91,7 +91,13 @@ class IkeService:
                         self.counters["esp_dropped"] += 1
                     continue
                 data = data[4:]
-            for reply in self.gateway.handle(data, (peer_ip, peer_port), (local_ip, port)):
+            try:
+                replies = self.gateway.handle(data, (peer_ip, peer_port), (local_ip, port))
+            except Exception as exc:  # noqa: BLE001 - one datagram never stops the gateway
+                self.counters["internal_errors"] += 1
+                self.log(f"internal error on a datagram from {peer_ip}:{peer_port}: {exc!r}")
+                continue
+            for reply in replies:
                 self.send(reply)
 
     def send(self, reply: gateway.Reply) -> None:

@@ -169,12 +169,26 @@ def test_burst_of_clients_spreads_evenly_before_any_update() -> None:
     master = make_master()
     choices = []
     for _ in range(30):
-        choice = master.choose(0.0)
-        if choice == master.address:  # served locally: the gateway counts its half-open SA at once
-            master.local.ike += 1
-            master.local.half_open += 1
-        choices.append(choice)
+        choices.append(master.choose(0.0))  # served locally or redirected: counted as on its way
     assert {c: choices.count(c) for c in set(choices)} == {"10.10.10.1": 10, "10.10.10.2": 10, "10.10.10.3": 10}
+
+
+def test_half_open_sas_are_not_load() -> None:
+    master = make_master()
+    master.update(Load("10.10.10.2", 3, 100, 0, 0, 100, 0, 0, half_open=5000), 0.0)
+    assert master.members["10.10.10.2"].sas(0.0) == 0
+    assert master.choose(0.0) == "10.10.10.2"  # a flood of half-open SAs does not push clients away
+
+
+def test_master_own_clients_count_until_their_ike_auth_is_over() -> None:
+    master = make_master(members=0)
+    assert master.choose(0.0) == master.address
+    assert master.local.sas(0.0) == clb.SAS_PER_SESSION
+    master.local.ike, master.local.ipsec = 1, 2
+    master.settle_local(1)
+    assert master.local.sas(0.0) == 3 and not master.local.pending
+    master.settle_local(1)  # no new settlement: nothing more popped
+    assert master.choose(0.0) == master.address and len(master.local.pending) == 1
 
 
 def test_pending_redirect_clears_when_the_member_reports_the_arrival() -> None:
@@ -182,9 +196,9 @@ def test_pending_redirect_clears_when_the_member_reports_the_arrival() -> None:
     assert master.choose(0.0) == "10.10.10.2"
     member = master.members["10.10.10.2"]
     assert len(member.pending) == 1
-    master.update(Load("10.10.10.2", 3, 100, 0, 0, 100, 1, 0, half_open=1, arrivals=1), 0.1)
+    master.update(Load("10.10.10.2", 3, 100, 0, 0, 100, 1, 2, half_open=0, arrivals=1), 0.1)
     assert len(member.pending) == 0
-    assert member.sas(0.1) == 3  # 1 half-open IKE SA + its 2 IPsec SAs to come
+    assert member.sas(0.1) == 3  # the established IKE SA and its 2 IPsec SAs
 
 
 def test_pending_expires_if_the_client_never_arrives() -> None:

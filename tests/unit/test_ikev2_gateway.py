@@ -59,7 +59,7 @@ def test_psk_every_suite_establishes_with_address_and_child(suite: crypto.Suite)
     assert ini.suite is not None and ini.suite.prf is not None and ini.keys is not None
     keys = crypto.derive_child_keys(ini.suite.prf, ini.keys.sk_d, esp, ini.nonce_i, ini.nonce_r)
     assert keys == sa.child.keys
-    assert gw.counts() == {"ike": 1, "ipsec": 2, "half_open": 0, "arrivals": 0}
+    assert gw.counts() == {"ike": 1, "ipsec": 2, "half_open": 0, "arrivals": 0, "settled": 1}
 
 
 def test_wrong_psk_is_refused_and_gives_the_address_back() -> None:
@@ -297,7 +297,7 @@ def test_delete_releases_address_and_child() -> None:
     exchange(gw, ini, MEMBER)
     replies = gw.handle(ini.delete(), CLIENT, (MEMBER, 500))
     assert ini.receive(replies[0].data) == ("deleted", None)
-    assert gw.counts() == {"ike": 0, "ipsec": 0, "half_open": 0, "arrivals": 0}
+    assert gw.counts() == {"ike": 0, "ipsec": 0, "half_open": 0, "arrivals": 0, "settled": 1}
     assert len(gw.pool.free) == gw.pool.size
 
 
@@ -400,8 +400,8 @@ def test_gateway_survives_every_truncation() -> None:
 def _recount(gw: Gateway) -> dict[str, int]:
     half = sum(1 for sa in gw.sas.values() if sa.state == "half-open")
     est = [sa for sa in gw.sas.values() if sa.state == "established"]
-    return {"ike": len(est) + half, "ipsec": 2 * sum(1 for sa in est if sa.child is not None), "half_open": half,
-            "arrivals": gw.counters["arrivals"]}
+    return {"ike": len(est), "ipsec": 2 * sum(1 for sa in est if sa.child is not None), "half_open": half,
+            "arrivals": gw.counters["arrivals"], "settled": gw.counters["settled"]}
 
 
 def test_running_tallies_match_a_recount() -> None:

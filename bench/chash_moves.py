@@ -28,6 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from dataplane.chash import (  # noqa: E402
+    DEFAULT_BUCKETS,
     SelectorTable,
     add_member,
     build_initial,
@@ -37,7 +38,7 @@ from dataplane.chash import (  # noqa: E402
 )
 
 MEMBER_COUNTS = (2, 4, 8, 16)
-BUCKET_COUNTS = (64, 256)
+BUCKET_COUNTS = (64, 256, DEFAULT_BUCKETS)
 
 
 @dataclass(frozen=True)
@@ -123,6 +124,32 @@ def run(flows: int, seed: int) -> list[Row]:
     return rows
 
 
+def worst_share_error(n_buckets: int, up_to: int = 64) -> tuple[float, int]:
+    """Largest |share - ideal| / ideal over 1..UP_TO SRX (initial tables), and where it happens."""
+    worst, where = 0.0, 1
+    for count in range(1, min(up_to, n_buckets) + 1):
+        ideal = n_buckets / count
+        error = max(abs(c - ideal) / ideal for c in build_initial([f"srx{i}" for i in range(count)], n_buckets)
+                    .counts().values())
+        if error > worst:
+            worst, where = error, count
+    return worst, where
+
+
+def balance_markdown() -> str:
+    lines = ["", "Balance: the largest deviation of one SRX's share from the ideal 1/N, N = 1..64 SRX:", "",
+             "| buckets | worst deviation | at N | 4 -> 5 SRX moves (from each) |", "|---:|---:|---:|---|"]
+    for n_buckets in BUCKET_COUNTS:
+        worst, where = worst_share_error(n_buckets)
+        four = build_initial([f"srx{i}" for i in range(1, 5)], n_buckets)
+        five = add_member(four, "srx5", [f"srx{i}" for i in range(1, 6)])
+        each = sorted({sum(1 for a, b in zip(four.buckets, five.buckets, strict=True) if a == m and b == "srx5")
+                       for m in four.members()})
+        per = " or ".join(f"{e / n_buckets:.2%}" for e in each)
+        lines.append(f"| {n_buckets} | {worst:.2%} | {where} | {moved_fraction(four, five):.2%} ({per}) |")
+    return "\n".join(lines)
+
+
 def markdown(rows: Sequence[Row], flows: int) -> str:
     header = [
         f"{flows} flows hashed by crc32(src IPv4) % buckets. Flow columns: mean / worst over which SRX is removed.",
@@ -152,6 +179,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(json.dumps({"flows": args.flows, "seed": args.seed, "rows": [asdict(r) for r in rows]}, indent=2))
     else:
         print(markdown(rows, args.flows))
+        print(balance_markdown())
     return 0
 
 

@@ -27,7 +27,10 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-DEFAULT_BUCKETS = 64
+# 6400 = 2^8 x 5^2: divisible by 4 and 5 (the JVD's "4 -> 5 SRX moves 5 % from each" is exact, 320
+# buckets from each of 1600) and by 64 (64 SRX get exactly 100 each); below 64 members no member's
+# share is more than 1 % away from the ideal 1/N (one bucket is at most 1/100 of a share).
+DEFAULT_BUCKETS = 6400
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
+from dataplane.chash import DEFAULT_BUCKETS
+
 NodeKind = Literal["mx", "srx", "ios-router", "host"]
 Zone = Literal["trust", "untrust", "icl"]
 LoadBalancing = Literal["ecmp-chash", "ecmp", "tlb"]
@@ -158,7 +160,7 @@ class HealthCheck(Strict):
 class Services(Strict):
     load_balancing: LoadBalancing = "ecmp-chash"
     use_case: UseCase = "sfw"
-    buckets: int = Field(default=64, ge=2, le=4096)
+    buckets: int = Field(default=DEFAULT_BUCKETS, ge=2, le=65536)
     hash_seed: int = Field(default=0x5EED, ge=0, le=0xFFFFFFFF)
     health_check: HealthCheck = HealthCheck()
 

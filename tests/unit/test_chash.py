@@ -177,7 +177,7 @@ def test_initial_is_round_robin(n_members: int, n_buckets: int) -> None:
 def test_initial_small_example_and_default_size() -> None:
     assert build_initial(["a", "b", "c"], 8).buckets == ("a", "b", "c", "a", "b", "c", "a", "b")
     table = build_initial(names(5))
-    assert table.n_buckets == DEFAULT_BUCKETS == 64
+    assert table.n_buckets == DEFAULT_BUCKETS == 6400
     assert [table.share(m) for m in names(5)] == [13, 13, 13, 13, 12]
 
 

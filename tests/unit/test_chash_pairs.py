@@ -28,18 +28,18 @@ def test_failure_hands_every_bucket_to_the_peer_and_nothing_else_moves(buckets: 
 @pytest.mark.parametrize("member", ORDER)
 def test_return_takes_back_exactly_its_own_buckets(member: str) -> None:
     table = build_initial(ORDER, 64)
-    failed = reconcile_pairs(table, [m for m in ORDER if m != member], ORDER, PEERS)
-    back = reconcile_pairs(failed, ORDER, ORDER, PEERS)
+    failed = reconcile_pairs(table, [m for m in ORDER if m != member], ORDER, PEERS, n_buckets=64)
+    back = reconcile_pairs(failed, ORDER, ORDER, PEERS, n_buckets=64)
     assert back == table
     assert moved_buckets(failed, back) == table.share(member)
 
 
 def test_whole_pair_down_spreads_over_the_other_pair_then_comes_back_by_chash() -> None:
     table = build_initial(ORDER, 64)
-    down = reconcile_pairs(table, ["srx3", "srx4"], ORDER, PEERS)
+    down = reconcile_pairs(table, ["srx3", "srx4"], ORDER, PEERS, n_buckets=64)
     assert set(down.members()) == {"srx3", "srx4"}
     assert all(new == old for old, new in zip(table.buckets, down.buckets, strict=True) if old in ("srx3", "srx4"))
-    one_back = reconcile_pairs(down, ["srx1", "srx3", "srx4"], ORDER, PEERS)
+    one_back = reconcile_pairs(down, ["srx1", "srx3", "srx4"], ORDER, PEERS, n_buckets=64)
     pairs = zip(down.buckets, one_back.buckets, strict=True)
     assert all(new in ("srx1", old) for old, new in pairs), "buckets move only to srx1"
     counts = one_back.counts()
@@ -48,7 +48,7 @@ def test_whole_pair_down_spreads_over_the_other_pair_then_comes_back_by_chash() 
 
 def test_members_without_peer_use_ordinary_chash() -> None:
     table = build_initial(ORDER, 64)
-    after = reconcile_pairs(table, ["srx2", "srx3", "srx4"], ORDER, {})
+    after = reconcile_pairs(table, ["srx2", "srx3", "srx4"], ORDER, {}, n_buckets=64)
     counts = after.counts()
     assert max(counts.values()) - min(counts.values()) <= 1, "spread over every survivor"
 
@@ -80,8 +80,8 @@ def test_random_failure_sequences_keep_every_member_reachable_and_deterministic(
         twin = table
         for _ in range(6):
             alive = [m for m in ORDER if rng.random() > 0.3] or ["srx1"]
-            table = reconcile_pairs(table, alive, ORDER, PEERS)
-            twin = reconcile_pairs(twin, alive, ORDER, PEERS)
+            table = reconcile_pairs(table, alive, ORDER, PEERS, n_buckets=64)
+            twin = reconcile_pairs(twin, alive, ORDER, PEERS, n_buckets=64)
             assert table == twin, "two routers applying the same events agree"
             assert set(table.members()) == set(alive)
             assert table.n_buckets == 64
@@ -90,8 +90,8 @@ def test_random_failure_sequences_keep_every_member_reachable_and_deterministic(
 @pytest.mark.parametrize("down", list(itertools.combinations(ORDER, 2)))
 def test_two_failures_then_recovery_returns_to_balance(down: tuple[str, str]) -> None:
     table = build_initial(ORDER, 64)
-    after = reconcile_pairs(table, [m for m in ORDER if m not in down], ORDER, PEERS)
-    back = reconcile_pairs(after, ORDER, ORDER, PEERS)
+    after = reconcile_pairs(table, [m for m in ORDER if m not in down], ORDER, PEERS, n_buckets=64)
+    back = reconcile_pairs(after, ORDER, ORDER, PEERS, n_buckets=64)
     counts = back.counts()
     assert max(counts.values()) - min(counts.values()) <= 1
 
@@ -99,7 +99,7 @@ def test_two_failures_then_recovery_returns_to_balance(down: tuple[str, str]) ->
 def test_srg1_backup_takes_over_the_active_buckets_as_they_are() -> None:
     """SRG1: only the actives (srx1, srx3) are in the table; srx1 fails, srx2 becomes active."""
     table = build_initial(["srx1", "srx3"], 64)
-    after = reconcile_pairs(table, ["srx2", "srx3"], ORDER, PEERS)
+    after = reconcile_pairs(table, ["srx2", "srx3"], ORDER, PEERS, n_buckets=64)
     assert after.buckets == tuple("srx2" if m == "srx1" else m for m in table.buckets)
-    back = reconcile_pairs(after, ["srx1", "srx3"], ORDER, PEERS)
+    back = reconcile_pairs(after, ["srx1", "srx3"], ORDER, PEERS, n_buckets=64)
     assert back == table, "and back when srx1 is active again"

@@ -178,7 +178,8 @@ def test_initial_small_example_and_default_size() -> None:
     assert build_initial(["a", "b", "c"], 8).buckets == ("a", "b", "c", "a", "b", "c", "a", "b")
     table = build_initial(names(5))
     assert table.n_buckets == DEFAULT_BUCKETS == 6400
-    assert [table.share(m) for m in names(5)] == [13, 13, 13, 13, 12]
+    assert [table.share(m) for m in names(5)] == [1280] * 5
+    assert [build_initial(names(5), 64).share(m) for m in names(5)] == [13, 13, 13, 13, 12]
 
 
 def test_initial_depends_on_member_order_only() -> None:

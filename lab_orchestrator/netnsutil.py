@@ -42,6 +42,15 @@ def list_names() -> list[str]:
     return sorted(p.name for p in NETNS_RUN_DIR.iterdir())
 
 
+def enter(name: str) -> None:
+    """Move this thread into namespace NAME for good (before an exec): OSError if it cannot."""
+    fd = os.open(path(name), os.O_RDONLY)
+    try:
+        _check(_libc.setns(fd, CLONE_NEWNET), f"setns into {name}")
+    finally:
+        os.close(fd)
+
+
 @contextlib.contextmanager
 def entered(name: str) -> Iterator[None]:
     """Run the body with this thread inside namespace NAME (sockets opened here stay bound to it)."""

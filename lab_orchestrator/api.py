@@ -1,0 +1,588 @@
+"""The Lab API: one facade over loading a topology, planning, the backends and a running lab.
+
+The CLI (printing and argument parsing only), bench/ and the tests drive labs through it. It prints
+nothing: long steps report through a `progress(step, detail)` callback. Heavy modules (the model,
+templates, pyroute2) load only when a function needs them, so `lab --help` stays fast.
+
+    lab = api.up(Path("labs/topology3.yml"), progress=print_step)   # netns backend, BGP ready
+    lab.fail("srx-power-off", "srx1"); lab.restore("srx1")
+    lab.exec_namespace("srx1")                                      # -> "t3-srx1"
+    lab.down()
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn
+
+from . import hostcheck, netnsutil
+from .diagnostics import LabError
+from .state import STATE_ROOT, LabState, running_labs, state_dir
+
+if TYPE_CHECKING:  # the model (pydantic) and templates load only for calls that read a topology
+    from .backends.containerlab import ClabRecord, ContainerlabBackend
+    from .clab_export import ClabExport, ExportOptions
+    from .eventrun import TrafficSpec
+    from .events import Applicability
+    from .plan import LabPlan
+    from .sessions import Session
+    from .status import LabStatus
+    from .validate import LoadedTopology
+
+Progress = Callable[[str, str], None]
+require_root = hostcheck.require_root
+
+UP_TIMEOUT = 30.0
+CLAB_UP_TIMEOUT = 180.0
+MXLB_STATUS = "mxlb-status.json"
+MXLB_CONFIG = "mxlb.json"
+SRD_STATUS = "srd-status.json"
+MNHA_STATUS = "mnha-status.json"
+
+
+def _quiet(step: str, detail: str) -> None:
+    del step, detail
+
+
+# ---------------------------------------------------------------- topology files
+
+
+def peek_name(path: Path) -> str | None:
+    """The `name:` of a topology file without validating it (None if unreadable)."""
+    import yaml
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    try:
+        data = yaml.load(path.read_text(), Loader=loader)  # noqa: S506 - a safe loader
+        return str(data.get("name")) if isinstance(data, dict) else None
+    except (OSError, yaml.YAMLError):
+        return None
+
+
+def load(path: Path, check_host: bool = True) -> LoadedTopology:
+    """Validate a topology file (every error at once: TopologyInvalid); with check_host, also against
+    this host's routes (a running lab of the same name owns its own management bridge)."""
+    routes = []
+    if check_host:
+        try:
+            lab_name = peek_name(path)
+            own = tuple(s.bridge for s in running_labs() if s.name == lab_name)
+            routes = hostcheck.root_routes(own)
+        except (OSError, ImportError):
+            routes = []
+    from .validate import load_topology
+
+    return load_topology(path, routes)
+
+
+def plan(path: Path, state_root: str | None = str(STATE_ROOT)) -> LabPlan:
+    """The plan of a topology file as `lab render` writes it (no host check)."""
+    from . import plan as planmod
+
+    loaded = load(path, check_host=False)
+    if state_root is None:
+        return planmod.build(loaded.topology, str(path))
+    return planmod.build(loaded.topology, str(path), state_root)
+
+
+def render(path: Path, out_dir: Path) -> int:
+    """Write the plan's files (plan.json and every rendered config) into out_dir; returns how many."""
+    built = plan(path)
+    for rel, content in built.files.items():
+        target = out_dir / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(content)
+    return len(built.files)
+
+
+def export(path: Path, out_dir: Path, options: ExportOptions) -> ClabExport:
+    """Write the lab for containerlab (LAB.clab.yml, node files, lab-export.json) into out_dir."""
+    from . import clab_export
+    from .backends.containerlab import write_export
+
+    result = clab_export.export(plan(path, state_root=None), options)
+    write_export(result, out_dir)
+    return result
+
+
+def event_verdicts(plan_data: dict[str, Any]) -> list[Applicability]:
+    from . import events as eventsmod
+
+    return eventsmod.applicable(plan_data)
+
+
+def file_event_verdicts(path: Path) -> list[Applicability]:
+    """Which failure events apply to the lab of a topology file, and why not."""
+    return event_verdicts(json.loads(plan(path, state_root=None).to_json()))
+
+
+# ---------------------------------------------------------------- netns backend: up / down
+
+
+def _preflight_up(loaded: LoadedTopology) -> LabPlan:
+    from . import plan as planmod
+
+    hostcheck.require_root()
+    hostcheck.require_kernel()
+    hostcheck.require_tools()
+    topo = loaded.topology
+    mgmt = None
+    if topo.addressing.mgmt is None and not any(n.mgmt_ip for n in topo.nodes.values()):
+        try:
+            mgmt = planmod.free_mgmt_subnet(topo.name, hostcheck.root_routes())
+        except ValueError as exc:
+            raise LabError(str(exc)) from None
+    built = planmod.build(topo, str(loaded.path), str(STATE_ROOT), python=sys.executable, mgmt_subnet=mgmt)
+    existing = state_dir(built.name)
+    if (existing / "state.json").exists():
+        state = LabState.load(existing)
+        if any(netnsutil.exists(ns) for ns in state.namespaces):
+            raise LabError(f"lab {built.name} is already up ({state.status}, from {state.source}); "
+                           f"`lab down --name {built.name}` first")
+    taken = [ns.name for ns in built.namespaces if netnsutil.exists(ns.name)]
+    if taken:
+        raise LabError(f"namespaces {', '.join(taken[:5])} exist but belong to no running lab record; "
+                       f"`lab down {loaded.path}` removes them")
+    return built
+
+
+def _remove_state(name: str) -> None:
+    shutil.rmtree(state_dir(name), ignore_errors=True)
+
+
+def up(path: Path, timeout: float = UP_TIMEOUT, progress: Progress = _quiet) -> Lab:
+    """Bring a lab up with the netns backend; returns once every BGP session and expected route is
+    there. On any failure, Ctrl-C or SIGTERM everything this attempt created is removed (LabError)."""
+    from .backends.netns import NetnsBackend
+
+    loaded = load(path)
+    built = _preflight_up(loaded)
+    interrupts: list[int] = []
+
+    def on_signal(signum: int, frame: object) -> NoReturn:
+        interrupts.append(signum)
+        raise KeyboardInterrupt
+
+    def checked(step: str, detail: str) -> None:
+        # Python drops an exception raised in some places (an at-fork hook when a signal lands
+        # during fork()): a signal seen but not raised is honoured at the next step.
+        if interrupts:
+            raise KeyboardInterrupt
+        progress(step, detail)
+
+    backend = NetnsBackend(checked)
+    signal.signal(signal.SIGTERM, on_signal)
+    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:  # not when started with Ctrl-C ignored
+        signal.signal(signal.SIGINT, on_signal)
+    try:
+        state = backend.up(built, ready_timeout=timeout)
+        if interrupts:
+            raise KeyboardInterrupt
+    except BaseException as exc:
+        for signum in (signal.SIGINT, signal.SIGTERM):  # a second Ctrl-C must not stop the cleanup
+            signal.signal(signum, signal.SIG_IGN)
+        progress("cleanup", "removing everything this attempt created")
+        state = LabState.load(state_dir(built.name))
+        NetnsBackend().down(state)
+        _remove_state(built.name)
+        if isinstance(exc, KeyboardInterrupt):
+            raise LabError("interrupted; the lab was removed") from None
+        if isinstance(exc, LabError):
+            raise LabError(f"{exc} — the lab was removed") from None
+        raise
+    lab = Lab(state)
+    lab._plan = built
+    return lab
+
+
+def _state_from_plan(path: Path) -> LabState:
+    """No record (lab up killed before writing it): clean what the plan would have created."""
+    built = plan(path)
+    return LabState(built.name, built.source, built.state_dir, "unknown", [ns.name for ns in built.namespaces],
+                    built.mgmt.bridge, [p.host_port for p in built.mgmt.ports], built.mgmt.nft_table,
+                    built.mgmt.subnet)
+
+
+def down_targets(path: Path | None = None, name: str | None = None, all_labs: bool = False) -> list[Lab]:
+    """The labs `lab down` removes: every running lab, the one named, or the one of a topology file
+    (without a record: what its plan would have created)."""
+    hostcheck.require_root()
+    if all_labs:
+        return [Lab(s) for s in running_labs()]
+    lab = name or (peek_name(path) if path else None)
+    if lab is None:
+        raise LabError("say which lab: a topology file, --name NAME or --all")
+    if (state_dir(lab) / "state.json").exists():
+        return [Lab(LabState.load(state_dir(lab)))]
+    if path is not None:
+        return [Lab(_state_from_plan(path))]
+    raise LabError(f"no running lab named {lab} (see `lab status`)")
+
+
+# ---------------------------------------------------------------- containerlab backend
+
+
+def containerlab(progress: Progress = _quiet) -> ContainerlabBackend:
+    """The containerlab backend, after checking containerlab and Docker are there."""
+    from .backends import containerlab as clab
+
+    backend = clab.ContainerlabBackend(progress)
+    backend.require()
+    return backend
+
+
+def up_containerlab(path: Path, timeout: float = CLAB_UP_TIMEOUT, progress: Progress = _quiet) -> ClabRecord:
+    """Deploy a topology (or a .clab.yml written by `lab export`) with containerlab and wait for it."""
+    from .backends import containerlab as clab
+
+    backend = containerlab(progress)
+    if clab.is_clab_file(path):
+        record = clab.record_for(path)
+        clab.refuse_if_deployed(record.name)
+    else:
+        from . import clab_export
+
+        built = plan(path, state_root=None)
+        clab.refuse_if_deployed(built.name)
+        record = clab.record_for(clab.stage_export(clab_export.export(built)))
+    return backend.up(record, ready_timeout=timeout)
+
+
+def containerlab_targets(path: Path | None = None, name: str | None = None,
+                         all_labs: bool = False) -> list[ClabRecord]:
+    from .backends import containerlab as clab
+
+    if all_labs:
+        return clab.deployed_labs()
+    lab: str | None
+    if path is not None and clab.is_clab_file(path):
+        lab = clab.record_for(path).name
+    else:
+        lab = name or (peek_name(path) if path else None)
+    if lab is None:
+        raise LabError("say which lab: a topology file, --name NAME or --all")
+    record = clab.ClabRecord.load(lab)
+    if record is None and path is not None and clab.is_clab_file(path):
+        record = clab.record_for(path)  # deployed by hand: destroy what the file names
+    if record is None:
+        raise LabError(f"no lab named {lab} was deployed with containerlab from here "
+                       f"(`containerlab destroy --name {lab}` removes one deployed by hand)")
+    return [record]
+
+
+def down_containerlab(backend: ContainerlabBackend, record: ClabRecord) -> float:
+    """Destroy one containerlab lab; returns the seconds it took (LabError on problems)."""
+    started = time.monotonic()
+    problems = backend.down(record)
+    if problems:
+        raise LabError(f"lab {record.name}: " + "; ".join(problems))
+    return time.monotonic() - started
+
+
+# ---------------------------------------------------------------- a running lab
+
+
+def labs(name: str | None = None) -> list[Lab]:
+    """Every running lab (or the one named; LabError if it is not running)."""
+    found = [Lab(s) for s in running_labs() if name in (None, s.name)]
+    if name and not found:
+        raise LabError(f"no running lab named {name}")
+    return found
+
+
+def pick(name: str | None = None) -> Lab:
+    """The lab named, or the only running one."""
+    running = running_labs()
+    if name:
+        for state in running:
+            if state.name == name:
+                return Lab(state)
+        raise LabError(f"no running lab named {name}")
+    if len(running) == 1:
+        return Lab(running[0])
+    if not running:
+        raise LabError("no lab is running (`lab up labs/topology3.yml`)")
+    raise LabError(f"several labs run ({', '.join(s.name for s in running)}): pick one with --lab")
+
+
+@dataclass
+class Restarted:
+    node: str
+    process: str
+    old_pid: int
+    new_pid: int
+
+
+class Lab:
+    """A lab that runs (or ran) on the netns backend, by its record in /run/lab/NAME."""
+
+    def __init__(self, state: LabState):
+        self.state = state
+        self._plan: LabPlan | None = None
+
+    @property
+    def name(self) -> str:
+        return self.state.name
+
+    @property
+    def state_dir(self) -> Path:
+        return Path(self.state.state_dir)
+
+    def refresh(self) -> Lab:
+        """Read the record again (an operation of another process may have changed it)."""
+        self.state = LabState.load(self.state_dir)
+        return self
+
+    def plan(self) -> LabPlan:
+        """The plan that was applied (with its rendered rulesets)."""
+        if self._plan is None:
+            from . import ops
+
+            self._plan = ops.load_plan(self.state)
+        return self._plan
+
+    def ns(self, node: str, instance: str | None = None) -> str:
+        """A node's namespace name (an MX routing instance: its own namespace)."""
+        return f"{self.name}-{node}" + (f"-{instance.lower()}" if instance else "")
+
+    def node_file(self, node: str, name: str) -> Path:
+        """A file of a node in the lab's state folder (configs, daemon status)."""
+        return self.state_dir / "nodes" / node / name
+
+    def read_json(self, node: str, name: str) -> Any:
+        return json.loads(self.node_file(node, name).read_text())
+
+    # -- up / down / status
+
+    def down(self) -> float:
+        """Tear the lab down (daemons, namespaces, links, bridge, nft table, state); seconds taken."""
+        from .backends.netns import NetnsBackend
+
+        started = time.monotonic()
+        problems = NetnsBackend().down(self.state)
+        _remove_state(self.name)
+        if problems:
+            raise LabError(f"lab {self.name}: " + "; ".join(problems))
+        return time.monotonic() - started
+
+    def status(self) -> LabStatus:
+        from . import status as statusmod
+
+        return statusmod.collect(self.state)
+
+    # -- entering nodes
+
+    def exec_namespace(self, node: str, instance: str | None = None) -> str:
+        """The namespace `lab exec NODE [-i INSTANCE]` enters (LabError if the lab has none such)."""
+        ns = self.ns(node, instance)
+        if ns not in self.state.namespaces:
+            nodes = sorted({n[len(self.name) + 1:] for n in self.state.namespaces})
+            raise LabError(f"lab {self.name} has no node/instance '{node}{'/' + instance if instance else ''}' "
+                           f"(namespaces: {', '.join(nodes)})")
+        return ns
+
+    def exec(self, node: str, command: list[str], instance: str | None = None) -> NoReturn:
+        """Replace this process by COMMAND inside a node's namespace (`lab exec`)."""
+        if not command:
+            raise LabError("give a command after --, e.g. `lab exec srx1 -- ip route`")
+        ns = self.exec_namespace(node, instance)
+        hostcheck.require_root()
+        try:
+            netnsutil.enter(ns)
+        except OSError:
+            raise LabError(f"cannot enter namespace {ns}") from None
+        sys.stdout.flush()
+        try:
+            os.execvp(command[0], command)
+        except FileNotFoundError:
+            raise LabError(f"command not found: {command[0]}") from None
+
+    def ssh(self, node: str, user: str | None, args: list[str]) -> NoReturn:
+        """Replace this process by the OpenSSH client logged into a node's CLI (`lab ssh`)."""
+        config = self.state_dir / "ssh_config"
+        host = f"{self.name}-{node}"
+        if not config.exists():
+            raise LabError(f"lab {self.name} has no SSH access (ssh.enabled is false in its topology)")
+        if f"Host {host}\n" not in config.read_text():
+            raise LabError(f"{node} of lab {self.name} does not answer SSH (only mx, srx and ios-router nodes "
+                           f"do; `lab exec {node} -- ...` runs a command on a host)")
+        ready = self.state_dir / "ssh" / "ready"  # the server writes it once keys and listeners are up
+        deadline = time.monotonic() + 10.0
+        while not ready.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        argv = ["ssh", "-F", str(config)] + (["-l", user] if user else []) + [host] + list(args)
+        sys.stdout.flush()
+        try:
+            os.execvp("ssh", argv)
+        except FileNotFoundError:
+            raise LabError("the OpenSSH client (ssh) is not installed (make deps)") from None
+
+    # -- inspection
+
+    def sessions(self, node: str) -> list[Session]:
+        """An SRX's transit sessions (conntrack; its own BGP sessions on port 179 left out)."""
+        from . import sessions as sessionsmod
+
+        hostcheck.require_root()
+        ns = self.ns(node)
+        if ns not in self.state.namespaces:
+            raise LabError(f"lab {self.name} has no node {node}")
+        return [s for s in sessionsmod.read(ns) if 179 not in (s.source_port, s.destination_port)]
+
+    def selector(self, node: str) -> dict[str, Any]:
+        """The MX selector daemon's status (members, buckets, changes)."""
+        path = self.node_file(node, MXLB_STATUS)
+        if not path.exists():
+            raise LabError(f"{node} in lab {self.name} runs no selector (mx with ecmp-chash or ecmp only)")
+        status: dict[str, Any] = json.loads(path.read_text())
+        return status
+
+    def redundancy(self) -> dict[str, dict[str, Any]]:
+        """SRD status of each MX and MNHA status of each SRX, by node."""
+        report: dict[str, dict[str, Any]] = {"srd": {}, "mnha": {}}
+        for kind, name in (("srd", SRD_STATUS), ("mnha", MNHA_STATUS)):
+            for path in sorted((self.state_dir / "nodes").glob(f"*/{name}")):
+                report[kind][path.parent.name] = json.loads(path.read_text())
+        return report
+
+    def events(self) -> list[Applicability]:
+        """Which failure events apply to this lab, and why not."""
+        return event_verdicts(json.loads((self.state_dir / "plan.json").read_text()))
+
+    # -- operations
+
+    def _checked_event(self, event: str) -> None:
+        from . import events as eventsmod
+
+        if event not in eventsmod.BY_NAME:
+            raise LabError(f"unknown event {event}; known: {', '.join(eventsmod.BY_NAME)}")
+        verdict = next(a for a in event_verdicts(json.loads(self.plan().to_json())) if a.event.name == event)
+        if not verdict.applicable:
+            raise LabError(f"{event} does not apply to lab {self.name}: {verdict.reason}")
+
+    def fail(self, event: str, node: str, down_time: float = 5.0, peer: str | None = None) -> str:
+        """Inject one failure event now; returns what was done."""
+        from . import ops
+
+        hostcheck.require_root()
+        self._checked_event(event)
+        return ops.inject(self.state, self.plan(), event, node, down_time=down_time, peer=peer)
+
+    def restore(self, node: str) -> list[str]:
+        """Undo lasting failure events on a node (power on, failed links up); what was done."""
+        from . import ops
+
+        hostcheck.require_root()
+        return ops.restore(self.state, self.plan(), node)
+
+    def restart(self, node: str, process: str, kill: bool = False) -> Restarted:
+        """Stop one daemon (SIGKILL with kill) and start the same command again under the supervisor."""
+        from . import supervisor as sup
+
+        hostcheck.require_root()
+        record = self.state.process(node, process)
+        if record is None:
+            names = sorted(f"{r.node}/{r.name}" for r in self.state.processes)
+            raise LabError(f"lab {self.name} has no process {node}/{process} (processes: {', '.join(names)})")
+        client = sup.Supervisor(self.state.state_dir)
+        if sup.alive(record):
+            if kill:
+                os.kill(record.pid, signal.SIGKILL)
+            client.stop([record.pid])
+        fresh = client.spawn(record.node, record.name, record.ns, record.argv, record.log)
+        self.state.processes = [fresh if r is record else r for r in self.state.processes]
+        self.state.save()
+        return Restarted(node, process, record.pid, fresh.pid)
+
+    def switchover(self) -> str:
+        """SRD switchover requested on the master MX; returns its name."""
+        from . import ops
+
+        return ops.switchover(self.state, self.plan())
+
+    # -- traffic and events
+
+    def traffic_start(self, flows: int, rate: float, sizes: str, duration: float, reverse: bool) -> list[str]:
+        from . import traffic_cli
+
+        hostcheck.require_root()
+        return traffic_cli.start(self.state, flows, rate, sizes, duration, reverse)
+
+    def traffic_stop(self) -> dict[str, Any]:
+        from . import traffic_cli
+
+        hostcheck.require_root()
+        return traffic_cli.stop(self.state)
+
+    def traffic_stats(self) -> dict[str, Any]:
+        from . import traffic_cli
+
+        hostcheck.require_root()
+        return traffic_cli.stats(self.state)
+
+    def event_names(self, wanted: list[str]) -> list[str]:
+        """The events to run: those wanted (each checked), or every one that applies."""
+        verdicts = {a.event.name: a for a in event_verdicts(json.loads(self.plan().to_json()))}
+        names = wanted or [n for n, a in verdicts.items() if a.applicable]
+        for name in names:
+            if name not in verdicts:
+                raise LabError(f"unknown event {name}; known: {', '.join(verdicts)}")
+            if not verdicts[name].applicable:
+                raise LabError(f"{name} does not apply to lab {self.name}: {verdicts[name].reason}")
+        return names
+
+    def event_target(self, event: str, target: str | None = None) -> str:
+        from . import eventrun
+        from . import events as eventsmod
+
+        return target or eventrun.default_target(self.plan(), eventsmod.BY_NAME[event])
+
+    def run_event(self, event: str, target: str, spec: TrafficSpec,
+                  progress: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
+        """Run one failure event under two-way traffic and judge it (`lab events run`)."""
+        from . import eventrun
+        from . import events as eventsmod
+
+        result = eventrun.run_event(self.state, self.plan(), eventsmod.BY_NAME[event], target, spec,
+                                    progress=progress)
+        self.refresh()
+        return result
+
+
+def traffic_spec(**kwargs: Any) -> TrafficSpec:
+    from .eventrun import TrafficSpec
+
+    return TrafficSpec(**kwargs)
+
+
+@contextmanager
+def running(path: Path | None, name: str | None, timeout: float = UP_TIMEOUT,
+            progress: Progress = _quiet, on_up: Callable[[Lab], None] | None = None,
+            on_down: Callable[[str, float], None] | None = None) -> Iterator[Lab]:
+    """A running lab for the duration of a block: the one named, or the lab of a topology file —
+    brought up first (and down after) if it does not run yet."""
+    hostcheck.require_root()
+    brought_up: Lab | None = None
+    if path is not None and name is None:
+        name = peek_name(path)
+        if name is None or not (state_dir(name) / "state.json").exists():
+            brought_up = up(path, timeout=timeout, progress=progress)
+            if on_up is not None:
+                on_up(brought_up)
+    lab = pick(name)
+    try:
+        yield lab
+    finally:
+        if brought_up is not None:
+            seconds = brought_up.refresh().down()
+            if on_down is not None:
+                on_down(brought_up.name, seconds)

@@ -1,0 +1,112 @@
+"""`lab events list|run`: the JVD's failure events."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.table import Table
+
+from .. import api
+from ..diagnostics import LabError
+from .common import app, err, guarded, out, progress_printer
+from .lifecycle import print_down, print_up
+
+events_app = typer.Typer(help="The JVD's failure events: list them, run them with traffic.", no_args_is_help=True)
+app.add_typer(events_app, name="events")
+
+
+@events_app.command("list")
+def events_list(
+    topology: Path | None = typer.Argument(None, help="Topology file (or --lab for a running lab)."),
+    lab: str | None = typer.Option(None, "--lab", "-l", help="A running lab instead of a file."),
+    json_out: bool = typer.Option(False, "--json", help="Print as JSON."),
+) -> None:
+    """Every failure event of the seed, whether it applies to this lab, and why not."""
+
+    def run() -> None:
+        rows = api.file_event_verdicts(topology) if topology is not None else api.pick(lab).events()
+        if json_out:
+            sys.stdout.write(json.dumps([{"name": r.event.name, "title": r.event.title, "target": r.event.target,
+                                          "applicable": r.applicable, "reason": r.reason,
+                                          "action": r.event.action, "restore": r.event.restore}
+                                         for r in rows], indent=2) + "\n")
+            return
+        view = Table("event", "seed", "target", "applies", "restore")
+        for r in rows:
+            view.add_row(r.event.name, r.event.title, r.event.target,
+                         "yes" if r.applicable else f"[yellow]no[/]: {r.reason}", r.event.restore)
+        out.print(view)
+
+    guarded(run)
+
+
+@events_app.command("run")
+def events_run(
+    topology: Path | None = typer.Argument(None, help="Topology file: brought up for the run and down after "
+                                                       "(or --lab for a running lab)."),
+    lab: str | None = typer.Option(None, "--lab", "-l", help="A running lab instead of a file."),
+    event: list[str] = typer.Option([], "--event", "-e", help="Event name (repeatable; default: every applicable)."),
+    target: str | None = typer.Option(None, "--target", help="Node to hit (default: the first of the right kind)."),
+    flows: int = typer.Option(200, "--flows", help="Flows per direction (distinct subscriber addresses)."),
+    rate: float = typer.Option(10000, "--rate", help="Aggregate packets/s per direction."),
+    sizes: str = typer.Option("imix", "--sizes", help="imix (the seed's weights) or a frame size in bytes."),
+    duration: float = typer.Option(4.0, "--duration", help="Seconds of traffic after each event (or restore)."),
+    warmup: float = typer.Option(2.0, "--warmup", help="Seconds of traffic before each event."),
+    hold: float = typer.Option(3.0, "--hold", help="Lasting events (link down, power off): seconds before restore."),
+    down_time: float = typer.Option(3.0, "--down-time", help="Reboot events: seconds the node stays down."),
+    json_file: Path | None = typer.Option(None, "--json", help="Write the full report as JSON."),
+    junit_file: Path | None = typer.Option(None, "--junit", help="Write JUnit XML (one test case per event)."),
+    plot_file: Path | None = typer.Option(None, "--plot", help="Write a PNG timeline of pps per SRX per event."),
+) -> None:
+    """Run the seed's failure events under UDP traffic and report convergence per event: flows
+    affected, loss-derived convergence (lost / per-flow rate), longest gap, losses of unaffected
+    flows, flows moved between SRXs, and whether every flow recovered. Exit 1 if an event fails."""
+    from .. import eventrun
+
+    def run() -> None:
+        started = time.monotonic()
+        results: list[dict[str, Any]] = []
+        with api.running(topology, lab, progress=progress_printer(started),
+                         on_up=lambda up: print_up(up, time.monotonic() - started, False),
+                         on_down=print_down) as running:
+            names = running.event_names(event)
+            spec = api.traffic_spec(flows=flows, rate=rate, sizes=sizes, settle=duration, warmup=warmup,
+                                    hold=hold, down_time=down_time)
+            for name in names:
+                node = running.event_target(name, target)
+                with err.status(f"[cyan]{name}[/] on {node} under {flows} flows x 2 directions at {rate:.0f} pps"):
+                    result = running.run_event(name, node, spec,
+                                               progress=lambda m: err.print(f"  {m}", highlight=False))
+                results.append(result)
+                print_event(result)
+        if json_file:
+            json_file.write_text(json.dumps({"lab": running.name, "events": results}, indent=2) + "\n")
+        if junit_file:
+            junit_file.write_text(eventrun.junit(results, running.name))
+        if plot_file:
+            eventrun.plot(results, plot_file)
+        failed = [r["event"] for r in results if not r["passed"]]
+        if failed:
+            raise LabError(f"events failed: {', '.join(failed)}")
+
+    guarded(run)
+
+
+def print_event(r: dict[str, Any]) -> None:
+    table = Table(title=f"{r['event']} on {r['target']}: {r['action']}", show_header=True)
+    for col in ("flows", "affected", "convergence max / median", "longest gap", "unaffected loss",
+                "moved (ideal)", "recovered"):
+        table.add_column(col)
+    conv = r["convergence_ms"]
+    table.add_row(str(r["flows"]), str(r["affected_flows"]), f"{conv['max']:.1f} / {conv['median']:.1f} ms",
+                  f"{r['longest_gap_ms']:.1f} ms", str(r["packets_lost_by_unaffected_flows"]),
+                  f"{r['flows_moved']} ({r['flows_moved_ideal']})",
+                  "[green]yes[/]" if r["recovered"] else "[red]no[/]")
+    out.print(table)
+    out.print(f"  resolution {r['resolution_ms']} ms per flow; verdict: "
+              f"{'[green]pass[/]' if r['passed'] else '[red]FAIL[/]'}")

@@ -1,0 +1,141 @@
+"""A lab's life: up, down, status, restart (one daemon)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from .. import api
+from .common import Backend, BackendOption, LabOption, TopologyArg, app, guarded, out, progress_printer
+
+
+def print_up(lab: api.Lab, seconds: float, json_out: bool) -> None:
+    built = lab.plan()
+    if json_out:
+        out.print_json(json.dumps({"name": built.name, "status": lab.state.status, "seconds": round(seconds, 3),
+                                   "nodes": {n.name: n.mgmt_address for n in built.nodes}}))
+    else:
+        out.print(f"[green]lab {built.name} is up[/] in {seconds:.2f} s: {len(built.nodes)} nodes, "
+                  f"{len(built.sessions) // 2} BGP sessions established. Try `lab status` or "
+                  f"`lab exec {built.nodes[0].name} -- ip route`.")
+
+
+def print_down(name: str, seconds: float) -> None:
+    out.print(f"lab {name} is down ({seconds:.2f} s)")
+
+
+@app.command()
+def up(
+    topology: Path = TopologyArg,
+    timeout: float | None = typer.Option(None, help="Seconds to wait for every BGP session and route "
+                                                    "(default 30; 180 with --backend containerlab)."),
+    json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+    backend: Backend = BackendOption,
+) -> None:
+    """Bring a lab up: namespaces, links, addresses, daemons; exit 0 only once BGP is established
+    and the expected routes are in the kernel. On any failure (or Ctrl-C) everything is removed.
+    With --backend containerlab, TOPOLOGY may also be a .clab.yml written by `lab export`."""
+    started = time.monotonic()
+    progress = progress_printer(started, quiet=json_out)
+
+    def run() -> None:
+        lab = api.up(topology, timeout=api.UP_TIMEOUT if timeout is None else timeout, progress=progress)
+        print_up(lab, time.monotonic() - started, json_out)
+
+    def run_clab() -> None:
+        record = api.up_containerlab(topology, api.CLAB_UP_TIMEOUT if timeout is None else timeout, progress)
+        elapsed = time.monotonic() - started
+        if json_out:
+            out.print_json(json.dumps({"name": record.name, "backend": "containerlab", "status": record.status,
+                                       "seconds": round(elapsed, 3), "topology_file": record.topology_file,
+                                       "containers": record.containers}))
+        else:
+            vendor = f" ({len(record.vendor)} vendor nodes not waited for)" if record.vendor else ""
+            first = next(iter(record.containers))
+            out.print(f"[green]lab {record.name} is up on containerlab[/] in {elapsed:.2f} s: "
+                      f"{len(record.containers)} containers{vendor}. Try `docker exec {record.containers[first]} "
+                      f"ip route`.")
+
+    guarded(run_clab if backend == Backend.containerlab else run)
+
+
+@app.command()
+def down(
+    topology: Path | None = typer.Argument(None, help="Topology file of the lab to remove."),
+    name: str | None = typer.Option(None, "--name", "-n", help="Lab name instead of a file."),
+    all_labs: bool = typer.Option(False, "--all", help="Remove every running lab."),
+    backend: Backend = BackendOption,
+) -> None:
+    """Tear a lab down: daemons, namespaces, links, bridge, nft table and state. Safe to repeat."""
+
+    def run() -> None:
+        targets = api.down_targets(topology, name, all_labs)
+        if not targets:
+            out.print("no lab is running")
+        for lab in targets:
+            print_down(lab.name, lab.down())
+
+    def run_clab() -> None:
+        clab = api.containerlab()
+        records = api.containerlab_targets(topology, name, all_labs)
+        if not records:
+            out.print("no containerlab lab is recorded")
+        for record in records:
+            print_down(record.name, api.down_containerlab(clab, record))
+
+    guarded(run_clab if backend == Backend.containerlab else run)
+
+
+@app.command()
+def status(
+    name: str | None = typer.Argument(None, help="Lab name (default: every running lab)."),
+    json_out: bool = typer.Option(False, "--json", help="Print as JSON for automation."),
+) -> None:
+    """Running labs: nodes, namespaces, management addresses, daemons and BGP sessions."""
+    from .. import status as statusmod
+
+    def run() -> None:
+        reports = [lab.status() for lab in api.labs(name)]
+        if json_out:
+            sys.stdout.write(statusmod.to_json(reports))
+            return
+        if not reports:
+            out.print("no lab is running")
+        for report in reports:
+            out.print(f"[bold]{report.name}[/] ({report.source}) {report.status}, management {report.mgmt_subnet}, "
+                      f"namespaces {report.namespaces_present}/{report.namespaces_expected}")
+            table = Table("node", "kind", "mgmt", "namespaces", "daemons", "BGP")
+            for node in report.nodes:
+                daemons = ", ".join(f"{d.name}({d.pid})" if d.running else f"[red]{d.name} down[/]"
+                                    for d in node.daemons)
+                est = sum(1 for s in node.bgp if s.info.startswith("Established"))
+                bgp = f"{est}/{len(node.bgp)} established" if node.bgp else "-"
+                if node.powered_off:
+                    daemons, bgp = "[red]powered off[/]", "-"
+                table.add_row(node.name, node.kind, node.mgmt_address.split("/")[0],
+                              "\n".join(node.namespaces), daemons or "-", bgp)
+            out.print(table)
+
+    guarded(run)
+
+
+@app.command()
+def restart(
+    node: str = typer.Argument(..., help="Node whose daemon restarts, e.g. mx1."),
+    process: str = typer.Argument(..., help="Process name as `lab status` lists it: bird, bird-trust-vr, mxlb..."),
+    lab: str | None = LabOption,
+    kill: bool = typer.Option(False, "--kill", help="SIGKILL instead of SIGTERM (a crash, not a stop)."),
+) -> None:
+    """Restart one daemon of a node (the "restart routing / TLB process" events): stop it, start the
+    same command again under the lab's supervisor. Forwarding state in the kernel is left alone."""
+
+    def run() -> None:
+        done = api.pick(lab).restart(node, process, kill=kill)
+        out.print(f"{node}/{process} restarted: pid {done.old_pid} -> {done.new_pid}")
+
+    guarded(run)

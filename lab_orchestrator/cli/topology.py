@@ -1,0 +1,134 @@
+"""Commands on a topology file, no root needed: validate, render, export, graph."""
+
+from __future__ import annotations
+
+import json
+import sys
+from enum import StrEnum
+from pathlib import Path
+
+import typer
+
+from .. import api
+from ..diagnostics import LabError, TopologyInvalid
+from .common import TopologyArg, app, guarded, out
+
+
+@app.command()
+def validate(
+    topology: Path = TopologyArg,
+    json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+    no_host_check: bool = typer.Option(False, "--no-host-check",
+                                       help="Skip the check against this host's routes."),
+) -> None:
+    """Check a topology file: every error at once, as FILE:LINE: yaml.path: message (hint). Exit 2 if invalid."""
+
+    def run() -> None:
+        try:
+            loaded = api.load(topology, check_host=not no_host_check)
+        except TopologyInvalid as exc:
+            if json_out:
+                out.print_json(json.dumps({"valid": False, "errors": [d.to_json() for d in exc.diagnostics]}))
+                raise typer.Exit(2) from None
+            raise
+        topo = loaded.topology
+        if json_out:
+            out.print_json(json.dumps({"valid": True, "name": topo.name, "nodes": len(topo.nodes),
+                                       "links": len(topo.links)}))
+        else:
+            out.print(f"{topology}: valid ({len(topo.nodes)} nodes, {len(topo.links)} links, "
+                      f"{topo.services.load_balancing}, {topo.services.use_case})")
+
+    guarded(run)
+
+
+@app.command()
+def render(
+    topology: Path = TopologyArg,
+    out_dir: Path = typer.Option(..., "--out", "-o", help="Folder to write the plan and configs into."),
+) -> None:
+    """Write the complete plan (plan.json) and every rendered config to a folder. No root needed."""
+
+    def run() -> None:
+        count = api.render(topology, out_dir)
+        out.print(f"wrote {count} files to {out_dir}")
+
+    guarded(run)
+
+
+class ExportFormat(StrEnum):
+    containerlab = "containerlab"
+
+
+@app.command()
+def export(
+    topology: Path = TopologyArg,
+    fmt: ExportFormat = typer.Option(ExportFormat.containerlab, "--format", "-f", help="Export format."),
+    out_dir: Path = typer.Option(..., "--out", "-o", help="Folder to write the topology and node files into."),
+    vendor: list[str] = typer.Option([], "--vendor", help="NODE=KIND: run NODE as a real vendor kind "
+                                     "(juniper_vjunosrouter, juniper_vsrx, juniper_crpd, cisco_iol) with its "
+                                     "rendered config as startup config. Repeatable."),
+    image: list[str] = typer.Option([], "--image", help="KIND=IMAGE: the image of a kind (linux = the node "
+                                    "image, default lab-node:latest; every vendor kind used needs one). Repeatable."),
+    host2: str | None = typer.Option(None, "--host2", help="Comma-separated nodes for a second host: also writes "
+                                     "LAB.host1.clab.yml and LAB.host2.clab.yml joined by vxlan links."),
+    underlay: str | None = typer.Option(None, "--underlay", help="HOST1_IP,HOST2_IP: underlay addresses of the "
+                                        "two hosts (vxlan remotes), with --host2."),
+) -> None:
+    """Write the lab for containerlab: LAB.clab.yml, the files each node binds and lab-export.json.
+    No root and no containerlab needed; deploy with `containerlab deploy -t DIR/LAB.clab.yml` or
+    `lab up --backend containerlab DIR/LAB.clab.yml`."""
+    from .. import clab_export
+
+    def run() -> None:
+        pair = None
+        if underlay is not None:
+            parts = [p.strip() for p in underlay.split(",")]
+            if len(parts) != 2 or not all(parts):
+                raise LabError(f"--underlay takes two addresses, HOST1_IP,HOST2_IP; got '{underlay}'")
+            pair = (parts[0], parts[1])
+        options = clab_export.ExportOptions(
+            vendor=clab_export.parse_assignments(vendor, "--vendor"),
+            images=clab_export.parse_assignments(image, "--image"),
+            host2=tuple(n.strip() for n in (host2 or "").split(",") if n.strip()),
+            underlay=pair,
+        )
+        result = api.export(topology, out_dir, options)
+        extra = f" and {', '.join(result.host_files)}" if result.host_files else ""
+        out.print(f"wrote {len(result.files)} files to {out_dir}: {result.topology_file}{extra} "
+                  f"({fmt.value}; deploy: containerlab deploy -t {out_dir / result.topology_file})")
+
+    guarded(run)
+
+
+class GraphFormat(StrEnum):
+    svg = "svg"
+    png = "png"
+    mermaid = "mermaid"
+    dot = "dot"
+
+
+@app.command()
+def graph(
+    topology: Path = TopologyArg,
+    fmt: GraphFormat = typer.Option(GraphFormat.mermaid, "--format", "-f", help="Output format."),
+    output: Path | None = typer.Option(None, "--out", "-o", help="File to write (default: stdout for text)."),
+) -> None:
+    """Draw the topology: Mermaid or DOT text, or SVG/PNG through Graphviz."""
+    from .. import graph as graphmod
+
+    def run() -> None:
+        topo = api.load(topology, check_host=False).topology
+        if fmt in (GraphFormat.mermaid, GraphFormat.dot):
+            text = graphmod.mermaid(topo) if fmt == GraphFormat.mermaid else graphmod.dot(topo)
+            if output:
+                output.write_text(text)
+            else:
+                sys.stdout.write(text)
+            return
+        data = graphmod.render_image(topo, fmt.value)
+        target = output or Path(f"{topo.name}.{fmt.value}")
+        target.write_bytes(data)
+        out.print(f"wrote {target}")
+
+    guarded(run)

@@ -469,12 +469,23 @@ class Lab:
         if not verdict.applicable:
             raise LabError(f"{event} does not apply to lab {self.name}: {verdict.reason}")
 
-    def fail(self, event: str, node: str, down_time: float = 5.0, peer: str | None = None) -> str:
-        """Inject one failure event now; returns what was done."""
+    def fail(self, event: str, node: str, down_time: float = 5.0, peer: str | None = None,
+             daemon: str | None = None) -> str:
+        """Inject one failure event now; returns what was done (daemon-crash: LabError if the
+        daemon is not running again within 10 s)."""
         from . import ops
 
         hostcheck.require_root()
         self._checked_event(event)
+        if daemon is not None and event != "daemon-crash":
+            raise LabError("--daemon goes with the daemon-crash event")
+        if event == "daemon-crash":
+            name = daemon or ops.default_daemon(self.state, node)
+            seconds = ops.crash_daemon(self.state, node, name)
+            if seconds is None:
+                raise LabError(f"{node}/{name} killed (SIGKILL) but not running again after 10 s; "
+                               f"see `lab status` and its log")
+            return f"{node}/{name} killed (SIGKILL); the supervisor had it running again after {seconds:.2f} s"
         return ops.inject(self.state, self.plan(), event, node, down_time=down_time, peer=peer)
 
     def restore(self, node: str) -> list[str]:
@@ -494,11 +505,9 @@ class Lab:
             names = sorted(f"{r.node}/{r.name}" for r in self.state.processes)
             raise LabError(f"lab {self.name} has no process {node}/{process} (processes: {', '.join(names)})")
         client = sup.Supervisor(self.state.state_dir)
-        if sup.alive(record):
-            if kill:
-                os.kill(record.pid, signal.SIGKILL)
-            client.stop([record.pid])
-        fresh = client.spawn(record.node, record.name, record.ns, record.argv, record.log)
+        client.stop(procs=[(record.node, record.name)], kill=kill)  # on purpose: no automatic restart
+        fresh = client.spawn(record.node, record.name, record.ns, record.argv, record.log,
+                             restart=record.restart, stale_files=record.stale_files)
         self.state.processes = [fresh if r is record else r for r in self.state.processes]
         self.state.save()
         return Restarted(node, process, record.pid, fresh.pid)
@@ -547,13 +556,14 @@ class Lab:
         return target or eventrun.default_target(self.plan(), eventsmod.BY_NAME[event])
 
     def run_event(self, event: str, target: str, spec: TrafficSpec,
-                  progress: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
-        """Run one failure event under two-way traffic and judge it (`lab events run`)."""
+                  progress: Callable[[str], None] = lambda _: None, daemon: str | None = None) -> dict[str, Any]:
+        """Run one failure event under two-way traffic and judge it (`lab events run`); DAEMON: the
+        daemon a daemon-crash kills."""
         from . import eventrun
         from . import events as eventsmod
 
         result = eventrun.run_event(self.state, self.plan(), eventsmod.BY_NAME[event], target, spec,
-                                    progress=progress)
+                                    progress=progress, daemon=daemon)
         self.refresh()
         return result
 

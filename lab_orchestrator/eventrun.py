@@ -80,8 +80,51 @@ def endpoints(plan: LabPlan) -> Endpoints:
 
 
 def default_target(plan: LabPlan, event: eventsmod.EventKind) -> str:
+    if event.target == "node":  # daemon-crash: the first MX, else the first node running a daemon
+        nodes = [n.name for n in plan.nodes if n.kind == "mx"] + [p.node for p in plan.processes]
+        return nodes[0]
     kinds = {"srx": "srx", "mx": "mx", "mnha-pair": "srx"}
     return next(n.name for n in plan.nodes if n.kind == kinds[event.target])
+
+
+DAEMON_RETURN_S = 5.0  # daemon-crash passes only if the daemon runs again within this
+
+
+def _mx_forwards(plan: LabPlan, mx: str, gap: float = 0.3) -> bool:
+    """Does this MX carry any of the traffic now (its per-SRX counters grow)?"""
+    namespaces = next((n.namespaces for n in plan.nodes if n.name == mx), [])
+
+    def total(nft: Nft) -> int:
+        packets = 0
+        for ns in namespaces:
+            try:
+                data = nft.json("list counters table ip mxlb", ns=ns)
+            except NftError:
+                continue
+            packets += sum(i["counter"]["packets"] for i in data.get("nftables", []) if "counter" in i)
+        return packets
+
+    nft = Nft()
+    try:
+        first = total(nft)
+        time.sleep(gap)
+        return total(nft) > first
+    finally:
+        nft.close()
+
+
+def carried_by(plan: LabPlan, target: str) -> set[str] | None:
+    """The SRXs whose flows a daemon crash on TARGET may touch (None: every flow): an SRX its own; an
+    MX every flow if it forwards any traffic, none if it does not (an SRD standby); a gateway every
+    flow; the lab-wide SSH server none."""
+    kind = {n.name: n.kind for n in plan.nodes}.get(target)
+    if kind == "srx":
+        return {target}
+    if kind == "mx":
+        return None if _mx_forwards(plan, target) else set()
+    if kind is None:
+        return set()
+    return None
 
 
 @dataclass
@@ -159,8 +202,14 @@ def carriers(plan: LabPlan, gap: float = 0.4) -> dict[tuple[str, int], str]:
     return out
 
 
+def _slot(state: LabState, node: str, name: str) -> Any:
+    from . import supervisor
+
+    return next((s for s in supervisor.Supervisor(state.state_dir).table() if s.key == (node, name)), None)
+
+
 def run_event(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target: str, spec: TrafficSpec,
-              progress: Progress = lambda _: None) -> dict[str, Any]:
+              progress: Progress = lambda _: None, daemon: str | None = None) -> dict[str, Any]:
     ends = endpoints(plan)
     flows = make_flows(spec.flows, ends.client_prefix, ends.server_address)
     reverse = reverse_flows(flows, REVERSE_ID_OFFSET)
@@ -187,9 +236,15 @@ def run_event(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target
     try:
         time.sleep(max(0.0, spec.warmup - 0.8))
         before = carriers(plan)
-        progress(f"{event.name} on {target}")
+        crash: dict[str, Any] = {}
+        involved: set[str] | None = None
+        if event.name == "daemon-crash":
+            daemon = daemon or ops.default_daemon(state, target)
+            involved = carried_by(plan, target)
+            crash = {"daemon": daemon, "restarts_before": getattr(_slot(state, target, daemon), "restarts", 0)}
+        progress(f"{event.name} on {target}" + (f" ({daemon})" if crash else ""))
         marks["event"] = time.monotonic_ns() / 1e9
-        summary = ops.inject(state, plan, event.name, target, down_time=spec.down_time)
+        summary = ops.inject(state, plan, event.name, target, down_time=spec.down_time, daemon=daemon)
         during: dict[tuple[str, int], str] = {}
         if lasting:
             time.sleep(max(0.0, spec.hold - 0.5))
@@ -219,7 +274,19 @@ def run_event(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target
     # they are affected by the restore, not "unaffected".
     moved_back = {key for key, srx in after.items() if during.get(key) not in (None, srx)} if during else set()
     result = analyse(event, target, summary, flows, before, during or after, report_f, report_r, sent_f,
-                     per_flow, marks, sampler, spec, pair, moved_back, sent_r)
+                     per_flow, marks, sampler, spec, pair, moved_back, sent_r, involved=involved)
+    if crash:
+        # The supervisor's own account: how long the daemon was down before it ran again.
+        slot = _slot(state, target, crash["daemon"])
+        from . import supervisor
+
+        crash["restarts_after"] = getattr(slot, "restarts", 0)
+        crash["down_s"] = getattr(slot, "last_down_s", None)
+        crash["running"] = slot is not None and supervisor.slot_alive(slot)
+        crash["returned"] = bool(crash["running"] and crash["restarts_after"] > crash["restarts_before"]
+                                 and crash["down_s"] is not None and crash["down_s"] <= DAEMON_RETURN_S)
+        result["daemon_crash"] = crash
+        result["passed"] = result["passed"] and crash["returned"]
     if during:
         result["flows_moved_on_restore"] = len(moved_back)
         result["flows_moved_on_restore_ideal_max"] = round(len(flows) / max(1, len(set(after.values()))))
@@ -252,8 +319,12 @@ def analyse(event: eventsmod.EventKind, target: str, summary: str, flows: list[A
             before: dict[tuple[str, int], str], after: dict[tuple[str, int], str], report_f: dict[str, Any],
             report_r: dict[str, Any] | None, sent_f: dict[str, Any], per_flow: float, marks: dict[str, float],
             sampler: Sampler, spec: TrafficSpec, pair: list[str] | None = None,
-            moved_back: set[tuple[str, int]] | None = None, sent_r: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Per-event verdict: affected flows and their convergence, losses of unaffected flows, moves."""
+            moved_back: set[tuple[str, int]] | None = None, sent_r: dict[str, Any] | None = None,
+            involved: set[str] | None = None) -> dict[str, Any]:
+    """Per-event verdict: affected flows and their convergence, losses of unaffected flows, moves.
+    INVOLVED (daemon-crash) names the SRXs whose flows the event may touch (None: as the event's
+    target kind says; an empty set: none, so any loss fails it)."""
+    strict = involved is not None
     by_id = {f["flow"]: f for f in report_f["per_flow"]}
     rev = {f["flow"] - REVERSE_ID_OFFSET: f for f in (report_r or {}).get("per_flow", [])}
     end_ns = sent_f.get("end_ns") or 0
@@ -278,7 +349,8 @@ def analyse(event: eventsmod.EventKind, target: str, summary: str, flows: list[A
             "lost": lost,
         })
     # The SRXs an event touches: the target, or its whole MNHA pair. An MX event touches every flow.
-    involved = {r["srx_before"] for r in rows} if event.target == "mx" else {target, *(pair or [])}
+    if involved is None:
+        involved = {r["srx_before"] for r in rows} if event.target in ("mx", "node") else {target, *(pair or [])}
     affected = [r for r in rows if r["lost"] or r["moved"] or r["moved_on_restore"] or r["srx_before"] in involved]
     unaffected = [r for r in rows if r not in affected]
     conv = [r["convergence_ms"] for r in affected if r["lost"]]
@@ -286,7 +358,7 @@ def analyse(event: eventsmod.EventKind, target: str, summary: str, flows: list[A
                           if r["srx_before"] not in involved and not r["moved"] and not r["moved_on_restore"])
     moved = sum(1 for r in rows if r["moved"])
     recovered = all(r["recovered"] for r in rows)
-    passed = recovered and (unaffected_loss == 0 or event.target == "mx")
+    passed = recovered and (unaffected_loss == 0 or (event.target == "mx" and not strict))
     return {
         "event": event.name, "title": event.title, "target": target, "action": summary,
         "flows": len(rows), "rate_per_flow_pps": per_flow, "resolution_ms": round(1000 / per_flow, 3),
@@ -295,7 +367,8 @@ def analyse(event: eventsmod.EventKind, target: str, summary: str, flows: list[A
         "longest_gap_ms": max((r["max_gap_ms"] for r in rows), default=0),
         "packets_lost_by_unaffected_flows": unaffected_loss,
         "flows_moved": moved,
-        "flows_moved_ideal": sum(1 for r in rows if r["srx_before"] in involved) if event.target != "mx" else 0,
+        "flows_moved_ideal": sum(1 for r in rows if r["srx_before"] in involved)
+        if event.target == "srx" or event.target == "mnha-pair" else 0,
         "recovered": recovered, "passed": passed,
         "forward": {k: v for k, v in report_f.items() if k != "per_flow"},
         "reverse": {k: v for k, v in (report_r or {}).items() if k != "per_flow"},
@@ -318,6 +391,9 @@ def junit(results: list[dict[str, Any]], lab: str) -> str:
                 why.append("not every flow recovered after the event")
             if r["packets_lost_by_unaffected_flows"]:
                 why.append(f"unaffected flows lost {r['packets_lost_by_unaffected_flows']} packets")
+            crash = r.get("daemon_crash")
+            if crash and not crash["returned"]:
+                why.append(f"{crash['daemon']} was not running again within {DAEMON_RETURN_S:.0f} s")
             body = f'<failure message={quoteattr("; ".join(why))}/>'
         out = escape(json.dumps({k: r[k] for k in ("convergence_ms", "affected_flows", "flows_moved",
                                                      "flows_moved_ideal", "longest_gap_ms")}))

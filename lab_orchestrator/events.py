@@ -14,10 +14,10 @@ from dataclasses import dataclass
 class EventKind:
     name: str
     title: str  # the seed's wording
-    target: str  # srx | mx | mnha-pair
+    target: str  # srx | mx | mnha-pair | node (any node that runs a daemon)
     action: str  # what happens
     restore: str  # how it is undone
-    requires: tuple[str, ...] = ()  # lab features: srx, mnha, selector, srd
+    requires: tuple[str, ...] = ()  # lab features: node kinds, mnha, selector, tlb, srd
     built: bool = True
     why_not_built: str = ""
 
@@ -41,11 +41,27 @@ CATALOG: tuple[EventKind, ...] = (
               "BIRD of every routing instance of the MX is killed and restarted in graceful-restart recovery "
               "(kernel routes kept meanwhile, peers keep stale routes)", "(self-restoring)", ("mx",)),
     EventKind("restart-tlb", "Restart TLB process in MX router (traffic-dird, sdk-process and netmon)", "mx",
-              "the selector/TLB daemon (dataplane.mxlb) is killed and restarted; it adopts the programmed "
-              "table", "(self-restoring)", ("selector",)),
+              "every load-balancing daemon of the MX (the selector dataplane.mxlb and, with TLB, the health "
+              "monitor dataplane.healthd) is killed and restarted; the selector adopts the programmed table, "
+              "the monitor resumes from its published health state", "(self-restoring)", ("selector",)),
+    EventKind("restart-tlb-selector", "Restart traffic-dird daemon / restart sdk-process (TLB selector)", "mx",
+              "only the TLB selector (dataplane.mxlb: decides the table and programs it, the lab's traffic-dird "
+              "and sdk-process in one) is killed and restarted; it adopts the programmed table and the health "
+              "monitor's state, the kernel forwards with the last table meanwhile", "(self-restoring)",
+              ("tlb",)),
+    EventKind("restart-tlb-monitor", "Restart Network-monitor daemon (TLB health checks)", "mx",
+              "only the TLB health monitor (dataplane.healthd, the lab's Network-monitor) is killed and "
+              "restarted; it resumes from its published health state, the selector keeps the last state "
+              "meanwhile", "(self-restoring)", ("tlb",)),
     EventKind("gres", "GRES (Graceful Restart of routing daemon)", "mx",
-              "every control-plane daemon of the MX (BIRD per instance, selector) is killed and restarted "
-              "at once; the kernel's forwarding state is kept", "(self-restoring)", ("mx",)),
+              "there is no second routing engine: every control-plane daemon of the MX (BIRD of each routing "
+              "instance in graceful restart, selector, health monitor, SRD daemon) is killed and restarted at "
+              "once, resuming from its state; the kernel's forwarding state (routes, selector map) is kept",
+              "(self-restoring)", ("mx",)),
+    EventKind("daemon-crash", "Daemon crash (kill -9 of one daemon; not in the JVD's list)", "node",
+              "kill -9 of the chosen daemon (--daemon NAME) on the chosen node; the lab supervisor restarts "
+              "it (BIRD in graceful restart, the others resuming from their state); passes when it is back "
+              "within a few seconds and flows the node does not carry lose nothing", "(self-restoring)"),
     EventKind("nexthop-delete", "ECMP/TLB next-hop deletion (deleting a scale-out SRX or MNHA pair)", "srx",
               "the SRX is taken out of service (links down, daemons stopped)", "nexthop-add", ("srx",)),
     EventKind("nexthop-add", "ECMP/TLB next-hop addition (adding a scale-out SRX or MNHA pair)", "srx",
@@ -66,7 +82,7 @@ class Applicability:
 
 
 def features(plan: dict[str, object]) -> set[str]:
-    """What a lab has, from its plan.json: node kinds, MNHA, a selector daemon, SRD."""
+    """What a lab has, from its plan.json: node kinds, MNHA, a selector daemon, a TLB health monitor, SRD."""
     nodes = plan.get("nodes", [])
     assert isinstance(nodes, list)
     have = {str(n["kind"]) for n in nodes}
@@ -74,6 +90,8 @@ def features(plan: dict[str, object]) -> set[str]:
     assert isinstance(processes, list)
     if any(p["name"] == "mxlb" for p in processes):
         have.add("selector")
+    if any(p["name"] == "healthd" for p in processes):
+        have.add("tlb")
     if plan.get("mnha"):
         have.add("mnha")
     if plan.get("srd"):

@@ -56,8 +56,10 @@ def plan_mnha(topo: Topology, plan: LabPlan, env: jinja2.Environment, python: st
                 peer_ip=IPv4Interface(remote.address or "0.0.0.0/32").ip, own_addresses=own,
             )
             node_plan.files.append(name)
+            # conntrackd refuses to start while its lock file exists, and a killed one leaves it.
             plan.processes.append(Process(node, node_plan.master_ns, "conntrackd",
-                                          ("conntrackd", "-C", f"{plan.state_dir}/{name}")))
+                                          ("conntrackd", "-C", f"{plan.state_dir}/{name}"),
+                                          stale_files=(f"{plan.state_dir}/nodes/{node}/conntrackd.lock",)))
 
 
 def _plan_daemon(topo: Topology, plan: LabPlan, mode: str, node: str, peer: str, python: str) -> None:

@@ -64,33 +64,58 @@ def _set_links(ns: str, up: bool, only: set[str] | None = None) -> list[str]:
 
 def stop_processes(state: LabState, node: str, kill: bool = True,
                    names: set[str] | None = None) -> list[supervisor.ProcessRecord]:
+    """Stop a node's daemons (or those named) on purpose: the supervisor marks them intentionally
+    down before signalling, so it does not restart them (KILL: SIGKILL at once, a power cut)."""
     records = [r for r in state.processes if r.node == node and (names is None or r.name in names)]
-    live = [r for r in records if supervisor.alive(r)]
-    if kill:
-        for record in live:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(record.pid, signal.SIGKILL)
     client = supervisor.Supervisor(state.state_dir)
     if client.running():
-        client.stop([r.pid for r in live])
+        client.stop(procs=[(r.node, r.name) for r in records], kill=kill)
     else:
-        supervisor.terminate([r.pid for r in live])
+        supervisor.terminate([r.pid for r in records if supervisor.alive(r)])
     return records
 
 
 def start_processes(state: LabState, records: list[supervisor.ProcessRecord], recover: bool = False) -> None:
-    """Start these daemons again (BIRD in graceful-restart recovery with RECOVER)."""
+    """Start these daemons again: in recovery with RECOVER (BIRD in graceful restart, the others
+    resuming from their status files), as after a boot without."""
     client = supervisor.Supervisor(state.state_dir)
     fresh = {}
     for record in records:
-        argv = list(record.argv)
-        if recover and argv and argv[0] == "bird" and "-R" not in argv:
-            argv.append("-R")
-        if not recover and "-R" in argv:
+        argv, env = list(record.argv), None
+        if recover:
+            argv, env = supervisor.recovery(argv)
+        elif "-R" in argv:
             argv.remove("-R")
-        fresh[(record.node, record.name)] = client.spawn(record.node, record.name, record.ns, argv, record.log)
+        fresh[(record.node, record.name)] = client.spawn(record.node, record.name, record.ns, argv, record.log,
+                                                         env=env, restart=record.restart,
+                                                         stale_files=record.stale_files)
     state.processes = [fresh.get((r.node, r.name), r) for r in state.processes]
     state.save()
+
+
+def crash_daemon(state: LabState, node: str, name: str, timeout: float = 10.0) -> float | None:
+    """kill -9 of one daemon, as a crash (not through the supervisor, which restarts it): return the
+    seconds until it ran again, None if it did not within TIMEOUT."""
+    client = supervisor.Supervisor(state.state_dir)
+    if not client.running():
+        raise LabError(f"the supervisor of lab {state.name} is not running: nothing would restart {name}")
+    slot = next((s for s in client.table() if s.key == (node, name)), None)
+    if slot is None or not slot.restart:
+        known = sorted(s.name for s in client.table() if s.node == node and s.restart)
+        raise LabError(f"{node} runs no daemon {name} (its daemons: {', '.join(known) or 'none'})")
+    if not supervisor.slot_alive(slot):
+        raise LabError(f"{node}/{name} is not running now ({slot.state}); nothing to crash")
+    killed_at = time.monotonic()
+    os.kill(slot.pid, signal.SIGKILL)
+    deadline = killed_at + timeout
+    while time.monotonic() < deadline:
+        now = next((s for s in client.table() if s.key == (node, name)), None)
+        if now is not None and now.pid != slot.pid and supervisor.slot_alive(now):
+            state.refresh_processes()
+            state.save()
+            return time.monotonic() - killed_at
+        time.sleep(0.02)
+    return None
 
 
 def power_off(state: LabState, plan: LabPlan, node: str) -> None:
@@ -219,9 +244,28 @@ def first_mx(plan: LabPlan, srx: str) -> str:
     raise LabError(f"{srx} has no link to an MX")
 
 
+def default_daemon(state: LabState, node: str) -> str:
+    """The daemon a `daemon-crash` hits when none is named: the node's first one that is not BIRD
+    (the MX selector, an SRX's mnhad...), else its first BIRD."""
+    names = [r.name for r in state.processes if r.node == node and r.restart]
+    if not names:
+        raise LabError(f"{node} runs no supervised daemon")
+    return next((n for n in names if not n.startswith("bird")), names[0])
+
+
+TLB_DAEMONS = {"restart-tlb": {"mxlb", "healthd"}, "restart-tlb-selector": {"mxlb"},
+               "restart-tlb-monitor": {"healthd"}}
+
+
 def inject(state: LabState, plan: LabPlan, event: str, target: str, down_time: float = 5.0,
-           peer: str | None = None) -> str:
+           peer: str | None = None, daemon: str | None = None) -> str:
     """Carry out EVENT on TARGET; self-restoring events come back by themselves. Return a summary."""
+    if event == "daemon-crash":  # any supervised process, the lab-wide SSH server (node _lab) too
+        name = daemon or default_daemon(state, target)
+        seconds = crash_daemon(state, target, name)
+        if seconds is None:
+            return f"{target}/{name} killed (SIGKILL); NOT running again after 10 s (see `lab status`)"
+        return f"{target}/{name} killed (SIGKILL); the supervisor had it running again after {seconds:.2f} s"
     kind = {n.name: n.kind for n in plan.nodes}.get(target)
     if kind is None:
         raise LabError(f"lab {plan.name} has no node {target}")
@@ -251,14 +295,16 @@ def inject(state: LabState, plan: LabPlan, event: str, target: str, down_time: f
         names = restart(state, target, {r.name for r in state.processes if r.node == target
                                         and r.name.startswith("bird")}, recover=True)
         return f"{target}: {', '.join(names)} restarted (graceful restart)"
-    if event == "restart-tlb":
-        return f"{target}: {', '.join(restart(state, target, {'mxlb'}, recover=False))} restarted"
+    if event in TLB_DAEMONS:
+        names = restart(state, target, TLB_DAEMONS[event], recover=True)
+        return f"{target}: {', '.join(names)} restarted"
     if event == "srd-switchover":
         master = switchover(state, plan)
         return f"SRD switchover requested on the master {master}"
     if event == "gres":
         names = restart(state, target, None, recover=True)
-        return f"{target}: control plane {', '.join(names)} switched over, forwarding kept"
+        return (f"{target}: every control-plane daemon ({', '.join(names)}) restarted at once "
+                f"(no second routing engine), forwarding state kept")
     raise LabError(f"event {event} cannot be injected here (see `lab events list`)")
 
 

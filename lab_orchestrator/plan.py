@@ -139,6 +139,7 @@ class Process:
     name: str  # unique within the node: "bird", "bird-trust-vr", ...
     argv: tuple[str, ...]
     control_socket: str | None = None
+    stale_files: tuple[str, ...] = ()  # what a killed instance leaves behind and blocks a restart (a lock)
 
 
 @dataclass(frozen=True)
@@ -235,7 +236,8 @@ class LabPlan:
             bridges=[Bridge(b["ns"], b["name"], tuple(b["ports"]), b["link_index"]) for b in d["bridges"]],
             routes=[Route(**r) for r in d["routes"]],
             sessions=[BgpSession(**s) for s in d["sessions"]],
-            processes=[Process(p["node"], p["ns"], p["name"], tuple(p["argv"]), p.get("control_socket"))
+            processes=[Process(p["node"], p["ns"], p["name"], tuple(p["argv"]), p.get("control_socket"),
+                               tuple(p.get("stale_files", ())))
                        for p in d["processes"]],
             expected_routes=[ExpectedRoute(**e) for e in d["expected_routes"]],
             rulesets=[Ruleset(**r) for r in d.get("rulesets", [])],

@@ -11,6 +11,7 @@ import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from . import supervisor
 from .supervisor import ProcessRecord
 
 STATE_ROOT = Path(os.environ.get("LAB_STATE_ROOT", "/run/lab"))
@@ -48,7 +49,23 @@ class LabState:
     def load(cls, state_dir: Path) -> LabState:
         data = json.loads((state_dir / "state.json").read_text())
         data["processes"] = [ProcessRecord(**p) for p in data.get("processes", [])]
-        return cls(**data)
+        state = cls(**data)
+        state.refresh_processes()
+        return state
+
+    def refresh_processes(self) -> None:
+        """Take each process's current pid, state and restart count from the supervisor's table: it
+        restarts crashed daemons by itself, so the pids this record was written with may be old."""
+        table = supervisor.read_table(self.state_dir)
+        if not table:
+            return
+        slots = {slot.key: slot for slot in table}
+        for record in self.processes:
+            slot = slots.get((record.node, record.name))
+            if slot is None or slot.pid == 0:
+                continue
+            record.pid, record.starttime, record.argv = slot.pid, slot.starttime, list(slot.running_argv or slot.argv)
+            record.restarts, record.state = slot.restarts, slot.state
 
     def process(self, node: str, name: str) -> ProcessRecord | None:
         for record in self.processes:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -16,6 +17,10 @@ class DaemonStatus:
     pid: int
     running: bool
     log: str
+    state: str = "running"  # running | backoff (dead, restart scheduled) | stopped (on purpose) | exited | dead
+    restarts: int = 0  # automatic restarts by the supervisor after a crash
+    last_exit: str = ""  # how it last ended ("killed by SIGKILL")
+    restart_in_s: float | None = None  # backoff: seconds until the supervisor starts it again
 
 
 @dataclass
@@ -40,11 +45,33 @@ class NodeStatus:
 class LabStatus:
     name: str
     source: str
-    status: str
+    status: str  # the record's status, except that a "ready" lab with a daemon down is "degraded"
     mgmt_subnet: str
     namespaces_present: int
     namespaces_expected: int
     nodes: list[NodeStatus]
+    ready: bool = False
+    problems: list[str] = field(default_factory=list)  # why it is not ready
+    supervisor_running: bool = True
+
+
+def problems(record_status: str, supervisor_running: bool, slots: list[supervisor.Slot],
+             now: float) -> list[str]:
+    """Why a lab is not ready: its record says otherwise, the supervisor is gone, or a supervised
+    daemon that nobody stopped on purpose is dead or waiting out its restart backoff."""
+    out = [] if record_status == "ready" else [f"lab is {record_status}"]
+    if not supervisor_running:
+        out.append("the lab supervisor is not running: nothing restarts a daemon that dies")
+    for slot in slots:
+        if not slot.restart or slot.state == "stopped":
+            continue  # not supervised (traffic), or intentionally down (power off, restart in progress)
+        who = f"{slot.node}/{slot.name}"
+        if slot.state == "backoff":
+            out.append(f"{who} down ({slot.last_exit}), restart in {max(0.0, slot.restart_at - now):.1f} s "
+                       f"({slot.restarts} restarts so far)")
+        elif not supervisor.slot_alive(slot):
+            out.append(f"{who} is not running")
+    return out
 
 
 def _plan_nodes(state: LabState) -> list[dict]:  # type: ignore[type-arg]
@@ -56,6 +83,10 @@ def _plan_nodes(state: LabState) -> list[dict]:  # type: ignore[type-arg]
 
 
 def collect(state: LabState) -> LabStatus:
+    now = time.time()
+    running = supervisor.Supervisor(state.state_dir).running()
+    table = supervisor.read_table(state.state_dir) or []
+    slots = {slot.key: slot for slot in table}
     nodes = []
     for spec in _plan_nodes(state):
         node = NodeStatus(spec["name"], spec["kind"], spec["namespaces"], spec["mgmt_address"],
@@ -63,10 +94,10 @@ def collect(state: LabState) -> LabStatus:
         for record in state.processes:
             if record.node != node.name:
                 continue
-            running = supervisor.alive(record)
-            node.daemons.append(DaemonStatus(record.name, record.pid, running, record.log))
+            node.daemons.append(_daemon(record, slots.get((record.node, record.name)), now))
+            alive = node.daemons[-1].running
             sock = _control_socket(record.argv)
-            if running and sock:
+            if alive and sock:
                 try:
                     for proto in birdctl.protocols(sock):
                         if proto.proto == "BGP":
@@ -74,9 +105,31 @@ def collect(state: LabState) -> LabStatus:
                 except birdctl.BirdError as exc:
                     node.bgp.append(SessionStatus("?", "unreachable", str(exc)))
         nodes.append(node)
+    planned = {n.name for n in nodes}
+    for record in state.processes:  # lab-wide daemons (the SSH server, node "_lab")
+        if record.restart and record.node not in planned:
+            extra = next((n for n in nodes if n.name == record.node), None)
+            if extra is None:
+                extra = NodeStatus(record.node, "lab-wide", [record.ns], "")
+                nodes.append(extra)
+            extra.daemons.append(_daemon(record, slots.get((record.node, record.name)), now))
     present = sum(1 for ns in state.namespaces if netnsutil.exists(ns))
-    return LabStatus(state.name, state.source, state.status, state.mgmt_subnet, present,
-                     len(state.namespaces), nodes)
+    found = problems(state.status, running, table, now)
+    if present < len(state.namespaces):
+        found.append(f"{len(state.namespaces) - present} of {len(state.namespaces)} namespaces are missing")
+    status = "degraded" if state.status == "ready" and found else state.status
+    return LabStatus(state.name, state.source, status, state.mgmt_subnet, present, len(state.namespaces), nodes,
+                     ready=not found, problems=found, supervisor_running=running)
+
+
+def _daemon(record: supervisor.ProcessRecord, slot: supervisor.Slot | None, now: float) -> DaemonStatus:
+    if slot is None:  # no table yet (an old supervisor): the record alone
+        alive = supervisor.alive(record)
+        return DaemonStatus(record.name, record.pid, alive, record.log, "running" if alive else "dead")
+    alive = supervisor.slot_alive(slot)
+    state = slot.state if slot.state != "running" or alive else "dead"
+    return DaemonStatus(record.name, slot.pid, alive, record.log, state, slot.restarts, slot.last_exit,
+                        round(max(0.0, slot.restart_at - now), 2) if slot.state == "backoff" else None)
 
 
 def _control_socket(argv: list[str]) -> str | None:

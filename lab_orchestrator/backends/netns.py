@@ -233,7 +233,8 @@ class NetnsBackend:
             state.save()
         for proc in chosen:
             record = sup.spawn(proc.node, proc.name, proc.ns, proc.argv,
-                               str(logs / f"{proc.node}-{proc.name}.log"))
+                               str(logs / f"{proc.node}-{proc.name}.log"), restart=True,
+                               stale_files=proc.stale_files)
             state.processes.append(record)
         state.save()
 

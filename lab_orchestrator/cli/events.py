@@ -62,6 +62,8 @@ def events_run(
     json_file: Path | None = typer.Option(None, "--json", help="Write the full report as JSON."),
     junit_file: Path | None = typer.Option(None, "--junit", help="Write JUnit XML (one test case per event)."),
     plot_file: Path | None = typer.Option(None, "--plot", help="Write a PNG timeline of pps per SRX per event."),
+    daemon: str | None = typer.Option(None, "--daemon", "-d", help="daemon-crash: the daemon to kill -9 on the "
+                                      "target (default: the node's first daemon that is not BIRD)."),
 ) -> None:
     """Run the seed's failure events under UDP traffic and report convergence per event: flows
     affected, loss-derived convergence (lost / per-flow rate), longest gap, losses of unaffected
@@ -81,7 +83,8 @@ def events_run(
                 node = running.event_target(name, target)
                 with err.status(f"[cyan]{name}[/] on {node} under {flows} flows x 2 directions at {rate:.0f} pps"):
                     result = running.run_event(name, node, spec,
-                                               progress=lambda m: err.print(f"  {m}", highlight=False))
+                                               progress=lambda m: err.print(f"  {m}", highlight=False),
+                                               daemon=daemon)
                 results.append(result)
                 print_event(result)
         if json_file:
@@ -108,5 +111,10 @@ def print_event(r: dict[str, Any]) -> None:
                   f"{r['flows_moved']} ({r['flows_moved_ideal']})",
                   "[green]yes[/]" if r["recovered"] else "[red]no[/]")
     out.print(table)
+    crash = r.get("daemon_crash")
+    if crash:
+        back = f"back after {crash['down_s']:.3f} s" if crash["down_s"] is not None else "not back"
+        out.print(f"  {crash['daemon']}: {back} ({crash['restarts_after']} restarts), "
+                  f"{'[green]returned[/]' if crash['returned'] else '[red]did not return in time[/]'}")
     out.print(f"  resolution {r['resolution_ms']} ms per flow; verdict: "
               f"{'[green]pass[/]' if r['passed'] else '[red]FAIL[/]'}")

@@ -6,12 +6,16 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.table import Table
 
 from .. import api
 from .common import Backend, BackendOption, LabOption, TopologyArg, app, guarded, out, progress_printer
+
+if TYPE_CHECKING:
+    from ..status import DaemonStatus
 
 
 def print_up(lab: api.Lab, seconds: float, json_out: bool) -> None:
@@ -107,12 +111,14 @@ def status(
         if not reports:
             out.print("no lab is running")
         for report in reports:
-            out.print(f"[bold]{report.name}[/] ({report.source}) {report.status}, management {report.mgmt_subnet}, "
-                      f"namespaces {report.namespaces_present}/{report.namespaces_expected}")
-            table = Table("node", "kind", "mgmt", "namespaces", "daemons", "BGP")
+            colour = "green" if report.ready else "red"
+            out.print(f"[bold]{report.name}[/] ({report.source}) [{colour}]{report.status}[/], management "
+                      f"{report.mgmt_subnet}, namespaces {report.namespaces_present}/{report.namespaces_expected}")
+            for problem in report.problems:
+                out.print(f"  [red]not ready:[/] {problem}", highlight=False)
+            table = Table("node", "kind", "mgmt", "namespaces", "daemons (restarts)", "BGP")
             for node in report.nodes:
-                daemons = ", ".join(f"{d.name}({d.pid})" if d.running else f"[red]{d.name} down[/]"
-                                    for d in node.daemons)
+                daemons = ", ".join(_daemon_cell(d) for d in node.daemons)
                 est = sum(1 for s in node.bgp if s.info.startswith("Established"))
                 bgp = f"{est}/{len(node.bgp)} established" if node.bgp else "-"
                 if node.powered_off:
@@ -122,6 +128,17 @@ def status(
             out.print(table)
 
     guarded(run)
+
+
+def _daemon_cell(d: DaemonStatus) -> str:
+    restarts = f" [yellow]{d.restarts} restarts[/]" if d.restarts else ""
+    if d.running:
+        return f"{d.name}({d.pid}){restarts}"
+    if d.state == "backoff":
+        return f"[red]{d.name} restarting in {d.restart_in_s:.1f} s[/]{restarts}"
+    if d.state == "stopped":
+        return f"[yellow]{d.name} stopped[/]{restarts}"
+    return f"[red]{d.name} down[/]{restarts}"
 
 
 @app.command()

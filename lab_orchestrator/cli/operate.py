@@ -26,12 +26,16 @@ def fail(
     lab: str | None = LabOption,
     peer: str | None = typer.Option(None, "--peer", help="srx-link-failure: the MX (default: the SRX's first)."),
     down_time: float = typer.Option(5.0, "--down-time", help="Reboot events: seconds the node stays down."),
+    daemon: str | None = typer.Option(None, "--daemon", "-d",
+                                      help="daemon-crash: the daemon to kill -9, as `lab status` names it "
+                                           "(bird-trust-vr, mxlb, healthd, mnhad, conntrackd, srdd, flexvpn; "
+                                           "node _lab: sshd). Default: the node's first daemon that is not BIRD."),
 ) -> None:
     """Inject one failure event by hand on a running lab; `lab restore NODE` undoes what lasts."""
 
     def run() -> None:
         api.require_root()
-        out.print(api.pick(lab).fail(event, node, down_time=down_time, peer=peer))
+        out.print(api.pick(lab).fail(event, node, down_time=down_time, peer=peer, daemon=daemon))
 
     guarded(run)
 

@@ -41,35 +41,44 @@ import argparse
 import contextlib
 import datetime as dt
 import json
-import math
 import os
 import platform
 import re
 import select
 import shlex
-import shutil
-import signal
 import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from common import (  # noqa: E402
+    BenchError,
+    BenchLab,
+    interruptible,
+    lab,
+    lab_cmd,
+    logger,
+    summary,
+    topology_text,
+    wait_for,
+    write_doc,
+)
 
 from dataplane.traffic import Flow, Receiver, Sender, Spawned, make_flows, reverse_flows  # noqa: E402
-from lab_orchestrator import eventrun, ops  # noqa: E402
+from lab_orchestrator import api, eventrun, ops  # noqa: E402
 from lab_orchestrator.plan import LabPlan  # noqa: E402
 from lab_orchestrator.state import LabState  # noqa: E402
 
-STATE_ROOT = Path(os.environ.get("LAB_STATE_ROOT", "/run/lab"))
 DOC = ROOT / "docs" / "benchmarks-ha.md"
-NOTES_MARKER = "<!-- notes below this line are kept when the benchmark rewrites this file -->"
 PEER = {"srx1": "srx2", "srx2": "srx1", "srx3": "srx4", "srx4": "srx3"}
 REVERSE_ID_OFFSET = 100000
 SERVER = "203.0.113.9"  # the push server's address (the server host's AnyIP prefix)
@@ -81,105 +90,25 @@ GOAL_FAILOVER_MS = 500.0
 GOAL_SWITCHOVER_MS = 1000.0
 
 
-def log(message: str) -> None:
-    print(f"[ha] {time.strftime('%H:%M:%S')} {message}", file=sys.stderr, flush=True)
-
-
-def lab_cmd() -> list[str]:
-    exe = shutil.which("lab")
-    return [exe] if exe else [sys.executable, "-m", "lab_orchestrator.cli"]
-
-
-class BenchError(RuntimeError):
-    pass
-
-
-def lab(*args: str, check: bool = True, timeout: float = 180.0) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run([*lab_cmd(), *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout)
-    if check and result.returncode != 0:
-        raise BenchError(f"lab {' '.join(args)} exited {result.returncode}: "
-                         f"{(result.stderr or result.stdout).strip()[-600:]}")
-    return result
-
-
-# ---------------------------------------------------------------- statistics
-def pct(values: list[float], q: float) -> float | None:
-    """The Q-quantile (0..1) by nearest rank; None for no values."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
-
-
-def summary(values: list[float], digits: int = 1) -> dict[str, Any]:
-    if not values:
-        return {"n": 0}
-    return {"n": len(values), "median": round(statistics.median(values), digits),
-            "p99": round(pct(values, 0.99) or 0, digits), "min": round(min(values), digits),
-            "max": round(max(values), digits)}
+log = logger("ha")
 
 
 # ---------------------------------------------------------------- labs
-class Lab:
+class Lab(BenchLab):
     """A bh* lab brought up from a topology text; down again on exit, whatever happens."""
 
     def __init__(self, name: str, text: str, workdir: Path):
         if not re.fullmatch(r"bh[0-9a-z-]*", name):
             raise AssertionError(f"refusing lab {name}: this benchmark only uses labs named bh*")
-        self.name = name
-        self.file = workdir / f"{name}.yml"
-        self.file.write_text(text)
-        self.state_dir = STATE_ROOT / name
-
-    def __enter__(self) -> Lab:
-        if (self.state_dir / "state.json").exists():
-            raise BenchError(f"lab {self.name} is already up (another bench run?): `lab down --name {self.name}`")
-        log(f"lab up {self.name}")
-        try:
-            lab("up", str(self.file), timeout=300)
-        except BaseException:
-            self.down()
-            raise
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.down()
-
-    def down(self) -> None:
-        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-        try:
-            result = lab("down", "--name", self.name, check=False, timeout=180)
-            if result.returncode != 0:
-                log(f"cleanup: lab down --name {self.name}: {result.stderr.strip()[-300:]}")
-            else:
-                log(f"lab down {self.name}")
-        except (OSError, subprocess.SubprocessError) as exc:
-            log(f"cleanup: lab down --name {self.name} failed: {exc}")
-        finally:
-            signal.signal(signal.SIGINT, previous)
+        file = workdir / f"{name}.yml"
+        file.write_text(text)
+        super().__init__(name, file, log)
 
     def state(self) -> LabState:
-        return LabState.load(self.state_dir)
+        return self.lab.refresh().state
 
     def plan(self) -> LabPlan:
-        return ops.load_plan(self.state())
-
-    def ns(self, node: str, instance: str | None = None) -> str:
-        return f"{self.name}-{node}" + (f"-{instance.lower()}" if instance else "")
-
-    def status(self, node: str, kind: str) -> dict[str, Any]:
-        """nodes/NODE/KIND-status.json (mnha, srd, mxlb); {} while being rewritten."""
-        try:
-            data: dict[str, Any] = json.loads((self.state_dir / "nodes" / node / f"{kind}-status.json").read_text())
-        except (OSError, ValueError):
-            return {}
-        return data
-
-
-def topology_text(source: Path, name: str) -> str:
-    text = source.read_text()
-    old = next(line for line in text.splitlines() if line.startswith("name:"))
-    return text.replace(old, f"name: {name}", 1)
+        return self.lab.plan()
 
 
 def srg1_text(name: str) -> str:
@@ -190,17 +119,6 @@ def srg1_text(name: str) -> str:
     if text.count("mode: srg1") != 2:
         raise BenchError("bench/gen_topology.py output changed: cannot set mode: srg1")
     return text
-
-
-def wait_for(what: str, check: Callable[[], bool], timeout: float, interval: float = 0.05) -> float:
-    """Poll CHECK until true; the monotonic time it became true. BenchError after TIMEOUT."""
-    deadline = time.monotonic() + timeout
-    while True:
-        if check():
-            return time.monotonic()
-        if time.monotonic() > deadline:
-            raise BenchError(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(interval)
 
 
 # ---------------------------------------------------------------- two-way traffic
@@ -801,7 +719,7 @@ def machine() -> dict[str, Any]:
             if line.startswith("model name"):
                 model = line.split(":", 1)[1].strip()
                 break
-    labs = sorted(p.name for p in STATE_ROOT.glob("*") if (p / "state.json").exists()) if STATE_ROOT.exists() else []
+    labs = [lab_.name for lab_ in api.labs()]
     return {"nproc": os.cpu_count(), "model": model, "kernel": platform.release(),
             "python": platform.python_version(), "loadavg": round(os.getloadavg()[0], 2), "other_labs": labs}
 
@@ -965,28 +883,6 @@ def markdown(results: dict[str, Any]) -> str:
     for error in results.get("errors", []):
         lines.append(f"- error: {error}")
     return "\n".join(lines).rstrip() + "\n"
-
-
-def write_doc(text: str, path: Path) -> None:
-    notes = ""
-    if path.exists():
-        old = path.read_text()
-        if NOTES_MARKER in old:
-            notes = old[old.index(NOTES_MARKER):]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text + ("\n" + notes if notes else "\n" + NOTES_MARKER + "\n"))
-
-
-@contextlib.contextmanager
-def interruptible() -> Iterator[None]:
-    def on_term(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, on_term)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def main() -> int:

@@ -37,7 +37,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-STATE_ROOT = Path(os.environ.get("LAB_STATE_ROOT", "/run/lab"))
+sys.path.insert(0, str(ROOT / "bench"))
+from common import BenchLab, logger, wait_for  # noqa: E402
+
 DOC = ROOT / "docs" / "benchmarks-ssh.md"
 NOTES_MARKER = "<!-- notes below this line are kept when the benchmark rewrites this file -->"
 GOAL_RTT_MS = 100.0
@@ -45,16 +47,7 @@ GOAL_MIB_PER_NODE = 30.0  # the foundation's per-node memory goal (every process
 KIB = 1024
 
 
-def log(message: str) -> None:
-    print(f"[ssh-bench] {message}", file=sys.stderr, flush=True)
-
-
-def lab(*args: str, timeout: float = 180.0) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run([sys.executable, "-m", "lab_orchestrator.cli", *args], cwd=ROOT, capture_output=True,
-                            text=True, timeout=timeout)
-    if result.returncode != 0:
-        raise RuntimeError(f"lab {' '.join(args)} failed: {(result.stderr or result.stdout).strip()[-600:]}")
-    return result
+log = logger("ssh-bench")
 
 
 def free_subnet(name: str) -> str:
@@ -74,22 +67,21 @@ def free_subnet(name: str) -> str:
     raise RuntimeError("no free management subnet")
 
 
-class Lab:
+class Lab(BenchLab):
+    """An ssb* lab; up once its SSH server is ready, down on exit (the server's log shown on an error)."""
+
     def __init__(self, name: str, topology: Path):
-        self.name = name
-        self.topology = topology
-        self.state = STATE_ROOT / name
+        super().__init__(name, topology, log)
+        self.state = self.state_dir
 
     def __enter__(self) -> Lab:
-        if (self.state / "state.json").exists():
-            raise RuntimeError(f"lab {self.name} is already up: not touching it")
         started = time.monotonic()
-        lab("up", str(self.topology))
-        deadline = time.monotonic() + 15
-        while not (self.state / "ssh" / "ready").exists():
-            if time.monotonic() > deadline:
-                raise RuntimeError("the SSH server did not get ready")
-            time.sleep(0.05)
+        super().__enter__()
+        try:
+            wait_for("the SSH server to get ready", (self.state / "ssh" / "ready").exists, 15)
+        except BaseException:
+            self.down()
+            raise
         log(f"{self.name} up in {time.monotonic() - started:.1f} s")
         return self
 
@@ -97,10 +89,7 @@ class Lab:
         server_log = self.state / "logs" / "_lab-sshd.log"
         if exc[0] is not None and server_log.exists():  # what the server saw, before the lab is gone
             log("SSH server log (last lines):\n" + "\n".join(server_log.read_text().splitlines()[-40:]))
-        try:
-            lab("down", "--name", self.name, timeout=120)
-        except RuntimeError as err:
-            log(str(err))
+        super().__exit__(*exc)
 
     @property
     def sshd(self) -> dict[str, Any]:

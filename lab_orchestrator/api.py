@@ -512,6 +512,13 @@ class Lab:
         self.state.save()
         return Restarted(node, process, record.pid, fresh.pid)
 
+    def power(self, node: str, on: bool) -> None:
+        """Power a node off (links down, daemons killed, state forgotten) or on again."""
+        from . import ops
+
+        hostcheck.require_root()
+        (ops.power_on if on else ops.power_off)(self.refresh().state, self.plan(), node)
+
     def switchover(self) -> str:
         """SRD switchover requested on the master MX; returns its name."""
         from . import ops

@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from lab_orchestrator import sessions
+from lab_orchestrator import api, sessions
 
 REPO = Path(__file__).resolve().parents[2]
 LAB = [sys.executable, "-m", "lab_orchestrator.cli"]
@@ -36,9 +36,11 @@ class RunningLab:
         self.file = tmp / f"{name}.yml"
         self.file.write_text(text)
         self.server: subprocess.Popen[str] | None = None
+        self.lab: api.Lab | None = None
 
     def __enter__(self) -> RunningLab:
         lab("up", str(self.file))
+        self.lab = api.pick(self.name)
         self.server = subprocess.Popen(
             [*LAB, "exec", "--lab", self.name, "server", "--", sys.executable, "-m", "dataplane.udpprobe",
              "serve", "--bind", "203.0.113.9", "--seconds", "180"], cwd=REPO,
@@ -53,8 +55,13 @@ class RunningLab:
             self.server.wait(5)
         lab("down", "--name", self.name, check=False)
 
+    @property
+    def running(self) -> api.Lab:
+        assert self.lab is not None, "the lab is not up"
+        return self.lab
+
     def ns(self, node: str) -> str:
-        return f"{self.name}-{node}"
+        return self.running.ns(node)
 
     def exec(self, node: str, *argv: str, check: bool = True) -> str:
         return lab("exec", "--lab", self.name, node, "--", *argv, check=check).stdout
@@ -86,11 +93,11 @@ class RunningLab:
         return where
 
     def selector(self) -> dict[str, object]:
-        status: dict[str, object] = json.loads(Path(f"/run/lab/{self.name}/nodes/mx1/mxlb-status.json").read_text())
+        status: dict[str, object] = self.running.read_json("mx1", api.MXLB_STATUS)
         return status
 
     def selector_config(self) -> dict[str, object]:
-        config: dict[str, object] = json.loads(Path(f"/run/lab/{self.name}/nodes/mx1/mxlb.json").read_text())
+        config: dict[str, object] = self.running.read_json("mx1", api.MXLB_CONFIG)
         return config
 
     def wait_members(self, alive: set[str], timeout: float = 15.0) -> None:

@@ -30,8 +30,7 @@ import pytest
 from labtools import STATE_ROOT, LabOwner, copy_lab, explain, run_lab
 
 from dataplane.ikev2 import swan
-from lab_orchestrator import flexvpn, ops
-from lab_orchestrator.state import running_labs
+from lab_orchestrator import api, flexvpn
 
 REPO = Path(__file__).resolve().parents[2]
 VIP = "10.10.10.100"
@@ -53,8 +52,12 @@ class Lab:
         self.name = name
         self.state_dir = STATE_ROOT / name
 
+    @property
+    def lab(self) -> api.Lab:
+        return api.pick(self.name)
+
     def ns(self, node: str) -> str:
-        return f"{self.name}-{node}"
+        return self.lab.ns(node)
 
     def run(self, node: str, *argv: str, timeout: float = 60, check: bool = True) -> subprocess.CompletedProcess[str]:
         result = subprocess.run(["ip", "netns", "exec", self.ns(node), *argv], capture_output=True, text=True,
@@ -85,11 +88,10 @@ class Lab:
         return data
 
     def state(self) -> Any:
-        return next(s for s in running_labs() if s.name == self.name)
+        return self.lab.state
 
     def power(self, node: str, on: bool) -> None:
-        state = self.state()
-        (ops.power_on if on else ops.power_off)(state, ops.load_plan(state), node)
+        self.lab.power(node, on)
 
     def master_rows(self, master: str) -> dict[str, dict[str, Any]]:
         cluster = self.ike(master)["cluster"]

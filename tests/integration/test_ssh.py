@@ -33,7 +33,7 @@ from labtools import (
     run_lab,
 )
 
-from lab_orchestrator import birdctl
+from lab_orchestrator import api, birdctl
 
 pytestmark = [
     pytest.mark.root,
@@ -98,7 +98,7 @@ class Lab:
         return client
 
     def ns(self, node: str, instance: str = "") -> str:
-        return f"{self.name}-{node}" + (f"-{instance.lower()}" if instance else "")
+        return api.pick(self.name).ns(node, instance or None)
 
     def state(self) -> dict[str, Any]:
         return json.loads((self.state_dir / "state.json").read_text())

@@ -60,11 +60,13 @@ def peek_name(path: Path) -> str | None:
     """The `name:` of a topology file without validating it (None if unreadable)."""
     import yaml
 
+    from .shipped import resolve
+
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
-        data = yaml.load(path.read_text(), Loader=loader)  # noqa: S506 - a safe loader
+        data = yaml.load(resolve(path).read_text(encoding="utf-8"), Loader=loader)  # noqa: S506 - a safe loader
         return str(data.get("name")) if isinstance(data, dict) else None
-    except (OSError, yaml.YAMLError):
+    except (OSError, ValueError, yaml.YAMLError):  # ValueError: not UTF-8 (load_topology reports it)
         return None
 
 

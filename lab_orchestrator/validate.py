@@ -234,12 +234,19 @@ def _caused_by_drop(diag: Diagnostic, dropped: list[YamlPath]) -> bool:
 
 def load_topology(path: str | Path, host_routes: Iterable[IPv4Network] = ()) -> LoadedTopology:
     """Parse and validate; raise TopologyInvalid carrying every problem found."""
-    file = Path(path)
+    from . import shipped
+
+    file = shipped.resolve(path)
     try:
-        text = file.read_text()
+        text = file.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
-        raise TopologyInvalid([Diagnostic(str(file), 0, (), f"cannot read file: {reason}")]) from None
+        hint = ""
+        if isinstance(exc, UnicodeDecodeError):
+            hint = f"invalid byte at offset {exc.start}; save the file as UTF-8"
+        elif isinstance(exc, FileNotFoundError) and file.parent == Path("."):
+            hint = "a file path, or the name of a shipped lab: " + ", ".join(lab.stem for lab in shipped.shipped_labs())
+        raise TopologyInvalid([Diagnostic(str(file), 0, (), f"cannot read file: {reason}", hint)]) from None
     data, source = load(text, str(file))
     data = _normalise(data, source)
     if not isinstance(data, dict):

@@ -16,7 +16,8 @@ from ..diagnostics import LabError, TopologyInvalid
 app = typer.Typer(
     name="lab",
     help="Real-packet network emulation: Junos-like and IOS-like topologies in Linux network namespaces.\n\n"
-    "A topology file (labs/*.yml) becomes a plan (namespaces, veths, addresses, configs, daemons);\n"
+    "A topology file (labs/*.yml, or a shipped lab by name: see `lab labs`) becomes a plan\n"
+    "(namespaces, veths, addresses, configs, daemons);\n"
     "the netns backend applies it with real BGP (BIRD) and kernel forwarding.",
     no_args_is_help=True,
     add_completion=False,
@@ -25,7 +26,8 @@ app = typer.Typer(
 out = Console()
 err = Console(stderr=True)
 
-TopologyArg = typer.Argument(..., exists=False, help="Topology file, e.g. labs/topology3.yml.")
+TopologyArg = typer.Argument(..., exists=False, help="Topology file (e.g. labs/topology3.yml) or the name of a "
+                                                     "shipped lab (e.g. topology3; see `lab labs`).")
 LabOption = typer.Option(None, "--lab", "-l", help="Lab name (needed when several run).")
 
 

@@ -1,4 +1,4 @@
-"""About this host and this program: doctor, version."""
+"""About this host and this program: doctor, version, the shipped labs."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import typer
+from rich.table import Table
 
 from .. import __version__
 from .common import app, guarded, out
@@ -15,8 +16,9 @@ from .common import app, guarded, out
 @app.command()
 def doctor(
     json_out: bool = typer.Option(False, "--json", help="Print the checks and features as JSON."),
-    labs: Path = typer.Option(Path("labs"), "--labs", help="Folder of topology files to judge (which labs "
-                                                          "use a feature that will not work)."),
+    labs: Path | None = typer.Option(None, "--labs", help="Folder of topology files to judge (which labs "
+                                                          "use a feature that will not work); default: the "
+                                                          "shipped labs."),
 ) -> None:
     """Check this host for every kernel and tool feature the labs use (each kernel feature probed in a
     throwaway namespace), with a one-line fix for each failure and the labs/features that will not work.
@@ -24,7 +26,9 @@ def doctor(
     from .. import doctor as doctormod
 
     def run() -> None:
-        checks, features = doctormod.run(labs_dir=labs)
+        from ..shipped import labs_dir
+
+        checks, features = doctormod.run(labs_dir=labs or labs_dir())
         if json_out:
             sys.stdout.write(json.dumps(doctormod.to_json(checks, features), indent=2) + "\n")
         else:
@@ -42,3 +46,38 @@ def doctor(
 def version() -> None:
     """Print the version."""
     out.print(__version__)
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        out.print(f"lab {__version__}", highlight=False)
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    _version: bool = typer.Option(False, "--version", "-V", callback=_print_version, is_eager=True,
+                                  help="Print the version and exit."),
+) -> None:
+    """lab: the command's own options (the help text is the Typer app's)."""
+
+
+@app.command("labs")
+def labs_cmd(
+    json_out: bool = typer.Option(False, "--json", help="Print the list as JSON."),
+) -> None:
+    """List the labs shipped with lab: `lab up NAME` (or validate/render/graph/export NAME) takes these
+    names from any directory."""
+    from ..shipped import shipped_labs
+
+    def run() -> None:
+        labs = shipped_labs()
+        if json_out:
+            sys.stdout.write(json.dumps([lab.__dict__ for lab in labs], indent=2) + "\n")
+            return
+        table = Table("shipped lab", "lab name", "nodes", "description", box=None, pad_edge=False)
+        for lab in labs:
+            table.add_row(lab.stem, lab.name, str(lab.nodes), lab.description)
+        out.print(table)
+
+    guarded(run)

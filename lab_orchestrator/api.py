@@ -57,17 +57,12 @@ def _quiet(step: str, detail: str) -> None:
 
 
 def peek_name(path: Path) -> str | None:
-    """The `name:` of a topology file without validating it (None if unreadable)."""
-    import yaml
-
+    """The `name:` of a topology file without validating it (None if unreadable): the same bounded
+    reader and loader as the validation that follows, which reports whatever made it fail."""
+    from . import yamlsrc
     from .shipped import resolve
 
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    try:
-        data = yaml.load(resolve(path).read_text(encoding="utf-8"), Loader=loader)  # noqa: S506 - a safe loader
-        return str(data.get("name")) if isinstance(data, dict) else None
-    except (OSError, ValueError, yaml.YAMLError):  # ValueError: not UTF-8 (load_topology reports it)
-        return None
+    return yamlsrc.peek_name(resolve(path))
 
 
 def load(path: Path, check_host: bool = True) -> LoadedTopology:

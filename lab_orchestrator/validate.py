@@ -23,7 +23,7 @@ from . import naming
 from .diagnostics import Diagnostic, TopologyInvalid, YamlPath, dotted
 from .model import NAME_PATTERN, Topology
 from .plan import default_mgmt_subnet
-from .yamlsrc import SourceMap, load
+from .yamlsrc import SourceMap, load, read
 
 BGP_KINDS = ("mx", "srx", "ios-router")
 
@@ -237,17 +237,11 @@ def load_topology(path: str | Path, host_routes: Iterable[IPv4Network] = ()) -> 
     from . import shipped
 
     file = shipped.resolve(path)
-    try:
-        text = file.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
-        hint = ""
-        if isinstance(exc, UnicodeDecodeError):
-            hint = f"invalid byte at offset {exc.start}; save the file as UTF-8"
-        elif isinstance(exc, FileNotFoundError) and file.parent == Path("."):
-            hint = "a file path, or the name of a shipped lab: " + ", ".join(lab.stem for lab in shipped.shipped_labs())
-        raise TopologyInvalid([Diagnostic(str(file), 0, (), f"cannot read file: {reason}", hint)]) from None
-    data, source = load(text, str(file))
+    if not file.exists() and file.parent == Path("."):
+        raise TopologyInvalid([Diagnostic(str(file), 0, (), "cannot read file: No such file or directory",
+                                          "a file path, or the name of a shipped lab: "
+                                          + ", ".join(lab.stem for lab in shipped.shipped_labs()))])
+    data, source = load(read(file), str(file))
     data = _normalise(data, source)
     if not isinstance(data, dict):
         raise TopologyInvalid([source.diag((), "a topology file must be a mapping with 'name' and 'nodes'")])

@@ -260,7 +260,8 @@ def test_unreadable_and_non_mapping_files(tmp_path: Path) -> None:
     (tmp_path / "latin1.yml").write_bytes(b"name: caf\xe9\n")
     with pytest.raises(TopologyInvalid) as info:
         load_topology(tmp_path / "latin1.yml")
-    assert info.value.diagnostics[0].message == "cannot read file: not UTF-8 text"
+    assert info.value.diagnostics[0].message == "not UTF-8 text (byte 0xe9 at offset 9)"
+    assert info.value.diagnostics[0].line == 1
 
 
 def test_unknown_key_hint_lists_known_keys_when_nothing_is_close(tmp_path: Path) -> None:

@@ -193,7 +193,64 @@ def restart_routing(ctx: Context, args: dict[str, Any]) -> Output:
     return Output(f"Routing protocols process started, {pids}\n")
 
 
+def _probe_ns(ctx: Context, args: dict[str, Any]) -> str | Output:
+    """The namespace a ping/traceroute leaves from: the node's, or its routing instance's."""
+    wanted = args.get("routing-instance") or args.get("vrf")
+    if not wanted:
+        return ctx.node.master_ns
+    spec = next((i for i in ctx.node.instances if i.name.lower() == str(wanted).lower()), None)
+    if spec is None or not spec.name:
+        return _error(ctx, f"routing instance {wanted} does not exist" if ctx.node.vendor == "junos"
+                      else f"VRF {wanted} does not exist")
+    return spec.ns
+
+
+def _number(args: dict[str, Any], key: str, default: float, low: float, high: float) -> float:
+    value = args.get(key)
+    return default if value is None else min(high, max(low, float(value)))
+
+
+def ping(ctx: Context, args: dict[str, Any]) -> Output:
+    """ICMP echo from the node (or routing instance), bounded: `count` (default 5, at most 100)."""
+    from . import probe
+
+    ns = _probe_ns(ctx, args)
+    if isinstance(ns, Output):
+        return ns
+    ios = ctx.node.vendor == "ios"
+    count = int(_number(args, "repeat" if ios else "count", 5, 1, 100))
+    wait = _number(args, "timeout" if ios else "wait", 2.0 if ios else 1.0, 0.1, 10.0)
+    size = int(_number(args, "size", 100 - 28 if ios else 56, 0, 1472))
+    interval = 0.0 if (ios or args.get("rapid")) else 0.2
+    result = probe.ping(ns, str(args["host"]), count=count, size=size, wait=wait, interval=interval,
+                        source=args.get("source"), ttl=int(_number(args, "ttl", 64, 1, 255)))
+    text, status = probe.ios_ping(result, wait) if ios else probe.junos_ping(result)
+    return Output(text, {"ping-results": {"target-host": result.target, "probes-sent": len(result.echoes),
+                                          "probe-results-summary": {"responses-received": len(result.received)},
+                                          "rtt-ms": result.received}}, status=status)
+
+
+def traceroute(ctx: Context, args: dict[str, Any]) -> Output:
+    """UDP probes with a rising TTL from the node (or routing instance), at most `ttl` hops (default 30)."""
+    from . import probe
+
+    ns = _probe_ns(ctx, args)
+    if isinstance(ns, Output):
+        return ns
+    result = probe.traceroute(ns, str(args["host"]), max_ttl=int(_number(args, "ttl", 30, 1, 64)),
+                              wait=_number(args, "wait", 1.0, 0.1, 5.0), source=args.get("source"))
+    text, status = probe.ios_traceroute(result) if ctx.node.vendor == "ios" else probe.junos_traceroute(result)
+    data = {"traceroute-results": {"target-host": result.target,
+                                   "hops": [{"ttl": h.ttl, "probes": [{"ip-address": who, "rtt-ms": rtt}
+                                                                       for who, rtt in h.probes]}
+                                            for h in result.hops]}}
+    return Output(text, data, status=status)
+
+
+READ_ONLY_ACTIONS = frozenset({"ping", "traceroute"})  # they send probes but change nothing: any user may
 ACTIONS: dict[str, Callable[[Context, dict[str, Any]], Output]] = {
+    "ping": ping,
+    "traceroute": traceroute,
     "reboot": reboot,
     "restart-routing": restart_routing,
     "gres": gres,

@@ -44,6 +44,11 @@ JUNOS_WORDS: dict[tuple[str, ...], str] = {
     ("show", "services"): "Show services information",
     ("show", "services", "traffic-load-balance"): "Show traffic load balancer information",
     ("show", "system"): "Show system information",
+    ("show", "route", "advertising-protocol"): "Show routing table information for a protocol",
+    ("show", "route", "receive-protocol"): "Show routing table information for a protocol",
+    ("show", "security", "policies"): "Show security firewall policies",
+    ("show", "security", "zones"): "Show security zones",
+    ("show", "services", "redundancy-group"): "Show services redundancy group information",
     ("request",): "Make system-level requests",
     ("request", "system"): "Perform system-level operations",
     ("request", "chassis"): "Perform chassis-specific operations",
@@ -100,6 +105,49 @@ JUNOS_COMMANDS: list[Command] = [
             kinds=SRX),
     Command(("show", "security", "nat", "source", "summary"), "Show Summary of source NAT information",
             "nat-summary", kinds=SRX),
+    Command(("show", "security", "nat", "source", "pool"), "Show source NAT pools", "nat-pool", (
+        Param("name", "Name of source NAT pool or all", "positional", check=is_word),
+    ), kinds=SRX),
+    Command(("show", "security", "nat", "source", "rule"), "Show source NAT rules", "nat-rule", (
+        Param("name", "Name of source NAT rule or all", "positional", check=is_word),
+    ), kinds=SRX),
+    Command(("show", "security", "policies"), "Show security firewall policies", "security-policies", (
+        Param("hit-count", "Show policy hit count"),
+    ), kinds=SRX),
+    Command(("show", "security", "zones"), "Show security zones", "security-zones", (
+        Param("zone", "Name of security zone", "positional", check=is_word),
+    ), kinds=SRX),
+    Command(("show", "route", "advertising-protocol", "bgp"), "Border Gateway Protocol", "bgp-advertising", (
+        Param("neighbor", "IP address of BGP peer", "positional", check=is_address),
+    )),
+    Command(("show", "route", "receive-protocol", "bgp"), "Border Gateway Protocol", "bgp-receive", (
+        Param("neighbor", "IP address of BGP peer", "positional", check=is_address),
+    )),
+    Command(("show", "arp"), "Show system Address Resolution Protocol table entries", "arp", (
+        Param("no-resolve", "Don't attempt to print addresses symbolically"),
+        Param("interface", "Name of interface", "value", "<interface-name>"),
+    )),
+    Command(("show", "services", "redundancy-group"), "Show services redundancy group information", "srd", (
+        Param("id", "Redundancy group identifier", "positional", check=is_number),
+    ), kinds=MX),
+    Command(("ping",), "Ping remote target", "action:ping", (
+        Param("host", "Hostname or IP address of remote host", "positional", check=is_address),
+        Param("count", "Number of ping requests to send (1..100, default 5)", "value", "<count>"),
+        Param("routing-instance", "Routing instance for ping attempt", "value", "<routing-instance>"),
+        Param("source", "Source address of echo request", "value", "<source>"),
+        Param("size", "Size of request packets (0..1472 bytes)", "value", "<size>"),
+        Param("ttl", "IP time-to-live value (IPv6 hop-limit value) (hops)", "value", "<ttl>"),
+        Param("wait", "Delay after sending last packet (seconds)", "value", "<wait>"),
+        Param("rapid", "Send requests rapidly (default count of 5)"),
+    )),
+    Command(("traceroute",), "Trace route to remote host", "action:traceroute", (
+        Param("host", "Hostname or IP address of remote host", "positional", check=is_address),
+        Param("routing-instance", "Name of routing instance for traceroute attempt", "value", "<routing-instance>"),
+        Param("source", "Source address to use in outgoing traceroute packets", "value", "<source>"),
+        Param("ttl", "Maximum IP time-to-live value (hops)", "value", "<ttl>"),
+        Param("wait", "Number of seconds to wait for response", "value", "<wait>"),
+        Param("no-resolve", "Don't attempt to print addresses symbolically"),
+    )),
     Command(("show", "services", "traffic-load-balance", "statistics"),
             "Show traffic load balance statistics", "tlb-statistics", kinds=MX),
     Command(("show", "chassis", "high-availability", "information"),
@@ -152,6 +200,16 @@ JUNOS_IMPLS: dict[str, Impl] = {
     "nat-summary": Impl(Needs(sessions=True), junos.show_nat_source_summary),
     "tlb-statistics": Impl(Needs(status=("mxlb-status.json", "mxlb.json")), junos.show_tlb_statistics),
     "chassis-ha": Impl(Needs(status=("mnha-status.json",)), junos.show_chassis_ha),
+    "nat-pool": Impl(Needs(sessions=True, ruleset=True), junos.show_nat_source_pool),
+    "nat-rule": Impl(Needs(ruleset=True), junos.show_nat_source_rule),
+    "security-policies": Impl(Needs(ruleset=True), junos.show_security_policies),
+    "security-zones": Impl(Needs(), junos.show_security_zones),
+    "bgp-advertising": Impl(Needs(links=True, routes=True, bird_routes=True, bgp=True, bird_exports=True),
+                            junos.show_route_advertising_protocol),
+    "bgp-receive": Impl(Needs(links=True, routes=True, bird_routes=True, bgp=True),
+                        junos.show_route_receive_protocol),
+    "arp": Impl(Needs(links=True, neighbors=True), junos.show_arp),
+    "srd": Impl(Needs(status=("srd-status.json",)), junos.show_services_redundancy_group),
 }
 
 # ---------------------------------------------------------------------- IOS
@@ -181,6 +239,23 @@ IOS_COMMANDS: list[Command] = [
         Param("address", "Network to display information about or hostname", "positional", check=is_prefix),
     )),
     Command(("show", "ip", "bgp", "summary"), "Summary of BGP neighbor status", "ip-bgp-summary"),
+    Command(("show", "ip", "bgp", "neighbors"), "Detailed information on TCP and BGP neighbor connections",
+            "ip-bgp-neighbors", (
+                Param("address", "Neighbor to display information about", "positional", check=is_address),
+            )),
+    Command(("ping",), "Send echo messages", "action:ping", (
+        Param("host", "Ping destination address or hostname", "positional", check=is_address),
+        Param("repeat", "specify repeat count (1..100, default 5)", "value", "<count>"),
+        Param("size", "specify datagram size", "value", "<size>"),
+        Param("source", "specify source address", "value", "<address>"),
+        Param("timeout", "specify timeout interval (seconds)", "value", "<seconds>"),
+    )),
+    Command(("traceroute",), "Trace route to destination", "action:traceroute", (
+        Param("host", "Trace route to destination address or hostname", "positional", check=is_address),
+        Param("source", "specify source address", "value", "<address>"),
+        Param("ttl", "specify maximum time to live", "value", "<ttl>"),
+        Param("timeout", "specify timeout interval", "value", "<seconds>"),
+    )),
     Command(("show", "standby"), "Hot standby protocol information", "standby", (
         Param("brief", "Brief output"),
     )),
@@ -213,6 +288,7 @@ IOS_IMPLS: dict[str, Impl] = {
     "ip-interface-brief": Impl(Needs(links=True), ios.show_ip_interface_brief),
     "ip-route": Impl(_ROUTES, ios.show_ip_route),
     "ip-bgp-summary": Impl(Needs(bgp=True, bird_routes=True), ios.show_ip_bgp_summary),
+    "ip-bgp-neighbors": Impl(Needs(bgp=True), ios.show_ip_bgp_neighbors),
     "standby": Impl(Needs(status=("hsrp-status.json",)), ios.show_standby),
     "ikev2-cluster": Impl(Needs(status=("ikev2-status.json",)), ios.show_crypto_ikev2_cluster),
     "ikev2-sa": Impl(Needs(status=("ikev2-status.json",)), ios.show_crypto_ikev2_sa),

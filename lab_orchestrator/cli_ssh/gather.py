@@ -18,7 +18,7 @@ from typing import Any
 from .. import birdctl, netnsutil
 from . import birdparse, netlink
 from .config import Node, ServerConfig
-from .state import FlowSession, Instance
+from .state import FlowSession, Instance, Neighbor
 
 # Status files other features write into nodes/NODE/ (docs/ssh-cli.md lists them).
 STATUS_FILES = ("mxlb-status.json", "mnha-status.json", "srd-status.json", "hsrp-status.json",
@@ -35,6 +35,9 @@ class Needs:
     sessions: bool = False
     status: tuple[str, ...] = ()  # status file names under the node's folder
     config: bool = False
+    bird_exports: bool = False  # BIRD's `show route export PROTO all` of every BGP session of the instance
+    neighbors: bool = False  # the ARP table (`ip -j neigh`) of every namespace of the node
+    ruleset: bool = False  # the live nftables ruleset of the node's master namespace (`nft -j list ruleset`)
 
 
 @dataclass
@@ -55,6 +58,8 @@ class Snapshot:
     status: dict[str, Any] = field(default_factory=dict)  # file name -> parsed JSON
     config_text: str | None = None
     address_ages: dict[str, float] = field(default_factory=dict)  # "ns/address" -> seconds
+    ruleset: list[dict[str, Any]] | None = None  # `nft -j list ruleset`'s "nftables" list
+    ruleset_error: str | None = None
 
 
 def boot_uptime() -> float:
@@ -81,9 +86,58 @@ def read_instance(node: Node, name: str, needs: Needs) -> tuple[Instance, dict[s
                 inst.bird_routes = birdparse.parse_routes(birdctl.command(bird.socket, "show route all"))
             if needs.bgp:
                 inst.bgp = birdparse.parse_protocols(birdctl.command(bird.socket, "show protocols all"))
+            if needs.bird_exports:
+                inst.bird_exports = {
+                    peer.protocol: birdparse.parse_routes(
+                        birdctl.command(bird.socket, f"show route export {peer.protocol} all"))
+                    for peer in node.peers if peer.instance == name}
         except (birdctl.BirdError, OSError) as exc:
             inst.bird_error = str(exc)
+    if needs.neighbors:
+        inst.neighbors = read_neighbors(spec.ns)
     return inst, created
+
+
+def parse_neighbors(text: str) -> list[Neighbor]:
+    """`ip -j neigh show`: IPv4 entries with a link-layer address (complete or stale), not failed ones."""
+    try:
+        entries = json.loads(text or "[]")
+    except ValueError:
+        return []
+    found = []
+    for entry in entries:
+        dst, mac = entry.get("dst", ""), entry.get("lladdr")
+        if ":" in dst or not mac:
+            continue
+        found.append(Neighbor(dst, entry.get("dev", ""), mac, tuple(entry.get("state", ()))))
+    return found
+
+
+def read_neighbors(ns: str) -> list[Neighbor]:
+    try:
+        with netnsutil.entered(ns):
+            result = subprocess.run(["ip", "-j", "-4", "neigh", "show"], capture_output=True, text=True, timeout=5.0,
+                                    stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return parse_neighbors(result.stdout) if result.returncode == 0 else []
+
+
+def read_ruleset(ns: str) -> tuple[list[dict[str, Any]] | None, str | None]:
+    """The live nftables ruleset of NS as JSON objects (rules with their counters)."""
+    try:
+        with netnsutil.entered(ns):
+            result = subprocess.run(["nft", "-j", "list", "ruleset"], capture_output=True, text=True, timeout=5.0,
+                                    stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return None, f"cannot read the security ruleset: {exc}"
+    if result.returncode != 0:
+        return None, f"cannot read the security ruleset: {result.stderr.strip()}"
+    try:
+        items: list[dict[str, Any]] = json.loads(result.stdout).get("nftables", [])
+    except ValueError as exc:
+        return None, f"cannot read the security ruleset: {exc}"
+    return items, None
 
 
 _CT_FIELD = re.compile(r"(\w+)=(\S+)")
@@ -154,12 +208,15 @@ def lab_created(config: ServerConfig) -> float:
 def snapshot(config: ServerConfig, node: Node, needs: Needs) -> Snapshot:
     snap = Snapshot(config.lab, node, [], time.time(), boot_uptime(), lab_created(config),
                     config.load_balancing, config.use_case)
-    if needs.links or needs.routes or needs.bird_routes or needs.bgp or needs.bird_status:
+    if (needs.links or needs.routes or needs.bird_routes or needs.bgp or needs.bird_status or needs.bird_exports
+            or needs.neighbors):
         for spec in node.instances:
             inst, created = read_instance(node, spec.name, needs)
             snap.instances.append(inst)
             for address, stamp in created.items():
                 snap.address_ages[f"{spec.name}/{address}"] = max(0.0, snap.uptime - stamp)
+    if needs.ruleset:
+        snap.ruleset, snap.ruleset_error = read_ruleset(node.master_ns)
     if needs.sessions:
         snap.sessions, snap.sessions_error, snap.conntrack_max = read_sessions(node.master_ns)
     for name in needs.status:

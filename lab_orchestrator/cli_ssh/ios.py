@@ -384,3 +384,55 @@ def show_crypto_ipsec_sa(snap: Snapshot, args: Args) -> Output:
                   f"     #pkts encaps: {sa.get('encaps', 0)}, #pkts encrypt: {sa.get('encaps', 0)}",
                   f"     #pkts decaps: {sa.get('decaps', 0)}, #pkts decrypt: {sa.get('decaps', 0)}", ""]
     return Output("".join(line + "\n" for line in lines), child)
+
+
+def show_ip_bgp_neighbors(snap: Snapshot, args: Args) -> Output:
+    """`show ip bgp neighbors [ADDRESS]`: BIRD's `show protocols all` in IOS's layout."""
+    inst = _master(snap)
+    if inst is None or not snap.node.peers:
+        return error("BGP not active")
+    if inst.bird_error:
+        return error("BGP not active (routing process restarting)")
+    wanted = args.get("address")
+    peers = [p for p in sorted(snap.node.peers, key=lambda p: rib.sort_key(p.peer_address + "/32"))
+             if not wanted or p.peer_address == wanted]
+    if wanted and not peers:
+        return error(f"No such neighbor {wanted}")  # IOS: "% No such neighbor or address family"
+    lines: list[str] = []
+    data = []
+    for peer in peers:
+        proto = next((p for p in inst.bgp or [] if p.name == peer.protocol), None)
+        state = _state(proto)
+        fields = proto.fields if proto else {}
+        age = rib.parse_since(proto.since, snap.now) if proto and proto.since else None
+        hold = fields.get("Hold timer", "").split("/")[-1] or "3"
+        keepalive = fields.get("Keepalive timer", "").split("/")[-1] or "1"
+        lines += [f"BGP neighbor is {peer.peer_address},  remote AS {peer.peer_as}, external link",
+                  f" Description: {peer.peer_node}",
+                  f"  BGP version 4, remote router ID {fields.get('Neighbor ID', '0.0.0.0')}",
+                  f"  BGP state = {state}" + (f", up for {ios_age(age)}" if state == "Established" else ""),
+                  f"  Hold time is {hold}, keepalive interval is {keepalive} seconds"]
+        if state == "Established" and proto is not None:
+            lines += ["  Neighbor capabilities:",
+                      "    Route refresh: advertised and received(new)" if "Route refresh" in fields
+                      else "    Route refresh: advertised",
+                      "    Graceful Restart Capability: advertised and received" if "Restart time" in fields
+                      else "    Graceful Restart Capability: advertised",
+                      "    Address family IPv4 Unicast: advertised and received", "",
+                      " For address family: IPv4 Unicast",
+                      f"  Session: {peer.peer_address}",
+                      "                                 Sent       Rcvd",
+                      "  Prefix activity:               ----       ----",
+                      f"    Prefixes Current:           {proto.exported:>4}       {proto.imported:>4} "
+                      f"({proto.preferred} best)",
+                      f"    Prefixes Total:             {proto.export_accepted:>4}       {proto.import_received:>4}"]
+        else:
+            lines.append(f"  Last reset: {fields.get('Last error', 'never')}")
+        lines += ["", f"Local host: {peer.local_address}, Local port: -",  # BIRD does not say which side connected
+                  f"Foreign host: {peer.peer_address}, Foreign port: -", ""]
+        data.append({"neighbor": peer.peer_address, "remote-as": peer.peer_as, "local-address": peer.local_address,
+                     "local-as": peer.local_as, "state": state, "router-id": fields.get("Neighbor ID"),
+                     "hold-time": hold, "keepalive": keepalive, "description": peer.peer_node,
+                     "prefixes-received": proto.imported if proto else 0,
+                     "prefixes-sent": proto.exported if proto else 0})
+    return Output("".join(line + "\n" for line in lines), data)

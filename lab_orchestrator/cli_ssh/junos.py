@@ -767,3 +767,288 @@ def show_chassis_ha(snap: Snapshot, args: Args) -> Output:
             f"          Health Status: {'HEALTHY' if beat.get('peer_alive') else 'UNKNOWN'}",
         ]
     return Output("".join(line + "\n" for line in lines), {"mnha-information": status})
+
+
+# ---------------------------------------------------------------------- BGP: what a peer is sent / sent us
+def _peer_for(snap: Snapshot, address: str) -> tuple[Any, Instance] | None:
+    peer = next((p for p in snap.node.peers if p.peer_address == address), None)
+    if peer is None:
+        return None
+    inst = next((i for i in snap.instances if i.name == peer.instance), None)
+    return (peer, inst) if inst is not None else None
+
+
+def _adv_header(snap: Snapshot, inst: Instance) -> list[str]:
+    table = next((t for t in _tables(snap) if t.name == inst.table), None)
+    counts = (f"{table.destinations} destinations, {len(table.entries)} routes ({table.active} active, 0 holddown, "
+              f"0 hidden)") if table else "0 destinations, 0 routes (0 active, 0 holddown, 0 hidden)"
+    return ["", f"{inst.table}: {counts}",
+            "  Prefix                  Nexthop              MED     Lclpref    AS path"]
+
+
+def _adv_line(flag: str, prefix: str, nexthop: str, med: int | None, path: str) -> str:
+    return f"{flag} {prefix:<24}{nexthop:<21}{'' if med is None else str(med):<8}{'':<11}{path}"
+
+
+def _bgp_protocol_view(snap: Snapshot, args: Args, advertising: bool) -> Output:
+    problem = _no_bgp(snap)
+    if problem:
+        return problem
+    found = _peer_for(snap, str(args["neighbor"]))
+    if found is None:
+        return error(f"BGP peer {args['neighbor']} not found")
+    peer, inst = found
+    if inst.bird_error:
+        return Output(ROUTING_DOWN, status=1)
+    proto = next((p for p in inst.bgp or [] if p.name == peer.protocol), None)
+    established = proto is not None and _bgp_state(proto) == "Establ"
+    if advertising:
+        routes = (inst.bird_exports or {}).get(peer.protocol, []) if established else []
+    else:
+        routes = [r for r in inst.bird_routes or [] if r.protocol == peer.protocol and r.source == "BGP"]
+    routes = sorted(routes, key=lambda r: rib.sort_key(r.prefix))
+    lines = _adv_header(snap, inst)
+    rows = []
+    for route in routes:
+        path = " ".join(str(a) for a in route.as_path)
+        origin = _origin(route.origin)
+        if advertising:  # eBGP puts the local AS in front on the wire: Junos shows it in brackets
+            shown = f"[{peer.local_as}] {path + ' ' if path else ''}{origin}"
+            nexthop, flag = "Self", "*"
+        else:
+            shown = f"{path + ' ' if path else ''}{origin}"
+            nexthop = route.bgp_next_hop or (route.nexthops[0].gateway if route.nexthops else "") or "-"
+            flag = "*" if route.primary else " "
+        lines.append(_adv_line(flag, route.prefix, nexthop, route.med, shown))
+        rows.append({"rt-destination": route.prefix, "active-tag": flag.strip(), "rt-entry": {
+            "nh": {"to": nexthop}, "med": route.med, "as-path": shown, "origin": origin,
+            "local-as": peer.local_as if advertising else None}})
+    data = {"route-information": {"route-table": [{"table-name": inst.table, "rt": rows}],
+                                  "neighbor": peer.peer_address, "protocol-name": peer.protocol,
+                                  "direction": "advertising" if advertising else "receive"}}
+    return Output("".join(line + "\n" for line in lines), data)
+
+
+def show_route_advertising_protocol(snap: Snapshot, args: Args) -> Output:
+    """What BIRD exports to the session after the export policy (an SRG1 backup's or SRD standby's prepend
+    included): `show route export PROTOCOL all`."""
+    return _bgp_protocol_view(snap, args, advertising=True)
+
+
+def show_route_receive_protocol(snap: Snapshot, args: Args) -> Output:
+    """What the session brought in, active or not (`show route all`, routes of that BGP protocol)."""
+    return _bgp_protocol_view(snap, args, advertising=False)
+
+
+# ---------------------------------------------------------------------- security policies, zones, NAT (SRX)
+def _rules(snap: Snapshot, family: str, table: str, chain: str) -> list[dict[str, Any]]:
+    """Rules of one nft chain in the live ruleset: {'comment': ..., 'packets': N, 'bytes': N}."""
+    found = []
+    for item in snap.ruleset or []:
+        rule = item.get("rule")
+        if not rule or rule.get("family") != family or rule.get("table") != table or rule.get("chain") != chain:
+            continue
+        counter: dict[str, Any] = next(
+            (e["counter"] for e in rule.get("expr", []) if isinstance(e, dict) and "counter" in e), {})
+        found.append({"comment": rule.get("comment", ""), "packets": int(counter.get("packets", 0)),
+                      "bytes": int(counter.get("bytes", 0))})
+    return found
+
+
+def _policies(snap: Snapshot) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """(policies from the forward chain's `policy FROM->TO NAME` rules, the default-deny rule)."""
+    policies, default = [], None
+    for rule in _rules(snap, "inet", "srx", "forward"):
+        words = str(rule["comment"]).split()
+        if len(words) == 3 and words[0] == "policy" and "->" in words[1]:
+            source, target = words[1].split("->", 1)
+            policies.append({"from": source, "to": target, "name": words[2], **rule})
+        elif words[:1] == ["default-policy"]:
+            default = {"name": words[1] if len(words) > 1 else "deny-all", **rule}
+    return policies, default
+
+
+def _security_state(snap: Snapshot) -> Output | None:
+    if snap.ruleset_error:
+        return error(snap.ruleset_error)
+    if not any(r.get("table", {}).get("name") == "srx" for r in snap.ruleset or [] if "table" in r):
+        return error("the security subsystem is not running (no security ruleset loaded)")
+    return None
+
+
+def show_security_policies(snap: Snapshot, args: Args) -> Output:
+    problem = _security_state(snap)
+    if problem:
+        return problem
+    policies, default = _policies(snap)
+    if args.get("hit-count"):
+        lines = ["Logical system: root-logical-system",
+                 " Index   From zone        To zone           Name                  Policy count  Action"]
+        for index, policy in enumerate(policies, 1):
+            lines.append(f" {index:<8}{policy['from']:<17}{policy['to']:<18}{policy['name']:<22}"
+                         f"{policy['packets']:<14}Permit")
+        if default is not None:
+            lines.append(f" {'':<8}{'any':<17}{'any':<18}{'default-policy':<22}{default['packets']:<14}Deny")
+        lines.append("")
+        lines.append(f"Number of policy: {len(policies)}")
+        data = {"policy-hit-count": [{"policy-name": p["name"], "from-zone": p["from"], "to-zone": p["to"],
+                                      "policy-hit-count-count": p["packets"], "policy-action": "permit"}
+                                     for p in policies],
+                "default-policy-hit-count": default["packets"] if default else 0}
+        return Output("".join(line + "\n" for line in lines), data)
+    lines = [f"Default policy: {default['name'] if default else 'deny-all'}", "Pre ID default policy: permit-all"]
+    for index, policy in enumerate(policies, 1):
+        lines += [f"From zone: {policy['from']}, To zone: {policy['to']}",
+                  f"  Policy: {policy['name']}, State: enabled, Index: {index + 3}, Scope Policy: 0, "
+                  f"Sequence number: {index}",
+                  "    Source addresses: any", "    Destination addresses: any", "    Applications: any",
+                  "    Action: permit"]
+    data = {"security-policies": [{"from-zone": p["from"], "to-zone": p["to"], "policy-name": p["name"],
+                                   "policy-state": "enabled", "policy-action": "permit", "hit-count": p["packets"]}
+                                  for p in policies],
+            "default-policy": default["name"] if default else "deny-all"}
+    return Output("".join(line + "\n" for line in lines), data)
+
+
+def show_security_zones(snap: Snapshot, args: Args) -> Output:
+    zones: dict[str, list[str]] = {}
+    for port in snap.node.ports:
+        if port.zone:
+            zones.setdefault(port.zone, []).append(f"{port.alias}.0")
+    wanted = args.get("zone")
+    if wanted and wanted not in zones and wanted != "junos-host":
+        return error(f"security zone {wanted} does not exist")
+    lines: list[str] = []
+    data = []
+    names = ["junos-host", *sorted(zones)]
+    for zone_id, name in enumerate(names, 2):
+        if wanted and name != wanted:
+            continue
+        members = sorted(zones.get(name, []), key=junos_sort_key)
+        lines += ["", f"Security zone: {name}", f"  Zone ID: {zone_id}",
+                  "  Send reset for non-SYN session TCP packets: Off", "  Policy configurable: Yes",
+                  f"  Interfaces bound: {len(members)}", "  Interfaces:"]
+        lines += [f"    {m}" for m in members]
+        data.append({"zone-name": name, "zone-id": zone_id, "interfaces-bound": len(members), "interfaces": members})
+    return Output("".join(line + "\n" for line in lines), {"zones-information": {"zones-security": data}})
+
+
+def _nat_configured(snap: Snapshot) -> Output | None:
+    if snap.node.nat_pool is None:
+        return error("source NAT is not configured")
+    return _security_state(snap)
+
+
+def _nat_hits(snap: Snapshot) -> int:
+    return sum(r["packets"] for r in _rules(snap, "ip", "srx_nat", "postrouting"))
+
+
+def show_nat_source_pool(snap: Snapshot, args: Args) -> Output:
+    problem = _nat_configured(snap)
+    if problem:
+        return problem
+    name = args.get("name", "all")
+    if name not in ("all", NAT_POOL):
+        return error(f"source NAT pool {name} does not exist")
+    net = IPv4Network(str(snap.node.nat_pool))
+    used = sum(1 for s in snap.sessions or [] if _translated(s))
+    hits = _nat_hits(snap)
+    first, last = net.network_address, net.broadcast_address
+    lines = ["Total pools: 1", "",
+             f"Pool name          : {NAT_POOL}", "Pool id            : 4", "Routing instance   : default",
+             "Host address base  : 0.0.0.0", "Port               : [1024, 65535]", "port overloading   : 1",
+             f"Total addresses    : {net.num_addresses}", f"Translation hits   : {hits}",
+             "Address range                        Single Ports   Twin Ports",
+             f" {f'{first} - {last}':<37}{used:<15}0"]
+    data = {"source-nat-pool-detail-information": {
+        "pool-name": NAT_POOL, "routing-instance-name": "default", "total-pool-address": net.num_addresses,
+        "source-pool-address-range": {"address-range-low": str(first), "address-range-high": str(last),
+                                      "single-port": used, "twin-port": 0},
+        "source-pool-port-translation": "[1024, 65535]", "pool-translation-hits": hits}}
+    return Output("".join(line + "\n" for line in lines), data)
+
+
+def show_nat_source_rule(snap: Snapshot, args: Args) -> Output:
+    problem = _nat_configured(snap)
+    if problem:
+        return problem
+    name = args.get("name", "all")
+    if name not in ("all", NAT_RULE):
+        return error(f"source NAT rule {name} does not exist")
+    hits = _nat_hits(snap)
+    lines = ["Total rules: 1", "Total referenced IPv4/IPv6 ip-prefixes: 2/0",
+             f"source NAT rule: {NAT_RULE:<23}Rule-set: {NAT_RULE_SET}", "  Rule-Id                    : 1",
+             "  Rule position              : 1", "  From zone                  : trust",
+             "  To zone                    : untrust", "  Match",
+             "    Source addresses         : 0.0.0.0         - 255.255.255.255",
+             "    Destination addresses    : 0.0.0.0         - 255.255.255.255",
+             f"  Action                        : {NAT_POOL}", "    Persistent NAT type         : N/A",
+             f"  Translation hits           : {hits}", f"    Successful sessions      : {hits}",
+             "    Failed sessions          : 0"]
+    data = {"source-nat-rule-detail-information": {
+        "rule-name": NAT_RULE, "rule-set-name": NAT_RULE_SET, "rule-from-zone-name": "trust",
+        "rule-to-zone-name": "untrust", "source-nat-rule-action-entry": {"source-nat-rule-action": NAT_POOL},
+        "rule-translation-hits": hits}}
+    return Output("".join(line + "\n" for line in lines), data)
+
+
+# ---------------------------------------------------------------------- ARP
+def show_arp(snap: Snapshot, args: Args) -> Output:
+    wanted = args.get("interface")
+    lines = ["MAC Address       Address         Name                      Interface               Flags"]
+    data = []
+    for inst in snap.instances:
+        for entry in sorted(inst.neighbors or [], key=lambda n: rib.sort_key(n.address + "/32")):
+            shown = junos_logical(snap, inst.name, entry.ifname, inst)
+            if wanted and shown != wanted and not shown.startswith(f"{wanted}."):
+                continue
+            flags = "permanent" if "PERMANENT" in entry.state else "none"
+            name = entry.address
+            lines.append(f"{entry.mac:<18}{entry.address:<16}{name:<26}{shown:<24}{flags}")
+            data.append({"mac-address": entry.mac, "ip-address": entry.address, "hostname": name,
+                         "interface-name": shown, "arp-table-entry-flags": flags,
+                         "routing-instance": inst.name or "default"})
+    lines.append(f"Total entries: {len(data)}")
+    return Output("".join(line + "\n" for line in lines), {"arp-table-information": {"arp-table-entry": data}})
+
+
+# ---------------------------------------------------------------------- SRD (MX)
+def show_services_redundancy_group(snap: Snapshot, args: Args) -> Output:
+    """Services Redundancy (`dataplane.srdd` writes nodes/MX/srd-status.json) in a Junos-like layout."""
+    srd = snap.node.features.get("srd")
+    if not isinstance(srd, dict):
+        return error("services redundancy is not configured")
+    status = snap.status.get("srd-status.json")
+    if not isinstance(status, dict):
+        return error("the services redundancy daemon is not running")
+    wanted = args.get("id")
+    if wanted is not None and str(wanted) != "1":
+        return error(f"redundancy-group {wanted} is not configured")
+    fresh = snap.now - float(status.get("updated_at", 0.0)) < 5.0
+    beat = status.get("heartbeat", {})
+    signal = status.get("signal_route", {})
+    role = str(status.get("role", "unknown")).upper()
+    peer_role = str(status.get("peer_role", "unknown")).upper()
+    transitions = status.get("transitions", [])
+    last = transitions[-1] if transitions else None
+    lines = [
+        "Redundancy Set: 1",
+        "  Redundancy Group: 1",
+        f"    Current State        : {role}",
+        f"    Preferred Master     : {srd.get('master', '-')}",
+        f"    Priority             : {status.get('priority', '-')}",
+        f"    Preemption           : {'ENABLED' if status.get('preempt') else 'DISABLED'}",
+        f"    Health               : {'HEALTHY' if status.get('healthy') and fresh else 'UNHEALTHY'}",
+        f"    Signal Route         : {signal.get('prefix', '-')} "
+        f"({'installed' if signal.get('installed') else 'not installed'})",
+        f"    Routes Advertised    : {'as is' if role == 'MASTER' else 'with AS-path prepend'}",
+        "  Peer Information:",
+        f"    Peer                 : {status.get('peer', '-')}",
+        f"    Peer State           : {peer_role}",
+        f"    Peer Status          : {'ALIVE' if beat.get('peer_alive') else 'NOT RESPONDING'}",
+        f"    Heartbeats           : sent {beat.get('sent', 0)}, received {beat.get('received', 0)}, "
+        f"errors {beat.get('errors', 0)}",
+    ]
+    if last:
+        lines.append(f"  Last Transition        : to {str(last.get('role', '')).upper()} ({last.get('why', '')})")
+    return Output("".join(line + "\n" for line in lines), {"services-redundancy-group-information": status})

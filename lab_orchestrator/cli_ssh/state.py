@@ -86,6 +86,16 @@ class BgpProtocol:
     export_accepted: int = 0
 
 
+@dataclass(frozen=True)
+class Neighbor:
+    """An ARP entry (`show arp`)."""
+
+    address: str
+    ifname: str  # Linux name
+    mac: str
+    state: tuple[str, ...] = ()  # REACHABLE, STALE, PERMANENT...
+
+
 @dataclass
 class Instance:
     """One routing instance (a namespace) of a node as read at one moment."""
@@ -99,6 +109,8 @@ class Instance:
     bgp: list[BgpProtocol] | None = None
     bird_status: list[str] | None = None  # BIRD's `show status` lines
     bird_error: str | None = None  # BIRD runs here but did not answer
+    bird_exports: dict[str, list[BirdRoute]] | None = None  # BGP protocol -> what BIRD exports to it
+    neighbors: list[Neighbor] | None = None  # ARP entries
 
     @property
     def aliases(self) -> dict[str, str]:

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
+from labtools import STATE_ROOT
 from running import REPO, SRX, RunningLab, lab
 from test_mnha import PEER, PushFlow
 
@@ -40,6 +41,31 @@ def gateway_next_hop_mx(running: RunningLab) -> str:
     return "mx1" if "Gi0-1" in routes else "mx2" if "Gi0-2" in routes else routes
 
 
+def advertised(running: RunningLab, node: str) -> tuple[int, list[str]]:
+    """(local AS, route lines) of `show route advertising-protocol bgp GATEWAY` on NODE over SSH: what the
+    MX sends the trust gateway."""
+    sshd = json.loads((STATE_ROOT / running.name / "ssh" / "sshd.json").read_text())
+    peer = next(p for n in sshd["nodes"] if n["name"] == node for p in n["peers"] if p["peer_node"] == "gw-trust")
+    out = lab("ssh", "--lab", running.name, node, "--", "show", "route", "advertising-protocol", "bgp",
+              peer["peer_address"]).stdout
+    return int(peer["local_as"]), [line for line in out.splitlines() if line.startswith("* ")]
+
+
+def wait_prepended(running: RunningLab, standby: str, master: str, timeout: float = 10.0) -> None:
+    """The standby's advertisements carry its AS three times more than the eBGP one; the master's not."""
+    deadline = time.monotonic() + timeout
+    while True:  # BIRD is reconfigured a moment after the role change
+        (s_as, s_lines), (m_as, m_lines) = advertised(running, standby), advertised(running, master)
+        ok = bool(s_lines) and bool(m_lines) and \
+            all(f"[{s_as}] {s_as} {s_as} {s_as} " in line for line in s_lines) and \
+            all(f"[{m_as}] " in line and f"[{m_as}] {m_as} " not in line for line in m_lines)
+        if ok:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"prepend not where expected: {standby}: {s_lines}; {master}: {m_lines}")
+        time.sleep(0.5)
+
+
 def same_pair(before: dict[str, str], after: dict[str, str]) -> list[str]:
     return [a for a in before if after.get(a) not in (before[a], PEER[before[a]])]
 
@@ -50,6 +76,8 @@ def test_switchover_moves_traffic_keeps_srx_and_sessions(topology: str, tmp_path
         wait_master(running, "mx1")
         assert roles(running) == {"mx1": "master", "mx2": "standby"}
         assert gateway_next_hop_mx(running) == "mx1"
+        if topology == "topology2":  # what an engineer checks over SSH: the standby's prepend
+            wait_prepended(running, "mx2", "mx1")
         running.wait_members(set(SRX))
         assert running.probe(44000)["missing"] == []
         before = running.carriers(44000)
@@ -62,6 +90,8 @@ def test_switchover_moves_traffic_keeps_srx_and_sessions(topology: str, tmp_path
             time.sleep(0.1)
         assert gateway_next_hop_mx(running) == "mx2", "the gateways now prefer mx2"
         result = flow.result()
+        if topology == "topology2":
+            wait_prepended(running, "mx1", "mx2")
         assert result["highest_seq"] > 5 * 200 * 0.9 and result["longest_gap_s"] < 1.0, \
             f"the session on {carrier} survived the switchover: {result}"
         assert running.probe(44001)["missing"] == []

@@ -50,13 +50,17 @@ JUNOS_COMMANDS = [
     "show chassis high-availability information",
 ]
 SRX_COMMANDS = ["show security flow session", "show security flow session summary",
-                "show security nat source summary"]
-MX_COMMANDS = ["show services traffic-load-balance statistics"]
+                "show security nat source summary", "show security policies", "show security policies hit-count",
+                "show security zones", "show arp", "show security nat source pool all",
+                "show security nat source rule all"]
+MX_COMMANDS = ["show services traffic-load-balance statistics", "show arp", "show services redundancy-group"]
 IOS_COMMANDS = ["show version", "show running-config", "show ip interface brief", "show ip route",
                 "show ip bgp summary", "show standby", "show crypto ikev2 cluster", "show crypto ikev2 sa",
                 "show crypto ipsec sa", "show running-config | include ip address", "show ip route | include B"]
 # Commands whose feature is not configured on that node answer with the vendor's error (exit 1).
 NOT_CONFIGURED = {"show chassis high-availability information", "show services traffic-load-balance statistics",
+                  "show security nat source pool all", "show security nat source rule all",
+                  "show services redundancy-group",
                   "show standby", "show crypto ikev2 cluster", "show crypto ikev2 sa", "show crypto ipsec sa"}
 
 
@@ -551,6 +555,23 @@ def test_chassis_high_availability_matches_mnha_status(t3: Lab) -> None:
         assert f"IP address: {file['icl']['peer_ip']} " in out
         conn = "UP" if file["icl"]["up"] and file["heartbeat"]["peer_alive"] else "DOWN"
         assert f"Conn State: {conn}" in out
+
+
+def test_ping_from_a_node_and_from_its_routing_instance(t3: Lab) -> None:
+    peer = next(p for p in t3.node("srx1")["peers"] if p["peer_node"] == "mx1")
+    out, status = exec_on_once(t3, "srx1", f"ping {peer['peer_address']} count 3")
+    assert status == 0, out
+    assert out.startswith(f"PING {peer['peer_address']} ({peer['peer_address']}): 56 data bytes\n")
+    assert "3 packets transmitted, 3 packets received, 0% packet loss" in out, out
+    # the MX master instance has no route into TRUST-VR: the same ping only works from the instance
+    mx_peer = next(p for p in t3.node("mx1")["peers"] if p["peer_node"] == "srx1" and p["instance"] == "TRUST-VR")
+    lost, status = exec_on_once(t3, "mx1", f"ping {mx_peer['peer_address']} count 2 wait 0.3")
+    assert status == 1 and "0 packets received" in lost or "ping: sendto" in lost, lost
+    out, status = exec_on_once(t3, "mx1", f"ping {mx_peer['peer_address']} routing-instance TRUST-VR count 2")
+    assert status == 0 and "2 packets received" in out, out
+    gw = t3.node("gw-trust")["peers"][0]
+    out, status = exec_on_once(t3, "gw-trust", f"ping {gw['peer_address']} repeat 3")
+    assert status == 0 and "!!!\nSuccess rate is 100 percent (3/3)" in out, out
 
 
 def test_cgnat_translations(tmp_path: Path) -> None:

@@ -329,13 +329,17 @@ def _keyword(keywords: list[Param], token: Token) -> Param | None:
 
 
 def _awaiting_value(command: Command, tokens: list[Token]) -> bool:
-    if not tokens:
-        return False
-    param = _keyword([p for p in command.params if p.kind != "positional"], tokens[-1])
-    if param is None or param.kind != "value":
-        return False
-    # the keyword is last: it may be a value of an earlier keyword instead ("table table")
-    return not (len(tokens) >= 2 and _awaiting_value(command, tokens[:-1]))
+    """Does the last token ask for a value? A run of value keywords alternates keyword, value,
+    keyword... ("table table"): the last one asks when the run is odd. Counted, not recursed, so
+    a line of a thousand keywords costs a thousand steps."""
+    keywords = [p for p in command.params if p.kind != "positional"]
+    run = 0
+    for token in reversed(tokens):
+        param = _keyword(keywords, token)
+        if param is None or param.kind != "value":
+            break
+        run += 1
+    return run % 2 == 1
 
 
 def _split_pipes(tokens: list[Token]) -> tuple[list[Token], list[Token]]:

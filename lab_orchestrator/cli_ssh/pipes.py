@@ -1,11 +1,17 @@
-"""What a command returns, and the pipes that filter it (`| match`, `| count`, `| display json`...)."""
+"""What a command returns, and the pipes that filter it (`| match`, `| count`, `| display json`...).
+
+Patterns are the user's: they run on RE2 (google-re2), whose matching time is linear in the text
+whatever the pattern, so `| match "(.*)*X"` cannot hold the server (one process serves every
+session of the lab). RE2 has no backreferences or lookaround; such a pattern is refused with a
+message. Without the re2 module (a broken install) a pattern matches as literal text.
+"""
 
 from __future__ import annotations
 
 import json
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, cast
 
 from . import junosconf
 from .parser import Pipe
@@ -23,11 +29,49 @@ class PipeError(Exception):
     pass
 
 
-def _regex(pattern: str, ignore_case: bool) -> re.Pattern[str]:
+MAX_PATTERN = 512  # characters of a `| match` expression
+RE2_MAX_MEM = 8 << 20  # bytes RE2 may use for one compiled pattern
+
+try:
+    import re2
+except ImportError:  # pragma: no cover - google-re2 is a dependency; only a broken install lacks it
+    re2 = None
+
+
+class Matcher(Protocol):
+    def search(self, text: str) -> object: ...
+
+
+class _Literal:
+    def __init__(self, pattern: str, ignore_case: bool):
+        self.ignore_case = ignore_case
+        self.pattern = pattern.lower() if ignore_case else pattern
+
+    def search(self, text: str) -> bool:
+        return self.pattern in (text.lower() if self.ignore_case else text)
+
+
+def _regex(pattern: str, ignore_case: bool) -> Matcher:
+    """A matcher whose time is linear in the text searched (RE2), never a backtracking `re`."""
+    if len(pattern) > MAX_PATTERN:
+        raise PipeError(f"regular expression longer than {MAX_PATTERN} characters")
+    if re2 is None:
+        return _Literal(pattern, ignore_case)
+    options = re2.Options()
+    options.case_sensitive = not ignore_case
+    options.log_errors = False
+    options.max_mem = RE2_MAX_MEM
     try:
-        return re.compile(pattern, re.IGNORECASE if ignore_case else 0)
-    except re.error as exc:
-        raise PipeError(f"invalid regular expression '{pattern}': {exc}") from None
+        return cast(Matcher, re2.compile(pattern, options))
+    except re2.error as exc:
+        why = exc.args[0].decode(errors="replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
+        hint = " (backreferences and lookaround are not supported)" if re.search(r"\\[1-9]|\(\?[=!<]", pattern) \
+            else ""
+        raise PipeError(f"invalid regular expression '{_short(pattern)}': {why}{hint}") from None
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= 60 else text[:60] + "..."
 
 
 def _lines(text: str) -> list[str]:

@@ -317,40 +317,54 @@ class LabSshServer:
         terminal.write(session.banner() + ("\n" if session.vendor == "junos" else "") + prompt)
         while True:
             event = terminal.next_event()
-            if event.kind == "echo":
-                terminal.echo(event.text)
-            elif event.kind == "line":
-                if not request.pty:
-                    terminal.write("\n")
-                if event.text.strip():
-                    log.info("%s: %s typed %r", session.node.name, session.user.name, event.text)
-                result = session.run(event.text, ask=terminal.ask, column=len(prompt))
-                terminal.write(result.text)
-                if result.exit:
-                    chan.send_exit_status(0)
+            try:
+                if self.shell_event(chan, session, terminal, request, event):
                     return
-                terminal.write(prompt)
-            elif event.kind == "help":
-                terminal.write(session.help(event.text) + prompt)
-                terminal.echo(terminal.editor.buffer + "\b" * (len(terminal.editor.buffer) - terminal.editor.cursor))
-            elif event.kind == "complete":
-                insert, listing = session.complete(event.text)
-                if insert:
-                    for echo in terminal.editor.insert(insert):
-                        terminal.echo(echo.text)
-                elif listing:
-                    editor = terminal.editor
-                    terminal.write("\n" + listing + prompt)
-                    terminal.echo(editor.buffer + "\b" * (len(editor.buffer) - editor.cursor))
-            elif event.kind == "interrupt":
-                terminal.write(prompt)
-            elif event.kind == "redraw":
-                editor = terminal.editor
-                terminal.write("\n" + prompt)
-                terminal.echo(editor.buffer + "\b" * (len(editor.buffer) - editor.cursor))
-            elif event.kind == "eof":
+            except (OSError, EOFError, paramiko.SSHException):
+                raise  # the channel itself is gone
+            except Exception as exc:  # noqa: BLE001 - a bug answers one error line; the session goes on
+                log.exception("%s: %s: %s event failed", session.node.name, session.user.name, event.kind)
+                terminal.write(f"\n{session.error_line(f'internal error ({type(exc).__name__})')}{prompt}")
+
+    def shell_event(self, chan: paramiko.Channel, session: Session, terminal: Terminal, request: ChannelRequest,
+                    event: Event) -> bool:
+        """Carry out one event of the line editor; True when the session ends."""
+        prompt = session.prompt
+        editor = terminal.editor
+        if event.kind == "echo":
+            terminal.echo(event.text)
+        elif event.kind == "line":
+            if not request.pty:
+                terminal.write("\n")
+            if event.text.strip():
+                log.info("%s: %s typed %r", session.node.name, session.user.name, event.text[:200])
+            result = session.run(event.text, ask=terminal.ask, column=len(prompt))
+            terminal.write(result.text)
+            if result.exit:
                 chan.send_exit_status(0)
-                return
+                return True
+            terminal.write(prompt)
+        elif event.kind == "help":
+            terminal.write(session.help(event.text) + prompt)
+            terminal.echo(editor.buffer + "\b" * (len(editor.buffer) - editor.cursor))
+        elif event.kind == "complete":
+            insert, listing = session.complete(event.text)
+            if insert:
+                for echo in editor.insert(insert):
+                    if echo.kind == "echo":
+                        terminal.echo(echo.text)
+            elif listing:
+                terminal.write("\n" + listing + prompt)
+                terminal.echo(editor.buffer + "\b" * (len(editor.buffer) - editor.cursor))
+        elif event.kind == "interrupt":
+            terminal.write(prompt)
+        elif event.kind in ("redraw", "notice"):
+            terminal.write("\n" + (session.error_line(event.text) if event.kind == "notice" else "") + prompt)
+            terminal.echo(editor.buffer + "\b" * (len(editor.buffer) - editor.cursor))
+        elif event.kind == "eof":
+            chan.send_exit_status(0)
+            return True
+        return False
 
 
 def serve(config: ServerConfig, listeners: Listeners) -> int:

@@ -1,7 +1,8 @@
 """One user's CLI on one node: runs a command line, formats errors and `?` help like the vendor.
 
-Never raises: an unknown command is the vendor's error text, a bug in a renderer is one error line
-(its traceback goes to the server's log), so a session never shows a Python traceback.
+Never raises: an unknown command is the vendor's error text, a bug in a renderer (or in `?` help
+and Tab completion) is one error line (its traceback goes to the server's log), so a session never
+shows a Python traceback and its channel stays open. A line longer than MAX_LINE is refused whole.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from . import actions, commands, gather, pipes
 from .config import Node, ServerConfig, User
 from .parser import Grammar, ParseError, Pipe, tokenize
 from .pipes import Output
+from .shell import MAX_LINE
 
 log = logging.getLogger("lab.sshd")
 NOOPS = ("noop",)
@@ -52,15 +54,17 @@ class Session:
     def run(self, line: str, ask: Callable[[str], str | None] | None = None, column: int = 0) -> Result:
         """Run one command line. COLUMN: where the line starts on the user's screen (for the caret)."""
         line = line.rstrip("\r\n")
+        if len(line) > MAX_LINE:
+            return Result(self.error_line(f"line too long: {len(line)} characters, at most {MAX_LINE}"), 1)
         if line.rstrip().endswith("?"):
             return Result(self.help(line.rstrip()[:-1]))
         try:
             return self._run(line, ask or (lambda prompt: None), column)
         except Exception as exc:  # noqa: BLE001 - a bug must not show a traceback to the user
-            log.exception("command %r on %s failed", line, self.node.name)
-            return Result(self._error_line(f"internal error ({type(exc).__name__}: {exc})"), 1)
+            log.exception("command %r on %s failed", line[:200], self.node.name)
+            return Result(self.error_line(f"internal error ({type(exc).__name__}: {exc})"), 1)
 
-    def _error_line(self, text: str) -> str:
+    def error_line(self, text: str) -> str:
         return f"% {text}\n" if self.vendor == "ios" else f"error: {text}\n"
 
     def _run(self, line: str, ask: Callable[[str], str | None], column: int) -> Result:
@@ -79,10 +83,10 @@ class Session:
         if run == "enable":
             return Result("" if self.user.may_change_state() else "% Access denied (read-only user)\n")
         if run == "configure":
-            return Result(self._error_line("configuration mode is not available: the configuration comes "
+            return Result(self.error_line("configuration mode is not available: the configuration comes "
                                            "from the topology file (edit it and `lab up` again)"), 1)
         if parsed.command.privileged and not self.user.may_change_state():
-            return Result(self._error_line("permission denied" if self.vendor == "junos"
+            return Result(self.error_line("permission denied" if self.vendor == "junos"
                                            else "Authorization failed"), 1)
         output = self._execute(run, parsed.args, ask)
         try:
@@ -95,7 +99,7 @@ class Session:
             return Result(self.format_error(exc, line, column), 1)
         except pipes.PipeError as exc:
             text = str(exc)
-            return Result(text + "\n" if text.startswith("%") else self._error_line(text), 1)
+            return Result(text + "\n" if text.startswith("%") else self.error_line(text), 1)
         return Result(output.text, output.status)
 
     def _execute(self, run: str, args: dict[str, object], ask: Callable[[str], str | None]) -> Output:
@@ -104,7 +108,7 @@ class Session:
             return action(actions.Context(self.config, self.node, self.user, ask), dict(args))
         impl = commands.implementation(self.vendor, run)
         if impl is None:
-            return Output(self._error_line(f"{run} is not available in this lab yet"), status=1)
+            return Output(self.error_line(f"{run} is not available in this lab yet"), status=1)
         snap = gather.snapshot(self.config, self.node, impl.needs)
         return impl.render(snap, dict(args))
 
@@ -145,6 +149,13 @@ class Session:
 
     def help(self, line: str) -> str:
         """What `?` shows after LINE."""
+        try:
+            return self._help(line[:MAX_LINE])
+        except Exception as exc:  # noqa: BLE001 - a bug must not end the session
+            log.exception("help for %r on %s failed", line[:200], self.node.name)
+            return self.error_line(f"internal error ({type(exc).__name__})")
+
+    def _help(self, line: str) -> str:
         options, complete, _partial = self.grammar.possible(line)
         if self.vendor == "ios":
             if not options and not complete:
@@ -163,6 +174,13 @@ class Session:
 
     def complete(self, line: str) -> tuple[str, str]:
         """Tab: (text to insert at the cursor, text to show above a new prompt when not unique)."""
+        try:
+            return self._complete(line[:MAX_LINE])
+        except Exception as exc:  # noqa: BLE001 - a bug must not end the session
+            log.exception("completion of %r on %s failed", line[:200], self.node.name)
+            return "", self.error_line(f"internal error ({type(exc).__name__})")
+
+    def _complete(self, line: str) -> tuple[str, str]:
         if self.vendor == "ios" and "|" in line:
             return "", ""
         insert, options = self.grammar.complete(line)

@@ -6,6 +6,10 @@ of input, an interrupted line. Keys: printable characters, Backspace, Delete, Le
 word before the cursor), Up/Down and Ctrl-P / Ctrl-N (history), Tab, `?`, Ctrl-C, Ctrl-D, Ctrl-L.
 The echo is plain: backspaces and blanks, no terminal-specific sequences beyond what every VT100
 understands, so it works on any terminal the OpenSSH client offers.
+
+Bounded: a line holds at most MAX_LINE characters (a paste past it is cut, with one `notice` event
+saying so), the history MAX_HISTORY lines; a run of typed or pasted characters is inserted at once,
+so the echo of a paste is the paste and the redrawn rest of the line, whatever its size.
 """
 
 from __future__ import annotations
@@ -13,13 +17,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 BS = "\b"
+MAX_LINE = 4096  # characters in one command line
+MAX_HISTORY = 200
 ESCAPES = {"[A": "up", "[B": "down", "[C": "right", "[D": "left", "[H": "home", "[F": "end", "OH": "home",
            "OF": "end", "[1~": "home", "[4~": "end", "[3~": "delete", "[7~": "home", "[8~": "end"}
 
 
 @dataclass
 class Event:
-    kind: str  # echo | line | help | complete | eof | interrupt | redraw
+    kind: str  # echo | line | help | complete | eof | interrupt | redraw | notice
     text: str = ""
 
 
@@ -32,11 +38,23 @@ class LineEditor:
     _last_cr: bool = False
     _recall: int | None = None  # index into history while browsing it
     _saved: str = ""  # the line being typed before browsing history
+    _cut: bool = False  # this line was cut at MAX_LINE (told once)
 
     def feed(self, data: str) -> list[Event]:
         events: list[Event] = []
-        for ch in data:
-            events += self._key(ch)
+        i, n = 0, len(data)
+        while i < n:
+            j = i
+            if self._escape is None:
+                while j < n and _plain(data[j]):
+                    j += 1
+            if j > i:  # a run of ordinary characters (typed fast, or pasted): one insertion
+                self._last_cr = False
+                events += self.insert(data[i:j])
+                i = j
+                continue
+            events += self._key(data[i])
+            i += 1
         return _merge(events)
 
     # ------------------------------------------------------------------ keys
@@ -51,8 +69,10 @@ class LineEditor:
             line = self.buffer
             self.buffer, self.cursor = "", 0
             self._recall = None
+            self._cut = False
             if line.strip() and (not self.history or self.history[-1] != line):
                 self.history.append(line)
+                del self.history[:-MAX_HISTORY]
             return [Event("echo", "\r\n"), Event("line", line)]
         if ch == "\x1b":
             self._escape = ""
@@ -60,7 +80,7 @@ class LineEditor:
         if ch in ("\x7f", "\b"):
             return self._backspace()
         if ch == "\x03":  # Ctrl-C: abandon the line
-            self.buffer, self.cursor = "", 0
+            self.buffer, self.cursor, self._cut = "", 0, False
             return [Event("echo", "^C\r\n"), Event("interrupt")]
         if ch == "\x04":  # Ctrl-D: end of input on an empty line, else delete
             if not self.buffer:
@@ -114,10 +134,21 @@ class LineEditor:
 
     # ------------------------------------------------------------------ editing
     def insert(self, text: str) -> list[Event]:
+        room = MAX_LINE - len(self.buffer)
+        notice: list[Event] = []
+        if len(text) > room:
+            text = text[:max(0, room)]
+            if not self._cut:
+                self._cut = True
+                notice = [Event("notice", f"line too long: at most {MAX_LINE} characters, the rest was dropped")]
+            else:
+                notice = [Event("echo", "\a")]
+        if not text:
+            return notice
         rest = self.buffer[self.cursor:]
         self.buffer = self.buffer[:self.cursor] + text + rest
         self.cursor += len(text)
-        return [Event("echo", text + rest + BS * len(rest))]
+        return [Event("echo", text + rest + BS * len(rest)), *notice]
 
     def _backspace(self) -> list[Event]:
         if self.cursor == 0:
@@ -190,12 +221,23 @@ class LineEditor:
         return self.replace(self.history[index])
 
 
+def _plain(ch: str) -> bool:
+    """A character that is only inserted (not a key with a meaning of its own)."""
+    return ch >= " " and ch not in ("\x7f", "?")
+
+
 def _merge(events: list[Event]) -> list[Event]:
-    """Consecutive echoes as one write."""
+    """Consecutive echoes as one write (joined once: linear in their total size)."""
     out: list[Event] = []
+    run: list[str] = []
     for event in events:
-        if event.kind == "echo" and out and out[-1].kind == "echo":
-            out[-1] = Event("echo", out[-1].text + event.text)
-        else:
-            out.append(event)
+        if event.kind == "echo":
+            run.append(event.text)
+            continue
+        if run:
+            out.append(Event("echo", "".join(run)))
+            run = []
+        out.append(event)
+    if run:
+        out.append(Event("echo", "".join(run)))
     return out

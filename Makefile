@@ -66,8 +66,8 @@ deps-link: deps-python
 	fi
 
 lint: deps-python
-	$(PYTHON) -m ruff check lab_orchestrator dataplane tests bench
-	$(PYTHON) -m mypy lab_orchestrator dataplane
+	$(PYTHON) -m ruff check lab_orchestrator dataplane labkit tests bench
+	$(PYTHON) -m mypy lab_orchestrator dataplane labkit
 
 test-unit: deps-python
 	$(PYTHON) -m pytest tests/unit -q

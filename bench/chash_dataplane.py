@@ -27,7 +27,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from lab_orchestrator import netnsutil  # noqa: E402
+from labkit import netnsutil  # noqa: E402
 
 LAB = [sys.executable, "-m", "lab_orchestrator.cli"]
 NAME = "benchch"

@@ -240,7 +240,7 @@ class CarrierWatch:
         from pyroute2 import IPRoute
         from pyroute2.netlink.rtnl import RTMGRP_LINK
 
-        from lab_orchestrator import netnsutil
+        from labkit import netnsutil
 
         with netnsutil.entered(ns):
             self.ipr = IPRoute()
@@ -459,7 +459,7 @@ def conntrack_starts(ns: str, dport: int, sport: int) -> dict[str, tuple[int, in
     from pyroute2.netlink.exceptions import NetlinkDumpInterrupted, NetlinkError
     from pyroute2.netlink.nfnetlink.nfctsocket import NFCTAttrTuple, NFCTSocket
 
-    from lab_orchestrator import netnsutil
+    from labkit import netnsutil
 
     with netnsutil.entered(ns):
         sock = NFCTSocket()

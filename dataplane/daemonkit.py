@@ -3,16 +3,12 @@ status file, and the peer heartbeat bookkeeping of the HA daemons (MNHA, SRD).""
 
 from __future__ import annotations
 
-import json
-import os
 import select
 import signal
 import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
 
 from .mnha import HeartbeatError, PeerView, decode_heartbeat
 
@@ -32,12 +28,6 @@ class StopFlag:
         return self.set
 
 
-def write_json(path: str | Path, data: dict[str, Any]) -> None:
-    """Replace PATH at once: a reader (the CLI, a test) never sees half a file."""
-    target = Path(path)
-    tmp = target.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n")
-    os.replace(tmp, target)
 
 
 @dataclass

@@ -35,6 +35,8 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
+from labkit.files import write_json
+
 from . import clb, hsrp
 from .evloop import Loop, Timer
 from .vip import IFF_RUNNING, IFF_UP, LinkMonitor, Rtnl, Vip, link_flags, link_index
@@ -45,13 +47,6 @@ SOL_IP = 0
 
 def log(message: str) -> None:
     print(f"{time.strftime('%H:%M:%S')} {message}", flush=True)
-
-
-def _write_json(path: str, data: dict[str, Any]) -> None:
-    target = Path(path)
-    tmp = target.with_name(target.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=1) + "\n")
-    os.replace(tmp, target)
 
 
 # ------------------------------------------------------------------------------------------ HSRP
@@ -706,8 +701,8 @@ class Daemon:
         wall = time.time()
         base = {"node": self.config["node"], "pid": os.getpid(), "updated_at": wall, "started_at": self.started}
         if self.config.get("hsrp_status") and self.groups:
-            _write_json(self.config["hsrp_status"], {**base, "groups": [g.status(wall) for g in self.groups],
-                                                     "counters": dict(self.counters)})
+            write_json(self.config["hsrp_status"], {**base, "groups": [g.status(wall) for g in self.groups],
+                                                     "counters": dict(self.counters)}, indent=1)
         if self.config.get("ikev2_status") and (self.cluster is not None or self.ike is not None):
             data: dict[str, Any] = {**base, "cluster": self.cluster.status(wall) if self.cluster else None,
                                     "warnings": self.config.get("warnings", []), "counters": dict(self.counters),
@@ -715,7 +710,7 @@ class Daemon:
                                     "memory": round(self.memory_percent(self.config.get("cluster") or {}), 2)}
             if self.ike is not None:
                 data.update(self.ike.status(wall))
-            _write_json(self.config["ikev2_status"], data)
+            write_json(self.config["ikev2_status"], data, indent=1)
 
     def status_tick(self) -> None:
         self.write_status()

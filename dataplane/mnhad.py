@@ -23,7 +23,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .daemonkit import PeerLink, heartbeat_loop, write_json
+from labkit.files import write_json
+
+from .daemonkit import PeerLink, heartbeat_loop
 from .mnha import PeerView, Role, Srg1, encode_heartbeat
 
 PORT = 7790
@@ -52,7 +54,7 @@ def route_to(address: str, avoid_dev: str) -> bool:
 
 
 def bird_configure(control_socket: str) -> str:
-    from lab_orchestrator import birdctl
+    from labkit import birdctl
 
     return " ".join(birdctl.command(control_socket, "configure"))
 

@@ -32,8 +32,10 @@ from typing import Any
 from pyroute2 import IPRoute
 from pyroute2.netlink.rtnl import RTMGRP_IPV4_ROUTE, RTMGRP_LINK
 
+from labkit.files import write_json
+
 from .chash import SelectorTable, build_initial, plain_ecmp, reconcile_pairs
-from .daemonkit import StopFlag, write_json
+from .daemonkit import StopFlag
 from .health import HealthState, Prober
 from .nft import Nft, NftError
 
@@ -94,7 +96,7 @@ class MemberState:
 
 
 def _open_in(ns: str, groups: int) -> IPRoute:
-    from lab_orchestrator import netnsutil
+    from labkit import netnsutil
 
     with netnsutil.entered(ns):
         ipr = IPRoute()
@@ -340,7 +342,7 @@ class Daemon:
                         self.health_config.get("port"), str(self.health_config.get("http_path", "/")))
 
         def loop() -> None:
-            from lab_orchestrator import netnsutil
+            from labkit import netnsutil
 
             with netnsutil.entered(trust["ns"]):
                 prober.open()  # probes leave from the trust instance (the RE side of the MX)

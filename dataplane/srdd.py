@@ -21,7 +21,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .daemonkit import PeerLink, heartbeat_loop, write_json
+from labkit.files import write_json
+
+from .daemonkit import PeerLink, heartbeat_loop
 from .mnha import PeerView, Role, encode_heartbeat
 from .mnhad import bird_configure, has_carrier
 from .srd import Mastership
@@ -30,7 +32,7 @@ PORT = 7791
 
 
 def _socket_in(ns: str, family: int, kind: int) -> socket.socket:
-    from lab_orchestrator import netnsutil
+    from labkit import netnsutil
 
     with netnsutil.entered(ns):
         return socket.socket(family, kind)
@@ -115,7 +117,7 @@ class Daemon:
         """The signal route: present on the master only (what Junos policies test with if-route-exists)."""
         from pyroute2 import IPRoute
 
-        from lab_orchestrator import netnsutil
+        from labkit import netnsutil
 
         for ns in self.c["signal_namespaces"]:
             with netnsutil.entered(ns):

@@ -24,7 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from . import hostcheck, netnsutil
+from labkit import netnsutil
+
+from . import hostcheck
 from .diagnostics import LabError
 from .state import STATE_ROOT, LabState, running_labs, state_dir
 

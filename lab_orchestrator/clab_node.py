@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from labkit.files import write_json
+
 from .plan import Interface, LabPlan
 
 AGENT_STATE = "clab-agent.json"
@@ -152,7 +154,7 @@ def readiness(config: NodeConfig, protocols: dict[str, dict[str, str]],
 # ---------------------------------------------------------------- system steps (in the container)
 def adopt_namespace(name: str) -> None:
     """Register this process's network namespace as /run/netns/NAME (as `ip netns attach`)."""
-    from . import netnsutil
+    from labkit import netnsutil
 
     netnsutil.NETNS_RUN_DIR.mkdir(parents=True, exist_ok=True)
     target = netnsutil.path(name)
@@ -213,16 +215,14 @@ class Agent:
     def save(self) -> None:
         self.state.daemons = [{"name": d.name, "ns": d.ns, "pid": d.pid, "exit_status": d.exit_status,
                                "log": d.log} for d in self.daemons]
-        path = self.config.node_dir / AGENT_STATE
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.state.__dict__, indent=2, sort_keys=True) + "\n")
-        os.replace(tmp, path)
+        write_json(self.config.node_dir / AGENT_STATE, self.state.__dict__, sort_keys=True)
 
     # ----------------------------------------------------------- build
     def build(self) -> None:
         from pyroute2.netlink.exceptions import NetlinkError
 
-        from . import netnsutil
+        from labkit import netnsutil
+
         from .backends.netns import NetnsBackend, _configure
 
         config = self.config
@@ -364,9 +364,7 @@ class Agent:
             reply = {"id": request.get("id"), "ok": True, "message": message}
         except Exception as exc:  # noqa: BLE001 - the requester shows it
             reply = {"id": request.get("id"), "ok": False, "message": f"{type(exc).__name__}: {exc}"}
-        response = self.config.node_dir / RESPONSE_FILE
-        response.with_suffix(".tmp").write_text(json.dumps(reply) + "\n")
-        os.replace(response.with_suffix(".tmp"), response)
+        write_json(self.config.node_dir / RESPONSE_FILE, reply, indent=None)
 
     def _do(self, request: dict[str, Any]) -> str:
         from . import ops
@@ -419,7 +417,7 @@ class Agent:
 
 
 def _sysctls(ns: str, sysctls: tuple[tuple[str, str], ...]) -> None:
-    from . import netnsutil
+    from labkit import netnsutil
 
     with netnsutil.entered(ns):
         for key, value in sysctls:
@@ -432,9 +430,7 @@ def _sysctls(ns: str, sysctls: tuple[tuple[str, str], ...]) -> None:
 def _request(config: NodeConfig, op: str, timeout: float = 30.0, **args: Any) -> int:
     state = json.loads((config.node_dir / AGENT_STATE).read_text())
     request_id = f"{os.getpid()}-{time.monotonic_ns()}"
-    request = config.node_dir / REQUEST_FILE
-    request.with_suffix(".tmp").write_text(json.dumps({"id": request_id, "op": op, **args}) + "\n")
-    os.replace(request.with_suffix(".tmp"), request)
+    write_json(config.node_dir / REQUEST_FILE, {"id": request_id, "op": op, **args}, indent=None)
     os.kill(int(state["pid"]), signal.SIGUSR1)
     deadline = time.monotonic() + timeout
     response = config.node_dir / RESPONSE_FILE
@@ -450,7 +446,7 @@ def _request(config: NodeConfig, op: str, timeout: float = 30.0, **args: Any) ->
 
 
 def status(config: NodeConfig) -> dict[str, Any]:
-    from . import birdctl, netnsutil
+    from labkit import birdctl, netnsutil
 
     try:
         agent = json.loads((config.node_dir / AGENT_STATE).read_text())

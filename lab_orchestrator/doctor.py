@@ -212,13 +212,13 @@ class _Sandbox:
         self.ip, self.nft = ip, nft
 
     def __enter__(self) -> _Sandbox:
-        from . import netnsutil
+        from labkit import netnsutil
 
         netnsutil.create(self.name)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        from . import netnsutil
+        from labkit import netnsutil
 
         netnsutil.delete(self.name)
 

@@ -19,7 +19,9 @@ from typing import Any
 from pyroute2 import IPRoute
 from pyroute2.netlink.exceptions import NetlinkError
 
-from . import netnsutil, supervisor
+from labkit import netnsutil
+
+from . import supervisor
 from .diagnostics import LabError
 from .plan import LabPlan
 from .state import LabState

@@ -11,6 +11,8 @@ import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from labkit.files import write_json
+
 from . import supervisor
 from .supervisor import ProcessRecord
 
@@ -41,9 +43,7 @@ class LabState:
 
     def save(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(asdict(self), indent=2, sort_keys=True) + "\n")
-        os.replace(tmp, self.path)
+        write_json(self.path, asdict(self), sort_keys=True)
 
     @classmethod
     def load(cls, state_dir: Path) -> LabState:

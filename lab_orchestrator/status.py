@@ -7,7 +7,9 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from . import birdctl, netnsutil, supervisor
+from labkit import birdctl, netnsutil
+
+from . import supervisor
 from .state import LabState
 
 

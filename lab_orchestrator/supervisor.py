@@ -29,7 +29,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import netnsutil
+from labkit import netnsutil
+
 from .diagnostics import LabError
 
 SOCKET_NAME = "supervisor.sock"

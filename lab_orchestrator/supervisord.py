@@ -25,6 +25,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from labkit.files import write_json
+
 from .diagnostics import LabError
 from .supervisor import SOCKET_NAME, TABLE_NAME, RestartPolicy, Slot, describe_exit, fork_exec, starttime
 
@@ -44,11 +46,8 @@ class Supervisor:
         self.dirty = False
         data = {"supervisor_pid": os.getpid(), "updated_at": time.time(),
                 "processes": [s.to_json() for s in self.slots.values()]}
-        target = self.state_dir / TABLE_NAME
-        tmp = target.with_suffix(".tmp")
         with contextlib.suppress(OSError):  # the state folder is being removed (`lab down`)
-            tmp.write_text(json.dumps(data, indent=1) + "\n")
-            os.replace(tmp, target)
+            write_json(self.state_dir / TABLE_NAME, data, indent=1)
 
     # ------------------------------------------------------------------ processes
     def start(self, slot: Slot, recover: bool) -> None:

@@ -22,7 +22,7 @@ def in_netns(ns: str | None) -> Iterator[None]:
     if not ns:
         yield
         return
-    from lab_orchestrator import netnsutil
+    from labkit import netnsutil
 
     with netnsutil.entered(ns):
         yield

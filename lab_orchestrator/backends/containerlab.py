@@ -30,6 +30,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from labkit.files import write_json
+
 from .. import clab_export
 from ..diagnostics import LabError
 from ..plan import LabPlan
@@ -125,9 +127,7 @@ class ClabRecord:
     def save(self) -> None:
         path = self.path_for(self.name)
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(asdict(self), indent=2, sort_keys=True) + "\n")
-        os.replace(tmp, path)
+        write_json(path, asdict(self), sort_keys=True)
 
     @classmethod
     def load(cls, name: str) -> ClabRecord | None:

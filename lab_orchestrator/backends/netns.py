@@ -22,7 +22,9 @@ from pyroute2.netlink.exceptions import NetlinkDumpInterrupted, NetlinkError
 from pyroute2.netlink.rtnl import RTM_NEWLINK
 from pyroute2.netlink.rtnl.ifinfmsg import ifinfmsg
 
-from .. import birdctl, netnsutil, supervisor
+from labkit import birdctl, netnsutil
+
+from .. import supervisor
 from ..diagnostics import LabError
 from ..plan import Interface, LabPlan, Route
 from ..state import LabState

@@ -1,4 +1,4 @@
-"""Parse BIRD 2 replies (as `lab_orchestrator.birdctl.command` returns them, codes stripped)."""
+"""Parse BIRD 2 replies (as `labkit.birdctl.command` returns them, codes stripped)."""
 
 from __future__ import annotations
 

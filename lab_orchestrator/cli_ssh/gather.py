@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import birdctl, netnsutil
+from labkit import birdctl, netnsutil
+
 from . import birdparse, netlink
 from .config import Node, ServerConfig
 from .state import FlowSession, Instance, Neighbor

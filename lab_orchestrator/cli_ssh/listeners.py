@@ -23,7 +23,8 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import netnsutil
+from labkit import netnsutil
+
 from .config import Node, ServerConfig
 
 log = logging.getLogger("lab.sshd")

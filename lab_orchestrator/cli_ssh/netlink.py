@@ -14,7 +14,8 @@ import socket
 import struct
 from collections.abc import Iterator
 
-from .. import netnsutil
+from labkit import netnsutil
+
 from .state import Address, KernelRoute, Link, NextHop
 
 NLMSG_ERROR, NLMSG_DONE = 2, 3

@@ -25,9 +25,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from lab_orchestrator import clab_export, netnsutil
+from lab_orchestrator import clab_export
 from lab_orchestrator import plan as planmod
 from lab_orchestrator.validate import load_topology
+from labkit import netnsutil
 
 REPO = Path(__file__).resolve().parents[2]
 CONTAINER = ("mount --make-rprivate / && mkdir -p /run/netns /run/lab && mount -t tmpfs lab-netns /run/netns && "

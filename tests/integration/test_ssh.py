@@ -33,7 +33,8 @@ from labtools import (
     run_lab,
 )
 
-from lab_orchestrator import api, birdctl
+from lab_orchestrator import api
+from labkit import birdctl
 
 pytestmark = [
     pytest.mark.root,

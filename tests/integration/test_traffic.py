@@ -216,7 +216,7 @@ def test_link_down_outage(lab: PlanFacts) -> None:
     withdrawn client prefix as every SRX gone), the extra time is the MX's, reported as xfail."""
     from pyroute2 import IPRoute
 
-    from lab_orchestrator import netnsutil
+    from labkit import netnsutil
 
     with netnsutil.entered(ns("gw-trust")):
         ipr = IPRoute()

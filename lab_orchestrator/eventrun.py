@@ -380,13 +380,16 @@ def analyse(event: eventsmod.EventKind, target: str, summary: str, flows: list[A
 def junit(results: list[dict[str, Any]], lab: str) -> str:
     from xml.sax.saxutils import escape, quoteattr
 
-    failures = sum(1 for r in results if not r["passed"])
+    from .budgets import violations
+
+    failures = sum(1 for r in results if not r["passed"] or violations(r))
     cases = []
     for r in results:
         name = quoteattr(f"{r['event']} on {r['target']}")
         body = ""
-        if not r["passed"]:
-            why = []
+        broken = violations(r)
+        if not r["passed"] or broken:
+            why = list(broken)
             if not r["recovered"]:
                 why.append("not every flow recovered after the event")
             if r["packets_lost_by_unaffected_flows"]:

@@ -12,6 +12,7 @@ import typer
 from rich.table import Table
 
 from .. import api
+from .. import budgets as budgetsmod
 from ..diagnostics import LabError
 from .common import app, err, guarded, out, progress_printer
 from .lifecycle import print_down, print_up
@@ -64,6 +65,16 @@ def events_run(
     plot_file: Path | None = typer.Option(None, "--plot", help="Write a PNG timeline of pps per SRX per event."),
     daemon: str | None = typer.Option(None, "--daemon", "-d", help="daemon-crash: the daemon to kill -9 on the "
                                       "target (default: the node's first daemon that is not BIRD)."),
+    max_convergence_ms: float | None = typer.Option(None, "--max-convergence-ms",
+                                                    help="Budget: fail (exit 1) when an event's longest "
+                                                         "convergence exceeds this many ms."),
+    max_unaffected_loss: int | None = typer.Option(None, "--max-unaffected-loss",
+                                                   help="Budget: fail when unaffected flows lose more packets "
+                                                        "(MX-target events have no unaffected flows)."),
+    budget: list[str] = typer.Option([], "--budget", help="Budget [EVENT:]METRIC=LIMIT (repeatable), e.g. "
+                                     "srx-power-off:convergence_ms=300; metrics: convergence_ms, unaffected_loss, "
+                                     "longest_gap_ms, flows_moved_excess. A per-event budget overrides the global "
+                                     "one."),
 ) -> None:
     """Run the seed's failure events under UDP traffic and report convergence per event: flows
     affected, loss-derived convergence (lost / per-flow rate), longest gap, losses of unaffected
@@ -71,6 +82,9 @@ def events_run(
     from .. import eventrun
 
     def run() -> None:
+        from .. import events as eventsmod
+
+        budgets = budgetsmod.collect(max_convergence_ms, max_unaffected_loss, budget, set(eventsmod.BY_NAME))
         started = time.monotonic()
         results: list[dict[str, Any]] = []
         with api.running(topology, lab, progress=progress_printer(started),
@@ -85,6 +99,8 @@ def events_run(
                     result = running.run_event(name, node, spec,
                                                progress=lambda m: err.print(f"  {m}", highlight=False),
                                                daemon=daemon)
+                if budgets:
+                    result["budgets"] = budgetsmod.judge(result, budgets)
                 results.append(result)
                 print_event(result)
         if json_file:
@@ -94,8 +110,14 @@ def events_run(
         if plot_file:
             eventrun.plot(results, plot_file)
         failed = [r["event"] for r in results if not r["passed"]]
-        if failed:
-            raise LabError(f"events failed: {', '.join(failed)}")
+        broken = [line for r in results for line in budgetsmod.violations(r)]
+        for line in broken:
+            err.print(f"[red]budget:[/] {line}", highlight=False, soft_wrap=True)
+        if failed or broken:
+            parts = [f"events failed: {', '.join(failed)}"] if failed else []
+            if broken:
+                parts.append(f"{len(broken)} budget(s) broken: " + "; ".join(broken))
+            raise LabError("; ".join(parts))
 
     guarded(run)
 
@@ -116,5 +138,9 @@ def print_event(r: dict[str, Any]) -> None:
         back = f"back after {crash['down_s']:.3f} s" if crash["down_s"] is not None else "not back"
         out.print(f"  {crash['daemon']}: {back} ({crash['restarts_after']} restarts), "
                   f"{'[green]returned[/]' if crash['returned'] else '[red]did not return in time[/]'}")
+    for row in r.get("budgets", []):
+        mark = "[green]within[/]" if row["ok"] else "[red]BROKEN[/]"
+        out.print(f"  budget {row['metric']} <= {row['limit']:g} ({row['scope']}): "
+                  f"measured {row['measured']:g}, {mark}")
     out.print(f"  resolution {r['resolution_ms']} ms per flow; verdict: "
               f"{'[green]pass[/]' if r['passed'] else '[red]FAIL[/]'}")

@@ -25,7 +25,7 @@ def fail(
     event: str = typer.Argument(..., help="Event name from `lab events list`, e.g. srx-power-off."),
     lab: str | None = LabOption,
     peer: str | None = typer.Option(None, "--peer", help="srx-link-failure: the MX (default: the SRX's first)."),
-    down_time: float = typer.Option(5.0, "--down-time", help="Reboot events: seconds the node stays down."),
+    down_time: float = typer.Option(3.0, "--down-time", help="Reboot events: seconds the node stays down."),
     daemon: str | None = typer.Option(None, "--daemon", "-d",
                                       help="daemon-crash: the daemon to kill -9, as `lab status` names it "
                                            "(bird-trust-vr, mxlb, healthd, mnhad, conntrackd, srdd, flexvpn; "

@@ -40,6 +40,18 @@ def test_events_run_reports_convergence_and_recovery(tmp_path: Path) -> None:
         suite = ET.parse(junit).getroot()
         assert suite.get("tests") == "2" and suite.get("failures") == "0"
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        # CI gating: a budget the lab cannot meet (no flow at 50 pps has a gap under 1 ms) exits 1 and says
+        # which event broke which budget; a budget the lab meets does not fail the run.
+        gated = tmp_path / "gated.json"
+        result = lab("events", "run", "--lab", running.name, "-e", "restart-tlb", "--flows", "50", "--rate", "2500",
+                     "--warmup", "1", "--duration", "2", "--max-convergence-ms", "100000",
+                     "--budget", "restart-tlb:longest_gap_ms=1", "--json", str(gated), check=False)
+        assert result.returncode == 1, result.stderr + result.stdout
+        assert "restart-tlb on mx1 broke the budget longest_gap_ms <= 1 (restart-tlb): measured" in result.stderr
+        rows = json.loads(gated.read_text())["events"][0]["budgets"]
+        assert {(r["metric"], r["ok"]) for r in rows} == {("convergence_ms", True), ("longest_gap_ms", False)}
+        bad = lab("events", "run", "--lab", running.name, "--budget", "convergence<3", check=False)
+        assert bad.returncode == 2 and "expected [EVENT:]METRIC=LIMIT" in bad.stderr
 
 
 @pytest.mark.parametrize("topology", ["topology1", "topology3"])

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .. import netnsutil
+from labkit import netnsutil
 
 ECHO_REQUEST, ECHO_REPLY, DEST_UNREACH, TIME_EXCEEDED = 8, 0, 3, 11
 TRACE_PORT = 33434

@@ -157,8 +157,8 @@ def main() -> None:
     source = source.replace(old_name, f"name: {NAME}", 1)
     tlb = args.lab == "topology3"
     if tlb:
-        source = source.replace("  use_case: sfw", "  use_case: sfw\n  health_check: "
-                                f"{{interval_ms: {args.interval_ms}, failures: {HEALTH['failures']}}}", 1)
+        source = source.replace("  use_case: sfw", "  use_case: sfw\n  health_checks: "
+                                f"[{{interval_ms: {args.interval_ms}, failures: {HEALTH['failures']}}}]", 1)
     with tempfile.TemporaryDirectory() as tmp:
         topo = Path(tmp) / f"{NAME}.yml"
         topo.write_text(source)

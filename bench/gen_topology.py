@@ -40,7 +40,7 @@ def generate(name: str, description: str, n_srx: int, dual_mx: bool, mnha: bool,
             out.append(f"  - {{endpoints: [srx{n}:ge-0/0/4, srx{n + 1}:ge-0/0/4], zone: icl}}")
         out += ["", "mnha:"]
         for n in range(1, n_srx, 2):
-            out.append(f"  - {{nodes: [srx{n}, srx{n + 1}], srg1_active: srx{n}}}")
+            out.append(f"  - {{nodes: [srx{n}, srx{n + 1}]}}")
     if dual_mx:
         out += ["", "srd: {nodes: [mx1, mx2], master: mx1}"]
     return "\n".join(out) + "\n"

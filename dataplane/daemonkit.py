@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .mnha import HeartbeatError, PeerView, decode_heartbeat
+from .mnha import HeartbeatError, PeerView, decode_heartbeat_ext
 
 
 class StopFlag:
@@ -49,7 +49,7 @@ class PeerLink:
             except BlockingIOError:
                 return
             try:
-                node, role, priority, healthy, _seq = decode_heartbeat(data)
+                node, role, priority, healthy, _seq, role2, priority2 = decode_heartbeat_ext(data)
             except HeartbeatError:
                 self.bad += 1
                 continue
@@ -58,7 +58,7 @@ class PeerLink:
                 continue
             self.received += 1
             self.heard = now
-            self.view = PeerView(True, role, priority, healthy)
+            self.view = PeerView(True, role, priority, healthy, role2, priority2)
 
     def expire(self, now: float, deadline_s: float, link_up: bool) -> None:
         """Silence for DEADLINE_S, or the link without carrier, means no peer over this link."""

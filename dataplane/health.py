@@ -53,6 +53,47 @@ class HealthState:
         return True
 
 
+@dataclass
+class ProfileHealth:
+    """A real-service probed by several network-monitoring profiles (the JVD: ICMP and TCP 8088):
+    it is up while every profile's state is up. Same fields as HealthState for the status file."""
+
+    states: dict[str, HealthState]
+
+    @property
+    def up(self) -> bool:
+        return all(state.up for state in self.states.values())
+
+    @property
+    def probes(self) -> int:
+        return sum(state.probes for state in self.states.values())
+
+    @property
+    def fail_streak(self) -> int:
+        return max((state.fail_streak for state in self.states.values()), default=0)
+
+    @property
+    def last_change(self) -> float:
+        return max((state.last_change for state in self.states.values()), default=0.0)
+
+    @property
+    def last_result(self) -> str:
+        return "; ".join(f"{name}: {state.last_result}" for name, state in self.states.items())
+
+    def record(self, profile: str, ok: bool, detail: str = "", now: float | None = None) -> bool:
+        """Account one probe of PROFILE; True when the real-service's overall state changed."""
+        before = self.up
+        self.states[profile].record(ok, detail, now)
+        return self.up != before
+
+    def force_down(self, why: str) -> None:
+        """Out until every profile has passed `recoveries` probes again (carrier lost, restart)."""
+        for state in self.states.values():
+            state.up = False
+            state.ok_streak = 0
+            state.last_result = why
+
+
 def _checksum(data: bytes) -> int:
     if len(data) % 2:
         data += b"\0"
@@ -100,7 +141,38 @@ class Prober:
     def round(self, targets: dict[str, str]) -> dict[str, tuple[bool, str]]:
         if self.kind == "icmp":
             return self._icmp_round(targets)
+        if self.kind == "tcp":
+            return self._tcp_round(targets)
         return {name: self._stream_probe(address) for name, address in targets.items()}
+
+    def _tcp_round(self, targets: dict[str, str]) -> dict[str, tuple[bool, str]]:
+        """Every target at once (non-blocking connects): a dead one costs the timeout once, not per target."""
+        port = self.port or 8088
+        pending: dict[socket.socket, str] = {}
+        results: dict[str, tuple[bool, str]] = {}
+        started = time.monotonic()
+        for name, address in targets.items():
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.setblocking(False)
+            code = sock.connect_ex((address, port))
+            if code not in (0, errno.EINPROGRESS):
+                results[name] = (False, f"tcp/{port}: {os.strerror(code)}")
+                sock.close()
+                continue
+            pending[sock] = name
+        deadline = started + self.timeout
+        while pending and (left := deadline - time.monotonic()) > 0:
+            _, writable, _ = select.select([], list(pending), [], left)
+            for sock in writable:
+                name = pending.pop(sock)
+                code = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+                results[name] = (code == 0, f"tcp/{port} connected in {(time.monotonic() - started) * 1000:.1f} ms"
+                                 if code == 0 else f"tcp/{port}: {os.strerror(code)}")
+                sock.close()
+        for sock, name in pending.items():
+            results[name] = (False, f"tcp/{port}: no answer within {self.timeout * 1000:.0f} ms")
+            sock.close()
+        return results
 
     def _icmp_round(self, targets: dict[str, str]) -> dict[str, tuple[bool, str]]:
         assert self._icmp is not None

@@ -40,6 +40,12 @@ class PeerView:
     role: Role = Role.INIT
     priority: int = 0
     healthy: bool = True
+    srg2_role: Role = Role.INIT  # an srg1+srg2 pair: the peer's SRG2 (version 2 heartbeats)
+    srg2_priority: int = 0
+
+    def srg2(self) -> PeerView:
+        """The peer as seen by the SRG2 election."""
+        return PeerView(self.alive, self.srg2_role, self.srg2_priority, self.healthy)
 
 
 @dataclass
@@ -90,11 +96,16 @@ class Srg1:
 MAGIC = b"MNHA"
 
 
-def encode_heartbeat(node: str, role: Role, priority: int, healthy: bool, seq: int) -> bytes:
+def encode_heartbeat(node: str, role: Role, priority: int, healthy: bool, seq: int,
+                     srg2: tuple[Role, int] | None = None) -> bytes:
+    """Version 1; version 2 (an srg1+srg2 pair) adds the SRG2 role and priority before the name."""
     name = node.encode()[:32]
     roles = list(Role)
-    return MAGIC + bytes([1, roles.index(role), priority & 0xFF, int(healthy)]) + seq.to_bytes(4, "big") \
-        + bytes([len(name)]) + name
+    head = MAGIC + bytes([1 if srg2 is None else 2, roles.index(role), priority & 0xFF, int(healthy)]) \
+        + seq.to_bytes(4, "big")
+    if srg2 is not None:
+        head += bytes([roles.index(srg2[0]), srg2[1] & 0xFF])
+    return head + bytes([len(name)]) + name
 
 
 class HeartbeatError(ValueError):
@@ -103,16 +114,103 @@ class HeartbeatError(ValueError):
 
 def decode_heartbeat(data: bytes) -> tuple[str, Role, int, bool, int]:
     """(node, role, priority, healthy, sequence); HeartbeatError on anything malformed."""
-    if len(data) < 13 or data[:4] != MAGIC or data[4] != 1:
+    node, role, priority, healthy, seq, _role2, _priority2 = decode_heartbeat_ext(data)
+    return node, role, priority, healthy, seq
+
+
+def decode_heartbeat_ext(data: bytes) -> tuple[str, Role, int, bool, int, Role, int]:
+    """As decode_heartbeat, plus the SRG2 role and priority (INIT, 0 in a version 1 heartbeat)."""
+    if len(data) < 13 or data[:4] != MAGIC or data[4] not in (1, 2):
         raise HeartbeatError("not an MNHA heartbeat")
     roles = list(Role)
     if data[5] >= len(roles) or data[7] > 1:
         raise HeartbeatError("bad field")
-    length = data[12]
-    if len(data) != 13 + length:
+    srg2_role, srg2_priority, at = Role.INIT, 0, 12
+    if data[4] == 2:
+        if len(data) < 15 or data[12] >= len(roles):
+            raise HeartbeatError("bad field")
+        srg2_role, srg2_priority, at = roles[data[12]], data[13], 14
+    length = data[at]
+    if len(data) != at + 1 + length:
         raise HeartbeatError("bad length")
     try:
-        node = data[13:].decode()
+        node = data[at + 1:].decode()
     except UnicodeDecodeError:
         raise HeartbeatError("bad node name") from None
-    return node, roles[data[5]], data[6], bool(data[7]), int.from_bytes(data[8:12], "big")
+    return (node, roles[data[5]], data[6], bool(data[7]), int.from_bytes(data[8:12], "big"),
+            srg2_role, srg2_priority)
+
+
+# ----------------------------------------------------------------------------- SRG monitoring
+#
+# `services-redundancy-group N monitor` (the JVD's SRG0): a monitor-object holds BFD-liveliness
+# destinations, each with a weight. A destination is down after MULTIPLIER consecutive failed
+# checks (BFD's detection time: interval x multiplier) and up again after one good check. The
+# weights of the down destinations add up; reaching the liveliness threshold fails the object; a
+# failed object adds its object-threshold to the SRG's failure weight; reaching srg-threshold, the
+# node loses activeness (and, with install-on-failure-route, installs the signal route).
+
+
+@dataclass(frozen=True)
+class Destination:
+    ip: str
+    weight: int
+    interface: str = ""
+    src_ip: str = ""
+
+
+@dataclass(frozen=True)
+class MonitorObject:
+    name: str
+    destinations: tuple[Destination, ...]
+    threshold: int  # bfd-liveliness threshold
+    object_threshold: int
+
+
+@dataclass
+class SrgMonitor:
+    objects: tuple[MonitorObject, ...]
+    srg_threshold: int
+    multiplier: int = 3
+    misses: dict[str, int] = field(default_factory=dict)  # destination ip -> consecutive failed checks
+    down: set[str] = field(default_factory=set)
+    events: list[tuple[float, str]] = field(default_factory=list)  # (when, what), newest last
+
+    def update(self, results: dict[str, bool], now: float = 0.0) -> bool:
+        """Account one check of every destination (ip -> reachable); return True while the SRG
+        has failed (lost activeness)."""
+        was_failed = self.failed()
+        for obj in self.objects:
+            for dest in obj.destinations:
+                ok = results.get(dest.ip, False)
+                if ok:
+                    self.misses[dest.ip] = 0
+                    if dest.ip in self.down:
+                        self.down.discard(dest.ip)
+                        self._event(now, f"{obj.name}: bfd-liveliness {dest.ip} up")
+                else:
+                    self.misses[dest.ip] = self.misses.get(dest.ip, 0) + 1
+                    if dest.ip not in self.down and self.misses[dest.ip] >= self.multiplier:
+                        self.down.add(dest.ip)
+                        self._event(now, f"{obj.name}: bfd-liveliness {dest.ip} down"
+                                         f"{' via ' + dest.interface if dest.interface else ''}")
+        failed = self.failed()
+        if failed != was_failed:
+            self._event(now, "SRG failed: activeness lost (monitoring)" if failed
+                        else "SRG monitoring recovered: activeness regained")
+        return failed
+
+    def object_weight(self, obj: MonitorObject) -> int:
+        return sum(d.weight for d in obj.destinations if d.ip in self.down)
+
+    def object_failed(self, obj: MonitorObject) -> bool:
+        return self.object_weight(obj) >= obj.threshold
+
+    def srg_weight(self) -> int:
+        return sum(obj.object_threshold for obj in self.objects if self.object_failed(obj))
+
+    def failed(self) -> bool:
+        return bool(self.objects) and self.srg_weight() >= self.srg_threshold
+
+    def _event(self, now: float, what: str) -> None:
+        self.events = (self.events + [(now, what)])[-20:]

@@ -26,7 +26,7 @@ from typing import Any
 from labkit.files import write_json
 
 from .daemonkit import PeerLink, heartbeat_loop
-from .mnha import PeerView, Role, Srg1, encode_heartbeat
+from .mnha import Destination, MonitorObject, PeerView, Role, Srg1, SrgMonitor, encode_heartbeat
 
 PORT = 7790
 SIOCGIFFLAGS = 0x8913
@@ -59,17 +59,43 @@ def bird_configure(control_socket: str) -> str:
     return " ".join(birdctl.command(control_socket, "configure"))
 
 
+def set_signal_route(address: str, table: int, present: bool) -> None:
+    """install-on-failure-route: the signal route in the MNHA-VR table (shown by `ip route show table
+    N`; BIRD reads the same fact from the role include)."""
+    import subprocess
+
+    verb = "replace" if present else "del"
+    subprocess.run(["ip", "route", verb, "blackhole", f"{address}/32", "table", str(table)],
+                   capture_output=True, check=False)
+
+
+def _monitor(config: dict[str, Any] | None) -> SrgMonitor:
+    if not config:
+        return SrgMonitor((), 1)
+    dests = tuple(Destination(d["ip"], int(d["weight"]), d["interface"], d["src_ip"]) for d in config["destinations"])
+    obj = MonitorObject(str(config["object"]), dests, int(config["threshold"]), int(config["object_threshold"]))
+    return SrgMonitor((obj,), int(config["srg_threshold"]), int(config["multiplier"]))
+
+
 class Daemon:
     def __init__(self, config: dict[str, Any]):
         self.c = config
         self.interval = int(config["heartbeat_ms"]) / 1000
         self.threshold = int(config["heartbeat_threshold"])
         self.srg1 = Srg1(config["node"], config["peer"], int(config["priority"]), bool(config["preempt"]))
+        self.srg2 = Srg1(config["node"], config["peer"], int(config.get("srg2_priority", 100)),
+                         bool(config["preempt"]))
+        self.monitor = _monitor(config.get("monitor"))
+        self.monitor_devs = {d["ip"]: d["dev"] for d in (config.get("monitor") or {}).get("destinations", [])}
+        self.monitor_interval = int((config.get("monitor") or {}).get("interval_ms", 300)) / 1000
+        self.next_check = 0.0
+        self.srg0_failed = False
         self.started = time.monotonic()
         self.sent = 0
         self.seq = 0
         # What BIRD runs with: the role file as it is now (rendered at plan time, rewritten since).
-        self.bird_active = "SRG1_ACTIVE = 1" in Path(config["role_file"]).read_text()
+        text = Path(config["role_file"]).read_text()
+        self.bird_state = ("SRG1_ACTIVE = 1" in text, "SRG2_ACTIVE = 1" in text, "SRG0_SIGNAL = 1" in text)
         self.probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -88,20 +114,33 @@ class Daemon:
         # link cut: the split-brain rule below tells them apart), means no peer over the ICL.
         self.link.expire(now, self.interval * self.threshold, self.icl_up())
         seen = route_to(self.c["peer_loopback"], self.c["icl_dev"])
-        healthy = self.healthy()
-        if self.c["mode"] != "srg1":
-            role = Role.ACTIVE
-        elif not self.peer.alive and now - self.started < self.interval * self.threshold:
-            role = self.srg1.role  # start-up: give the peer's heartbeats a chance before electing
+        if now >= self.next_check:  # SRG0 monitoring, every minimum-interval
+            self.next_check = now + self.monitor_interval
+            results = {ip: has_carrier(self.probe, dev) for ip, dev in self.monitor_devs.items()}
+            failed = self.monitor.update(results, time.time())
+            if failed != self.srg0_failed:
+                self.srg0_failed = failed
+                print(f"{time.strftime('%H:%M:%S')} SRG0 {'lost activeness' if failed else 'active again'}: "
+                      f"{self.monitor.events[-2][1] if failed and len(self.monitor.events) > 1 else ''}", flush=True)
+        # A monitored failure also makes the node unhealthy for the SRG1/SRG2 elections.
+        healthy = self.healthy() and not self.srg0_failed
+        starting = not self.peer.alive and now - self.started < self.interval * self.threshold
+        if self.c["mode"] == "srg0":
+            role = role2 = Role.ACTIVE
+        elif starting:
+            role, role2 = self.srg1.role, self.srg2.role  # start-up: let the peer's heartbeats arrive
         else:
             role = self.srg1.decide(healthy, self.peer, seen, now)
+            role2 = self.srg2.decide(healthy, self.peer.srg2(), seen, now) \
+                if self.c["mode"] == "srg1+srg2" else Role.BACKUP
         if role is not Role.INIT:
-            self.apply(role)
+            self.apply(role, role2)
         if not send:
             return
         self.seq += 1
+        srg2 = (role2, self.srg2.priority) if self.c["mode"] == "srg1+srg2" else None
         try:
-            self.sock.sendto(encode_heartbeat(self.c["node"], role, self.srg1.priority, healthy, self.seq),
+            self.sock.sendto(encode_heartbeat(self.c["node"], role, self.srg1.priority, healthy, self.seq, srg2),
                              (self.c["peer_ip"], PORT))
             self.sent += 1
         except OSError:
@@ -115,18 +154,25 @@ class Daemon:
     def peer(self) -> PeerView:
         return self.link.view
 
-    def apply(self, role: Role) -> None:
-        """SRG1 on BGP: only the active advertises without prepend (SRG0: always active)."""
-        active = role is Role.ACTIVE
-        if active == self.bird_active:
+    def apply(self, role: Role, role2: Role = Role.BACKUP) -> None:
+        """On BGP (the JVD's export policies): a group's routes are prepended 3x while it is backup
+        here, every route 3x while the SRG0 signal route exists, else once."""
+        state = (role is Role.ACTIVE, role2 is Role.ACTIVE, self.srg0_failed)
+        if state == self.bird_state:
             return
-        Path(self.c["role_file"]).write_text(f"define SRG1_ACTIVE = {1 if active else 0};  # {role.value}\n")
+        if state[2] != self.bird_state[2]:
+            set_signal_route(self.c["signal_route"], int(self.c["signal_table"]), state[2])
+        Path(self.c["role_file"]).write_text(
+            f"define SRG1_ACTIVE = {int(state[0])};  # {role.value}\n"
+            f"define SRG2_ACTIVE = {int(state[1])};  # {role2.value}\n"
+            f"define SRG0_SIGNAL = {int(state[2])};  # signal route {self.c['signal_route']}\n")
         try:
             reply = bird_configure(self.c["bird_socket"])
-            self.bird_active = active
+            self.bird_state = state
         except Exception as exc:  # noqa: BLE001 - BIRD restarting: it reads the file when it starts
             reply = f"configure failed: {exc}"
-        print(f"{time.strftime('%H:%M:%S')} SRG1 {role.value}: BIRD {reply}", flush=True)
+        print(f"{time.strftime('%H:%M:%S')} SRG1 {role.value}, SRG2 {role2.value}, signal route "
+              f"{'present' if state[2] else 'absent'}: BIRD {reply}", flush=True)
 
     def write_status(self, now: float, healthy: bool, seen: bool) -> None:
         status = {
@@ -138,8 +184,28 @@ class Daemon:
                           "peer_alive": self.peer.alive,
                           "last_heard_s_ago": round(now - self.link.heard, 3) if self.link.heard else None},
             "healthy": healthy, "peer_seen_in_network": seen,
-            "srg0": {"role": "active"},
-            "srg1": {"role": self.srg1.role.value if self.c["mode"] == "srg1" else "active",
+            "srg0": {"role": "ineligible" if self.srg0_failed else "active", "signal_route":
+                     {"prefix": f"{self.c['signal_route']}/32", "table": self.c["signal_table"],
+                      "installed": self.srg0_failed},
+                     "monitor": None if not self.monitor.objects else {
+                         "srg_threshold": self.monitor.srg_threshold, "srg_weight": self.monitor.srg_weight(),
+                         "interval_ms": int(self.monitor_interval * 1000), "multiplier": self.monitor.multiplier,
+                         "objects": [{"name": o.name, "threshold": o.threshold,
+                                      "object_threshold": o.object_threshold,
+                                      "weight": self.monitor.object_weight(o),
+                                      "state": "DOWN" if self.monitor.object_failed(o) else "UP",
+                                      "destinations": [{"ip": d.ip, "src_ip": d.src_ip, "interface": d.interface,
+                                                        "weight": d.weight,
+                                                        "state": "DOWN" if d.ip in self.monitor.down else "UP"}
+                                                       for d in o.destinations]}
+                                     for o in self.monitor.objects]},
+                     "events": [{"at": at, "what": what} for at, what in self.monitor.events]},
+            "srg2": {"role": self.srg2.role.value, "priority": self.srg2.priority,
+                     "peer_role": self.peer.srg2_role.value if self.peer.alive else "unknown",
+                     "transitions": [{"at": at, "role": r.value, "why": why}
+                                     for at, r, why in self.srg2.transitions]}
+            if self.c["mode"] == "srg1+srg2" else None,
+            "srg1": {"role": self.srg1.role.value if self.c["mode"] != "srg0" else "active",
                      "priority": self.srg1.priority, "preempt": self.srg1.preempt,
                      "peer_role": self.peer.role.value if self.peer.alive else "unknown",
                      "transitions": [{"at": at, "role": r.value, "why": why}

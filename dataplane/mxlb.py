@@ -36,7 +36,7 @@ from labkit.files import write_json
 
 from .chash import SelectorTable, build_initial, plain_ecmp, reconcile_pairs
 from .daemonkit import StopFlag
-from .health import HealthState, Prober
+from .health import HealthState, Prober, ProfileHealth
 from .nft import Nft, NftError
 
 ROUTE_SETTLE_S = 10.0
@@ -55,7 +55,7 @@ class MemberState:
     carrier: dict[str, bool] = field(default_factory=dict)  # side -> link has carrier
     routed: dict[str, bool] = field(default_factory=dict)  # side -> next hop in the watched routes
     seen: bool = False  # next hop has been in the routes at least once (BGP came up)
-    health: HealthState | None = None  # TLB only
+    health: ProfileHealth | None = None  # TLB only
 
     in_ecmp: bool = True  # the routed state after the hold-down (what the selector acts on)
     changed_at: float = 0.0  # when the raw routed state last flipped
@@ -78,9 +78,7 @@ class MemberState:
         self.in_ecmp = False
         self.changed_at = time.monotonic()
         if self.health is not None and self.health.up:
-            self.health.up = False
-            self.health.ok_streak = 0
-            self.health.last_result = "carrier lost"
+            self.health.force_down("carrier lost")
 
     def hold_down(self, now: float) -> bool:
         """Follow the routed state only once it has held ROUTE_HOLD_S: a path that leaves the ECMP
@@ -138,19 +136,34 @@ class Daemon:
         self.members: dict[str, MemberState] = {}
         health = config.get("health") or {}
         self.targets: dict[str, str] = {}
+        self.profiles: list[dict[str, Any]] = list(health.get("profiles", []))
         for selector in self.selectors:
             for m in selector["members"]:
+                m.setdefault("hops", [{"node": m["name"], "dev": m["dev"], "nexthop": m["nexthop"]}])
                 state = self.members.setdefault(m["name"], MemberState(m["name"], int(m["mark"])))
                 if self.mode == "tlb" and state.health is None:
-                    state.health = HealthState(int(health["failures"]), int(health["recoveries"]))
+                    state.health = ProfileHealth({p["name"]: HealthState(int(p["failures"]), int(p["recoveries"]))
+                                                  for p in self.profiles})
                     self.targets[m["name"]] = m["loopback"]
         self.health_config = health
-        self.results: queue.Queue[dict[str, tuple[bool, str]]] = queue.Queue()
+        self.results: queue.Queue[tuple[str, dict[str, tuple[bool, str]]]] = queue.Queue()
         self.wake_r, self.wake_w = os.pipe()
         self.mark_of = {name: state.mark for name, state in self.members.items()}
         self.name_of = {state.mark: name for name, state in self.members.items()}
         self.query = {s["side"]: _open_in(s["ns"], 0) for s in self.selectors}
-        self.dev_member = {s["side"]: {m["dev"]: m["name"] for m in s["members"]} for s in self.selectors}
+        # A link of an SRX serves every member that SRX carries (both real-services of an srg1+srg2 pair).
+        self.dev_member: dict[str, dict[str, list[str]]] = {}
+        for sel in self.selectors:
+            devs = self.dev_member.setdefault(sel["side"], {})
+            for m in sel["members"]:
+                for hop in m["hops"]:
+                    devs.setdefault(hop["dev"], []).append(m["name"])
+        self.member_cfg = {(sel["side"], m["name"]): m for sel in self.selectors for m in sel["members"]}
+        self.dev_up: dict[str, dict[str, bool]] = {sel["side"]: {} for sel in self.selectors}
+        # TLB per pair: which SRX of the pair carries it on each side (BGP decides, see pick_hop).
+        self.route_hops: dict[str, dict[str, set[str]]] = {sel["side"]: {} for sel in self.selectors}
+        self.chosen: dict[str, dict[str, str]] = {sel["side"]: {} for sel in self.selectors}
+        self.table_base = int(config.get("mark_table_base", 100))
         self.watch = {s["side"]: _open_in(s["ns"], RTMGRP_LINK | RTMGRP_IPV4_ROUTE) for s in self.selectors}
         self.table = SelectorTable()
         self.fallback_route: dict[str, str | None] = {}
@@ -176,10 +189,14 @@ class Daemon:
                 hops |= _route_nexthops(ipr, prefix)
             for m in selector["members"]:
                 state = self.members[m["name"]]
-                f = flags.get(m["dev"], 0)
-                state.carrier[side] = bool(f & IFF_UP) and bool(f & IFF_LOWER_UP)
+                for hop in m["hops"]:
+                    f = flags.get(hop["dev"], 0)
+                    self.dev_up[side][hop["dev"]] = bool(f & IFF_UP) and bool(f & IFF_LOWER_UP)
+                state.carrier[side] = any(self.dev_up[side][h["dev"]] for h in m["hops"])
                 if not state.carrier[side]:
                     state.lost_carrier()
+                if len(m["hops"]) > 1:
+                    self.route_hops[side][m["name"]] = _route_nexthops(ipr, f"{m['loopback']}/32")
                 if not hops and side in state.routed:
                     # The watched route is gone through every SRX: the destination vanished (e.g. the
                     # subscriber gateway withdrew it), not the SRXs. Keep their standing.
@@ -235,12 +252,15 @@ class Daemon:
         for msg in messages:
             event = msg.get("event", "")
             if event in ("RTM_NEWLINK", "RTM_DELLINK"):
-                member = self.dev_member[side].get(msg.get_attr("IFLA_IFNAME"))
-                if member is not None:
-                    flags = int(msg["flags"])
-                    up = event == "RTM_NEWLINK" and bool(flags & IFF_UP) and bool(flags & IFF_LOWER_UP)
-                    self.members[member].carrier[side] = up
-                    if not up:
+                dev = msg.get_attr("IFLA_IFNAME")
+                flags = int(msg["flags"])
+                up = event == "RTM_NEWLINK" and bool(flags & IFF_UP) and bool(flags & IFF_LOWER_UP)
+                for member in self.dev_member[side].get(dev, []):
+                    self.dev_up[side][dev] = up
+                    hops = self.member_cfg[(side, member)]["hops"]
+                    carrier = any(self.dev_up[side].get(h["dev"], False) for h in hops)
+                    self.members[member].carrier[side] = carrier
+                    if not carrier:
                         self.members[member].lost_carrier()
             elif event in ("RTM_NEWROUTE", "RTM_DELROUTE"):
                 routes_changed = True
@@ -304,6 +324,42 @@ class Daemon:
                                          "members": list(table.members())}])[-20:]
         self.table = table
 
+    def pick_hop(self, side: str, member: dict[str, Any]) -> dict[str, Any] | None:
+        """The SRX of the pair that carries this real-service on SIDE: the first, in pair order, whose
+        link is up and whose next hop BGP has in the route to the real-service address (an SRX that
+        lost activeness prepends 3x and leaves that route); without such a route, the first with
+        its link up (a link going down is acted on at once, before BGP)."""
+        routed = self.route_hops[side].get(member["name"], set())
+        up = [h for h in member["hops"] if self.dev_up[side].get(h["dev"], False)]
+        preferred = [h for h in up if h["nexthop"] in routed]
+        chosen: dict[str, Any] | None = (preferred or up or [None])[0]
+        return chosen
+
+    def program_hops(self) -> None:
+        """TLB per pair: point each real-service's table at the SRX chosen by pick_hop."""
+        for selector in self.selectors:
+            side, ipr = selector["side"], self.query[selector["side"]]
+            for m in selector["members"]:
+                if len(m["hops"]) < 2:
+                    continue
+                hop = self.pick_hop(side, m)
+                if hop is None or self.chosen[side].get(m["name"]) == hop["nexthop"]:
+                    continue
+                oif = ipr.link_lookup(ifname=hop["dev"])
+                try:
+                    ipr.route("replace", dst="0.0.0.0", dst_len=0, table=self.table_base + (int(m["mark"]) & 0xFF),
+                              gateway=hop["nexthop"], oif=oif[0] if oif else None)
+                except Exception as exc:  # noqa: BLE001 - the link went down meanwhile: next event retries
+                    print(f"{time.strftime('%H:%M:%S')} {m['name']} {side}: via {hop['node']} failed: {exc}",
+                          flush=True)
+                    continue
+                before = self.chosen[side].get(m["name"])
+                self.chosen[side][m["name"]] = hop["nexthop"]
+                if before is not None:
+                    print(f"{time.strftime('%H:%M:%S')} {m['name']} {side}: now via {hop['node']}", flush=True)
+                    self.history = (self.history + [{"at": time.time(), "reason": f"{m['name']} {side} via "
+                                                     f"{hop['node']}", "members": list(self.table.members())}])[-20:]
+
     def program_fallback(self, table: SelectorTable) -> None:
         """TLB: the forwarding instance's default route exists only while an SRX is healthy (the
         blackhole under it, at the highest metric, is static: with no SRX, traffic dies here)."""
@@ -335,34 +391,39 @@ class Daemon:
             self.counters[selector["side"]] = side
 
     # ------------------------------------------------------------ health checks (TLB)
-    def start_health_thread(self) -> None:
+    def start_health_threads(self) -> None:
+        """One thread per network-monitoring profile, each probing every real-service per interval."""
         trust = next(s for s in self.selectors if s["side"] == "trust")
-        interval = int(self.health_config["interval_ms"]) / 1000
-        prober = Prober(str(self.health_config["type"]), int(self.health_config["timeout_ms"]) / 1000,
-                        self.health_config.get("port"), str(self.health_config.get("http_path", "/")))
+        for profile in self.profiles:
+            self._start_profile(trust["ns"], profile)
+
+    def _start_profile(self, ns: str, profile: dict[str, Any]) -> None:
+        interval = int(profile["interval_ms"]) / 1000
+        prober = Prober(str(profile["type"]), int(profile["timeout_ms"]) / 1000, profile.get("port"),
+                        str(profile.get("http_path", "/")))
 
         def loop() -> None:
             from labkit import netnsutil
 
-            with netnsutil.entered(trust["ns"]):
+            with netnsutil.entered(ns):
                 prober.open()  # probes leave from the trust instance (the RE side of the MX)
                 while True:
                     started = time.monotonic()
-                    self.results.put(prober.round(self.targets))
+                    self.results.put((profile["name"], prober.round(self.targets)))
                     os.write(self.wake_w, b"h")
                     time.sleep(max(0.0, interval - (time.monotonic() - started)))
 
-        threading.Thread(target=loop, name="health", daemon=True).start()
+        threading.Thread(target=loop, name=f"health-{profile['name']}", daemon=True).start()
 
     def absorb_health(self) -> None:
         while True:
             try:
-                results = self.results.get_nowait()
+                profile, results = self.results.get_nowait()
             except queue.Empty:
                 return
             for name, (ok, detail) in results.items():
                 health = self.members[name].health
-                if health is not None and health.record(ok, detail):
+                if health is not None and health.record(profile, ok, detail):
                     print(f"{time.strftime('%H:%M:%S')} {name} health {'up' if health.up else 'down'}: {detail}",
                           flush=True)
 
@@ -381,7 +442,7 @@ class Daemon:
                 if name not in first.members():
                     state.seen = True
                     if state.health is not None:
-                        state.health.up = False
+                        state.health.force_down("out of the programmed map at start")
         else:
             self.table = build_initial([n for n in self.order if n in self.members], self.buckets)
             self.program(self.table, "initial table (programmed map missing or inconsistent)")
@@ -412,7 +473,12 @@ class Daemon:
                     "up": state.health.up, "last_result": state.health.last_result,
                     "probes": state.health.probes, "fail_streak": state.health.fail_streak,
                     "last_change": state.health.last_change,
+                    "profiles": {name: {"up": p.up, "last_result": p.last_result, "probes": p.probes}
+                                 for name, p in state.health.states.items()},
                 },
+                "via": {side: next((h["node"] for h in self.member_cfg[(side, name)]["hops"]
+                                    if h["nexthop"] == self.chosen[side].get(name)), None)
+                        for side in self.chosen if (side, name) in self.member_cfg},
                 "counters": {side: values.get(name, {"packets": 0, "bytes": 0})
                              for side, values in self.counters.items()},
             } for name, state in sorted(self.members.items(), key=lambda kv: kv[1].mark)],
@@ -428,7 +494,8 @@ class Daemon:
         self.step("start-up")
         if self.mode == "tlb":
             self.program_fallback(self.table)
-            self.start_health_thread()
+            self.program_hops()
+            self.start_health_threads()
         self.read_counters()
         self.write_status()
         sockets = {ipr.fileno(): ipr for ipr in self.watch.values()}
@@ -445,6 +512,8 @@ class Daemon:
                 last_status = time.monotonic()
             if not ready:
                 self.step("periodic check")
+                if self.mode == "tlb":
+                    self.program_hops()
                 self.write_status()
                 continue
             self.last_event = time.time()
@@ -461,6 +530,8 @@ class Daemon:
             changed = self.decide("link or health event")
             if routes_changed:
                 changed |= self.step("route event")
+            if self.mode == "tlb":
+                self.program_hops()
             if changed:
                 print(f"{time.strftime('%H:%M:%S')} selector now {self.table.counts()} "
                       f"({(self.last_programmed - self.last_event) * 1000:.2f} ms after the event)", flush=True)

@@ -254,6 +254,8 @@ class Agent:
                     lo_ns = node.master_ns if not instance else next(
                         n for n in node.namespaces if n.endswith("-" + instance.lower()))
                     backend._ipr(lo_ns).addr("add", index=1, address=address, prefixlen=32)
+                for address in node.lo_units.values():
+                    backend._ipr(node.master_ns).addr("add", index=1, address=address, prefixlen=32)
             backend._bridges(config.plan)
             backend._routes(config.plan)
         except NetlinkError as exc:

@@ -30,12 +30,49 @@ def role_file(plan: LabPlan, node: str) -> str:
     return f"nodes/{node}/mnha-role.conf"
 
 
+SIGNAL_TABLE = 50  # the MNHA-VR routing instance's table on the SRX (holds the signal route)
+
+
 def srg1_initially_active(topo: Topology, node: str) -> bool | None:
     """None: the node is not in an SRG1 pair (its routes are never prepended)."""
     for pair in topo.mnha:
-        if node in pair.nodes and pair.mode == "srg1":
+        if node in pair.nodes and pair.mode in ("srg1", "srg1+srg2"):
             return node == (pair.srg1_active or pair.nodes[0])
     return None
+
+
+def in_pair(topo: Topology, node: str) -> bool:
+    return any(node in pair.nodes for pair in topo.mnha)
+
+
+def role_defines(srg1_active: bool, srg2_active: bool, signal: bool) -> str:
+    """The BIRD include the MNHA daemon rewrites: which groups are active here, and whether the
+    SRG0 failure signal route exists (the JVD's `condition srg_sig_route_exist`)."""
+    return (f"define SRG1_ACTIVE = {int(srg1_active)};\ndefine SRG2_ACTIVE = {int(srg2_active)};\n"
+            f"define SRG0_SIGNAL = {int(signal)};\n")
+
+
+def monitor_config(topo: Topology, plan: LabPlan, node: str) -> dict[str, object] | None:
+    """The SRG0 monitor of NODE: one BFD-liveliness destination per link of the monitored zone, the
+    MX-side address (the JVD's monitor-object trust)."""
+    pair = next(p for p in topo.mnha if node in p.nodes)
+    if pair.monitor is None:
+        return None
+    m = pair.monitor
+    destinations = []
+    for iface in sorted(plan.interfaces(), key=lambda i: i.alias):
+        if iface.node != node or iface.zone != m.zone or not iface.address:
+            continue
+        peer = next((i for i in plan.interfaces() if i.node == iface.peer_node and i.peer_node == node
+                     and i.peer_alias == iface.alias), None)
+        if peer is None or not peer.address:
+            continue
+        destinations.append({"ip": str(IPv4Interface(peer.address).ip), "src_ip": str(IPv4Interface(iface.address).ip),
+                             "dev": iface.name, "interface": f"{iface.alias}.0", "weight": m.weight,
+                             "peer_node": peer.node})
+    return {"object": m.zone, "threshold": m.threshold, "object_threshold": m.object_threshold,
+            "srg_threshold": m.srg_threshold, "interval_ms": m.interval_ms, "multiplier": m.multiplier,
+            "destinations": destinations}
 
 
 def plan_mnha(topo: Topology, plan: LabPlan, env: jinja2.Environment, python: str = "python3") -> None:
@@ -67,6 +104,7 @@ def _plan_daemon(topo: Topology, plan: LabPlan, mode: str, node: str, peer: str,
     node_plan = plan.node(node)
     pair = next(p for p in topo.mnha if node in p.nodes)
     active = srg1_initially_active(topo, node)
+    srg2 = pair.mode == "srg1+srg2" and active is False
     config = {
         "node": node, "peer": peer, "mode": mode,
         "priority": ACTIVE_PRIORITY if active or (active is None and node == pair.nodes[0]) else BACKUP_PRIORITY,
@@ -78,10 +116,13 @@ def _plan_daemon(topo: Topology, plan: LabPlan, mode: str, node: str, peer: str,
         "role_file": f"{plan.state_dir}/{role_file(plan, node)}",
         "bird_socket": f"{plan.state_dir}/nodes/{node}/bird.ctl",
         "status_file": f"{plan.state_dir}/nodes/{node}/mnha-status.json",
+        "monitor": monitor_config(topo, plan, node),
+        "signal_route": str(pair.signal_route), "signal_table": SIGNAL_TABLE,
+        "srg2_priority": BACKUP_PRIORITY if active else ACTIVE_PRIORITY,
     }
     name = f"nodes/{node}/mnha.json"
     plan.files[name] = json.dumps(config, indent=2, sort_keys=True) + "\n"
-    plan.files[role_file(plan, node)] = f"define SRG1_ACTIVE = {0 if active is False else 1};\n"
+    plan.files[role_file(plan, node)] = role_defines(active is not False, srg2, False)
     node_plan.files += [name, role_file(plan, node)]
     plan.processes.append(Process(node, node_plan.master_ns, "mnhad",
                                   (python, "-m", "dataplane.mnhad", f"{plan.state_dir}/{name}")))

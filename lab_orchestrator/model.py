@@ -119,17 +119,38 @@ class Addressing(Strict):
     mgmt: IPv4Network | None = None
 
 
+class SrgMonitor(Strict):
+    """`services-redundancy-group 0 monitor` as the JVD configures it: one monitor-object (the links of
+    ZONE toward the MX) with a BFD-liveliness destination per link (the MX-side address), each of
+    WEIGHT; failed weights reaching THRESHOLD fail the object, whose OBJECT_THRESHOLD counts toward
+    SRG_THRESHOLD; reaching it, the node loses activeness (detection: INTERVAL_MS x MULTIPLIER)."""
+
+    zone: Literal["trust", "untrust"] = "trust"
+    interval_ms: int = Field(default=300, ge=50, le=10000)  # minimum-interval
+    multiplier: int = Field(default=3, ge=1, le=255)
+    weight: int = Field(default=300, ge=1, le=1000)
+    threshold: int = Field(default=300, ge=1, le=1000)  # bfd-liveliness threshold
+    object_threshold: int = Field(default=300, ge=1, le=1000)
+    srg_threshold: int = Field(default=300, ge=1, le=1000)
+
+
 class MnhaPair(Strict):
-    """An SRX MNHA pair. srg0: both active (the JVD's scale-out use). srg1: active/backup, the
-    backup advertising its routes with an AS-path prepend."""
+    """An SRX MNHA pair. srg0: both active (the JVD's scale-out use), with the JVD's monitoring and
+    failure signal route. srg1: SRG1 active/backup (srg1_active is the active one). srg1+srg2: SRG1
+    active on srg1_active, SRG2 active on the other node; each node carries the traffic of its
+    active group (TLB: the pair's two real-services)."""
 
     nodes: list[str] = Field(min_length=2, max_length=2)
-    mode: Literal["srg0", "srg1"] = "srg0"
+    mode: Literal["srg0", "srg1", "srg1+srg2"] = "srg0"
     srg1_active: str | None = None
     preempt: bool = True
     heartbeat_ms: int = Field(default=1000, ge=100, le=60000)
     heartbeat_threshold: int = Field(default=3, ge=1, le=100)
     sync: bool = True  # session synchronisation over the ICL (off only to show why it matters)
+    monitor: SrgMonitor | None = SrgMonitor()  # null: no SRG monitoring
+    # install-on-failure-route: the signal route put in MNHA-VR while the node has lost activeness
+    signal_route: IPv4Address = IPv4Address("192.168.255.0")
+    pair_address: IPv4Address | None = None  # lo0.1 of both nodes, the TLB real-service (default: pool)
 
 
 class Srd(Strict):
@@ -143,18 +164,21 @@ class Srd(Strict):
 
 
 class HealthCheck(Strict):
-    """TLB health check of each SRX (from the MX's routing engine side, to the SRX loopback).
+    """One TLB network-monitoring profile, probed from the MX toward each real-service address.
 
-    Defaults: ICMP every 1000 ms, a probe fails after 1000 ms, 3 consecutive failures take an SRX
-    out, 3 consecutive successes bring it back (detection time = interval x failures, + 1 interval)."""
+    Defaults are the JVD's profiles: probe-interval 1 s, failure-retries 1, recovery-retries 1 (a
+    probe fails after the interval; detection = interval x failures, + 1 interval)."""
 
     type: Literal["icmp", "tcp", "udp", "http"] = "icmp"
-    port: int | None = Field(default=None, ge=1, le=65535)  # tcp/udp/http (http default 80)
+    port: int | None = Field(default=None, ge=1, le=65535)  # tcp/udp/http (tcp 8088, http 80, udp 7)
     interval_ms: int = Field(default=1000, ge=50, le=60000)
     timeout_ms: int | None = Field(default=None, ge=10, le=60000)  # default: the interval
-    failures: int = Field(default=3, ge=1, le=100)
-    recoveries: int = Field(default=3, ge=1, le=100)
+    failures: int = Field(default=1, ge=1, le=100)
+    recoveries: int = Field(default=1, ge=1, le=100)
     http_path: str = "/"
+
+
+JVD_HEALTH_CHECKS = [HealthCheck(type="icmp"), HealthCheck(type="tcp", port=8088)]
 
 
 class Services(Strict):
@@ -162,7 +186,10 @@ class Services(Strict):
     use_case: UseCase = "sfw"
     buckets: int = Field(default=DEFAULT_BUCKETS, ge=2, le=65536)
     hash_seed: int = Field(default=0x5EED, ge=0, le=0xFFFFFFFF)
-    health_check: HealthCheck = HealthCheck()
+    # TLB: every profile must pass for a real-service to be up (the JVD: icmp-profile + tcp-profile)
+    health_checks: list[HealthCheck] = Field(default_factory=lambda: list(JVD_HEALTH_CHECKS), min_length=1)
+    # TLB real-services: one per MNHA pair (its lo0.1 pair address, the JVD) or one per SRX (loopback)
+    tlb_real_service: Literal["pair", "srx"] = "pair"
 
 
 class SshUser(Strict):

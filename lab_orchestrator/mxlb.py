@@ -32,12 +32,25 @@ SIDES = (("TRUST-VR", "trust", "saddr"), ("UNTRUST-VR", "untrust", "daddr"))
 
 
 @dataclass(frozen=True)
-class Member:
-    name: str
-    mark: int
+class Hop:
+    """One SRX through which a member (a TLB real-service of a pair) is reached on this side."""
+
+    node: str
     dev: str
     nexthop: str
-    loopback: str  # health-check target (TLB)
+
+
+@dataclass(frozen=True)
+class Member:
+    """A selector entry: an SRX (ECMP, TLB per SRX) or a TLB real-service (an MNHA pair's address on
+    lo0.1 of both nodes, or lo0.2 for the SRG2 of an srg1+srg2 pair; a standalone SRX's own loopback)."""
+
+    name: str
+    mark: int
+    dev: str  # the first hop's (the initial route of the member's table)
+    nexthop: str
+    loopback: str  # health-check target (TLB): the real-service address
+    hops: tuple[Hop, ...] = ()  # every SRX that can carry it, in pair order; BGP picks among them
 
 
 @dataclass(frozen=True)
@@ -63,6 +76,7 @@ class SelectorConfig:
     fallback_table: int
     health: dict[str, object]
     peers: dict[str, str]  # MNHA pair peer of each SRX: a failed SRX's buckets go to its peer
+    mark_table_base: int = MARK_TABLE_BASE  # member with mark M: table base + (M & 0xff)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2, sort_keys=True) + "\n"
@@ -72,13 +86,34 @@ def srx_order(topo: Topology) -> list[str]:
     return [name for name, node in topo.nodes.items() if node.kind == "srx"]
 
 
+def real_services(topo: Topology, plan: LabPlan) -> list[tuple[str, tuple[str, ...], str]]:
+    """TLB real-services in the SRX order: (name, SRXs that carry it, address). Per pair (the JVD):
+    MNHA_<first node> on lo0.1 of both nodes (+ MNHA_<second node> on lo0.2 for srg1+srg2); a
+    standalone SRX is its own, at its loopback. Per SRX: every SRX at its loopback."""
+    loopbacks = {n.name: n.loopbacks.get("", "") for n in plan.nodes}
+    if topo.services.load_balancing != "tlb" or topo.services.tlb_real_service != "pair":
+        return [(name, (name,), loopbacks[name]) for name in srx_order(topo)]
+    out: list[tuple[str, tuple[str, ...], str]] = []
+    for name in srx_order(topo):
+        pair = next((p for p in topo.mnha if name in p.nodes), None)
+        units = plan.node(name).lo_units
+        if pair is None:
+            out.append((name, (name,), loopbacks[name]))
+        elif name == pair.nodes[0]:
+            out.append((f"MNHA_{name.upper().replace('-', '_')}", tuple(pair.nodes), units["1"]))
+        elif "2" in units:
+            out.append((f"MNHA_{name.upper().replace('-', '_')}", tuple(pair.nodes[::-1]), units["2"]))
+    return out
+
+
 def mark_of(position: int) -> int:
     return TLB_BIT | position
 
 
 def plan_selectors(topo: Topology, plan: LabPlan, python: str) -> None:
     mode = {"ecmp-chash": "chash", "ecmp": "ecmp", "tlb": "tlb"}[topo.services.load_balancing]
-    order = srx_order(topo)
+    services = real_services(topo, plan)
+    order = [name for name, _, _ in services]
     marks = {name: mark_of(index + 1) for index, name in enumerate(order)}
     clients = tuple(str(p) for n in topo.nodes.values() if n.kind == "host" for p in n.prefixes
                     if _is_client_side(topo, plan, n))
@@ -90,25 +125,54 @@ def plan_selectors(topo: Topology, plan: LabPlan, python: str) -> None:
             if side == "untrust" and topo.services.use_case == "cgnat":
                 continue  # return traffic follows each SRX's NAT pool route, not a hash
             watch = ("0.0.0.0/0",) if side == "trust" else clients
-            selector = _selector(plan, node, instance, side, field, marks,
+            selector = _selector(plan, node, instance, side, field, marks, services,
                                  clients if mode == "tlb" else (), watch)
             if selector.members:
                 selectors.append(selector)
                 _kernel_side(plan, node, selector, topo)
-        health = topo.services.health_check.model_dump()
-        health["timeout_ms"] = health["timeout_ms"] or health["interval_ms"]
+        profiles = []
+        for check in topo.services.health_checks:
+            profile = check.model_dump()
+            profile["timeout_ms"] = profile["timeout_ms"] or profile["interval_ms"]
+            profile["port"] = profile["port"] or {"tcp": 8088, "http": 80, "udp": 7}.get(check.type)
+            profile["name"] = f"{check.type}-profile"
+            profiles.append(profile)
+        health: dict[str, object] = {"profiles": profiles}
         config = SelectorConfig(
             node=node.name, mode=mode, buckets=topo.services.buckets, seed=topo.services.hash_seed,
             order=tuple(order), selectors=tuple(selectors),
             status_file=f"{plan.state_dir}/nodes/{node.name}/mxlb-status.json",
             fallback_table=FALLBACK_TABLE, health=health if mode == "tlb" else {},
-            peers={a: b for pair in plan.mnha for a, b in (pair, pair[::-1])},
+            # Per SRX, a failed SRX's buckets go to its MNHA peer; per pair, the pair is the member.
+            peers={a: b for pair in plan.mnha for a, b in (pair, pair[::-1])} if order == srx_order(topo) else {},
         )
         conf = f"nodes/{node.name}/mxlb.json"
         plan.files[conf] = config.to_json()
         node.files.append(conf)
         plan.processes.append(Process(node.name, node.master_ns, "mxlb",
                                       (python, "-m", "dataplane.mxlb", f"{plan.state_dir}/{conf}")))
+    plan_responder(topo, plan, python)
+
+
+WEB_MANAGEMENT_PORT = 8088  # the JVD's SRX web-management http port, probed by the TLB tcp-profile
+RESPONDER_FILE = "responder.json"
+
+
+def plan_responder(topo: Topology, plan: LabPlan, python: str) -> None:
+    """One lab-wide process answering health checks in every SRX's namespace: TCP 8088 always (the
+    SRX's web-management), and the ports of the lab's TCP, HTTP and UDP checks."""
+    srxs = [n for n in plan.nodes if n.kind == "srx"]
+    if not srxs:
+        return
+    checks = topo.services.health_checks if topo.services.load_balancing == "tlb" else []
+    tcp = sorted({WEB_MANAGEMENT_PORT} | {c.port for c in checks if c.type == "tcp" and c.port}
+                 - {c.port or 80 for c in checks if c.type == "http"})
+    http = sorted({c.port or 80 for c in checks if c.type == "http"})
+    udp = sorted({c.port or 7 for c in checks if c.type == "udp"})
+    config = {"nodes": [{"name": n.name, "ns": n.master_ns, "tcp": tcp, "http": http, "udp": udp} for n in srxs]}
+    plan.files[RESPONDER_FILE] = json.dumps(config, indent=2, sort_keys=True) + "\n"
+    plan.processes.append(Process("_lab", srxs[0].master_ns, "responder",
+                                  (python, "-m", "dataplane.responder", f"{plan.state_dir}/{RESPONDER_FILE}")))
 
 
 def _is_client_side(topo: Topology, plan: LabPlan, host: object) -> bool:
@@ -122,22 +186,27 @@ def _is_client_side(topo: Topology, plan: LabPlan, host: object) -> bool:
 
 
 def _selector(plan: LabPlan, node: NodePlan, instance: str, side: str, field: str, marks: dict[str, int],
-              match: tuple[str, ...], watch: tuple[str, ...]) -> Selector:
+              services: list[tuple[str, tuple[str, ...], str]], match: tuple[str, ...],
+              watch: tuple[str, ...]) -> Selector:
     ns = next(n for n in node.namespaces if n.endswith("-" + instance.lower()))
-    loopbacks = {n.name: n.loopbacks.get("", "") for n in plan.nodes}
-    members, ingress = [], []
+    srxs = {srx for _, carriers, _ in services for srx in carriers}
+    hops: dict[str, Hop] = {}
+    ingress = []
     for iface in plan.interfaces():
         if iface.ns != ns or iface.peer_node is None:
             continue
         peer = next(i for i in plan.interfaces() if i.node == iface.peer_node and i.peer_node == node.name
                     and i.peer_alias == iface.alias)
-        if iface.peer_node in marks:
-            members.append(Member(iface.peer_node, marks[iface.peer_node], iface.name,
-                                  str(IPv4Interface(peer.address).ip) if peer.address else "",
-                                  loopbacks[iface.peer_node]))
+        if iface.peer_node in srxs:
+            hops[iface.peer_node] = Hop(iface.peer_node, iface.name,
+                                        str(IPv4Interface(peer.address).ip) if peer.address else "")
         else:
             ingress.append(iface.name)
-    members.sort(key=lambda m: m.mark)
+    members = []
+    for name, carriers, address in services:
+        reach = tuple(hops[c] for c in carriers if c in hops)
+        if reach:
+            members.append(Member(name, marks[name], reach[0].dev, reach[0].nexthop, address, reach))
     return Selector(side, ns, field, tuple(sorted(ingress)), match, watch, tuple(members))
 
 

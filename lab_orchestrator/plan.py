@@ -169,6 +169,9 @@ class NodePlan:
     loopbacks: dict[str, str] = field(default_factory=dict)  # instance ("" = master) -> address
     nat_pool: str | None = None
     files: list[str] = field(default_factory=list)
+    # SRX lo0 units beyond lo0.0 ("1" -> address): the TLB real-service address of its MNHA pair,
+    # configured on both nodes (the JVD's lo0.1); "2": the SRG2 real-service of an srg1+srg2 pair
+    lo_units: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -345,6 +348,7 @@ def build(topo: Topology, source: str = "", state_root: str = DEFAULT_STATE_ROOT
                                    naming.mgmt_host_port(lab, index + 1),
                                    plan_node.mgmt_address, ifindex))
 
+    _pair_addresses(topo, nodes, loopbacks)
     veths: list[Veth] = []
     bridges: list[Bridge] = []
     lans = _Allocator(topo.addressing.lan, 24, explicit)
@@ -410,6 +414,24 @@ def build(topo: Topology, source: str = "", state_root: str = DEFAULT_STATE_ROOT
     plan.files["plan.json"] = ""  # listed in its own file_names
     plan.files["plan.json"] = plan.to_json()
     return plan
+
+
+def _pair_addresses(topo: Topology, nodes: list[NodePlan], pool: _Allocator) -> None:
+    """TLB per pair (the JVD): one real-service address per MNHA pair on lo0.1 of both nodes (and,
+    for srg1+srg2, a second one on lo0.2: the SRG2 real-service). Allocated after every node's
+    loopback, so adding them moves no other address."""
+    if topo.services.load_balancing != "tlb" or topo.services.tlb_real_service != "pair":
+        return
+    by_name = {n.name: n for n in nodes}
+    for pair in topo.mnha:
+        units = ["1", "2"] if pair.mode == "srg1+srg2" else ["1"]
+        for unit in units:
+            if unit == "1" and pair.pair_address is not None:
+                address = str(pair.pair_address)
+            else:
+                address = str(pool.next().network_address)
+            for name in pair.nodes:
+                by_name[name].lo_units[unit] = address
 
 
 def _host_routes(topo: Topology, plan: LabPlan) -> Iterator[Route]:

@@ -89,8 +89,23 @@ def _prepend_unless(export: str, local_as: int, constant: str) -> str:
     return f"filter {{ if {constant} = 0 then {{ {prepend} }} {body} }}"
 
 
+def _pair_prepend(export: str, local_as: int, srg2_net: str | None) -> str:
+    """An SRX of an MNHA pair, as the JVD's export policies: every route it announces carries its AS
+    once more (term 2), three times while the SRG0 failure signal route exists (term 1: condition
+    srg_sig_route_exist) or while the route's group is backup here (SRG1, or SRG2 for lo0.2)."""
+    once = f"bgp_path.prepend({local_as});"
+    backup = "SRG1_ACTIVE = 0"
+    if srg2_net:
+        backup = f"(net = {srg2_net} && SRG2_ACTIVE = 0) || (net != {srg2_net} && SRG1_ACTIVE = 0)"
+    step = f"if SRG0_SIGNAL = 1 || {backup} then {{ {once} {once} {once} }} else {{ {once} }}"
+    if export.startswith("where "):
+        return f"filter {{ if !({export[6:]}) then reject; {step} accept; }}"
+    body = export[len("filter { "):-len(" }")]
+    return f"filter {{ {step} {body} }}"
+
+
 def _exports(kind: str, use_case: str, sessions: list[BgpSession], srg1: bool = False,
-             srd: bool = False) -> dict[str, str]:
+             srd: bool = False, srg2_net: str | None = None) -> dict[str, str]:
     """Which routes each BGP session announces: the JVD's route exchange, per role."""
     out = {}
     for s in sessions:
@@ -106,9 +121,10 @@ def _exports(kind: str, use_case: str, sessions: list[BgpSession], srg1: bool = 
             if s.zone == "trust":
                 out[s.protocol] = 'where proto ~ "untrust_*" || proto = "loopback"'
             elif use_case == "cgnat":
-                # The MNHA peer's pool too, prepended: after a failover the pool's return traffic
-                # reaches this node, which holds the synchronised NAT bindings.
-                prepend = " ".join([f"bgp_path.prepend({s.local_as});"] * 3)
+                # The MNHA peer's pool too, prepended once more than the owner's (whose own path is
+                # 1 AS longer than plain, 3 while it has lost activeness): after a failover the
+                # pool's return traffic reaches this node, which holds the synchronised NAT bindings.
+                prepend = f"bgp_path.prepend({s.local_as});"
                 out[s.protocol] = ('filter { if proto = "originated" || proto = "loopback" then accept; '
                                    f'if proto = "peer_pool" then {{ {prepend} accept; }} reject; }}')
             else:
@@ -116,7 +132,7 @@ def _exports(kind: str, use_case: str, sessions: list[BgpSession], srg1: bool = 
         else:
             out[s.protocol] = "where proto = \"originated\""
         if kind == "srx" and srg1:
-            out[s.protocol] = _prepend_unless(out[s.protocol], s.local_as, "SRG1_ACTIVE")
+            out[s.protocol] = _pair_prepend(out[s.protocol], s.local_as, srg2_net)
         if kind == "mx" and srd:
             out[s.protocol] = _prepend_unless(out[s.protocol], s.local_as, "SRD_MASTER")
     return out
@@ -138,7 +154,7 @@ def _bird_files(topo: Topology, plan: LabPlan, node: NodePlan, env: jinja2.Envir
         from . import mnha, srd
 
         role_include = None
-        if mnha.srg1_initially_active(topo, node.name) is not None:
+        if mnha.in_pair(topo, node.name):
             role_include = f"{plan.state_dir}/{mnha.role_file(plan, node.name)}"
         elif srd.initially_master(topo, node.name) is not None:
             role_include = f"{plan.state_dir}/{srd.role_file(node.name)}"
@@ -150,7 +166,8 @@ def _bird_files(topo: Topology, plan: LabPlan, node: NodePlan, env: jinja2.Envir
             router_id=node.loopbacks[instance or ""], loopback=node.loopbacks[instance or ""],
             statics=statics, sessions=sessions, local_as=local_as, peer_pools=peer_pools,
             exports=_exports(spec.kind, plan.use_case, sessions, srg1=role_include is not None and spec.kind == "srx",
-                             srd=role_include is not None and spec.kind == "mx"),
+                             srd=role_include is not None and spec.kind == "mx",
+                             srg2_net=f"{node.lo_units['2']}/32" if "2" in node.lo_units else None),
             role_include=role_include,
         )
         node.files.append(conf)

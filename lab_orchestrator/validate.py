@@ -507,11 +507,15 @@ def _check_pairs(topo: Topology, src: SourceMap) -> Iterable[Diagnostic]:
             elif node in paired and paired[node] != index:
                 yield src.diag(base + ("nodes", side), f"{node} is already in mnha[{paired[node]}]")
             paired.setdefault(node, index)
-        if pair.mode == "srg1" and topo.services.load_balancing == "tlb":
-            yield src.diag(base + ("mode",), "SRG1 active/backup pairs are not supported with TLB here",
-                           "use mode: srg0 (active/active), as the JVD's TLB topologies do")
-        if pair.srg1_active is not None and pair.srg1_active not in pair.nodes:
+        if pair.srg1_active is not None and pair.mode == "srg0":
+            yield src.diag(base + ("srg1_active",), "srg1_active is set but this pair runs SRG0 only (mode: srg0)",
+                           "add mode: srg1 (active/backup) or mode: srg1+srg2, or remove srg1_active")
+        elif pair.srg1_active is not None and pair.srg1_active not in pair.nodes:
             yield src.diag(base + ("srg1_active",), f"srg1_active '{pair.srg1_active}' is not in this pair")
+        if pair.mode == "srg1+srg2" and topo.services.load_balancing == "tlb" \
+                and topo.services.tlb_real_service == "srx":
+            yield src.diag(base + ("mode",), "srg1+srg2 with TLB needs one real-service per group",
+                           "use services.tlb_real_service: pair")
         both_srx = all(n in topo.nodes and topo.nodes[n].kind == "srx" for n in pair.nodes)
         if len(set(pair.nodes)) == 2 and both_srx and not _has_link(topo, pair.nodes[0], pair.nodes[1], zone="icl"):
             yield src.diag(base + ("nodes",), "an MNHA pair needs an ICL link between its nodes",

@@ -157,6 +157,8 @@ class NetnsBackend:
                 ns = node.master_ns if not instance else next(
                     n for n in node.namespaces if n.endswith("-" + instance.lower()))
                 self._ipr(ns).addr("add", index=1, address=address, prefixlen=32)
+            for address in node.lo_units.values():  # lo0.1 / lo0.2 of an SRX: its pair's address
+                self._ipr(node.master_ns).addr("add", index=1, address=address, prefixlen=32)
 
     def _bridges(self, plan: LabPlan) -> None:
         for bridge in plan.bridges:

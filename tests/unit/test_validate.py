@@ -113,6 +113,7 @@ def test_golden_case_lines_by_hand(monkeypatch: pytest.MonkeyPatch) -> None:
         "as_zero": [(4, "nodes.mx1.bgp.untrust_as"), (5, "nodes.srx1.bgp.as")],
         "dangling_endpoint": [(8, "links[1].endpoints[1]")],
         "mnha_no_icl": [(11, "mnha[0].nodes")],
+        "srg1_active_without_mode": [(12, "mnha[0].srg1_active")],
         "ikev2_standby_group": [(8, "nodes.router1.ikev2_cluster.standby_group")],
         "yaml_syntax": [(5, "")],
         "yaml_indent": [(6, "")],

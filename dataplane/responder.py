@@ -1,0 +1,114 @@
+"""Health-check responders of every SRX in one process: what the MX's TLB probes.
+
+    python -m dataplane.responder /run/lab/LAB/responder.json
+
+The JVD's TCP profile connects to port 8088, the SRX's web-management (J-Web over HTTP). One
+process for the whole lab opens, in each SRX's namespace, a listening TCP socket per configured
+port (8088 always; any port a lab's TCP or HTTP check names) and a UDP socket per UDP check port,
+then serves them all from one select loop: a TCP connection is accepted and closed (an HTTP port
+answers `HTTP/1.0 200 OK` first), a UDP datagram is echoed. A socket stays bound to the namespace it
+was opened in, so one process serves every node (~13 MB in all, instead of a Python process per
+SRX); it moves itself out of the node namespace it was started in, so that no SRX's power-off kills it.
+ICMP needs no responder: the SRX's kernel answers echo requests.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import select
+import socket
+import sys
+from pathlib import Path
+from typing import Any
+
+from .daemonkit import StopFlag
+
+HTTP_OK = b"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 3\r\nConnection: close\r\n\r\nok\n"
+
+
+def open_sockets(config: dict[str, Any]) -> dict[socket.socket, tuple[str, str, int]]:
+    """(kind, node, port) of each socket: kind tcp | http | udp."""
+    from labkit import netnsutil
+
+    out: dict[socket.socket, tuple[str, str, int]] = {}
+    for node in config["nodes"]:
+        with netnsutil.entered(node["ns"]):
+            for kind, ports in (("tcp", node.get("tcp", [])), ("http", node.get("http", [])),
+                                ("udp", node.get("udp", []))):
+                for port in ports:
+                    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM if kind == "udp" else socket.SOCK_STREAM)
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                    sock.bind(("0.0.0.0", int(port)))
+                    if kind != "udp":
+                        sock.listen(64)
+                    sock.setblocking(False)
+                    out[sock] = (kind, node["name"], int(port))
+    return out
+
+
+def serve_one(sock: socket.socket, kind: str) -> None:
+    if kind == "udp":
+        try:
+            data, source = sock.recvfrom(2048)
+            sock.sendto(data, source)
+        except OSError:
+            pass
+        return
+    try:
+        conn, _ = sock.accept()
+    except OSError:
+        return
+    try:
+        if kind == "http":
+            conn.settimeout(0.2)
+            with contextlib.suppress(OSError):
+                conn.recv(1024)
+            conn.sendall(HTTP_OK)
+    except OSError:
+        pass
+    finally:
+        conn.close()
+
+
+def leave_node_namespace() -> None:
+    """Run in the namespace of the process that started us (the lab supervisor's), not in the SRX's."""
+    import os
+
+    from labkit import netnsutil
+
+    parent = f"/proc/{os.getppid()}/ns/net"
+    try:
+        if os.stat(parent).st_ino == os.stat("/proc/self/ns/net").st_ino:
+            return
+        fd = os.open(parent, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        netnsutil._libc.setns(fd, netnsutil.CLONE_NEWNET)
+    finally:
+        os.close(fd)
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2:
+        print("usage: python -m dataplane.responder CONFIG.json", file=sys.stderr)
+        return 2
+    leave_node_namespace()
+    config = json.loads(Path(argv[1]).read_text())
+    sockets = open_sockets(config)
+    summary = sorted({f"{kind}/{port}" for kind, _, port in sockets.values()})
+    print(f"responder: {len(config['nodes'])} SRX, {', '.join(summary)}", flush=True)
+    stopping = StopFlag()
+    while not stopping:
+        try:
+            ready, _, _ = select.select(list(sockets), [], [], 1.0)
+        except InterruptedError:
+            continue
+        for sock in ready:
+            serve_one(sock, sockets[sock][0])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -28,6 +28,7 @@ import contextlib
 import json
 import os
 import select
+import signal
 import socket
 import statistics
 import subprocess
@@ -75,8 +76,10 @@ def flood(target: str, bind: str, rate: int, seconds: float) -> dict[str, Any]:
         sock.setblocking(False)
         sockets.append(sock)
     sent = answers = cookies = 0
+    stop: list[bool] = []
+    signal.signal(signal.SIGTERM, lambda signum, frame: stop.append(True))
     start = time.monotonic()
-    while True:
+    while not stop:
         now = time.monotonic()
         if now - start >= seconds:
             break
@@ -289,19 +292,7 @@ def main(argv: list[str] | None = None) -> int:
         sub.add_argument("--window", type=int, default=32)
         opts = sub.parse_args(args[1:])
         if args[0] == "_flood":
-            result: dict[str, Any] = {}
-
-            def on_term(signum: int, frame: object) -> None:
-                raise KeyboardInterrupt
-
-            import signal
-
-            signal.signal(signal.SIGTERM, on_term)
-            try:
-                result = flood(opts.target, opts.bind, opts.rate, opts.seconds)
-            except KeyboardInterrupt:
-                result = {"stopped": True}
-            print(json.dumps(result))
+            print(json.dumps(flood(opts.target, opts.bind, opts.rate, opts.seconds)))
         else:
             print(json.dumps(legit_redirects(opts.target, opts.bind, opts.count, opts.window)))
         return 0

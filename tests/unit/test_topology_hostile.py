@@ -76,7 +76,7 @@ def test_hostile_file_is_a_located_error_quickly(tmp_path: Path, name: str) -> N
     started = time.monotonic()
     with pytest.raises(TopologyInvalid) as info:
         load_topology(path)
-    assert time.monotonic() - started < 3.0
+    assert time.monotonic() - started < 8.0  # 10 s is the bound; a loaded CI host is slower
     diagnostics = info.value.diagnostics
     assert diagnostics and all(d.file == str(path) for d in diagnostics)
     assert all(len(d.render()) < 400 for d in diagnostics), diagnostics  # no 5,000-digit echo
@@ -166,7 +166,7 @@ def test_every_command_exits_2_with_a_located_message(tmp_path: Path, name: str)
         result = runner.invoke(app, args)
         assert result.exit_code == 2, (args, result.output, result.exception)
         assert f"{path}:" in result.output, (args, result.output)
-        assert time.monotonic() - started < 3.0, args
+        assert time.monotonic() - started < 8.0, args
 
 
 def test_validate_in_a_process_stays_small_and_fast(tmp_path: Path) -> None:
@@ -189,5 +189,5 @@ def test_validate_in_a_process_stays_small_and_fast(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-c", script, *paths], capture_output=True, text=True, timeout=60,
                           check=True)
     report = json.loads(done.stdout)
-    assert all(code == 2 and seconds < 3.0 for _p, code, seconds in report["runs"]), report
+    assert all(code == 2 and seconds < 8.0 for _p, code, seconds in report["runs"]), report
     assert report["rss_kib"] < 300 * 1024, report

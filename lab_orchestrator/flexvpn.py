@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from .model import Topology
-from .plan import LabPlan, Process
+from .plantypes import LabPlan, Process
 
 PROCESS_NAME = "flexvpn"
 CONFIG_NAME = "flexvpn.json"

@@ -10,10 +10,9 @@ from __future__ import annotations
 import json
 from ipaddress import IPv4Interface
 
-import jinja2
-
 from .model import Topology
-from .plan import Interface, LabPlan, Process
+from .plantypes import Interface, LabPlan, Process
+from .templating import environment
 
 
 def icl_of(plan: LabPlan, node: str, peer: str) -> tuple[Interface, Interface]:
@@ -75,7 +74,8 @@ def monitor_config(topo: Topology, plan: LabPlan, node: str) -> dict[str, object
             "destinations": destinations}
 
 
-def plan_mnha(topo: Topology, plan: LabPlan, env: jinja2.Environment, python: str = "python3") -> None:
+def plan_mnha(topo: Topology, plan: LabPlan, python: str = "python3") -> None:
+    env = environment()
     for pair in topo.mnha:
         for node, peer in (pair.nodes, pair.nodes[::-1]):
             _plan_daemon(topo, plan, pair.mode, node, peer, python)

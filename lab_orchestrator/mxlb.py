@@ -22,7 +22,7 @@ from ipaddress import IPv4Interface
 from dataplane.chash import build_initial
 
 from .model import Topology
-from .plan import LabPlan, NodePlan, Process, Route, Rule, Ruleset
+from .plantypes import LabPlan, NodePlan, Process, Route, Rule, Ruleset
 
 MARK_TABLE_BASE = 100
 TLB_BIT = 0x100
@@ -195,8 +195,7 @@ def _selector(plan: LabPlan, node: NodePlan, instance: str, side: str, field: st
     for iface in plan.interfaces():
         if iface.ns != ns or iface.peer_node is None:
             continue
-        peer = next(i for i in plan.interfaces() if i.node == iface.peer_node and i.peer_node == node.name
-                    and i.peer_alias == iface.alias)
+        peer = plan.peer_of(iface)
         if iface.peer_node in srxs:
             hops[iface.peer_node] = Hop(iface.peer_node, iface.name,
                                         str(IPv4Interface(peer.address).ip) if peer.address else "")

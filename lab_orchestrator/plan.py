@@ -3,21 +3,44 @@
 The plan names every namespace, veth, address, route, sysctl, rendered file and process.
 Backends only apply it; `lab render` writes it to a folder; golden tests compare it.
 Nothing here touches the system.
+
+It is built by the ordered phases of PHASES: each reads the topology and the plan so far and adds
+its part (a later phase may read what an earlier one added, never the reverse). The types are in
+`plantypes` (re-exported here).
 """
 
 from __future__ import annotations
 
-import json
 import zlib
-from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Iterator
+from dataclasses import replace
 from ipaddress import IPv4Interface, IPv4Network
-from typing import Any
 
-from . import naming
+from . import flexvpn, mnha, mxlb, naming, render, srd, sshplan
 from .model import Link, Node, Topology
+from .plantypes import (
+    BgpSession,
+    Bridge,
+    ExpectedRoute,
+    Interface,
+    LabPlan,
+    Mgmt,
+    MgmtPort,
+    Namespace,
+    NodePlan,
+    Process,
+    Route,
+    Rule,
+    Ruleset,
+    Veth,
+)
+
+__all__ = ["PHASES", "BgpSession", "Bridge", "ExpectedRoute", "Interface", "LabPlan", "Mgmt", "MgmtPort",
+           "Namespace", "NodePlan", "Process", "Route", "Rule", "Ruleset", "Veth", "build",
+           "default_mgmt_subnet", "free_mgmt_subnet"]
 
 DEFAULT_STATE_ROOT = "/run/lab"
+FIRST_IFINDEX = 10  # veth ends get distinct, planned ifindexes from here on
 MX_INSTANCES = {"trust": "TRUST-VR", "untrust": "UNTRUST-VR"}
 # IPv6 off: the lab is IPv4 (as the JVD), and link-local chatter would pollute packet counters.
 _NO_IPV6 = (
@@ -35,220 +58,6 @@ HOST_SYSCTLS = _NO_IPV6 + (
     ("net.ipv4.conf.all.rp_filter", "0"),
     ("net.ipv4.conf.default.rp_filter", "0"),
 )
-
-
-@dataclass(frozen=True)
-class Namespace:
-    name: str
-    node: str
-    instance: str | None  # None: the node's master instance
-    sysctls: tuple[tuple[str, str], ...]
-
-
-@dataclass(frozen=True)
-class Interface:
-    ns: str
-    node: str
-    instance: str | None
-    name: str  # Linux name
-    alias: str  # vendor name, shown in every output
-    address: str | None  # "198.18.0.0/31"
-    ifindex: int
-    mtu: int
-    zone: str | None
-    peer_node: str | None  # the node at the other end; for a LAN port, None
-    peer_alias: str | None
-    lan: str | None = None  # namespace of the LAN switch this interface is plugged into
-
-
-@dataclass(frozen=True)
-class Veth:
-    a: Interface
-    b: Interface
-    link_index: int
-
-
-@dataclass(frozen=True)
-class Bridge:
-    """A LAN: a Linux bridge in a namespace of its own, one veth port per attached interface."""
-
-    ns: str
-    name: str
-    ports: tuple[str, ...]
-    link_index: int
-
-
-@dataclass(frozen=True)
-class MgmtPort:
-    node: str
-    ns: str
-    name: str  # inside the node
-    host_port: str  # root-namespace end, enslaved to the bridge
-    address: str  # with prefix length
-    ifindex: int
-
-
-@dataclass(frozen=True)
-class Mgmt:
-    bridge: str
-    subnet: str
-    host_address: str  # bridge address in the root namespace, with prefix length
-    nft_table: str
-    ports: tuple[MgmtPort, ...]
-
-
-@dataclass(frozen=True)
-class Route:
-    ns: str
-    dst: str
-    kind: str  # "unicast" | "local" | "blackhole"
-    via: str | None = None
-    dev: str | None = None
-    table: int | None = None  # None: main
-
-
-@dataclass(frozen=True)
-class Rule:
-    """Policy routing: packets with FWMARK look up TABLE (the MX selector's per-SRX tables)."""
-
-    ns: str
-    fwmark: int
-    table: int
-    priority: int
-    mask: int | None = None  # None: the whole mark must match
-
-
-@dataclass(frozen=True)
-class BgpSession:
-    ns: str
-    node: str
-    instance: str | None
-    protocol: str  # BIRD protocol name
-    local_address: str
-    local_as: int
-    peer_address: str
-    peer_as: int
-    peer_node: str
-    zone: str | None
-
-
-@dataclass(frozen=True)
-class Process:
-    node: str
-    ns: str
-    name: str  # unique within the node: "bird", "bird-trust-vr", ...
-    argv: tuple[str, ...]
-    control_socket: str | None = None
-    stale_files: tuple[str, ...] = ()  # what a killed instance leaves behind and blocks a restart (a lock)
-
-
-@dataclass(frozen=True)
-class Ruleset:
-    """An nftables file loaded atomically inside a namespace before the daemons start."""
-
-    node: str
-    ns: str
-    file: str  # relative to the state dir
-
-
-@dataclass(frozen=True)
-class ExpectedRoute:
-    ns: str
-    prefix: str
-
-
-@dataclass
-class NodePlan:
-    """One emulated device: its namespaces, addresses and derived facts for templates."""
-
-    name: str
-    kind: str
-    namespaces: list[str]
-    master_ns: str
-    mgmt_address: str
-    loopbacks: dict[str, str] = field(default_factory=dict)  # instance ("" = master) -> address
-    nat_pool: str | None = None
-    files: list[str] = field(default_factory=list)
-    # SRX lo0 units beyond lo0.0 ("1" -> address): the TLB real-service address of its MNHA pair,
-    # configured on both nodes (the JVD's lo0.1); "2": the SRG2 real-service of an srg1+srg2 pair
-    lo_units: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass
-class LabPlan:
-    name: str
-    source: str
-    state_dir: str
-    load_balancing: str
-    use_case: str
-    mgmt: Mgmt
-    nodes: list[NodePlan]
-    namespaces: list[Namespace]
-    veths: list[Veth]
-    bridges: list[Bridge]
-    routes: list[Route]
-    sessions: list[BgpSession]
-    processes: list[Process]
-    expected_routes: list[ExpectedRoute]
-    rulesets: list[Ruleset] = field(default_factory=list)
-    rules: list[Rule] = field(default_factory=list)
-    mnha: list[list[str]] = field(default_factory=list)  # MNHA pairs, as in the topology
-    srd: list[str] = field(default_factory=list)  # the two MX of an SRD pair
-    files: dict[str, str] = field(default_factory=dict)  # path relative to state_dir -> content
-
-    def node(self, name: str) -> NodePlan:
-        for node in self.nodes:
-            if node.name == name:
-                return node
-        raise KeyError(name)
-
-    def interfaces(self) -> Iterator[Interface]:
-        """Interfaces of the emulated nodes (LAN switch ports excluded)."""
-        for iface in self.all_interfaces():
-            if iface.ns != iface.lan:
-                yield iface
-
-    def all_interfaces(self) -> Iterator[Interface]:
-        for veth in self.veths:
-            yield veth.a
-            yield veth.b
-
-    def to_json(self) -> str:
-        data = asdict(self)
-        data.pop("files")
-        data["file_names"] = sorted(self.files)
-        return json.dumps(data, indent=2, sort_keys=True) + "\n"
-
-    @classmethod
-    def from_json(cls, text: str, files: dict[str, str] | None = None) -> LabPlan:
-        """Read back what to_json wrote (a running lab's plan.json), for operations on a running lab."""
-        d = json.loads(text)
-
-        def iface(x: dict[str, Any]) -> Interface:
-            return Interface(**x)
-
-        return cls(
-            name=d["name"], source=d["source"], state_dir=d["state_dir"],
-            load_balancing=d["load_balancing"], use_case=d["use_case"],
-            mgmt=Mgmt(d["mgmt"]["bridge"], d["mgmt"]["subnet"], d["mgmt"]["host_address"],
-                      d["mgmt"]["nft_table"], tuple(MgmtPort(**p) for p in d["mgmt"]["ports"])),
-            nodes=[NodePlan(**n) for n in d["nodes"]],
-            namespaces=[Namespace(n["name"], n["node"], n["instance"], tuple(tuple(kv) for kv in n["sysctls"]))
-                        for n in d["namespaces"]],
-            veths=[Veth(iface(v["a"]), iface(v["b"]), v["link_index"]) for v in d["veths"]],
-            bridges=[Bridge(b["ns"], b["name"], tuple(b["ports"]), b["link_index"]) for b in d["bridges"]],
-            routes=[Route(**r) for r in d["routes"]],
-            sessions=[BgpSession(**s) for s in d["sessions"]],
-            processes=[Process(p["node"], p["ns"], p["name"], tuple(p["argv"]), p.get("control_socket"),
-                               tuple(p.get("stale_files", ())))
-                       for p in d["processes"]],
-            expected_routes=[ExpectedRoute(**e) for e in d["expected_routes"]],
-            rulesets=[Ruleset(**r) for r in d.get("rulesets", [])],
-            rules=[Rule(**r) for r in d.get("rules", [])],
-            mnha=[list(p) for p in d.get("mnha", [])],
-            srd=list(d.get("srd", [])),
-            files=dict(files or {}),
-        )
 
 
 def default_mgmt_subnet(lab: str) -> IPv4Network:
@@ -298,37 +107,50 @@ def _local_as(node: Node, instance: str | None) -> int | None:
     return node.bgp.as_
 
 
+Phase = Callable[[Topology, LabPlan, str], None]  # (topology, plan so far, python) -> adds to the plan
+
+
 def build(topo: Topology, source: str = "", state_root: str = DEFAULT_STATE_ROOT,
           python: str = "python3", mgmt_subnet: IPv4Network | None = None) -> LabPlan:
     """The whole lab, derived only from the validated topology (same input -> same plan)."""
     lab = topo.name
-    state_dir = f"{state_root}/{lab}"
-    explicit = [a.network for link in topo.links for a in (link.addresses or [])]
-    p2p = _Allocator(topo.addressing.p2p, 31, explicit)
+    subnet = topo.addressing.mgmt or mgmt_subnet or default_mgmt_subnet(lab)
+    plan = LabPlan(
+        name=lab, source=source, state_dir=f"{state_root}/{lab}",
+        load_balancing=topo.services.load_balancing, use_case=topo.services.use_case,
+        mgmt=Mgmt(naming.mgmt_bridge(lab), str(subnet), f"{next(subnet.hosts())}/{subnet.prefixlen}",
+                  naming.root_nft_table(lab), ()),
+        nodes=[], namespaces=[], veths=[], bridges=[], routes=[], sessions=[], processes=[], expected_routes=[],
+        mnha=[list(pair.nodes) for pair in topo.mnha], srd=list(topo.srd.nodes) if topo.srd else [],
+    )
+    for _name, phase in PHASES:
+        phase(topo, plan, python)
+    return plan
+
+
+def _nodes(topo: Topology, plan: LabPlan, python: str) -> None:
+    """Per node: its namespaces (an MX: one per routing instance) and sysctls, its management port
+    and address, loopbacks, the SRX's CGNAT pool."""
     loopbacks = _Allocator(topo.addressing.loopback, 32,
                            [IPv4Network(f"{n.loopback}/32") for n in topo.nodes.values() if n.loopback])
     nat_pools = _Allocator(topo.addressing.nat, topo.addressing.nat_prefixlen,
                            [n.nat_pool for n in topo.nodes.values() if n.nat_pool])
-
-    mgmt_subnet = topo.addressing.mgmt or mgmt_subnet or default_mgmt_subnet(lab)
+    mgmt_subnet = IPv4Network(plan.mgmt.subnet)
     mgmt_hosts = mgmt_subnet.hosts()
-    host_address = next(mgmt_hosts)
+    next(mgmt_hosts)  # the root namespace's end of the management bridge
     reserved_mgmt = {n.mgmt_ip for n in topo.nodes.values() if n.mgmt_ip}
-
-    nodes: list[NodePlan] = []
-    namespaces: list[Namespace] = []
     mgmt_ports: list[MgmtPort] = []
-    ifindex = 10
+    ifindex = FIRST_IFINDEX
     for index, (name, node) in enumerate(topo.nodes.items()):
-        master = naming.namespace(lab, name)
+        master = naming.namespace(plan.name, name)
         instances: list[str | None] = [None]
         if node.kind == "mx":
             instances += list(MX_INSTANCES.values())
         sysctls = {"host": HOST_SYSCTLS, "srx": SRX_SYSCTLS}.get(node.kind, ROUTER_SYSCTLS)
         ns_names = []
         for instance in instances:
-            ns = naming.namespace(lab, name, instance)
-            namespaces.append(Namespace(ns, name, instance, sysctls))
+            ns = naming.namespace(plan.name, name, instance)
+            plan.namespaces.append(Namespace(ns, name, instance, sysctls))
             ns_names.append(ns)
         mgmt_ip = node.mgmt_ip if node.mgmt_ip is not None else next(h for h in mgmt_hosts if h not in reserved_mgmt)
         plan_node = NodePlan(name, node.kind, ns_names, master,
@@ -342,78 +164,13 @@ def build(topo: Topology, source: str = "", state_root: str = DEFAULT_STATE_ROOT
                     plan_node.loopbacks[key] = str(loopbacks.next().network_address)
         if node.kind == "srx" and topo.services.use_case == "cgnat":
             plan_node.nat_pool = str(node.nat_pool or nat_pools.next())
-        nodes.append(plan_node)
+        plan.nodes.append(plan_node)
         ifindex += 1
         mgmt_ports.append(MgmtPort(name, master, "fxp0" if node.kind in ("mx", "srx") else "mgmt0",
-                                   naming.mgmt_host_port(lab, index + 1),
+                                   naming.mgmt_host_port(plan.name, index + 1),
                                    plan_node.mgmt_address, ifindex))
-
-    _pair_addresses(topo, nodes, loopbacks)
-    veths: list[Veth] = []
-    bridges: list[Bridge] = []
-    lans = _Allocator(topo.addressing.lan, 24, explicit)
-    for link_index, link in enumerate(topo.links):
-        ends = [e.partition(":") for e in link.endpoints]
-        is_lan = len(ends) > 2
-        if link.addresses:
-            addresses = [str(a) for a in link.addresses]
-        else:
-            subnet = lans.next() if is_lan else p2p.next()
-            hosts = list(subnet.hosts()) if is_lan else list(subnet)
-            addresses = [f"{ip}/{subnet.prefixlen}" for ip in hosts[:len(ends)]]
-        lan_ns = naming.namespace(lab, f"lan{link_index}") if is_lan else None
-        if lan_ns:
-            namespaces.append(Namespace(lan_ns, f"lan{link_index}", None, _NO_IPV6))
-            bridges.append(Bridge(lan_ns, "br0", tuple(f"p{j}" for j in range(len(ends))), link_index))
-        pair = []
-        for side, (node_name, _, alias) in enumerate(ends):
-            node = topo.nodes[node_name]
-            other = None if is_lan else ends[1 - side]
-            instance = _instance_of(node, link)
-            ifindex += 1
-            iface = Interface(
-                ns=naming.namespace(lab, node_name, instance), node=node_name, instance=instance,
-                name=naming.linux_ifname(alias), alias=alias, address=addresses[side],
-                ifindex=ifindex, mtu=link.mtu, zone=link.zone,
-                peer_node=other[0] if other else None, peer_alias=other[2] if other else None, lan=lan_ns,
-            )
-            if lan_ns:
-                ifindex += 1
-                port = Interface(ns=lan_ns, node=f"lan{link_index}", instance=None, name=f"p{side}",
-                                 alias=f"{node_name}:{alias}", address=None, ifindex=ifindex, mtu=link.mtu,
-                                 zone=link.zone, peer_node=node_name, peer_alias=alias, lan=lan_ns)
-                veths.append(Veth(iface, port, link_index))
-            else:
-                pair.append(iface)
-        if not is_lan:
-            veths.append(Veth(pair[0], pair[1], link_index))
-
-    plan = LabPlan(
-        name=lab, source=source, state_dir=state_dir,
-        load_balancing=topo.services.load_balancing, use_case=topo.services.use_case,
-        mgmt=Mgmt(naming.mgmt_bridge(lab), str(mgmt_subnet), f"{host_address}/{mgmt_subnet.prefixlen}",
-                  naming.root_nft_table(lab), tuple(mgmt_ports)),
-        nodes=nodes, namespaces=namespaces, veths=veths, bridges=bridges, routes=[], sessions=[],
-        processes=[], expected_routes=[],
-        mnha=[list(pair.nodes) for pair in topo.mnha], srd=list(topo.srd.nodes) if topo.srd else [],
-    )
-    plan.routes = list(_host_routes(topo, plan))
-    plan.sessions = list(_bgp_sessions(topo, plan))
-    from . import render  # the renderer reads the plan; kept apart so templates stay the "how"
-
-    render.render_all(topo, plan, python)
-    from . import mxlb
-
-    mxlb.plan_selectors(topo, plan, python)
-    from . import flexvpn
-
-    flexvpn.plan_flexvpn(topo, plan, python)
-    from . import sshplan
-
-    sshplan.plan_ssh(topo, plan, python)
-    plan.files["plan.json"] = ""  # listed in its own file_names
-    plan.files["plan.json"] = plan.to_json()
-    return plan
+    plan.mgmt = replace(plan.mgmt, ports=tuple(mgmt_ports))
+    _pair_addresses(topo, plan.nodes, loopbacks)
 
 
 def _pair_addresses(topo: Topology, nodes: list[NodePlan], pool: _Allocator) -> None:
@@ -432,6 +189,81 @@ def _pair_addresses(topo: Topology, nodes: list[NodePlan], pool: _Allocator) -> 
                 address = str(pool.next().network_address)
             for name in pair.nodes:
                 by_name[name].lo_units[unit] = address
+
+
+def _links(topo: Topology, plan: LabPlan, python: str) -> None:
+    """Per link: a veth (point to point) or a LAN switch (bridge in a namespace of its own, one veth
+    per port), addresses from the pools unless the link fixes them, distinct ifindexes."""
+    explicit = [a.network for link in topo.links for a in (link.addresses or [])]
+    p2p = _Allocator(topo.addressing.p2p, 31, explicit)
+    lans = _Allocator(topo.addressing.lan, 24, explicit)
+    ifindex = max((p.ifindex for p in plan.mgmt.ports), default=FIRST_IFINDEX)
+    lab = plan.name
+    for link_index, link in enumerate(topo.links):
+        ends = [e.partition(":") for e in link.endpoints]
+        is_lan = len(ends) > 2
+        if link.addresses:
+            addresses = [str(a) for a in link.addresses]
+        else:
+            subnet = lans.next() if is_lan else p2p.next()
+            hosts = list(subnet.hosts()) if is_lan else list(subnet)
+            addresses = [f"{ip}/{subnet.prefixlen}" for ip in hosts[:len(ends)]]
+        lan_ns = naming.namespace(lab, f"lan{link_index}") if is_lan else None
+        if lan_ns:
+            plan.namespaces.append(Namespace(lan_ns, f"lan{link_index}", None, _NO_IPV6))
+            plan.bridges.append(Bridge(lan_ns, "br0", tuple(f"p{j}" for j in range(len(ends))), link_index))
+        pair = []
+        for side, (node_name, _, alias) in enumerate(ends):
+            node = topo.nodes[node_name]
+            other = None if is_lan else ends[1 - side]
+            instance = _instance_of(node, link)
+            ifindex += 1
+            iface = Interface(
+                ns=naming.namespace(lab, node_name, instance), node=node_name, instance=instance,
+                name=naming.linux_ifname(alias), alias=alias, address=addresses[side],
+                ifindex=ifindex, mtu=link.mtu, zone=link.zone,
+                peer_node=other[0] if other else None, peer_alias=other[2] if other else None, lan=lan_ns,
+            )
+            if lan_ns:
+                ifindex += 1
+                port = Interface(ns=lan_ns, node=f"lan{link_index}", instance=None, name=f"p{side}",
+                                 alias=f"{node_name}:{alias}", address=None, ifindex=ifindex, mtu=link.mtu,
+                                 zone=link.zone, peer_node=node_name, peer_alias=alias, lan=lan_ns)
+                plan.veths.append(Veth(iface, port, link_index))
+            else:
+                pair.append(iface)
+        if not is_lan:
+            plan.veths.append(Veth(pair[0], pair[1], link_index))
+
+
+def _static_routes(topo: Topology, plan: LabPlan, python: str) -> None:
+    plan.routes = list(_host_routes(topo, plan))
+
+
+def _bgp(topo: Topology, plan: LabPlan, python: str) -> None:
+    plan.sessions = list(_bgp_sessions(topo, plan))
+
+
+def _plan_json(topo: Topology, plan: LabPlan, python: str) -> None:
+    plan.files["plan.json"] = ""  # listed in its own file_names
+    plan.files["plan.json"] = plan.to_json()
+
+
+# The order is the contract: a phase reads only what the phases above it added.
+PHASES: tuple[tuple[str, Phase], ...] = (
+    ("nodes", _nodes),                      # namespaces, sysctls, management ports, loopbacks, NAT pools
+    ("links", _links),                      # veths, LAN bridges, addresses, ifindexes
+    ("static routes", _static_routes),      # host AnyIP prefixes and default routes, static routes
+    ("bgp", _bgp),                          # eBGP sessions on point-to-point links between speakers
+    ("configs", render.configs),            # BIRD configs + processes, device configs, SRX nft rulesets
+    ("readiness", render.readiness),        # routes each gateway must learn before `lab up` returns
+    ("mnha", mnha.plan_mnha),               # mnhad + conntrackd per SRX of an MNHA pair
+    ("srd", srd.plan_srd),                  # srdd per MX of an SRD pair (reads BIRD processes of "configs")
+    ("selectors", mxlb.plan_selectors),     # the MX selector (ECMP CHASH / TLB): nft, rules, tables, mxlb
+    ("flexvpn", flexvpn.plan_flexvpn),      # HSRP / CLB / IKEv2 daemons of ios-routers
+    ("ssh", sshplan.plan_ssh),              # the lab's SSH server, its keys and ssh_config
+    ("plan.json", _plan_json),              # the plan itself, last
+)
 
 
 def _host_routes(topo: Topology, plan: LabPlan) -> Iterator[Route]:
@@ -456,22 +288,13 @@ def _default_gateway(topo: Topology, plan: LabPlan, host: str) -> str | None:
         return None
     first = own[0]
     if first.lan is None:
-        peer = _peer_of(plan, first)
+        peer = plan.peer_of(first)
         return str(IPv4Interface(peer.address).ip) if peer.address else None
     for iface in plan.interfaces():
         if iface.lan == first.lan and iface.address and iface.node in topo.nodes \
                 and topo.nodes[iface.node].kind != "host":
             return str(IPv4Interface(iface.address).ip)
     return None
-
-
-def _peer_of(plan: LabPlan, iface: Interface) -> Interface:
-    for veth in plan.veths:
-        if veth.a == iface:
-            return veth.b
-        if veth.b == iface:
-            return veth.a
-    raise KeyError(iface.name)
 
 
 def _bgp_sessions(topo: Topology, plan: LabPlan) -> Iterator[BgpSession]:

@@ -2,45 +2,16 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
-from importlib import resources
 from ipaddress import IPv4Interface, IPv4Network
 from typing import Any
 
 import jinja2
 
-from . import naming
+from . import mnha, naming, srd
 from .model import Topology
-from .plan import BgpSession, ExpectedRoute, Interface, LabPlan, NodePlan, Process, Ruleset
-
-
-def _template_loader() -> jinja2.BaseLoader:
-    """The package's templates (package data, read with importlib.resources); LAB_TEMPLATES=DIR overrides."""
-    override = os.environ.get("LAB_TEMPLATES")
-    if override:
-        return jinja2.FileSystemLoader(override)
-    root = resources.files("lab_orchestrator") / "templates"
-
-    def load(name: str) -> str | None:
-        entry = root / name
-        return entry.read_text(encoding="utf-8") if entry.is_file() else None
-
-    return jinja2.FunctionLoader(load)
-
-
-def _environment() -> jinja2.Environment:
-    env = jinja2.Environment(
-        loader=_template_loader(),
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-    )
-    env.filters["netmask"] = lambda a: str(IPv4Interface(a).netmask)
-    env.filters["network"] = lambda p: str(IPv4Network(p).network_address)
-    env.filters["prefixmask"] = lambda p: str(IPv4Network(p).netmask)
-    return env
+from .plantypes import BgpSession, ExpectedRoute, Interface, LabPlan, NodePlan, Process, Ruleset
+from .templating import environment
 
 
 @dataclass(frozen=True)
@@ -59,7 +30,7 @@ def _statics(topo: Topology, plan: LabPlan, node: NodePlan) -> list[StaticRoute]
     if spec.kind == "ios-router":
         for iface in plan.interfaces():
             if iface.node == node.name and iface.peer_node and topo.nodes[iface.peer_node].kind == "host":
-                peer = next(i for i in plan.interfaces() if i.node == iface.peer_node and i.peer_node == node.name)
+                peer = plan.peer_of(iface)
                 out += [StaticRoute(str(p), f"via {_ip(peer.address)}") for p in topo.nodes[iface.peer_node].prefixes]
         if spec.bgp is not None:
             out += [StaticRoute(str(p), "blackhole") for p in spec.bgp.announce]
@@ -151,8 +122,6 @@ def _bird_files(topo: Topology, plan: LabPlan, node: NodePlan, env: jinja2.Envir
             continue
         suffix = f"-{instance.lower()}" if instance else ""
         peer_pools = _peer_pools(plan, node) if instance is None else []
-        from . import mnha, srd
-
         role_include = None
         if mnha.in_pair(topo, node.name):
             role_include = f"{plan.state_dir}/{mnha.role_file(plan, node.name)}"
@@ -237,16 +206,15 @@ def _expected_routes(topo: Topology, plan: LabPlan) -> list[ExpectedRoute]:
     return out
 
 
-def render_all(topo: Topology, plan: LabPlan, python: str = "python3") -> None:
-    env = _environment()
+def configs(topo: Topology, plan: LabPlan, python: str = "python3") -> None:
+    """Per node: BIRD configs (and their processes), the device config, the SRX ruleset."""
+    env = environment()
     for node in plan.nodes:
         _bird_files(topo, plan, node, env)
         _device_config(topo, plan, node, env)
         _srx_ruleset(topo, plan, node, env)
+
+
+def readiness(topo: Topology, plan: LabPlan, python: str = "python3") -> None:
+    """What `lab up` waits for besides BGP: each gateway's routes to the far side."""
     plan.expected_routes = _expected_routes(topo, plan)
-    from . import mnha
-
-    mnha.plan_mnha(topo, plan, env, python)
-    from . import srd
-
-    srd.plan_srd(topo, plan, python)

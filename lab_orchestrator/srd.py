@@ -6,7 +6,7 @@ import json
 from ipaddress import IPv4Interface
 
 from .model import Topology
-from .plan import LabPlan, Process
+from .plantypes import LabPlan, Process
 
 MASTER_PRIORITY, STANDBY_PRIORITY = 200, 100
 

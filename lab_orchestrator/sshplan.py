@@ -26,7 +26,7 @@ from .cli_ssh.config import (
     hash_password,
 )
 from .model import Ssh, Topology
-from .plan import LabPlan, NodePlan, Process
+from .plantypes import LabPlan, NodePlan, Process
 
 PROCESS_NODE = "_lab"  # not a node name (names start with a letter): the process serves every node
 PROCESS_NAME = "sshd"

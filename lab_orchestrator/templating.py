@@ -1,0 +1,43 @@
+"""The Jinja2 environment of the device templates (`templates/`: package data)."""
+
+from __future__ import annotations
+
+import os
+from functools import cache
+from importlib import resources
+from ipaddress import IPv4Interface, IPv4Network
+
+import jinja2
+
+
+def _template_loader(override: str | None) -> jinja2.BaseLoader:
+    """The package's templates (package data, read with importlib.resources); LAB_TEMPLATES=DIR overrides."""
+    if override:
+        return jinja2.FileSystemLoader(override)
+    root = resources.files("lab_orchestrator") / "templates"
+
+    def load(name: str) -> str | None:
+        entry = root / name
+        return entry.read_text(encoding="utf-8") if entry.is_file() else None
+
+    return jinja2.FunctionLoader(load)
+
+
+def environment() -> jinja2.Environment:
+    """The templates' environment (StrictUndefined, trimmed blocks), made once per template folder."""
+    return _environment(os.environ.get("LAB_TEMPLATES"))
+
+
+@cache
+def _environment(override: str | None) -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=_template_loader(override),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.filters["netmask"] = lambda a: str(IPv4Interface(a).netmask)
+    env.filters["network"] = lambda p: str(IPv4Network(p).network_address)
+    env.filters["prefixmask"] = lambda p: str(IPv4Network(p).netmask)
+    return env

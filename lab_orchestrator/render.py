@@ -151,6 +151,28 @@ def _node_interfaces(plan: LabPlan, node: str) -> list[Interface]:
     return sorted((i for i in plan.interfaces() if i.node == node), key=lambda i: i.alias)
 
 
+def _real_services(topo: Topology, plan: LabPlan) -> list[tuple[str, tuple[str, ...], str]]:
+    from . import mxlb
+
+    return mxlb.real_services(topo, plan)
+
+
+def _mnha_context(topo: Topology, plan: LabPlan, node: NodePlan) -> dict[str, Any] | None:
+    """The SRX's `chassis high-availability` and export-policy facts (None outside an MNHA pair)."""
+    from . import mnha
+
+    pair = next((p for p in topo.mnha if node.name in p.nodes), None)
+    if pair is None:
+        return None
+    local_id = pair.nodes.index(node.name) + 1
+    peer = pair.nodes[2 - local_id]
+    local, remote = mnha.icl_of(plan, node.name, peer)
+    return {"pair": pair, "local_id": local_id, "peer_id": 3 - local_id, "peer": peer,
+            "local_ip": _ip(local.address), "peer_ip": _ip(remote.address), "icl": f"{local.alias}.0",
+            "monitor": mnha.monitor_config(topo, plan, node.name), "signal_route": str(pair.signal_route),
+            "srg1_active": mnha.srg1_initially_active(topo, node.name)}
+
+
 def _device_config(topo: Topology, plan: LabPlan, node: NodePlan, env: jinja2.Environment) -> None:
     spec = topo.nodes[node.name]
     context: dict[str, Any] = dict(
@@ -158,6 +180,8 @@ def _device_config(topo: Topology, plan: LabPlan, node: NodePlan, env: jinja2.En
         sessions=[s for s in plan.sessions if s.node == node.name],
         statics=_statics(topo, plan, node), ip=_ip, topo=topo,
         mgmt=next(p for p in plan.mgmt.ports if p.node == node.name),
+        mnha=_mnha_context(topo, plan, node),
+        real_services=_real_services(topo, plan) if spec.kind == "mx" else [],
     )
     if spec.kind in ("mx", "srx"):
         name, template = f"nodes/{node.name}/juniper.conf", f"junos-{spec.kind}.conf.j2"

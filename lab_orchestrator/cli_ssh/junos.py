@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from ipaddress import IPv4Interface, IPv4Network
 from typing import Any
 
@@ -662,7 +663,8 @@ def show_tlb_statistics(snap: Snapshot, args: Args) -> Output:
     members = status.get("members", [])
     loopbacks = {m["name"]: m.get("loopback", "") for s in config.get("selectors", []) for m in s.get("members", [])}
     health = config.get("health", {})
-    probe = str(health.get("type", "icmp")).upper()
+    profiles = health.get("profiles") or [health] if health else []
+    probe = ",".join(str(p.get("type", "icmp")).upper() for p in profiles) or "ICMP"
     active = sum(1 for m in members if m.get("alive"))
     sent = sum(c.get("packets", 0) for m in members for c in m.get("counters", {}).values())
     sent_bytes = sum(c.get("bytes", 0) for m in members for c in m.get("counters", {}).values())
@@ -708,6 +710,35 @@ def feature_status(snap: Snapshot, file: str, configured: bool, what: str) -> Ou
     return Output(text + "\n", status)
 
 
+def _srg0_monitoring(srg0: dict[str, Any]) -> list[str]:
+    """SRG0's monitor-object, its BFD-liveliness destinations and the failure signal route."""
+    monitor = srg0.get("monitor")
+    signal = srg0.get("signal_route") or {}
+    lines: list[str] = []
+    if monitor:
+        lines += ["        Monitoring Information:",
+                  f"          SRG Threshold: {monitor.get('srg_threshold')}   Current SRG Weight: "
+                  f"{monitor.get('srg_weight')}",
+                  f"          BFD Liveliness: minimum-interval {monitor.get('interval_ms')} ms, multiplier "
+                  f"{monitor.get('multiplier')}"]
+        for obj in monitor.get("objects", []):
+            lines.append(f"          Monitor Object: {obj['name']:<10} State: {obj['state']:<5} Weight: "
+                         f"{obj['weight']}/{obj['threshold']}   Object Threshold: {obj['object_threshold']}")
+            for dest in obj.get("destinations", []):
+                lines.append(f"            BFD Destination: {dest['ip']:<16} Src: {dest['src_ip']:<16} "
+                             f"Interface: {dest['interface']:<12} Weight: {dest['weight']:<5} State: {dest['state']}")
+    if signal:
+        lines.append(f"        Install On Failure Route: {signal.get('prefix')} routing-instance MNHA-VR "
+                     f"({'INSTALLED' if signal.get('installed') else 'not installed'})")
+    events = srg0.get("events") or []
+    if events:
+        lines.append("        Failure Events:")
+        for event in events[-8:]:
+            when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(event.get("at", 0.0))))
+            lines.append(f"          {when}  {event.get('what', '')}")
+    return lines
+
+
 def show_chassis_ha(snap: Snapshot, args: Args) -> Output:
     """MNHA (`dataplane.mnhad` writes nodes/NODE/mnha-status.json) in Junos's layout."""
     status = snap.status.get("mnha-status.json")
@@ -749,7 +780,8 @@ def show_chassis_ha(snap: Snapshot, args: Args) -> Output:
         "        Peer Information:",
         f"          Peer Id: {peer_id}",
     ]
-    if status.get("mode") == "srg1":
+    lines += _srg0_monitoring(status.get("srg0", {}))
+    if status.get("mode") in ("srg1", "srg1+srg2"):
         role = str(srg1.get("role", "unknown")).upper()
         lines += [
             "",
@@ -765,6 +797,18 @@ def show_chassis_ha(snap: Snapshot, args: Args) -> Output:
             f"          Peer Id: {peer_id}",
             f"          Status : {str(srg1.get('peer_role', 'unknown')).upper()}",
             f"          Health Status: {'HEALTHY' if beat.get('peer_alive') else 'UNKNOWN'}",
+        ]
+    srg2 = status.get("srg2")
+    if isinstance(srg2, dict):
+        lines += [
+            "",
+            "Services Redundancy Group: 2",
+            "        Deployment Type: ROUTING",
+            f"        Status: {str(srg2.get('role', 'unknown')).upper()}",
+            f"        Activeness Priority: {srg2.get('priority', '-')}",
+            "        Peer Information:",
+            f"          Peer Id: {peer_id}",
+            f"          Status : {str(srg2.get('peer_role', 'unknown')).upper()}",
         ]
     return Output("".join(line + "\n" for line in lines), {"mnha-information": status})
 

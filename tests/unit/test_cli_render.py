@@ -549,3 +549,21 @@ def test_ios_features_not_configured_not_running_running() -> None:
 @pytest.mark.parametrize("renderer", [ios.show_version, ios.show_clock, ios.show_ip_interface_brief])
 def test_ios_simple_commands_render(renderer: Any) -> None:
     assert renderer(ios_snapshot(), {}).status == 0
+
+
+def test_chassis_high_availability_shows_srg0_monitoring_and_the_signal_route() -> None:
+    pair = {"nodes": ["srx1", "srx2"], "mode": "srg0"}
+    dest = {"ip": "198.18.0.8", "src_ip": "198.18.0.9", "interface": "ge-0/0/0.0", "weight": 300, "state": "DOWN"}
+    srg0 = {"role": "ineligible",
+            "signal_route": {"prefix": "192.168.255.0/32", "table": 50, "installed": True},
+            "monitor": {"srg_threshold": 300, "srg_weight": 300, "interval_ms": 300, "multiplier": 3,
+                        "objects": [{"name": "trust", "threshold": 300, "object_threshold": 300, "weight": 300,
+                                     "state": "DOWN", "destinations": [dest]}]},
+            "events": [{"at": 0.0, "what": "trust: bfd-liveliness 198.18.0.8 down via ge-0/0/0.0"}]}
+    status = {**MNHA_STATUS, "srg0": srg0}
+    text = junos.show_chassis_ha(srx_snapshot(mnha=pair, status={"mnha-status.json": status}), {}).text
+    assert "Current State: OFFLINE" in text
+    assert "Monitor Object: trust      State: DOWN  Weight: 300/300" in text
+    assert "BFD Destination: 198.18.0.8" in text and "State: DOWN" in text
+    assert "Install On Failure Route: 192.168.255.0/32 routing-instance MNHA-VR (INSTALLED)" in text
+    assert "trust: bfd-liveliness 198.18.0.8 down via ge-0/0/0.0" in text

@@ -290,6 +290,47 @@ def test_strongswan_is_redirected_and_establishes_ike_and_child_sa(shipped: Lab,
         peer.stop()
 
 
+@needs_swan
+def test_strongswan_returns_the_cookie_of_a_flooded_gateway(shipped: Lab, tmp_path: Path) -> None:
+    """RFC 7296 section 2.6 on the wire: a flood of IKE_SA_INITs (never answering cookies) puts router3
+    under pressure; strongSwan gets N(COOKIE), sends it back and establishes; the flood holds no more
+    half-open SAs than the cookie threshold and does not count as CLB load."""
+    elected(shipped, 45)
+    member = ROUTERS["router3"]
+    flood = (
+        "import os, socket\n"
+        "from dataplane.ikev2 import codec, crypto\n"
+        "p = crypto.ike_proposal(crypto.Suite(codec.ENCR_AES_CBC, 256, codec.PRF_HMAC_SHA2_256,"
+        " codec.AUTH_HMAC_SHA2_256_128, 19))\n"
+        "ke = crypto.Dh(19).public\n"
+        "u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+        "for i in range(400):\n"
+        "    h = codec.Header(os.urandom(8), bytes(8), codec.SA, codec.IKE_SA_INIT, codec.FLAG_INITIATOR, 0)\n"
+        "    u.sendto(codec.encode(h, [codec.SaPayload((p,)), codec.KePayload(19, ke),"
+        " codec.NoncePayload(os.urandom(32))]), ('" + member + "', 500))\n"
+    )
+    shipped.run("client1", sys.executable, "-c", flood)
+    status = wait_for(lambda: (s := shipped.ike("router3"))["gateway_counters"]["cookies_sent"] > 0 and s, 10,
+                      "cookies demanded")
+    assert 0 < status["ike"]["half_open"] <= 50, status["ike"]
+    peer = swan.initiator(shipped.ns("client2"), tmp_path / "swan", member, CLIENT2, "client2", vip=False)
+    peer.start()
+    try:
+        result = peer.initiate()
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert "N(COOKIE)" in result.stdout, result.stdout
+        assert re.search(rf"IKE_SA gw\[\d+\] established between {CLIENT2}\[.*\]\.\.\.{re.escape(member)}\[",
+                         result.stdout), result.stdout
+        after = shipped.ike("router3")
+        assert after["gateway_counters"]["cookies_accepted"] >= 1
+        assert after["ike"]["half_open"] <= 50
+        # The master's table: router3's load is its established SAs, not the flood's half-open ones.
+        rows = {r["address"]: r for r in shipped.ike("router1")["cluster"]["rows"]}
+        assert rows[member]["ike"] < 50, rows[member]
+    finally:
+        peer.stop()
+
+
 @needs_tshark
 def test_tshark_decodes_hsrp_and_the_redirect_notifies(shipped: Lab, tmp_path: Path) -> None:
     elected(shipped, 45)

@@ -47,6 +47,9 @@ class TrafficSpec:
     hold: float = 3.0  # lasting events: seconds before the restore step
     settle: float = 4.0  # seconds after the event (or its restore) before traffic stops
     down_time: float = 3.0  # reboot events
+    # packet: count frames reaching the receiving host's interface (AF_PACKET, before its netfilter);
+    # socket: count what a UDP socket of the receiving host gets (after its netfilter)
+    receiver: str = "packet"
 
 
 @dataclass
@@ -224,9 +227,11 @@ def run_event(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target
         time.sleep(1.0)
     mx_ns = [ns for n in plan.nodes if n.kind == "mx" for ns in n.namespaces if ns.endswith("-trust-vr")]
     sampler = Sampler(mx_ns).start()
-    rx_f = Receiver(iface=ends.server_iface, ns=ends.server_ns, rate_per_flow=per_flow).spawn().wait_ready()
-    rx_r = Receiver(iface=ends.client_iface, ns=ends.client_ns, rate_per_flow=per_flow).spawn().wait_ready() \
-        if spec.reverse else None
+    socket_mode = spec.receiver == "socket"
+    rx_f = Receiver(iface=None if socket_mode else ends.server_iface, port=flows[0].dport if socket_mode else None,
+                    ns=ends.server_ns, rate_per_flow=per_flow).spawn().wait_ready()
+    rx_r = Receiver(iface=None if socket_mode else ends.client_iface, port=flows[0].sport if socket_mode else None,
+                    ns=ends.client_ns, rate_per_flow=per_flow).spawn().wait_ready() if spec.reverse else None
     tx_f = Sender(iface=ends.client_iface, ns=ends.client_ns, flows=flows, rate=spec.rate, sizes=spec.sizes,
                   duration=total).spawn().wait_ready()
     time.sleep(0.3)  # the forward packets open the sessions the reverse flows need

@@ -13,6 +13,7 @@ from . import lifecycle  # noqa: F401  up, down, status, restart
 from . import operate  # noqa: F401  fail, restore, switchover
 from . import inspect  # noqa: F401  redundancy, sessions, selector, ssh, exec
 from . import events  # noqa: F401  events list|run
+from . import report  # noqa: F401  report (a test plan)
 from . import traffic  # noqa: F401  traffic start|stop|stats
 from . import meta  # noqa: F401  doctor, version, labs
 # isort: on

@@ -1,0 +1,159 @@
+"""The `lab report` command: options, progress bar and exit codes around `reportrun` (the runner)."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from ..diagnostics import LabError
+from .common import app, err, guarded
+
+
+@app.command("report")
+def report(
+    plan_file: Path | None = typer.Option(None, "--plan", "-p",
+                                          help="Test plan (YAML). Default: the JVD's, plans/jvd.yml."),
+    lab: list[str] = typer.Option([], "--lab", "-l",
+                                  help="Only this lab (repeatable): a lab of the plan, or any running lab."),
+    topology: list[str] = typer.Option([], "--topology", "-t",
+                                       help="Only these topologies (repeatable): 1-4 (SFW and CGNAT), or a file name."),
+    event: list[str] = typer.Option([], "--event", "-e", help="Only these events (repeatable)."),
+    out_dir: Path = typer.Option(Path("lab-report"), "--out", "-o",
+                                 help="Folder for report.html, report.json, report.xml (and report.md)."),
+    markdown: bool = typer.Option(False, "--markdown", help="Also write report.md (the matrix, for docs)."),
+    capture: bool = typer.Option(False, "--capture",
+                                 help="Capture on the receiving hosts (dumpcap) during each case and check the "
+                                      "generator's per-flow loss and gaps against the capture."),
+    flows: int | None = typer.Option(None, "--flows", help="Override the plan: flows per direction."),
+    rate_per_flow: float | None = typer.Option(None, "--rate-per-flow",
+                                               help="Override the plan: pps per flow and direction "
+                                                    "(resolution = 1/rate)."),
+    sizes: str | None = typer.Option(None, "--sizes", help="Override the plan: imix or a frame size."),
+    receiver: str | None = typer.Option(None, "--receiver",
+                                        help="packet (count at the host's interface, default) or socket (count at "
+                                             "a UDP socket, after the host's own firewall)."),
+    list_only: bool = typer.Option(False, "--list", help="Print the cases and the estimated time; run nothing."),
+    render: Path | None = typer.Option(None, "--render",
+                                       help="Write HTML/JUnit/Markdown again from a report.json; run nothing."),
+    json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON on stdout at the end."),
+) -> None:
+    """Run a test plan (default: the JVD's: topologies 1-4, SFW and CGNAT, every applicable failure
+    event with its restore) under two-way traffic, and write a self-contained HTML report (matrix
+    event x lab, and per case the pps timeline, convergence distribution, movers, lab graph),
+    JSON (everything) and JUnit (one test case per lab x event). Exit 1 if a case fails, 2 on a
+    bad plan."""
+    from .. import hostcheck, reportrun, testplan
+
+    def run() -> None:
+        outputs = reportrun.Outputs(out_dir, markdown)
+        if render is not None:
+            doc = reportrun.render_again(render, outputs)
+            err.print(f"wrote {outputs.html}, {outputs.junit}" + (f", {outputs.md}" if markdown else ""))
+            _finish(doc, json_out, outputs)
+            return
+        loaded = testplan.load_plan(plan_file or testplan.DEFAULT_PLAN)
+        loaded = _with_running_labs(loaded, lab)
+        traffic = loaded.plan.traffic.model_copy(update={k: v for k, v in (
+            ("flows", flows), ("rate_per_flow", rate_per_flow), ("sizes", sizes), ("receiver", receiver))
+            if v is not None})
+        traffic = testplan.TrafficParams.model_validate(traffic.model_dump())  # overrides checked too
+        cases = testplan.expand(loaded, labs=lab or None, topologies=topology or None, events=event or None)
+        if not cases:
+            raise LabError("no case left after the filters (--lab/--topology/--event)")
+        estimate = reportrun.estimate(cases, traffic)
+        if list_only:
+            for case in cases:
+                err.print(f"{case.index + 1:3d}. {case.lab:<8} {case.use_case:<6} {case.event}"
+                          + (f" on {case.target}" if case.target else ""), highlight=False)
+            err.print(f"{len(cases)} cases on {len({c.lab for c in cases})} labs; estimated {estimate / 60:.1f} min "
+                      f"at {traffic.flows} flows x {traffic.rate_per_flow:g} pps per direction "
+                      f"(resolution {traffic.resolution_ms:g} ms)")
+            return
+        hostcheck.require_root()
+        command = "lab report " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:2] == ["report"] \
+            else "lab " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+        err.print(f"{len(cases)} cases on {len({c.lab for c in cases})} labs, about {estimate / 60:.1f} min; "
+                  f"{traffic.flows} flows x {traffic.rate_per_flow:g} pps per direction, resolution "
+                  f"{traffic.resolution_ms:g} ms; writing {outputs.folder}/", highlight=False)
+        doc = _run_with_progress(loaded, cases, traffic, outputs, command, capture)
+        _finish(doc, json_out, outputs)
+
+    guarded(run)
+
+
+def _with_running_labs(loaded: Any, labs: list[str]) -> Any:
+    """--lab NAME of a running lab the plan does not list: add it (every event, unless --event)."""
+    from .. import testplan
+    from ..state import LabState, state_dir
+    from ..validate import load_topology
+
+    known = {load_topology(loaded.topology_path(e)).topology.name for e in loaded.plan.labs}
+    extra = []
+    for name in labs:
+        if name in known:
+            continue
+        if not (state_dir(name) / "state.json").exists():
+            continue  # expand() says the plan has no such lab
+        source = Path(LabState.load(state_dir(name)).source)
+        extra.append(testplan.LabEntry(topology=str(source.resolve())))
+    if not extra:
+        return loaded
+    plan = loaded.plan.model_copy(update={"labs": [*loaded.plan.labs, *extra]})
+    return testplan.LoadedPlan(plan, loaded.file, loaded.source)
+
+
+def _run_with_progress(loaded: Any, cases: list[Any], traffic: Any, outputs: Any, command: str,
+                       capture: bool) -> dict[str, Any]:
+    from .. import reportrun
+
+    started = time.monotonic()
+    spent: list[float] = []
+    remaining_estimate = {c.index: reportrun.expected_case_seconds(c.event, traffic) for c in cases}
+    columns = (TextColumn("[cyan]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+               TextColumn("ETA {task.fields[eta]}"))
+    with Progress(*columns, console=err, transient=False) as progress:
+        task = progress.add_task("starting", total=len(cases), eta="?")
+
+        def eta(done: int) -> str:
+            left = cases[done:]
+            guess = sum(remaining_estimate[c.index] for c in left)
+            if spent:  # scale the guess by how this machine has done so far
+                ratio = sum(spent) / sum(remaining_estimate[c.index] for c in cases[:len(spent)])
+                guess *= ratio
+            labs_left = len({c.lab for c in left})
+            return f"{(guess + labs_left * reportrun.LAB_CYCLE_S) / 60:.1f} min"
+
+        def on_case(done: int, total: int, case: Any, _: str) -> None:
+            progress.update(task, description=f"{case.lab} {case.event} ({total - done - 1} left after this)",
+                            eta=eta(done))
+
+        def on_done(record: dict[str, Any]) -> None:
+            spent.append(record["duration_s"])
+            colour = {"passed": "green", "failed": "red"}.get(record["status"], "yellow")
+            progress.console.print(f"[{colour}]{reportrun.describe(record)}[/]", highlight=False)
+            progress.advance(task)
+
+        def on_step(message: str) -> None:
+            progress.console.print(f"  [dim]{time.monotonic() - started:6.1f}s {message}[/]", highlight=False)
+
+        return reportrun.run_plan(loaded, cases, traffic, outputs, command, capture, on_case, on_done, on_step)
+
+
+def _finish(doc: dict[str, Any], json_out: bool, outputs: Any) -> None:
+    from .. import reportgen
+
+    s = reportgen.summary(doc)
+    if json_out:
+        sys.stdout.write(json.dumps({"summary": s, "html": str(outputs.html), "json": str(outputs.json),
+                                     "junit": str(outputs.junit), "duration_s": doc.get("duration_s")}) + "\n")
+    err.print(f"{s['passed']} passed, {s['failed']} failed, {s['errors']} errors of {s['cases']} cases in "
+              f"{(doc.get('duration_s') or 0) / 60:.1f} min: {outputs.html}")
+    if s["failed"] or s["errors"]:
+        raise typer.Exit(1)

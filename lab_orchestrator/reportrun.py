@@ -1,0 +1,350 @@
+"""`lab report`: run a test plan's cases on real labs and write the report (HTML, JSON, JUnit, Markdown).
+
+The thin, impure part: it brings each lab of the plan up (or reuses one already running under
+that name), runs its cases one after the other on the same running lab (every event restores
+what it broke), brings it down, and hands the collected results to `reportgen` (pure). A case
+that raises is recorded as an error and its lab is rebuilt before the next case, so one broken
+case does not spoil the rest. The JSON is rewritten after every case: an interrupted run keeps
+what it measured.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from . import __version__, reportgen
+from .diagnostics import LabError
+from .testplan import REPO, Case, LoadedPlan, TrafficParams
+
+# Seconds a case takes beyond its traffic phases (spawning, carrier reads, selector quiet time),
+# and a lab's up + down: the ETA's first guess, replaced by measured means as cases finish.
+CASE_OVERHEAD_S = 5.0
+LAB_CYCLE_S = 6.0
+
+
+@dataclass
+class Outputs:
+    folder: Path
+    markdown: bool = False
+
+    @property
+    def html(self) -> Path:
+        return self.folder / "report.html"
+
+    @property
+    def json(self) -> Path:
+        return self.folder / "report.json"
+
+    @property
+    def junit(self) -> Path:
+        return self.folder / "report.xml"
+
+    @property
+    def md(self) -> Path:
+        return self.folder / "report.md"
+
+
+def expected_case_seconds(event: str, traffic: TrafficParams) -> float:
+    from .eventrun import LASTING
+
+    phases = traffic.warmup + traffic.settle
+    if event in LASTING:
+        phases += traffic.hold
+    if event.endswith("reboot"):
+        phases += traffic.down_time
+    if event == "nexthop-add":
+        phases += 1.0
+    return phases + CASE_OVERHEAD_S
+
+
+def estimate(cases: list[Case], traffic: TrafficParams) -> float:
+    labs = len({c.lab for c in cases})
+    return sum(expected_case_seconds(c.event, traffic) for c in cases) + labs * LAB_CYCLE_S
+
+
+# --------------------------------------------------------------------------- machine and version
+def machine() -> dict[str, Any]:
+    info: dict[str, Any] = {"cpus": os.cpu_count(), "kernel": platform.release(),
+                            "python": platform.python_version()}
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                info["cpu"] = line.split(":", 1)[1].strip()
+                break
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        kb = int(Path("/proc/meminfo").read_text().split("\n")[0].split()[1])
+        info["memory_gib"] = round(kb / 2**20, 1)
+    with contextlib.suppress(OSError):
+        info["os"] = next(line.split("=", 1)[1].strip('"') for line in Path("/etc/os-release").read_text().splitlines()
+                          if line.startswith("PRETTY_NAME="))
+    for tool, argv in (("bird", ["bird", "--version"]), ("nftables", ["nft", "--version"])):
+        with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=5)
+            text = (done.stdout + done.stderr).strip().splitlines()
+            if text:
+                info[tool] = text[0]
+    with contextlib.suppress(OSError):
+        info["load_average_at_start"] = " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    return info
+
+
+def version() -> dict[str, str]:
+    out = {"lab": __version__}
+    with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+        done = subprocess.run(["git", "-C", str(REPO), "describe", "--always", "--dirty"], capture_output=True,
+                              text=True, timeout=5)
+        if done.returncode == 0:
+            out["git"] = done.stdout.strip()
+    return out
+
+
+def graph_svg(topology_file: Path) -> str:
+    """The lab's graph as inline SVG (Graphviz), or '' when dot is missing."""
+    from . import graph
+    from .validate import load_topology
+
+    try:
+        svg = graph.render_image(load_topology(topology_file).topology, "svg").decode()
+    except LabError:
+        return ""
+    start = svg.find("<svg")
+    return svg[start:] if start >= 0 else ""
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# --------------------------------------------------------------------------- labs
+def _lab_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    return subprocess.run([sys.executable, "-m", "lab_orchestrator.cli", *args], capture_output=True, text=True,
+                          timeout=timeout, env=env, cwd=REPO)
+
+
+def lab_running(name: str) -> bool:
+    from .state import state_dir
+
+    return (state_dir(name) / "state.json").exists()
+
+
+def lab_up(topology: Path) -> None:
+    done = _lab_cli("up", str(topology))
+    if done.returncode != 0:
+        raise LabError(f"lab up {topology} failed: {(done.stderr or done.stdout).strip()[-600:]}")
+
+
+def lab_down(name: str) -> None:
+    done = _lab_cli("down", "--name", name)
+    if done.returncode != 0:
+        raise LabError(f"lab down {name} failed: {(done.stderr or done.stdout).strip()[-600:]}")
+
+
+# --------------------------------------------------------------------------- one case
+def run_case(case: Case, traffic: TrafficParams, capture: bool, workdir: Path,
+             progress: Callable[[str], None]) -> dict[str, Any]:
+    """Run CASE on its running lab; the case record of the report document."""
+    from . import capture as capmod
+    from . import eventrun, ops
+    from . import events as eventsmod
+    from .state import LabState, state_dir
+
+    record: dict[str, Any] = {"id": case.id, "lab": case.lab, "event": case.event, "target": case.target,
+                              "use_case": case.use_case, "load_balancing": case.load_balancing,
+                              "started": _now(), "status": "error", "error": None, "result": None,
+                              "capture": None}
+    started = time.monotonic()
+    caps: list[capmod.Dumpcap] = []
+    try:
+        state = LabState.load(state_dir(case.lab))
+        plan = ops.load_plan(state)
+        kind = eventsmod.BY_NAME[case.event]
+        target = case.target or eventrun.default_target(plan, kind)
+        record["target"] = target
+        spec = eventrun.TrafficSpec(flows=traffic.flows, rate=traffic.rate, sizes=traffic.sizes,
+                                    reverse=traffic.reverse, warmup=traffic.warmup, hold=traffic.hold,
+                                    settle=traffic.settle, down_time=traffic.down_time, receiver=traffic.receiver)
+        if capture:
+            ends = eventrun.endpoints(plan)
+            caps.append(capmod.Dumpcap(ends.server_ns, ends.server_iface, workdir / f"{case.index}-fwd.pcap").start())
+            if traffic.reverse:
+                caps.append(capmod.Dumpcap(ends.client_ns, ends.client_iface,
+                                           workdir / f"{case.index}-rev.pcap").start())
+        result = eventrun.run_event(state, plan, kind, target, spec, progress=progress)
+        record["result"] = result
+        if capture:
+            record["capture"] = _captured(caps, result, traffic)
+            caps = []
+        record["status"] = "passed" if result["passed"] and not (record["capture"] or {}).get("flagged") \
+            else "failed"
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except Exception as exc:  # a case that breaks is recorded, the plan goes on
+        record["error"] = f"{type(exc).__name__}: {exc}" if not isinstance(exc, LabError) else str(exc)
+    finally:
+        for cap in caps:
+            cap.kill()
+            with contextlib.suppress(OSError):
+                cap.path.unlink()
+        record["duration_s"] = round(time.monotonic() - started, 3)
+    return record
+
+
+def _captured(caps: list[Any], result: dict[str, Any], traffic: TrafficParams) -> dict[str, Any]:
+    from . import capture as capmod
+
+    for cap in caps:
+        cap.stop()
+    try:
+        forward, frames = caps[0].read(lambda fid: fid < capmod.REVERSE_ID_OFFSET)
+        reverse = None
+        if len(caps) > 1:
+            reverse, more = caps[1].read(lambda fid: fid >= capmod.REVERSE_ID_OFFSET)
+            frames += more
+        rows = capmod.compare(result, forward, reverse, traffic.rate_per_flow)
+        drops = [c.drops for c in caps if c.drops is not None]
+        return capmod.summarise(rows, capmod.tool_version(), frames, sum(drops) if drops else None)
+    except capmod.CaptureError as exc:
+        return {"error": str(exc), "flagged": 0, "flows": []}
+    finally:
+        for cap in caps:
+            with contextlib.suppress(OSError):
+                cap.path.unlink()
+
+
+# --------------------------------------------------------------------------- the plan
+def run_plan(loaded: LoadedPlan, cases: list[Case], traffic: TrafficParams, outputs: Outputs, command: str,
+             capture: bool = False, on_case: Callable[[int, int, Case, str], None] = lambda *_: None,
+             on_done: Callable[[dict[str, Any]], None] = lambda _: None,
+             on_step: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
+    """Run every case (grouped by lab, in plan order) and write the outputs; the document."""
+    from . import capture as capmod
+
+    if capture:
+        why = capmod.available()
+        if why:
+            raise LabError(f"--capture: {why}")
+    outputs.folder.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    doc: dict[str, Any] = {
+        "schema": reportgen.SCHEMA, "command": command, "started": _now(), "finished": None, "duration_s": None,
+        "plan": {"name": loaded.plan.name, "file": _shown_path(loaded.file), "description": loaded.plan.description,
+                 "traffic": {**traffic.model_dump(), "rate": traffic.rate, "resolution_ms": traffic.resolution_ms}},
+        "capture": capture, "machine": machine(), "version": version(), "labs": {}, "cases": [],
+        "estimate_s": round(estimate(cases, traffic), 1),
+    }
+    groups: dict[str, list[Case]] = {}
+    for case in cases:
+        groups.setdefault(case.lab, []).append(case)
+    done = 0
+    try:
+        with tempfile.TemporaryDirectory(prefix="lab-report-") as tmp:
+            for lab, lab_cases in groups.items():
+                file = lab_cases[0].topology
+                doc["labs"][lab] = {"topology": _shown_path(file), "use_case": lab_cases[0].use_case,
+                                    "load_balancing": lab_cases[0].load_balancing, "graph_svg": graph_svg(file)}
+                with _lab(lab, file, doc["labs"][lab], on_step) as rebuild:
+                    for case in lab_cases:
+                        on_case(done, len(cases), case, "running")
+                        record = run_case(case, traffic, capture, Path(tmp), on_step)
+                        doc["cases"].append(record)
+                        done += 1
+                        on_done(record)
+                        _write(doc, outputs, started, final=False)
+                        if record["status"] == "error":
+                            rebuild()
+    finally:
+        _write(doc, outputs, started, final=True)
+    return doc
+
+
+@contextlib.contextmanager
+def _lab(name: str, file: Path, info: dict[str, Any], step: Callable[[str], None]) -> Iterator[Callable[[], None]]:
+    """LAB running for the body: reused when it already runs (and left running), else brought up
+    and down. The yielded function rebuilds it (after a case that left it broken)."""
+    reused = lab_running(name)
+    info["reused_running_lab"] = reused
+    if not reused:
+        step(f"lab up {name}")
+        t = time.monotonic()
+        lab_up(file)
+        info["up_s"] = round(time.monotonic() - t, 2)
+
+    def rebuild() -> None:
+        step(f"rebuilding lab {name} after an error")
+        with contextlib.suppress(LabError):
+            lab_down(name)
+        lab_up(file)
+
+    try:
+        yield rebuild
+    finally:
+        if not reused:
+            step(f"lab down {name}")
+            lab_down(name)
+
+
+def _write(doc: dict[str, Any], outputs: Outputs, started: float, final: bool) -> None:
+    doc["duration_s"] = round(time.monotonic() - started, 1)
+    doc["finished"] = _now() if final else None
+    doc["summary"] = reportgen.summary(doc)
+    _atomic(outputs.json, json.dumps(doc, indent=1) + "\n")
+    if final:
+        _atomic(outputs.html, reportgen.to_html(doc))
+        _atomic(outputs.junit, reportgen.to_junit(doc))
+        if outputs.markdown:
+            _atomic(outputs.md, reportgen.to_markdown(doc, html_link=outputs.html.name))
+
+
+def _atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+
+
+def _shown_path(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(REPO))
+    except ValueError:
+        return path.name
+
+
+def render_again(json_file: Path, outputs: Outputs) -> dict[str, Any]:
+    """HTML/JUnit/Markdown from a report JSON written earlier (no lab, no root)."""
+    try:
+        doc: dict[str, Any] = json.loads(json_file.read_text())
+    except (OSError, ValueError) as exc:
+        raise LabError(f"cannot read report {json_file}: {exc}") from None
+    if doc.get("schema") != reportgen.SCHEMA:
+        raise LabError(f"{json_file} is not a `lab report` JSON (schema {doc.get('schema')!r})")
+    outputs.folder.mkdir(parents=True, exist_ok=True)
+    _atomic(outputs.html, reportgen.to_html(doc))
+    _atomic(outputs.junit, reportgen.to_junit(doc))
+    if outputs.markdown:
+        _atomic(outputs.md, reportgen.to_markdown(doc, html_link=outputs.html.name))
+    return doc
+
+
+def describe(record: dict[str, Any]) -> str:
+    f = reportgen.figures(record)
+    if record.get("result") is None:
+        return f"{record['id']}: ERROR {record.get('error')}"
+    cap = ""
+    if record.get("capture") is not None:
+        cap = f", capture differs on {f['capture_flagged']} flow(s)" if f["capture_flagged"] else ", capture agrees"
+    return (f"{record['id']} on {record['target']}: {record['status'].upper()} convergence "
+            f"{f['convergence_max_ms']:.0f}/{f['convergence_median_ms']:.0f} ms, unaffected loss "
+            f"{f['unaffected_loss']}, moved {f['flows_moved']}/{f['flows_expected']}, "
+            f"{'recovered' if f['recovered'] else 'NOT recovered'}{cap} ({record['duration_s']:.0f} s)")

@@ -22,6 +22,7 @@ What is read of each frame (the wire format of the generator's payload, as docum
 from __future__ import annotations
 
 import os
+import select
 import shutil
 import signal
 import struct
@@ -179,27 +180,30 @@ class Dumpcap:
     ns: str
     iface: str
     path: Path
-    proc: subprocess.Popen[str] | None = None
+    proc: subprocess.Popen[bytes] | None = None
     drops: int | None = None
+    _stderr: bytes = b""
 
     def start(self, timeout: float = 10.0) -> Dumpcap:
         argv = ["ip", "netns", "exec", self.ns, "dumpcap", "-q", "-P", "-i", self.iface, "-s", str(SNAPLEN),
                 "-B", "64", "-f", "udp", "-w", str(self.path)]
         self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE, text=True, start_new_session=True)
+                                     stderr=subprocess.PIPE, start_new_session=True)
         deadline = time.monotonic() + timeout
         # dumpcap says "Capturing on 'IFACE'" once the socket is open; with -q that is all it prints
         assert self.proc.stderr is not None
-        os.set_blocking(self.proc.stderr.fileno(), False)
-        seen = ""
+        fd = self.proc.stderr.fileno()
+        seen = b""
         while time.monotonic() < deadline:
-            chunk = self.proc.stderr.read() or ""
+            ready, _, _ = select.select([fd], [], [], 0.05)
+            chunk = os.read(fd, 4096) if ready else b""
             seen += chunk
-            if "Capturing on" in seen:
+            if b"Capturing on" in seen:
+                self._stderr = seen
                 return self
-            if self.proc.poll() is not None:
-                raise CaptureError(f"dumpcap in {self.ns} on {self.iface} failed: {seen.strip()[-500:]}")
-            time.sleep(0.02)
+            if (ready and not chunk) or self.proc.poll() is not None:
+                raise CaptureError(f"dumpcap in {self.ns} on {self.iface} failed: "
+                                   f"{seen.decode(errors='replace').strip()[-500:]}")
         self.kill()
         raise CaptureError(f"dumpcap in {self.ns} on {self.iface} did not start in {timeout} s")
 
@@ -213,8 +217,7 @@ class Dumpcap:
         except subprocess.TimeoutExpired:
             self.kill()
         assert self.proc.stderr is not None
-        os.set_blocking(self.proc.stderr.fileno(), True)
-        text = self.proc.stderr.read() or ""
+        text = (self._stderr + self.proc.stderr.read()).decode(errors="replace")
         self.drops = _dropped(text)
 
     def kill(self) -> None:

@@ -50,6 +50,8 @@ class TrafficSpec:
     # packet: count frames reaching the receiving host's interface (AF_PACKET, before its netfilter);
     # socket: count what a UDP socket of the receiving host gets (after its netfilter)
     receiver: str = "packet"
+    realtime: bool = False  # senders SCHED_FIFO (keeps their schedule when the machine is busy)
+    sender_cpu: int | None = None  # pin both senders to this CPU (with realtime: the other CPUs stay free)
 
 
 @dataclass
@@ -233,10 +235,11 @@ def run_event(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target
     rx_r = Receiver(iface=None if socket_mode else ends.client_iface, port=flows[0].sport if socket_mode else None,
                     ns=ends.client_ns, rate_per_flow=per_flow).spawn().wait_ready() if spec.reverse else None
     tx_f = Sender(iface=ends.client_iface, ns=ends.client_ns, flows=flows, rate=spec.rate, sizes=spec.sizes,
-                  duration=total).spawn().wait_ready()
+                  duration=total, realtime=spec.realtime, cpu=spec.sender_cpu).spawn().wait_ready()
     time.sleep(0.3)  # the forward packets open the sessions the reverse flows need
     tx_r = Sender(iface=ends.server_iface, ns=ends.server_ns, flows=reverse, rate=spec.rate, sizes=spec.sizes,
-                  duration=total - 0.3).spawn().wait_ready() if spec.reverse else None
+                  duration=total - 0.3, realtime=spec.realtime,
+                  cpu=spec.sender_cpu).spawn().wait_ready() if spec.reverse else None
     marks: dict[str, float] = {}
     try:
         time.sleep(max(0.0, spec.warmup - 0.8))
@@ -292,6 +295,9 @@ def run_event(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target
                                  and crash["down_s"] is not None and crash["down_s"] <= DAEMON_RETURN_S)
         result["daemon_crash"] = crash
         result["passed"] = result["passed"] and crash["returned"]
+    # how well the senders kept their schedule (a late packet due during an outage is not lost)
+    result["senders"] = {name: {k: v for k, v in sent.items() if k != "per_flow_sent"}
+                         for name, sent in (("forward", sent_f), ("reverse", sent_r)) if sent}
     if during:
         result["flows_moved_on_restore"] = len(moved_back)
         result["flows_moved_on_restore_ideal_max"] = round(len(flows) / max(1, len(set(after.values()))))

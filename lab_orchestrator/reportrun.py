@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -154,7 +155,8 @@ def lab_down(name: str) -> None:
 
 # --------------------------------------------------------------------------- one case
 def run_case(case: Case, traffic: TrafficParams, capture: bool, workdir: Path,
-             progress: Callable[[str], None]) -> dict[str, Any]:
+             progress: Callable[[str], None], realtime: bool | None = None,
+             cpu: int | None = None) -> dict[str, Any]:
     """Run CASE on its running lab; the case record of the report document."""
     from . import capture as capmod
     from . import eventrun, ops
@@ -175,7 +177,9 @@ def run_case(case: Case, traffic: TrafficParams, capture: bool, workdir: Path,
         record["target"] = target
         spec = eventrun.TrafficSpec(flows=traffic.flows, rate=traffic.rate, sizes=traffic.sizes,
                                     reverse=traffic.reverse, warmup=traffic.warmup, hold=traffic.hold,
-                                    settle=traffic.settle, down_time=traffic.down_time, receiver=traffic.receiver)
+                                    settle=traffic.settle, down_time=traffic.down_time, receiver=traffic.receiver,
+                                    realtime=traffic.realtime if realtime is None else realtime,
+                                    sender_cpu=traffic.sender_cpu if cpu is None else cpu)
         if capture:
             ends = eventrun.endpoints(plan)
             caps.append(capmod.Dumpcap(ends.server_ns, ends.server_iface, workdir / f"{case.index}-fwd.pcap").start())
@@ -193,6 +197,8 @@ def run_case(case: Case, traffic: TrafficParams, capture: bool, workdir: Path,
         raise
     except Exception as exc:  # a case that breaks is recorded, the plan goes on
         record["error"] = f"{type(exc).__name__}: {exc}" if not isinstance(exc, LabError) else str(exc)
+        if not isinstance(exc, LabError):
+            record["traceback"] = traceback.format_exc(limit=-6)
     finally:
         for cap in caps:
             cap.kill()

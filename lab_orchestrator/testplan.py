@@ -4,7 +4,7 @@ A plan is a small YAML file (the JVD's own plan ships as ``plans/jvd.yml``)::
 
     name: my-plan
     traffic:                    # optional: every key has a default (below)
-      flows: 200                # flows per direction (distinct subscriber addresses)
+      flows: 100                # flows per direction (distinct subscriber addresses)
       rate_per_flow: 200        # packets/s of each flow in each direction: resolution 1/200 s = 5 ms
       sizes: imix
     labs:
@@ -42,7 +42,7 @@ class _Strict(BaseModel):
 class TrafficParams(_Strict):
     """Traffic of every case (the same for every case so that figures compare across the matrix)."""
 
-    flows: int = Field(default=200, ge=1, le=60000)
+    flows: int = Field(default=100, ge=1, le=60000)
     rate_per_flow: float = Field(default=200.0, gt=0, le=10000)
     sizes: str = "imix"
     reverse: bool = True
@@ -53,6 +53,10 @@ class TrafficParams(_Strict):
     # packet: the generator counts frames reaching the receiving host's interface (AF_PACKET);
     # socket: what reaches a UDP socket, after the host's own netfilter (see `lab report --help`)
     receiver: Literal["packet", "socket"] = "packet"
+    # Senders SCHED_FIFO, both pinned to one CPU: they keep their schedule on a busy machine and
+    # leave the other CPUs to the control plane (docs/benchmarks-report.md has the measurements).
+    realtime: bool = True
+    sender_cpu: int | None = Field(default=0, ge=0, le=1023)
 
     @property
     def rate(self) -> float:

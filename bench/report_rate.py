@@ -38,7 +38,8 @@ LAB = "rr1"
 MARKER = "<!-- notes below this line are kept when the benchmark rewrites this file -->"
 
 
-def one(case: testplan.Case, flows: int, rate: float, realtime: bool, capture: bool, pinned: bool, tmp: Path) -> dict[str, Any]:
+def one(case: testplan.Case, flows: int, rate: float, realtime: bool, capture: bool, pinned: bool,
+        tmp: Path) -> dict[str, Any]:
     traffic = testplan.TrafficParams(flows=flows, rate_per_flow=rate)
     record = reportrun.run_case(case, traffic, capture, tmp, lambda _: None, realtime=realtime,
                                 cpu=0 if pinned else None)
@@ -112,7 +113,8 @@ def render(rows: list[dict[str, Any]], started: dt.datetime) -> str:
              "means the sender fell behind; a packet sent late is not lost, so convergence below the "
              "lateness is not measured. Longest gap: the longest time between two packets of any flow, "
              "on their send timestamps (one interval when the schedule is kept).", "",
-             "| flows × pps per flow (resolution) | SCHED_FIFO | senders pinned | capture | sent / target | sender max lag | "
+             "| flows × pps per flow (resolution) | SCHED_FIFO | senders pinned | capture | sent / target | "
+             "sender max lag | "
              "packets > 1 ms late | longest gap | lost | capture flags | case |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     keys = sorted({(r["flows"], r["rate_per_flow"], r["realtime"], r["pinned"], r["capture"]) for r in rows})
@@ -124,7 +126,8 @@ def render(rows: list[dict[str, Any]], started: dt.datetime) -> str:
 
         flags = [r["capture_flagged"] for r in group if r["capture_flagged"] is not None]
         lines.append(f"| {key[0]} × {key[1]:g} ({1000 / key[1]:g} ms) | {'yes' if key[2] else 'no'} | "
-                     f"{'CPU 0' if key[3] else 'no'} | {'yes' if key[4] else 'no'} | {med('sent_ratio'):.3f} | {med('max_lag_ms'):.1f} ms | "
+                     f"{'CPU 0' if key[3] else 'no'} | {'yes' if key[4] else 'no'} | {med('sent_ratio'):.3f} | "
+                     f"{med('max_lag_ms'):.1f} ms | "
                      f"{100 * med('late_share'):.1f} % | {med('longest_gap_ms'):.1f} ms | {med('lost'):.0f} | "
                      f"{max(flags) if flags else '–'} | {med('case_s'):.1f} s |")
     return "\n".join(lines) + "\n"

@@ -22,6 +22,7 @@ What is read of each frame (the wire format of the generator's payload, as docum
 from __future__ import annotations
 
 import os
+import re
 import select
 import shutil
 import signal
@@ -235,10 +236,5 @@ class Dumpcap:
 
 def _dropped(stderr: str) -> int | None:
     """dumpcap's closing line: 'Packets received/dropped on interface 'eth1': 123/0 (...)'."""
-    for line in stderr.splitlines():
-        if "received/dropped" in line:
-            try:
-                return int(line.split(":")[-1].split("(")[0].split("/")[1])
-            except (IndexError, ValueError):
-                return None
-    return None
+    match = re.search(r"received/dropped on interface '[^']*': (\d+)/(\d+)", stderr)
+    return int(match.group(2)) if match else None

@@ -275,11 +275,10 @@ def _capture_html(case: Case, resolution_ms: float | None) -> str:
     rows = []
     for row in cap.get("flows", []):
         flag = ' class="flag"' if row.get("differs") else ""
-        rows.append(f"<tr{flag}><td class='num'>{row['flow']}</td><td>{_e(row['direction'])}</td>"
-                    f"<td class='num'>{_num(row.get('generator_lost'))}</td><td class='num'>{_num(row.get('capture_lost'))}"
-                    f"</td><td class='num'>{_num(row.get('generator_gap_ms'))}</td>"
-                    f"<td class='num'>{_num(row.get('capture_gap_ms'))}</td><td>{'DIFFERS' if row.get('differs') else ''}"
-                    f"</td></tr>")
+        cells = [row["flow"], _e(row["direction"]), _num(row.get("generator_lost")), _num(row.get("capture_lost")),
+                 _num(row.get("generator_gap_ms")), _num(row.get("capture_gap_ms"))]
+        rows.append(f"<tr{flag}>" + "".join(f"<td class='num'>{c}</td>" for c in cells)
+                    + f"<td>{'DIFFERS' if row.get('differs') else ''}</td></tr>")
     flagged = cap.get("flagged", 0)
     head = (f"<h3>Capture ({_e(cap.get('tool', 'dumpcap'))} on the receiving hosts, read by an independent "
             f"parser)</h3><p>{cap.get('packets', 0)} packets captured; flows where capture and generator differ by "
@@ -347,12 +346,13 @@ def to_html(doc: Doc) -> str:
     s = summary(doc)
     machine = doc.get("machine", {})
     version = doc.get("version", {})
-    params = [("flows per direction", traffic.get("flows")), ("pps per flow per direction", traffic.get("rate_per_flow")),
+    params = [("flows per direction", traffic.get("flows")),
+              ("pps per flow per direction", traffic.get("rate_per_flow")),
               ("aggregate pps per direction", traffic.get("rate")), ("frame sizes", traffic.get("sizes")),
               ("two-way", traffic.get("reverse")),
               ("convergence resolution", f"{_num(traffic.get('resolution_ms'), 3)} ms (one per-flow interval)"),
               ("warm-up / hold / settle / down time (s)",
-               f"{traffic.get('warmup')} / {traffic.get('hold')} / {traffic.get('settle')} / {traffic.get('down_time')}"),
+               " / ".join(str(traffic.get(k)) for k in ("warmup", "hold", "settle", "down_time"))),
               ("timeline sampling", "100 ms (MX per-SRX counters)")]
     title = f"lab report: {plan.get('name', 'plan')}"
     body = [f"<h1>{_e(title)}</h1>",

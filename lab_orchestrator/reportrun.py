@@ -175,7 +175,7 @@ def run_case(case: Case, traffic: TrafficParams, capture: bool, workdir: Path,
         kind = eventsmod.BY_NAME[case.event]
         target = case.target or eventrun.default_target(plan, kind)
         record["target"] = target
-        spec = eventrun.TrafficSpec(flows=traffic.flows, rate=traffic.rate, sizes=traffic.sizes,
+        spec = eventrun.TrafficSpec(flows=traffic.flows, rate=traffic.rate, sizes=str(traffic.sizes),
                                     reverse=traffic.reverse, warmup=traffic.warmup, hold=traffic.hold,
                                     settle=traffic.settle, down_time=traffic.down_time, receiver=traffic.receiver,
                                     realtime=traffic.realtime if realtime is None else realtime,

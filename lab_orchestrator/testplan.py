@@ -44,7 +44,7 @@ class TrafficParams(_Strict):
 
     flows: int = Field(default=100, ge=1, le=60000)
     rate_per_flow: float = Field(default=200.0, gt=0, le=10000)
-    sizes: str = "imix"
+    sizes: str | int = "imix"  # imix, a frame size (with FCS) or SIZE:WEIGHT,...
     reverse: bool = True
     warmup: float = Field(default=1.0, ge=0.5, le=60)
     hold: float = Field(default=2.0, ge=0.5, le=120)
@@ -140,7 +140,7 @@ def _check(loaded: LoadedPlan) -> list[Diagnostic]:
     src, plan = loaded.source, loaded.plan
     out: list[Diagnostic] = []
     try:
-        parse_sizes(plan.traffic.sizes)
+        parse_sizes(str(plan.traffic.sizes))
     except ValueError as exc:
         out.append(src.diag(("traffic", "sizes"), str(exc), "imix, a frame size (64-1518) or SIZE:WEIGHT,..."))
     seen: dict[Path, int] = {}

@@ -15,7 +15,6 @@ import json
 import os
 import platform
 import subprocess
-import sys
 import tempfile
 import time
 import traceback
@@ -128,13 +127,7 @@ def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-# --------------------------------------------------------------------------- labs
-def _lab_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
-    return subprocess.run([sys.executable, "-m", "lab_orchestrator.cli", *args], capture_output=True, text=True,
-                          timeout=timeout, env=env, cwd=REPO)
-
-
+# --------------------------------------------------------------------------- labs (the Lab API)
 def lab_running(name: str) -> bool:
     from .state import state_dir
 
@@ -142,15 +135,15 @@ def lab_running(name: str) -> bool:
 
 
 def lab_up(topology: Path) -> None:
-    done = _lab_cli("up", str(topology))
-    if done.returncode != 0:
-        raise LabError(f"lab up {topology} failed: {(done.stderr or done.stdout).strip()[-600:]}")
+    from . import api
+
+    api.up(topology)
 
 
 def lab_down(name: str) -> None:
-    done = _lab_cli("down", "--name", name)
-    if done.returncode != 0:
-        raise LabError(f"lab down {name} failed: {(done.stderr or done.stdout).strip()[-600:]}")
+    from . import api
+
+    api.pick(name).down()
 
 
 # --------------------------------------------------------------------------- one case
@@ -158,10 +151,8 @@ def run_case(case: Case, traffic: TrafficParams, capture: bool, workdir: Path,
              progress: Callable[[str], None], realtime: bool | None = None,
              cpu: int | None = None) -> dict[str, Any]:
     """Run CASE on its running lab; the case record of the report document."""
+    from . import api, eventrun
     from . import capture as capmod
-    from . import eventrun, ops
-    from . import events as eventsmod
-    from .state import LabState, state_dir
 
     record: dict[str, Any] = {"id": case.id, "lab": case.lab, "event": case.event, "target": case.target,
                               "use_case": case.use_case, "load_balancing": case.load_balancing,
@@ -170,23 +161,21 @@ def run_case(case: Case, traffic: TrafficParams, capture: bool, workdir: Path,
     started = time.monotonic()
     caps: list[capmod.Dumpcap] = []
     try:
-        state = LabState.load(state_dir(case.lab))
-        plan = ops.load_plan(state)
-        kind = eventsmod.BY_NAME[case.event]
-        target = case.target or eventrun.default_target(plan, kind)
+        lab = api.pick(case.lab)
+        target = lab.event_target(case.event, case.target)
         record["target"] = target
-        spec = eventrun.TrafficSpec(flows=traffic.flows, rate=traffic.rate, sizes=str(traffic.sizes),
+        spec = api.traffic_spec(flows=traffic.flows, rate=traffic.rate, sizes=str(traffic.sizes),
                                     reverse=traffic.reverse, warmup=traffic.warmup, hold=traffic.hold,
                                     settle=traffic.settle, down_time=traffic.down_time, receiver=traffic.receiver,
                                     realtime=traffic.realtime if realtime is None else realtime,
                                     sender_cpu=traffic.sender_cpu if cpu is None else cpu)
         if capture:
-            ends = eventrun.endpoints(plan)
+            ends = eventrun.endpoints(lab.plan())
             caps.append(capmod.Dumpcap(ends.server_ns, ends.server_iface, workdir / f"{case.index}-fwd.pcap").start())
             if traffic.reverse:
                 caps.append(capmod.Dumpcap(ends.client_ns, ends.client_iface,
                                            workdir / f"{case.index}-rev.pcap").start())
-        result = eventrun.run_event(state, plan, kind, target, spec, progress=progress)
+        result = lab.run_event(case.event, target, spec, progress=progress)
         record["result"] = result
         if capture:
             record["capture"] = _captured(caps, result, traffic)

@@ -1,6 +1,6 @@
 """Test plans for `lab report`: which labs, which failure events, which traffic.
 
-A plan is a small YAML file (the JVD's own plan ships as ``plans/jvd.yml``)::
+A plan is a small YAML file (the JVD's own plan ships as ``lab_orchestrator/plans/jvd.yml``)::
 
     name: my-plan
     traffic:                    # optional: every key has a default (below)
@@ -8,9 +8,9 @@ A plan is a small YAML file (the JVD's own plan ships as ``plans/jvd.yml``)::
       rate_per_flow: 200        # packets/s of each flow in each direction: resolution 1/200 s = 5 ms
       sizes: imix
     labs:
-      - topology: ../labs/topology1.yml      # relative to the plan file
-        events: all                          # every event that applies to the lab (the default)
-      - topology: ../labs/topology3-cgnat.yml
+      - topology: topology1                  # a shipped lab, or a file relative to the plan file
+        events: all                          # every JVD event that applies to the lab (the default)
+      - topology: ../labs/my-topology.yml
         events: [srx-power-off, restart-tlb]
         targets: {srx-power-off: srx2}       # default: the first node of the right kind
 
@@ -32,7 +32,9 @@ from .diagnostics import Diagnostic, TopologyInvalid, YamlPath
 from .yamlsrc import SourceMap, load
 
 REPO = Path(__file__).resolve().parents[1]
-DEFAULT_PLAN = REPO / "plans" / "jvd.yml"
+DEFAULT_PLAN = Path(__file__).resolve().parent / "plans" / "jvd.yml"
+# `events: all` is the JVD's list: events the catalog has beyond it run only when named
+NOT_IN_JVD = frozenset({"daemon-crash"})
 
 
 class _Strict(BaseModel):
@@ -105,8 +107,14 @@ class LoadedPlan:
     source: SourceMap
 
     def topology_path(self, entry: LabEntry) -> Path:
+        """A path relative to the plan file, or the name of a shipped lab (`topology3`)."""
+        from .shipped import shipped_path
+
         path = Path(entry.topology)
-        return path if path.is_absolute() else (self.file.parent / path)
+        local = path if path.is_absolute() else (self.file.parent / path)
+        if local.exists() or path.parent != Path("."):
+            return local
+        return shipped_path(entry.topology) or local
 
 
 def load_plan(path: str | Path) -> LoadedPlan:
@@ -196,7 +204,7 @@ def expand(loaded: LoadedPlan, labs: list[str] | None = None, topologies: list[s
         matched_lab.add(topo.name)
         verdicts = {a.event.name: a for a in eventsmod.applicable(json.loads(planmod.build(topo).to_json()))}
         if entry.events == "all":
-            names = [n for n, a in verdicts.items() if a.applicable]
+            names = [n for n, a in verdicts.items() if a.applicable and n not in NOT_IN_JVD]
         else:
             names = list(entry.events)
             for j, name in enumerate(names):

@@ -18,8 +18,8 @@ from .common import app, err, guarded
 
 @app.command("report")
 def report(
-    plan_file: Path | None = typer.Option(None, "--plan", "-p",
-                                          help="Test plan (YAML). Default: the JVD's, plans/jvd.yml."),
+    plan_file: Path | None = typer.Option(None, "--plan", "-p", help="Test plan (YAML). Default: the JVD's "
+                                                                      "(`lab report --list` shows its cases)."),
     lab: list[str] = typer.Option([], "--lab", "-l",
                                   help="Only this lab (repeatable): a lab of the plan, or any running lab."),
     topology: list[str] = typer.Option([], "--topology", "-t",

@@ -31,8 +31,8 @@ def _applicable(file: Path) -> list[str]:
 def test_jvd_plan_runs_every_applicable_event_of_every_shipped_topology() -> None:
     loaded = testplan.load_plan(testplan.DEFAULT_PLAN)
     cases = testplan.expand(loaded)
-    files = sorted(REPO.glob("labs/topology[1-4]*.yml"))
-    assert len(files) == 8
+    # SFW and CGNAT of each topology (the SRG1 variants are MNHA modes the JVD does not run its events on)
+    files = [REPO / f"labs/topology{n}{suffix}.yml" for n in range(1, 5) for suffix in ("", "-cgnat")]
     for file in files:
         lab = load_topology(file).topology.name
         assert [c.event for c in cases if c.lab == lab] == _applicable(file), lab

@@ -3,12 +3,16 @@ status file, and the peer heartbeat bookkeeping of the HA daemons (MNHA, SRD).""
 
 from __future__ import annotations
 
+import json
+import os
 import select
 import signal
 import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 from .mnha import HeartbeatError, PeerView, decode_heartbeat_ext
 
@@ -28,6 +32,19 @@ class StopFlag:
         return self.set
 
 
+RESUME_ENV = "LAB_RESUME"  # the lab supervisor sets it to 1 when it restarts a daemon after a crash
+
+
+def resumed_status(path: str | Path) -> dict[str, Any] | None:
+    """The status this daemon's previous instance published, when it is being restarted after a crash
+    (LAB_RESUME=1) and resumes from it; None on a fresh start (boot, power on)."""
+    if os.environ.get(RESUME_ENV) != "1":
+        return None
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
 
 
 @dataclass

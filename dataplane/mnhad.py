@@ -25,7 +25,7 @@ from typing import Any
 
 from labkit.files import write_json
 
-from .daemonkit import PeerLink, heartbeat_loop
+from .daemonkit import PeerLink, heartbeat_loop, resumed_status
 from .mnha import Destination, MonitorObject, PeerView, Role, Srg1, SrgMonitor, encode_heartbeat
 
 PORT = 7790
@@ -91,6 +91,7 @@ class Daemon:
         self.next_check = 0.0
         self.srg0_failed = False
         self.started = time.monotonic()
+        self.resumed: str | None = None  # the role taken up from the previous instance, after a crash
         self.sent = 0
         self.seq = 0
         # What BIRD runs with: the role file as it is now (rendered at plan time, rewritten since).
@@ -102,6 +103,34 @@ class Daemon:
         self.sock.bind((config["local_ip"], PORT))
         self.sock.setblocking(False)
         self.link = PeerLink(self.sock, config["peer"], config["peer_ip"])
+        self.resume(resumed_status(config["status_file"]))
+
+    def resume(self, previous: dict[str, Any] | None) -> None:
+        """Restarted after a crash: take up the SRG1 (and SRG2) roles held before, their history and
+        SRG0's monitored state, instead of electing anew: the pair keeps its roles, BIRD its
+        advertisements and the signal route stays as it is."""
+        if previous is None or self.c["mode"] == "srg0":
+            return
+        groups = [(self.srg1, previous.get("srg1"))]
+        if self.c["mode"] == "srg1+srg2":
+            groups.append((self.srg2, previous.get("srg2")))
+        taken = []
+        for group, data in groups:
+            if not isinstance(data, dict):
+                continue
+            try:
+                role = Role(data["role"])
+                transitions = [(float(t["at"]), Role(t["role"]), str(t["why"]))
+                               for t in data["transitions"]]
+            except (KeyError, ValueError, TypeError):
+                continue
+            if role is not Role.INIT:
+                group.role, group.transitions = role, transitions
+                taken.append(role.value)
+        self.srg0_failed = (previous.get("srg0") or {}).get("role") == "ineligible"
+        if taken:
+            self.resumed = "/".join(taken)
+            print(f"{time.strftime('%H:%M:%S')} resumed as {self.resumed} after a restart", flush=True)
 
     def healthy(self) -> bool:
         return all(has_carrier(self.probe, dev) for dev in self.c["monitored"])
@@ -183,7 +212,7 @@ class Daemon:
                           "sent": self.sent, "received": self.link.received, "errors": self.link.bad,
                           "peer_alive": self.peer.alive,
                           "last_heard_s_ago": round(now - self.link.heard, 3) if self.link.heard else None},
-            "healthy": healthy, "peer_seen_in_network": seen,
+            "healthy": healthy, "peer_seen_in_network": seen, "resumed": self.resumed,
             "srg0": {"role": "ineligible" if self.srg0_failed else "active", "signal_route":
                      {"prefix": f"{self.c['signal_route']}/32", "table": self.c["signal_table"],
                       "installed": self.srg0_failed},

@@ -2,8 +2,10 @@
 
 A control plane only. It watches, over netlink in each routing-instance namespace, the carrier of
 every SRX-facing link and, for ECMP, the BGP routes BIRD installs (an SRX whose next hop leaves the
-watched route, after having been in it, has withdrawn); for TLB it health-checks each SRX's
-loopback from the trust instance instead (a thread; dataplane.health). It decides which SRXs are
+watched route, after having been in it, has withdrawn); for TLB it takes each real-service's health
+from the health monitor instead (dataplane.healthd, the JVD's Network-monitor: a process of its own
+that probes from the trust instance and sends its state over a UNIX datagram socket; the last state
+stays in force while the monitor restarts). It decides which SRXs are
 alive, computes the selector table (dataplane.chash) and rewrites the nft map of every side in one
 transaction per side. One table serves both sides, so a subscriber's traffic crosses the same SRX
 both ways. For TLB the forwarding instance's default route exists only while an SRX is healthy.
@@ -19,10 +21,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import queue
 import select
+import socket
 import sys
-import threading
 import time
 from dataclasses import dataclass, field
 from ipaddress import IPv4Network
@@ -35,8 +36,8 @@ from pyroute2.netlink.rtnl import RTMGRP_IPV4_ROUTE, RTMGRP_LINK
 from labkit.files import write_json
 
 from .chash import SelectorTable, build_initial, plain_ecmp, reconcile_pairs
-from .daemonkit import StopFlag
-from .health import HealthState, Prober, ProfileHealth
+from .daemonkit import StopFlag, resumed_status
+from .health import HealthState, ProfileHealth
 from .nft import Nft, NftError
 
 ROUTE_SETTLE_S = 10.0
@@ -59,6 +60,9 @@ class MemberState:
 
     in_ecmp: bool = True  # the routed state after the hold-down (what the selector acts on)
     changed_at: float = 0.0  # when the raw routed state last flipped
+    # TLB, after a carrier loss: each profile's probe count then; the member is out until the
+    # monitor reports `recoveries` successful probes of every profile made since.
+    proving: dict[str, int] | None = None
 
     def alive(self, routes_decide: bool = False) -> bool:
         """Carrier on every side, and: TLB, passing health checks; ECMP, its BGP next hop in the
@@ -66,7 +70,7 @@ class MemberState:
         if not self.carrier or not all(self.carrier.values()):
             return False
         if self.health is not None:
-            return self.health.up
+            return self.health.up and self.proving is None
         if routes_decide:
             return self.in_ecmp
         return True
@@ -77,8 +81,19 @@ class MemberState:
         that just came back (rebooted, not yet routing) would be handed flows it drops."""
         self.in_ecmp = False
         self.changed_at = time.monotonic()
-        if self.health is not None and self.health.up:
-            self.health.force_down("carrier lost")
+        if self.health is not None:
+            self.proving = {name: state.probes for name, state in self.health.states.items()}
+            if self.health.up:
+                self.health.force_down("carrier lost")
+
+    def proven(self) -> bool:
+        """TLB: has every profile passed `recoveries` probes since the last carrier loss?"""
+        if self.proving is None or self.health is None:
+            return True
+        if all(s.up and min(s.ok_streak, s.probes - self.proving.get(n, 0)) >= s.recoveries
+               for n, s in self.health.states.items()):
+            self.proving = None
+        return self.proving is None
 
     def hold_down(self, now: float) -> bool:
         """Follow the routed state only once it has held ROUTE_HOLD_S: a path that leaves the ECMP
@@ -146,8 +161,9 @@ class Daemon:
                                                   for p in self.profiles})
                     self.targets[m["name"]] = m["loopback"]
         self.health_config = health
-        self.results: queue.Queue[tuple[str, dict[str, tuple[bool, str]]]] = queue.Queue()
-        self.wake_r, self.wake_w = os.pipe()
+        self.health_sock: socket.socket | None = None
+        self.health_reports = 0
+        self.health_report_at = 0.0
         self.mark_of = {name: state.mark for name, state in self.members.items()}
         self.name_of = {state.mark: name for name, state in self.members.items()}
         self.query = {s["side"]: _open_in(s["ns"], 0) for s in self.selectors}
@@ -390,42 +406,53 @@ class Daemon:
                     side[counter["name"]] = {"packets": counter["packets"], "bytes": counter["bytes"]}
             self.counters[selector["side"]] = side
 
-    # ------------------------------------------------------------ health checks (TLB)
-    def start_health_threads(self) -> None:
-        """One thread per network-monitoring profile, each probing every real-service per interval."""
-        trust = next(s for s in self.selectors if s["side"] == "trust")
-        for profile in self.profiles:
-            self._start_profile(trust["ns"], profile)
-
-    def _start_profile(self, ns: str, profile: dict[str, Any]) -> None:
-        interval = int(profile["interval_ms"]) / 1000
-        prober = Prober(str(profile["type"]), int(profile["timeout_ms"]) / 1000, profile.get("port"),
-                        str(profile.get("http_path", "/")))
-
-        def loop() -> None:
-            from labkit import netnsutil
-
-            with netnsutil.entered(ns):
-                prober.open()  # probes leave from the trust instance (the RE side of the MX)
-                while True:
-                    started = time.monotonic()
-                    self.results.put((profile["name"], prober.round(self.targets)))
-                    os.write(self.wake_w, b"h")
-                    time.sleep(max(0.0, interval - (time.monotonic() - started)))
-
-        threading.Thread(target=loop, name=f"health-{profile['name']}", daemon=True).start()
+    # ------------------------------------------------------------ health (TLB), from the monitor
+    def open_health(self) -> None:
+        """The socket the health monitor (dataplane.healthd) sends each round's state to."""
+        path = Path(self.config["health_socket"])
+        path.unlink(missing_ok=True)
+        self.health_sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.health_sock.bind(str(path))
+        self.health_sock.setblocking(False)
 
     def absorb_health(self) -> None:
+        assert self.health_sock is not None
         while True:
             try:
-                profile, results = self.results.get_nowait()
-            except queue.Empty:
+                data = self.health_sock.recv(262144)
+            except BlockingIOError:
                 return
-            for name, (ok, detail) in results.items():
-                health = self.members[name].health
-                if health is not None and health.record(profile, ok, detail):
-                    print(f"{time.strftime('%H:%M:%S')} {name} health {'up' if health.up else 'down'}: {detail}",
-                          flush=True)
+            with contextlib.suppress(ValueError, KeyError, TypeError, AttributeError):
+                self.health_report(json.loads(data))
+
+    def health_report(self, report: dict[str, Any]) -> None:
+        """Take the monitor's state of each real-service and profile (a member that lost carrier
+        here stays out until it has proven itself in the monitor's probes made since)."""
+        self.health_reports += 1
+        self.health_report_at = float(report["at"])
+        for name, data in report["members"].items():
+            state = self.members.get(name)
+            if state is None or state.health is None:
+                continue
+            before = state.alive()
+            for profile, values in data["profiles"].items():
+                health = state.health.states.get(profile)
+                if health is None:
+                    continue
+                health.up, health.last_result = bool(values["up"]), str(values["last_result"])
+                health.probes, health.last_change = int(values["probes"]), float(values["last_change"])
+                health.fail_streak, health.ok_streak = int(values["fail_streak"]), int(values["ok_streak"])
+            state.proven()
+            if state.alive() != before:
+                print(f"{time.strftime('%H:%M:%S')} {name} health {'up' if state.alive() else 'down'}: "
+                      f"{state.health.last_result}", flush=True)
+
+    def resume_health(self) -> None:
+        """Restarted after a crash: the monitor's last published state, before its next round."""
+        previous = resumed_status(self.config["health_status_file"])
+        if previous is not None:
+            with contextlib.suppress(ValueError, KeyError, TypeError, AttributeError):
+                self.health_report(previous)
 
     def adopt(self) -> None:
         """Start-up: take the programmed map as the current table if it is one of ours."""
@@ -441,7 +468,8 @@ class Daemon:
             for name, state in self.members.items():
                 if name not in first.members():
                     state.seen = True
-                    if state.health is not None:
+                    if state.health is not None:  # must pass `recoveries` probes made from now on
+                        state.proving = {n: h.probes for n, h in state.health.states.items()}
                         state.health.force_down("out of the programmed map at start")
         else:
             self.table = build_initial([n for n in self.order if n in self.members], self.buckets)
@@ -483,6 +511,8 @@ class Daemon:
                              for side, values in self.counters.items()},
             } for name, state in sorted(self.members.items(), key=lambda kv: kv[1].mark)],
             "fallback_route": self.fallback_route,
+            "health_monitor": {"reports": self.health_reports, "last_report_at": self.health_report_at}
+            if self.mode == "tlb" else None,
             "table": list(self.table.buckets), "history": self.history,
         }
         write_json(self.config["status_file"], status)
@@ -490,12 +520,14 @@ class Daemon:
     # ------------------------------------------------------------ loop
     def run(self) -> None:
         stopping = StopFlag()
+        if self.mode == "tlb":
+            self.open_health()
+            self.resume_health()
         self.adopt()
         self.step("start-up")
         if self.mode == "tlb":
             self.program_fallback(self.table)
             self.program_hops()
-            self.start_health_threads()
         self.read_counters()
         self.write_status()
         sockets = {ipr.fileno(): ipr for ipr in self.watch.values()}
@@ -504,7 +536,8 @@ class Daemon:
         while not stopping:
             busy = self.pending_hold or bool(self.takeover_until)
             try:
-                ready, _, _ = select.select([*sockets, self.wake_r], [], [], 0.1 if busy else 1.0)
+                extra = [self.health_sock] if self.health_sock is not None else []
+                ready, _, _ = select.select([*sockets, *extra], [], [], 0.1 if busy else 1.0)
             except InterruptedError:
                 continue
             if time.monotonic() - last_status >= 1.0:
@@ -518,10 +551,9 @@ class Daemon:
                 continue
             self.last_event = time.time()
             routes_changed = False
-            if self.wake_r in ready:
-                os.read(self.wake_r, 4096)
+            if self.health_sock is not None and self.health_sock in ready:
                 self.absorb_health()
-                ready = [fd for fd in ready if fd != self.wake_r]
+                ready = [fd for fd in ready if fd is not self.health_sock]
             for fd in ready:
                 side = self.side_of[fd]
                 routes_changed |= self.absorb(side, sockets[fd].get())

@@ -23,7 +23,7 @@ from typing import Any
 
 from labkit.files import write_json
 
-from .daemonkit import PeerLink, heartbeat_loop
+from .daemonkit import PeerLink, heartbeat_loop, resumed_status
 from .mnha import PeerView, Role, encode_heartbeat
 from .mnhad import bird_configure, has_carrier
 from .srd import Mastership
@@ -60,6 +60,27 @@ class Daemon:
         self.control.bind(str(control))
         self.bird_master = "SRD_MASTER = 1" in Path(config["role_file"]).read_text()
         self.signal_installed: bool | None = None
+        self.resumed: str | None = None  # the role taken up from the previous instance, after a crash
+        self.resume(resumed_status(config["status_file"]))
+
+    def resume(self, previous: dict[str, Any] | None) -> None:
+        """Restarted after a crash: take up the mastership, priority (a CLI switchover changes it) and
+        signal route state held before, instead of electing anew."""
+        if previous is None:
+            return
+        roles = {"master": Role.ACTIVE, "standby": Role.BACKUP, "ineligible": Role.INELIGIBLE}
+        try:
+            role = roles[previous["role"]]
+            priority = int(previous["priority"])
+            installed = bool(previous["signal_route"]["installed"])
+            transitions = [(float(t["at"]), Role(t["role"]), str(t["why"])) for t in previous["transitions"]]
+        except (KeyError, ValueError, TypeError):
+            return
+        self.state.role, self.state.priority, self.state.transitions = role, priority, transitions
+        self.signal_installed = installed
+        self.resumed = previous["role"]
+        print(f"{time.strftime('%H:%M:%S')} resumed as {previous['role']} (priority {priority}) after a restart",
+              flush=True)
 
     def healthy(self) -> bool:
         return all(has_carrier(self.probes[ns], dev) for ns, devs in self.c["monitored"].items() for dev in devs)
@@ -123,10 +144,11 @@ class Daemon:
             with netnsutil.entered(ns):
                 ipr = IPRoute()
             try:
-                with contextlib.suppress(Exception):
-                    ipr.route("del", dst=self.c["signal_route"], dst_len=32, type="blackhole")
-                if install:
-                    ipr.route("add", dst=self.c["signal_route"], dst_len=32, type="blackhole", proto=4)
+                if install:  # replace: never a moment without it (BIRD's policies test it)
+                    ipr.route("replace", dst=self.c["signal_route"], dst_len=32, type="blackhole", proto=4)
+                else:
+                    with contextlib.suppress(Exception):
+                        ipr.route("del", dst=self.c["signal_route"], dst_len=32, type="blackhole")
             finally:
                 ipr.close()
 
@@ -138,7 +160,7 @@ class Daemon:
             "signal_route": {"prefix": f"{self.c['signal_route']}/32", "installed": bool(self.signal_installed)},
             "peer_role": ("master" if self.peer.role is Role.ACTIVE else "standby") if self.peer.alive else "unknown",
             "heartbeat": {"sent": self.sent, "received": self.link.received, "errors": self.link.bad,
-                          "peer_alive": self.peer.alive},
+                          "peer_alive": self.peer.alive}, "resumed": self.resumed,
             "transitions": [{"at": at, "role": r.value, "why": why} for at, r, why in self.state.transitions],
         }
         write_json(self.c["status_file"], status)

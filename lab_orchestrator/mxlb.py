@@ -77,6 +77,8 @@ class SelectorConfig:
     health: dict[str, object]
     peers: dict[str, str]  # MNHA pair peer of each SRX: a failed SRX's buckets go to its peer
     mark_table_base: int = MARK_TABLE_BASE  # member with mark M: table base + (M & 0xff)
+    health_status_file: str = ""  # TLB: the health monitor's published state (dataplane.healthd)
+    health_socket: str = ""  # TLB: where the monitor sends each round's state to the selector
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2, sort_keys=True) + "\n"
@@ -145,12 +147,17 @@ def plan_selectors(topo: Topology, plan: LabPlan, python: str) -> None:
             fallback_table=FALLBACK_TABLE, health=health if mode == "tlb" else {},
             # Per SRX, a failed SRX's buckets go to its MNHA peer; per pair, the pair is the member.
             peers={a: b for pair in plan.mnha for a, b in (pair, pair[::-1])} if order == srx_order(topo) else {},
+            health_status_file=f"{plan.state_dir}/nodes/{node.name}/health-status.json" if mode == "tlb" else "",
+            health_socket=f"{plan.state_dir}/nodes/{node.name}/mxlb-health.sock" if mode == "tlb" else "",
         )
         conf = f"nodes/{node.name}/mxlb.json"
         plan.files[conf] = config.to_json()
         node.files.append(conf)
         plan.processes.append(Process(node.name, node.master_ns, "mxlb",
                                       (python, "-m", "dataplane.mxlb", f"{plan.state_dir}/{conf}")))
+        if mode == "tlb":  # the JVD's Network-monitor: its own process, restartable on its own
+            plan.processes.append(Process(node.name, node.master_ns, "healthd",
+                                          (python, "-m", "dataplane.healthd", f"{plan.state_dir}/{conf}")))
     plan_responder(topo, plan, python)
 
 

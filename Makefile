@@ -10,17 +10,20 @@ PYTHON := $(VENV)/bin/python
 LINK ?= /usr/local/bin/lab
 APT_PACKAGES = python3 python3-venv iproute2 nftables bird2 conntrack conntrackd iputils-ping graphviz tshark iperf3 openssh-client sshpass procps strongswan-charon strongswan-swanctl libcharon-extra-plugins libstrongswan-standard-plugins
 DEMO_LAB ?= labs/topology3.yml
+# what `make test` runs after lint (e.g. TESTS=tests/unit)
+TESTS ?= tests
 IMAGE ?= lab-node
 VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"/\1/p' lab_orchestrator/__init__.py)
 # tools of the recipes (pytest's children, bench scripts calling `lab`) come from the virtualenv first
 VENV_PATH = PATH="$(CURDIR)/$(VENV)/bin:$$PATH"
 
-.PHONY: help deps deps-apt apt-install deps-python deps-link distclean test test-unit test-integration lint demo bench clean image
+.PHONY: help deps deps-apt apt-install print-apt-packages deps-python deps-link distclean test test-fresh test-unit test-integration lint demo bench clean image
 
 help:
 	@echo "make demo              install what is missing, bring up $(DEMO_LAB), show it working, tear it down"
 	@echo "make test              install what is missing, run lint + unit + namespace (root) tests"
 	@echo "make test-unit         fast tests, no root needed"
+	@echo "make test-fresh        make demo + make test on a fresh clone in a Debian 12 minbase chroot (root)"
 	@echo "make lint              ruff + mypy"
 	@echo "make bench             benchmarks (root); figures go to docs/benchmarks.md"
 	@echo "make image             the containerlab node image $(IMAGE):$(VERSION) (needs Docker; docs/containerlab.md)"
@@ -76,7 +79,15 @@ test-integration: deps
 	$(VENV_PATH) $(PYTHON) -m pytest tests/integration -q
 
 test: deps lint
-	$(VENV_PATH) $(PYTHON) -m pytest tests -q
+	$(VENV_PATH) $(PYTHON) -m pytest $(TESTS) -q
+
+# The README's two commands on a fresh clone in a debootstrap'ed Debian 12 minbase root (root; needs network
+# to the Debian mirror and PyPI; the root tarball and downloads are cached in /var/cache/lab-test-fresh).
+test-fresh:
+	.ci/test-fresh all
+
+print-apt-packages:
+	@echo $(APT_PACKAGES)
 
 demo: deps
 	@$(VENV_PATH) $(PYTHON) -m lab_orchestrator.demo $(DEMO_LAB)

@@ -93,23 +93,41 @@ def plan(path: Path, state_root: str | None = str(STATE_ROOT)) -> LabPlan:
     return planmod.build(loaded.topology, str(path), state_root)
 
 
+def _writable_folder(out_dir: Path) -> None:
+    """--out must be a folder (made if missing): an existing file there is bad input, before any work."""
+    from .diagnostics import BadInput
+
+    if out_dir.exists() and not out_dir.is_dir():
+        raise BadInput(f"--out {out_dir} is an existing file; give a folder (it is created if missing)")
+
+
+def _write_files(files: dict[str, str], out_dir: Path) -> None:
+    from .diagnostics import BadInput
+
+    for rel, content in files.items():
+        target = out_dir / rel
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(content)
+        except OSError as exc:
+            raise BadInput(f"cannot write {target}: {exc.strerror or exc}") from None
+
+
 def render(path: Path, out_dir: Path) -> int:
     """Write the plan's files (plan.json and every rendered config) into out_dir; returns how many."""
+    _writable_folder(out_dir)
     built = plan(path)
-    for rel, content in built.files.items():
-        target = out_dir / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(content)
+    _write_files(built.files, out_dir)
     return len(built.files)
 
 
 def export(path: Path, out_dir: Path, options: ExportOptions) -> ClabExport:
     """Write the lab for containerlab (LAB.clab.yml, node files, lab-export.json) into out_dir."""
     from . import clab_export
-    from .backends.containerlab import write_export
 
+    _writable_folder(out_dir)
     result = clab_export.export(plan(path, state_root=None), options)
-    write_export(result, out_dir)
+    _write_files(result.files, out_dir)
     return result
 
 
@@ -424,6 +442,35 @@ class Lab:
             os.execvp("ssh", argv)
         except FileNotFoundError:
             raise LabError("the OpenSSH client (ssh) is not installed (make deps)") from None
+
+    def cli(self, node: str, line: str, user: str | None = None) -> tuple[str, int]:
+        """One command line on a node's Junos-like / IOS-like CLI, run here by the SSH CLI's own code
+        (`lab show`): its output and status (0 ok, 1 the CLI reported an error)."""
+        from .cli_ssh import config as sshconfig
+        from .cli_ssh.session import Session as CliSession
+        from .diagnostics import BadInput
+
+        path = self.state_dir / "ssh" / "sshd.json"
+        if not path.exists():
+            raise LabError(f"lab {self.name} has no node CLI (ssh.enabled is false in its topology)")
+        config = sshconfig.load(path)
+        target = config.node(node)
+        if target is None:
+            names = ", ".join(n.name for n in config.nodes)
+            raise BadInput(f"lab {self.name} has no node '{node}' with a CLI (nodes with one: {names})")
+        if user is None:
+            if not config.users:
+                raise LabError(f"lab {self.name} has no CLI user")
+            login = config.users[0]
+        else:
+            found = config.user(user)
+            if found is None:
+                raise BadInput(f"lab {self.name} has no CLI user '{user}' "
+                               f"(users: {', '.join(u.name for u in config.users)})")
+            login = found
+        hostcheck.require_root()
+        result = CliSession(config, target, login).run(line)
+        return result.text, result.status
 
     # -- inspection
 

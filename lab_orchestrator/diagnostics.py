@@ -48,6 +48,12 @@ class LabError(Exception):
     exit_code = 1
 
 
+class BadInput(LabError):
+    """A wrong argument the user can fix (an existing file where a folder goes, an unknown node): exit 2."""
+
+    exit_code = 2
+
+
 class TopologyInvalid(LabError):
     """A topology file has one or more problems; all of them are carried at once."""
 

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import json
 import os
+import sys
 import time
 from collections.abc import Callable
-from enum import StrEnum
+from enum import IntEnum, StrEnum
 from typing import Any, NoReturn
 
 import typer
 from rich.console import Console
 
 from ..diagnostics import LabError, TopologyInvalid
+from . import completion
 
 app = typer.Typer(
     name="lab",
@@ -20,15 +23,42 @@ app = typer.Typer(
     "(namespaces, veths, addresses, configs, daemons);\n"
     "the netns backend applies it with real BGP (BIRD) and kernel forwarding.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # --install-completion / --show-completion; node and lab names: completion.py
     pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
-out = Console()
-err = Console(stderr=True)
+
+
+class ExitCode(IntEnum):
+    """The exit codes of every `lab` command (docs/cli.md)."""
+
+    OK = 0
+    FAILED = 1  # the command ran and its verdict is negative (lab not up in time, an event failed, ...)
+    BAD_INPUT = 2  # bad input or usage: invalid topology, unknown option, unknown node, existing output file
+    INTERNAL = 70  # a bug in lab (EX_SOFTWARE)
+
+
+def _console(stderr: bool = False) -> Console:
+    """Rich wraps and cuts table cells to the terminal width, and to 80 columns when the output is not a
+    terminal: in CI logs and pipes nothing is cut (no width limit) unless COLUMNS asks for one."""
+    stream = sys.stderr if stderr else sys.stdout
+    wide = not stream.isatty() and not os.environ.get("COLUMNS")
+    return Console(stderr=stderr, width=100_000 if wide else None)
+
+
+out = _console()
+err = _console(stderr=True)
 
 TopologyArg = typer.Argument(..., exists=False, help="Topology file (e.g. labs/topology3.yml) or the name of a "
-                                                     "shipped lab (e.g. topology3; see `lab labs`).")
-LabOption = typer.Option(None, "--lab", "-l", help="Lab name (needed when several run).")
+                                                     "shipped lab (e.g. topology3; see `lab labs`).",
+                             autocompletion=completion.topology_names)
+LabOption = typer.Option(None, "--lab", "-l", help="Lab name (needed when several run).",
+                         autocompletion=completion.lab_names)
+
+
+def NodeArg(help: str) -> Any:  # noqa: N802 - reads like the other typer.Argument declarations
+    """A node of the running lab, completed from its plan."""
+    return typer.Argument(..., help=help, autocompletion=completion.node_names)
 
 
 class Backend(StrEnum):
@@ -41,33 +71,58 @@ BackendOption = typer.Option(Backend.netns, "--backend", "-b",
                                   "see docs/containerlab.md).")
 
 
-def fail(message: str, code: int = 1) -> NoReturn:
+def json_error(message: str, code: int, diagnostics: list[dict[str, object]] | None = None) -> NoReturn:
+    """A failed command run with --json: one JSON object on stdout (what the automation reads), the exit
+    code as without --json."""
+    body: dict[str, object] = {"error": message, "exit_code": code}
+    if diagnostics is not None:
+        body["diagnostics"] = diagnostics
+    sys.stdout.write(json.dumps(body) + "\n")
+    sys.stdout.flush()
+    raise typer.Exit(code)
+
+
+def fail(message: str, code: int = ExitCode.FAILED, json_out: bool = False) -> NoReturn:
+    if json_out:
+        json_error(message, code)
     err.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
 
 
-def guarded(fn: Callable[[], Any]) -> Any:
-    """Every LabError is one clear sentence and an exit code, never a traceback."""
+def guarded(fn: Callable[[], Any], json_out: bool = False) -> Any:
+    """Every LabError is one clear sentence and an exit code, never a traceback (with JSON_OUT: a JSON
+    object {"error", "exit_code"[, "diagnostics"]} on stdout)."""
     try:
         return fn()
     except TopologyInvalid as exc:
-        print_invalid(exc)
+        print_invalid(exc, json_out)
     except LabError as exc:
-        fail(str(exc), exc.exit_code)
+        fail(str(exc), exc.exit_code, json_out)
     except (typer.Exit, typer.Abort, KeyboardInterrupt):
         raise
     except Exception as exc:  # a bug: say so plainly; the traceback is one variable away
         if os.environ.get("LAB_DEBUG"):
             raise
         fail(f"internal error ({type(exc).__name__}: {exc}); this is a bug in lab — "
-             f"rerun with LAB_DEBUG=1 for the traceback and report it", 70)
+             f"rerun with LAB_DEBUG=1 for the traceback and report it", ExitCode.INTERNAL, json_out)
 
 
-def print_invalid(exc: TopologyInvalid) -> NoReturn:
+def print_invalid(exc: TopologyInvalid, json_out: bool = False) -> NoReturn:
+    if json_out:
+        json_error(f"{len(exc.diagnostics)} error(s) in the topology", exc.exit_code,
+                   [d.to_json() for d in exc.diagnostics])
     for diag in exc.diagnostics:
         err.print(diag.render(), highlight=False, soft_wrap=True, markup=False)
     err.print(f"[red]{len(exc.diagnostics)} error(s)[/]")
     raise typer.Exit(exc.exit_code) from None
+
+
+def print_json(data: object) -> None:
+    """A command's --json result: plain JSON on stdout (no colour codes, whatever the terminal)."""
+    sys.stdout.write(json.dumps(data, indent=2) + "\n")
+
+
+JsonOption = typer.Option(False, "--json", help="Print the result as JSON (errors too: {\"error\", \"exit_code\"}).")
 
 
 def progress_printer(started: float, quiet: bool = False) -> Callable[[str, str], None]:

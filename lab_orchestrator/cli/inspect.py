@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Any
 
@@ -10,14 +9,14 @@ import typer
 from rich.table import Table
 
 from .. import api
-from ..diagnostics import LabError
-from .common import LabOption, app, guarded, out
+from ..diagnostics import BadInput, LabError
+from .common import JsonOption, LabOption, NodeArg, app, guarded, out, print_json
 
 
 @app.command()
 def redundancy(
     lab: str | None = LabOption,
-    json_out: bool = typer.Option(False, "--json", help="Print as JSON."),
+    json_out: bool = JsonOption,
 ) -> None:
     """Redundancy state: SRD mastership of the MX pair, MNHA roles of the SRX pairs."""
 
@@ -25,7 +24,7 @@ def redundancy(
         running = api.pick(lab)
         report: dict[str, Any] = running.redundancy()
         if json_out:
-            sys.stdout.write(json.dumps(report, indent=2) + "\n")
+            print_json(report)
             return
         if report["srd"]:
             view = Table("MX", "role", "priority", "healthy", "signal route", "peer", "peer alive")
@@ -43,13 +42,13 @@ def redundancy(
         if not report["srd"] and not report["mnha"]:
             out.print(f"lab {running.name} has no SRD or MNHA pair")
 
-    guarded(run)
+    guarded(run, json_out)
 
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def ssh(
     ctx: typer.Context,
-    node: str = typer.Argument(..., help="Node name, e.g. mx1 (mx, srx and ios-router nodes answer SSH)."),
+    node: str = NodeArg("Node name, e.g. mx1 (mx, srx and ios-router nodes answer SSH)."),
     lab: str | None = LabOption,
     user: str | None = typer.Option(None, "--user", "-u", help="Login (default: the topology's first user)."),
 ) -> None:
@@ -61,7 +60,7 @@ def ssh(
 @app.command(name="exec", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def exec_(
     ctx: typer.Context,
-    node: str = typer.Argument(..., help="Node name, e.g. srx1."),
+    node: str = NodeArg("Node name, e.g. srx1."),
     lab: str | None = LabOption,
     instance: str | None = typer.Option(None, "--instance", "-i",
                                            help="Routing instance of an mx, e.g. TRUST-VR."),
@@ -79,9 +78,9 @@ def exec_(
 
 @app.command()
 def sessions(
-    node: str = typer.Argument(..., help="An srx node."),
+    node: str = NodeArg("An srx node."),
     lab: str | None = LabOption,
-    json_out: bool = typer.Option(False, "--json", help="Print as JSON."),
+    json_out: bool = JsonOption,
 ) -> None:
     """An SRX's session table (conntrack in its namespace): like `show security flow session`."""
 
@@ -89,7 +88,7 @@ def sessions(
         api.require_root()
         table = api.pick(lab).sessions(node)
         if json_out:
-            sys.stdout.write(json.dumps([s.to_json() for s in table], indent=2) + "\n")
+            print_json([s.to_json() for s in table])
             return
         view = Table("proto", "source", "destination", "translated source", "packets", "bytes", "timeout")
         for s in table:  # the SRX's own BGP sessions (port 179) are left out: not transit sessions
@@ -99,21 +98,21 @@ def sessions(
         out.print(view)
         out.print(f"Total sessions: {len(table)}")
 
-    guarded(run)
+    guarded(run, json_out)
 
 
 @app.command()
 def selector(
-    node: str = typer.Argument(..., help="An mx node."),
+    node: str = NodeArg("An mx node."),
     lab: str | None = LabOption,
-    json_out: bool = typer.Option(False, "--json", help="Print as JSON."),
+    json_out: bool = JsonOption,
 ) -> None:
     """The MX load-balancing selector: each SRX's state and share of the hash buckets."""
 
     def run() -> None:
         status = api.pick(lab).selector(node)
         if json_out:
-            sys.stdout.write(json.dumps(status, indent=2) + "\n")
+            print_json(status)
             return
         out.print(f"{node}: mode {status['mode']}, {status['buckets']} buckets, {status['changes']} changes")
         view = Table("SRX", "mark", "alive", "carrier", "BGP next hop", "buckets")
@@ -124,4 +123,32 @@ def selector(
                          str(m["buckets"]))
         out.print(view)
 
-    guarded(run)
+    guarded(run, json_out)
+
+
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def show(
+    ctx: typer.Context,
+    node: str = NodeArg("Node name, e.g. router1 (mx, srx and ios-router nodes have a CLI)."),
+    lab: str | None = LabOption,
+    user: str | None = typer.Option(None, "--user", "-u", help="CLI user (default: the topology's first user)."),
+    json_out: bool = JsonOption,
+) -> None:
+    """One CLI command on a node without SSH, by the same code as `lab ssh` (Junos-like or IOS-like):
+    `lab show router1 'show crypto ikev2 cluster'`, `lab show mx1 route` ("show" may be left out).
+    Exit 1 when the node's CLI reports an error."""
+
+    def run() -> None:
+        words = [w for arg in ctx.args for w in arg.split()]
+        if not words:
+            raise BadInput("give the command, e.g. `lab show mx1 'show route'`")
+        line = " ".join(words if words[0] == "show" else ["show", *words])
+        text, status = api.pick(lab).cli(node, line, user)
+        if json_out:
+            print_json({"node": node, "command": line, "output": text, "status": status})
+        else:
+            sys.stdout.write(text)
+        if status:
+            raise typer.Exit(1)
+
+    guarded(run, json_out)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from pathlib import Path
@@ -12,7 +11,20 @@ import typer
 from rich.table import Table
 
 from .. import api
-from .common import Backend, BackendOption, LabOption, TopologyArg, app, guarded, out, progress_printer
+from . import completion
+from .common import (
+    Backend,
+    BackendOption,
+    JsonOption,
+    LabOption,
+    NodeArg,
+    TopologyArg,
+    app,
+    guarded,
+    out,
+    print_json,
+    progress_printer,
+)
 
 if TYPE_CHECKING:
     from ..status import DaemonStatus
@@ -21,8 +33,8 @@ if TYPE_CHECKING:
 def print_up(lab: api.Lab, seconds: float, json_out: bool) -> None:
     built = lab.plan()
     if json_out:
-        out.print_json(json.dumps({"name": built.name, "status": lab.state.status, "seconds": round(seconds, 3),
-                                   "nodes": {n.name: n.mgmt_address for n in built.nodes}}))
+        print_json({"name": built.name, "status": lab.state.status, "seconds": round(seconds, 3),
+                    "nodes": {n.name: n.mgmt_address for n in built.nodes}})
     else:
         out.print(f"[green]lab {built.name} is up[/] in {seconds:.2f} s: {len(built.nodes)} nodes, "
                   f"{len(built.sessions) // 2} BGP sessions established. Try `lab status` or "
@@ -38,7 +50,7 @@ def up(
     topology: Path = TopologyArg,
     timeout: float | None = typer.Option(None, help="Seconds to wait for every BGP session and route "
                                                     "(default 30; 180 with --backend containerlab)."),
-    json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+    json_out: bool = JsonOption,
     backend: Backend = BackendOption,
 ) -> None:
     """Bring a lab up: namespaces, links, addresses, daemons; exit 0 only once BGP is established
@@ -55,9 +67,9 @@ def up(
         record = api.up_containerlab(topology, api.CLAB_UP_TIMEOUT if timeout is None else timeout, progress)
         elapsed = time.monotonic() - started
         if json_out:
-            out.print_json(json.dumps({"name": record.name, "backend": "containerlab", "status": record.status,
-                                       "seconds": round(elapsed, 3), "topology_file": record.topology_file,
-                                       "containers": record.containers}))
+            print_json({"name": record.name, "backend": "containerlab", "status": record.status,
+                        "seconds": round(elapsed, 3), "topology_file": record.topology_file,
+                        "containers": record.containers})
         else:
             vendor = f" ({len(record.vendor)} vendor nodes not waited for)" if record.vendor else ""
             first = next(iter(record.containers))
@@ -65,40 +77,54 @@ def up(
                       f"{len(record.containers)} containers{vendor}. Try `docker exec {record.containers[first]} "
                       f"ip route`.")
 
-    guarded(run_clab if backend == Backend.containerlab else run)
+    guarded(run_clab if backend == Backend.containerlab else run, json_out)
 
 
 @app.command()
 def down(
-    topology: Path | None = typer.Argument(None, help="Topology file of the lab to remove."),
-    name: str | None = typer.Option(None, "--name", "-n", help="Lab name instead of a file."),
+    topology: Path | None = typer.Argument(None, help="Topology file (or shipped lab name) of the lab to remove.",
+                                           autocompletion=completion.topology_names),
+    name: str | None = typer.Option(None, "--name", "-n", help="Lab name instead of a file.",
+                                    autocompletion=completion.lab_names),
     all_labs: bool = typer.Option(False, "--all", help="Remove every running lab."),
     backend: Backend = BackendOption,
+    json_out: bool = JsonOption,
 ) -> None:
     """Tear a lab down: daemons, namespaces, links, bridge, nft table and state. Safe to repeat."""
+    removed: list[dict[str, object]] = []
+
+    def report(lab_name: str, seconds: float) -> None:
+        removed.append({"name": lab_name, "seconds": round(seconds, 3)})
+        if not json_out:
+            print_down(lab_name, seconds)
 
     def run() -> None:
         targets = api.down_targets(topology, name, all_labs)
-        if not targets:
+        if not targets and not json_out:
             out.print("no lab is running")
         for lab in targets:
-            print_down(lab.name, lab.down())
+            report(lab.name, lab.down())
+        if json_out:
+            print_json({"down": removed})
 
     def run_clab() -> None:
         clab = api.containerlab()
         records = api.containerlab_targets(topology, name, all_labs)
-        if not records:
+        if not records and not json_out:
             out.print("no containerlab lab is recorded")
         for record in records:
-            print_down(record.name, api.down_containerlab(clab, record))
+            report(record.name, api.down_containerlab(clab, record))
+        if json_out:
+            print_json({"down": removed, "backend": "containerlab"})
 
-    guarded(run_clab if backend == Backend.containerlab else run)
+    guarded(run_clab if backend == Backend.containerlab else run, json_out)
 
 
 @app.command()
 def status(
-    name: str | None = typer.Argument(None, help="Lab name (default: every running lab)."),
-    json_out: bool = typer.Option(False, "--json", help="Print as JSON for automation."),
+    name: str | None = typer.Argument(None, help="Lab name (default: every running lab).",
+                                      autocompletion=completion.lab_names),
+    json_out: bool = JsonOption,
 ) -> None:
     """Running labs: nodes, namespaces, management addresses, daemons and BGP sessions."""
     from .. import status as statusmod
@@ -127,7 +153,7 @@ def status(
                               "\n".join(node.namespaces), daemons or "-", bgp)
             out.print(table)
 
-    guarded(run)
+    guarded(run, json_out)
 
 
 def _daemon_cell(d: DaemonStatus) -> str:
@@ -143,16 +169,21 @@ def _daemon_cell(d: DaemonStatus) -> str:
 
 @app.command()
 def restart(
-    node: str = typer.Argument(..., help="Node whose daemon restarts, e.g. mx1."),
+    node: str = NodeArg("Node whose daemon restarts, e.g. mx1."),
     process: str = typer.Argument(..., help="Process name as `lab status` lists it: bird, bird-trust-vr, mxlb..."),
     lab: str | None = LabOption,
     kill: bool = typer.Option(False, "--kill", help="SIGKILL instead of SIGTERM (a crash, not a stop)."),
+    json_out: bool = JsonOption,
 ) -> None:
     """Restart one daemon of a node (the "restart routing / TLB process" events): stop it, start the
     same command again under the lab's supervisor. Forwarding state in the kernel is left alone."""
 
     def run() -> None:
         done = api.pick(lab).restart(node, process, kill=kill)
-        out.print(f"{node}/{process} restarted: pid {done.old_pid} -> {done.new_pid}")
+        if json_out:
+            print_json({"node": done.node, "process": done.process, "old_pid": done.old_pid,
+                        "new_pid": done.new_pid, "signal": "SIGKILL" if kill else "SIGTERM"})
+        else:
+            out.print(f"{node}/{process} restarted: pid {done.old_pid} -> {done.new_pid}")
 
-    guarded(run)
+    guarded(run, json_out)

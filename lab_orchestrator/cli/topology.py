@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from enum import StrEnum
 from pathlib import Path
@@ -10,14 +9,14 @@ from pathlib import Path
 import typer
 
 from .. import api
-from ..diagnostics import LabError, TopologyInvalid
-from .common import TopologyArg, app, guarded, out
+from ..diagnostics import BadInput, TopologyInvalid
+from .common import JsonOption, TopologyArg, app, guarded, out, print_json
 
 
 @app.command()
 def validate(
     topology: Path = TopologyArg,
-    json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+    json_out: bool = JsonOption,
     no_host_check: bool = typer.Option(False, "--no-host-check",
                                        help="Skip the check against this host's routes."),
 ) -> None:
@@ -28,32 +27,36 @@ def validate(
             loaded = api.load(topology, check_host=not no_host_check)
         except TopologyInvalid as exc:
             if json_out:
-                out.print_json(json.dumps({"valid": False, "errors": [d.to_json() for d in exc.diagnostics]}))
+                print_json({"valid": False, "errors": [d.to_json() for d in exc.diagnostics]})
                 raise typer.Exit(2) from None
             raise
         topo = loaded.topology
         if json_out:
-            out.print_json(json.dumps({"valid": True, "name": topo.name, "nodes": len(topo.nodes),
-                                       "links": len(topo.links)}))
+            print_json({"valid": True, "name": topo.name, "nodes": len(topo.nodes), "links": len(topo.links)})
         else:
             out.print(f"{topology}: valid ({len(topo.nodes)} nodes, {len(topo.links)} links, "
                       f"{topo.services.load_balancing}, {topo.services.use_case})")
 
-    guarded(run)
+    guarded(run, json_out)
 
 
 @app.command()
 def render(
     topology: Path = TopologyArg,
-    out_dir: Path = typer.Option(..., "--out", "-o", help="Folder to write the plan and configs into."),
+    out_dir: Path = typer.Option(..., "--out", "-o", help="Folder to write the plan and configs into (created "
+                                                          "if missing; an existing file there is an error)."),
+    json_out: bool = JsonOption,
 ) -> None:
     """Write the complete plan (plan.json) and every rendered config to a folder. No root needed."""
 
     def run() -> None:
         count = api.render(topology, out_dir)
-        out.print(f"wrote {count} files to {out_dir}")
+        if json_out:
+            print_json({"out": str(out_dir), "files": count})
+        else:
+            out.print(f"wrote {count} files to {out_dir}")
 
-    guarded(run)
+    guarded(run, json_out)
 
 
 class ExportFormat(StrEnum):
@@ -74,6 +77,7 @@ def export(
                                      "LAB.host1.clab.yml and LAB.host2.clab.yml joined by vxlan links."),
     underlay: str | None = typer.Option(None, "--underlay", help="HOST1_IP,HOST2_IP: underlay addresses of the "
                                         "two hosts (vxlan remotes), with --host2."),
+    json_out: bool = JsonOption,
 ) -> None:
     """Write the lab for containerlab: LAB.clab.yml, the files each node binds and lab-export.json.
     No root and no containerlab needed; deploy with `containerlab deploy -t DIR/LAB.clab.yml` or
@@ -85,7 +89,7 @@ def export(
         if underlay is not None:
             parts = [p.strip() for p in underlay.split(",")]
             if len(parts) != 2 or not all(parts):
-                raise LabError(f"--underlay takes two addresses, HOST1_IP,HOST2_IP; got '{underlay}'")
+                raise BadInput(f"--underlay takes two addresses, HOST1_IP,HOST2_IP; got '{underlay}'")
             pair = (parts[0], parts[1])
         options = clab_export.ExportOptions(
             vendor=clab_export.parse_assignments(vendor, "--vendor"),
@@ -94,11 +98,16 @@ def export(
             underlay=pair,
         )
         result = api.export(topology, out_dir, options)
+        if json_out:
+            print_json({"out": str(out_dir), "format": fmt.value, "files": len(result.files),
+                        "topology_file": str(out_dir / result.topology_file),
+                        "host_files": [str(out_dir / f) for f in result.host_files]})
+            return
         extra = f" and {', '.join(result.host_files)}" if result.host_files else ""
         out.print(f"wrote {len(result.files)} files to {out_dir}: {result.topology_file}{extra} "
                   f"({fmt.value}; deploy: containerlab deploy -t {out_dir / result.topology_file})")
 
-    guarded(run)
+    guarded(run, json_out)
 
 
 class GraphFormat(StrEnum):

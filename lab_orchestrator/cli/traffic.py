@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
-import sys
+from typing import Any
 
 import typer
+from rich.table import Table
 
 from .. import api
-from .common import LabOption, app, guarded, out
+from .common import JsonOption, LabOption, app, guarded, out, print_json
 
 traffic_app = typer.Typer(help="Traffic by hand on a running lab (the generator of `lab events run`).",
                           no_args_is_help=True)
@@ -23,34 +23,62 @@ def traffic_start(
     sizes: str = typer.Option("imix", "--sizes", help="imix or a frame size."),
     duration: float = typer.Option(300, "--duration", help="Seconds before it stops by itself."),
     reverse: bool = typer.Option(True, "--reverse/--no-reverse", help="Also server -> client."),
+    json_out: bool = JsonOption,
 ) -> None:
     """Start UDP traffic client -> server (and back) in the background."""
 
     def run() -> None:
         api.require_root()
         started = api.pick(lab).traffic_start(flows, rate, sizes, duration, reverse)
-        out.print(f"traffic started ({', '.join(started)}); `lab traffic stats` / `lab traffic stop`")
+        if json_out:
+            print_json({"started": started})
+        else:
+            out.print(f"traffic started ({', '.join(started)}); `lab traffic stats` / `lab traffic stop`")
 
-    guarded(run)
+    guarded(run, json_out)
+
+
+def _scalars(report: Any) -> str:
+    if not isinstance(report, dict):
+        return str(report)
+    return "  ".join(f"{k} {v}" for k, v in report.items() if isinstance(v, str | int | float | bool))
 
 
 @traffic_app.command("stop")
-def traffic_stop(lab: str | None = LabOption) -> None:
-    """Stop the traffic and print each sender's and receiver's report (JSON)."""
+def traffic_stop(lab: str | None = LabOption, json_out: bool = JsonOption) -> None:
+    """Stop the traffic and print each sender's and receiver's report (a table; --json: the full reports)."""
 
     def run() -> None:
         api.require_root()
-        sys.stdout.write(json.dumps(api.pick(lab).traffic_stop(), indent=2) + "\n")
+        reports = api.pick(lab).traffic_stop()
+        if json_out:
+            print_json(reports)
+            return
+        view = Table("process", "report")
+        for name, report in reports.items():
+            view.add_row(name, _scalars(report))
+        out.print(view)
 
-    guarded(run)
+    guarded(run, json_out)
 
 
 @traffic_app.command("stats")
-def traffic_stats(lab: str | None = LabOption) -> None:
-    """Delivered packets/s per SRX now (MX counters) and whether the traffic daemons run (JSON)."""
+def traffic_stats(lab: str | None = LabOption, json_out: bool = JsonOption) -> None:
+    """Delivered packets/s per SRX now (MX counters) and whether the traffic daemons run."""
 
     def run() -> None:
         api.require_root()
-        sys.stdout.write(json.dumps(api.pick(lab).traffic_stats(), indent=2) + "\n")
+        stats = api.pick(lab).traffic_stats()
+        if json_out:
+            print_json(stats)
+            return
+        view = Table("SRX", "delivered pps")
+        for srx, pps in stats["pps_per_srx"].items():
+            view.add_row(srx, str(pps))
+        view.add_row("[bold]total[/]", f"[bold]{sum(stats['pps_per_srx'].values())}[/]")
+        out.print(view)
+        daemons = ", ".join(f"{name} {'running' if alive else '[red]stopped[/]'}"
+                            for name, alive in stats["daemons"].items())
+        out.print(f"traffic daemons: {daemons or 'none'}")
 
-    guarded(run)
+    guarded(run, json_out)

@@ -78,10 +78,10 @@ def test_every_applicable_event_runs_and_recovers(topology: str, tmp_path: Path)
 def test_traffic_by_hand_start_stats_stop(tmp_path: Path) -> None:
     with RunningLab("tb1", REPO / "labs/topology1.yml", tmp_path) as running:
         lab("traffic", "start", "--lab", running.name, "--flows", "40", "--rate", "2000", "--duration", "30")
-        stats = json.loads(lab("traffic", "stats", "--lab", running.name).stdout)
+        stats = json.loads(lab("traffic", "stats", "--lab", running.name, "--json").stdout)
         assert all(stats["daemons"].values()) and len(stats["daemons"]) == 4
         assert sum(stats["pps_per_srx"].values()) > 1000, stats
-        reports = json.loads(lab("traffic", "stop", "--lab", running.name).stdout)
+        reports = json.loads(lab("traffic", "stop", "--lab", running.name, "--json").stdout)
         assert reports["tx-forward"]["sent"] < 2000 * 30, "stopped before its duration"
         assert reports["rx-forward"]["received"] == reports["tx-forward"]["sent"]
         assert reports["rx-reverse"]["lost"] == 0

@@ -198,8 +198,9 @@ def up(path: Path, timeout: float = UP_TIMEOUT, progress: Progress = _quiet) -> 
 
     backend = NetnsBackend(checked)
     signal.signal(signal.SIGTERM, on_signal)
-    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:  # not when started with Ctrl-C ignored
-        signal.signal(signal.SIGINT, on_signal)
+    # also when started with SIGINT ignored (a background job of a non-interactive shell, some CI
+    # runners): a Ctrl-C or `kill -INT` still removes what this attempt created
+    signal.signal(signal.SIGINT, on_signal)
     try:
         state = backend.up(built, ready_timeout=timeout)
         if interrupts:

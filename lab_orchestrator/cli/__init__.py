@@ -17,10 +17,36 @@ from . import report  # noqa: F401  report (a test plan)
 from . import traffic  # noqa: F401  traffic start|stop|stats
 from . import meta  # noqa: F401  doctor, version, labs
 # isort: on
+import json
+import sys
+from typing import NoReturn
+
+import typer.main
+
 from .common import app
 
 __all__ = ["app", "main"]
 
 
-def main() -> None:
-    app()
+def main(argv: list[str] | None = None) -> NoReturn:
+    """The `lab` command. Like `app()`, and a usage error (unknown option, missing argument) of a command
+    run with --json is a JSON object on stdout too; exit codes: common.ExitCode (docs/cli.md)."""
+    args = sys.argv[1:] if argv is None else argv
+    wants_json = "--json" in (args[:args.index("--")] if "--" in args else args)
+    command = typer.main.get_command(app)
+    try:
+        code = command.main(args, prog_name="lab", standalone_mode=False)
+    except Exception as exc:
+        if type(exc).__name__ == "Abort":  # Ctrl-C outside a command's own handling
+            sys.stderr.write("Aborted.\n")
+            sys.exit(130)
+        if not (hasattr(exc, "exit_code") and hasattr(exc, "format_message")):
+            raise
+        # a usage error of click (which typer runs on): unknown option, missing argument, bad value
+        exit_code = int(exc.exit_code)
+        if wants_json:
+            sys.stdout.write(json.dumps({"error": exc.format_message(), "exit_code": exit_code}) + "\n")
+        else:
+            exc.show()  # type: ignore[attr-defined]  # click's ClickException.show
+        sys.exit(exit_code)
+    sys.exit(code if isinstance(code, int) else 0)

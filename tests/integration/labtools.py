@@ -56,12 +56,23 @@ def run_lab(*args: str, timeout: float = UP_TIMEOUT, env: dict[str, str] | None 
                           timeout=timeout)
 
 
-def start_lab(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+def start_lab(*args: str, env: dict[str, str] | None = None, ignore_sigint: bool = False) -> subprocess.Popen[str]:
     """`lab ARGS...` in the background, in its own process group (like a shell job)."""
     full_env = {**os.environ, **(env or {})}
     full_env.pop("LAB_DEBUG", None)
+    # SIGINT at its default disposition in the child even when this test run inherited it ignored (a run
+    # started as a background job): the child must see Ctrl-C as a user's shell would deliver it
     return subprocess.Popen(lab_argv(*args), cwd=REPO, env=full_env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+                            stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            preexec_fn=_ignored_sigint if ignore_sigint else _default_sigint)
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def _ignored_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def explain(result: subprocess.CompletedProcess[str]) -> str:

@@ -198,6 +198,25 @@ def test_interrupted_up_cleans_up(signum: signal.Signals, stage: str, owner: Lab
     assert leftovers(facts) == []  # no `lab down` needed
 
 
+def test_up_inheriting_sigint_ignored_still_cleans_up_on_sigint(owner: LabOwner, tmp_path: Path) -> None:
+    """A `lab up` started with SIGINT ignored (a background job of a script, some CI runners) still
+    treats a SIGINT as Ctrl-C: it removes what it created."""
+    topology = copy_lab(TOPOLOGY1, "it-intign", tmp_path)
+    facts = owner.claim(topology)
+
+    proc = start_lab("up", str(topology), ignore_sigint=True)
+    try:
+        wait_for_state(facts.name, proc, STAGES["daemons"])
+        os.killpg(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        stop(proc)
+
+    assert proc.returncode == 1, f"exit {proc.returncode}\n{out}\n{err}"
+    assert "interrupted; the lab was removed" in flat(err), err
+    assert leftovers(facts) == []
+
+
 # --------------------------------------------------------------------------- (e) two labs side by side
 def test_two_labs_coexist_and_go_down_independently(owner: LabOwner, tmp_path: Path) -> None:
     first = copy_lab(TOPOLOGY1, "it-co1", tmp_path)

@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -73,6 +74,13 @@ class InstalledWheel:
                               text=True, timeout=timeout)
 
 
+def packages() -> list[str]:
+    """The top-level packages pyproject.toml puts in the wheel ([tool.setuptools.packages.find] include)."""
+    config = tomllib.loads((REPO / "pyproject.toml").read_text())
+    include = config["tool"]["setuptools"]["packages"]["find"]["include"]
+    return sorted({pattern.rstrip("*").split(".")[0] for pattern in include})
+
+
 def _can_build_offline() -> str | None:
     try:
         import setuptools
@@ -100,7 +108,7 @@ def installed_wheel(tmp_path_factory: pytest.TempPathFactory) -> InstalledWheel:
     base = tmp_path_factory.mktemp("wheel")
     src = base / "src"
     skip = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
-    for part in ("lab_orchestrator", "dataplane"):
+    for part in packages():
         shutil.copytree(REPO / part, src / part, ignore=skip)
     for part in ("pyproject.toml", "README.md"):
         shutil.copy2(REPO / part, src / part)

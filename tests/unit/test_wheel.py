@@ -9,7 +9,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-from conftest import REPO, InstalledWheel
+from conftest import REPO, InstalledWheel, packages
 
 from lab_orchestrator import __version__
 
@@ -19,8 +19,7 @@ def test_wheel_holds_the_templates_the_labs_and_every_module(installed_wheel: In
     for folder, pattern in (("templates", "*.j2"), ("labs", "*.yml")):
         shipped = {f"lab_orchestrator/{folder}/{p.name}" for p in (REPO / "lab_orchestrator" / folder).glob(pattern)}
         assert shipped and shipped <= names, sorted(shipped - names)
-    modules = {str(p.relative_to(REPO)) for part in ("lab_orchestrator", "dataplane")
-               for p in (REPO / part).rglob("*.py")}
+    modules = {str(p.relative_to(REPO)) for part in packages() for p in (REPO / part).rglob("*.py")}
     assert modules <= names, sorted(modules - names)
     assert not any(n.startswith(("tests/", "bench/")) for n in names)
 
@@ -32,10 +31,10 @@ def test_version_comes_from_one_place(installed_wheel: InstalledWheel) -> None:
 
 
 def test_the_package_is_the_wheels_not_the_checkout(installed_wheel: InstalledWheel) -> None:
-    where = subprocess.run([str(installed_wheel.venv / "bin" / "python"), "-c",
-                            "import lab_orchestrator, dataplane; print(lab_orchestrator.__file__); "
-                            "print(dataplane.__file__)"], cwd=installed_wheel.elsewhere, env=installed_wheel.env(),
-                           capture_output=True, text=True, timeout=60)
+    code = f"import {', '.join(packages())}; " + "; ".join(f"print({name}.__file__)" for name in packages())
+    where = subprocess.run([str(installed_wheel.venv / "bin" / "python"), "-c", code], cwd=installed_wheel.elsewhere,
+                           env=installed_wheel.env(), capture_output=True, text=True, timeout=60)
+    assert len(where.stdout.split()) == len(packages())
     assert where.returncode == 0, where.stderr
     for line in where.stdout.split():
         assert Path(line).is_relative_to(installed_wheel.venv), line

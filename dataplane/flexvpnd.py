@@ -38,6 +38,7 @@ from typing import Any
 from labkit.files import write_json
 
 from . import clb, hsrp
+from .daemonkit import resumed_status
 from .evloop import Loop, Timer
 from .vip import IFF_RUNNING, IFF_UP, LinkMonitor, Rtnl, Vip, link_flags, link_index
 
@@ -737,14 +738,27 @@ class Daemon:
             log(warning.replace("\n", " "))
         self.monitor = LinkMonitor()
         self.loop.watch(self.monitor, selectors.EVENT_READ, lambda _m: self.links())
+        previous = resumed_status(self.config["hsrp_status"]) if self.config.get("hsrp_status") else None
+        was_active = {(g.get("interface"), g.get("group")) for g in (previous or {}).get("groups", [])
+                      if isinstance(g, dict) and g.get("state") == "Active" and g.get("vip_owned")}
         for group in self.groups:
-            try:
-                group.vip.prepare()
-            except OSError as exc:
-                log(f"cannot prepare {group.vip.name} on {group.ifname}: {exc}")
-            group.open()
             flags = link_flags(group.ifname)
-            if flags & IFF_UP and flags & IFF_RUNNING:
+            carrier = bool(flags & IFF_UP and flags & IFF_RUNNING)
+            resume = carrier and (group.alias, group.machine.config.group) in was_active \
+                and link_index(group.vip.name) is not None
+            if resume:  # restarted after a crash while Active: the macvlan still holds the VIP
+                group.vip.owned = True
+            else:
+                try:
+                    group.vip.prepare()
+                except OSError as exc:
+                    log(f"cannot prepare {group.vip.name} on {group.ifname}: {exc}")
+            group.open()
+            if resume:
+                log(f"{group.alias} group {group.machine.config.group}: resumed as Active after a restart")
+                group.open_vmac()
+                group.apply(group.machine.resume_active(self.loop.time()))
+            elif carrier:
                 group.apply(group.machine.enable(self.loop.time()))
             else:
                 log(f"{group.alias}: interface down, group {group.machine.config.group} stays in Init")

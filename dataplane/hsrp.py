@@ -289,6 +289,16 @@ class HsrpMachine:
         self._goto(State.LISTEN if self.vip else State.LEARN, now, "interface up", out)
         return out
 
+    def resume_active(self, now: float) -> Output:
+        """Restarted after a crash while Active (the virtual IP still on this router): Active again
+        at once, with a hello now, instead of listening a hold time while the Standby takes over."""
+        out = Output()
+        if self.state is not State.INIT:
+            return out
+        self.enabled_at = now
+        self._goto(State.ACTIVE, now, "resumed after a restart", out)
+        return out
+
     def disable(self, now: float) -> Output:
         out = Output()
         if self.state is State.INIT:

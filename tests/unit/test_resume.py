@@ -1,0 +1,132 @@
+"""Daemons restarted by the supervisor after a crash resume from their published state (LAB_RESUME=1):
+MNHA roles, SRD mastership and priority, the TLB monitor's health and the selector's view of it, an
+HSRP Active router. On a fresh start (no LAB_RESUME) they start afresh."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dataplane import daemonkit, healthd, mnhad, mxlb, srdd
+from dataplane.health import HealthState, ProfileHealth
+from dataplane.hsrp import GroupConfig, HsrpMachine, State
+from dataplane.mnha import Role, Srg1
+from dataplane.srd import Mastership
+
+
+def _status(tmp_path: Path, data: dict[str, Any]) -> Path:
+    path = tmp_path / "status.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_resumed_status_only_with_the_supervisor_flag(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = _status(tmp_path, {"role": "master"})
+    monkeypatch.delenv(daemonkit.RESUME_ENV, raising=False)
+    assert daemonkit.resumed_status(path) is None  # a boot (power on): start afresh
+    monkeypatch.setenv(daemonkit.RESUME_ENV, "1")
+    assert daemonkit.resumed_status(path) == {"role": "master"}
+    assert daemonkit.resumed_status(tmp_path / "missing.json") is None
+    path.write_text("{half")
+    assert daemonkit.resumed_status(path) is None
+
+
+def _mnhad(mode: str) -> mnhad.Daemon:
+    daemon = mnhad.Daemon.__new__(mnhad.Daemon)
+    daemon.c = {"mode": mode}
+    daemon.srg1 = Srg1("srx2", "srx1", 100, True)
+    daemon.srg2 = Srg1("srx2", "srx1", 200, True)
+    daemon.srg0_failed = False
+    daemon.resumed = None
+    return daemon
+
+
+def test_mnhad_takes_up_its_roles() -> None:
+    daemon = _mnhad("srg1+srg2")
+    transitions = [{"at": 1.0, "role": "active", "why": "peer lost"}]
+    daemon.resume({"srg1": {"role": "active", "transitions": transitions},
+                   "srg2": {"role": "backup", "transitions": []}, "srg0": {"role": "ineligible"}})
+    assert daemon.srg1.role is Role.ACTIVE and daemon.srg1.transitions == [(1.0, Role.ACTIVE, "peer lost")]
+    assert daemon.srg2.role is Role.BACKUP and daemon.srg0_failed and daemon.resumed == "active/backup"
+    fresh = _mnhad("srg1")
+    fresh.resume(None)
+    assert fresh.srg1.role is Role.INIT and fresh.resumed is None
+    garbled = _mnhad("srg1")
+    garbled.resume({"srg1": {"role": "chief", "transitions": []}})
+    assert garbled.srg1.role is Role.INIT
+
+
+def test_srdd_takes_up_mastership_priority_and_signal_route() -> None:
+    daemon = srdd.Daemon.__new__(srdd.Daemon)
+    daemon.state = Mastership("mx2", "mx1", 100, True)
+    daemon.signal_installed, daemon.resumed = None, None
+    # after a CLI switchover mx2 is master with a raised priority: a restart must not undo it
+    daemon.resume({"role": "master", "priority": 201, "signal_route": {"installed": True},
+                   "transitions": [{"at": 2.0, "role": "active", "why": "CLI switchover: mastership acquired"}]})
+    assert daemon.state.role is Role.ACTIVE and daemon.state.priority == 201
+    assert daemon.signal_installed is True and daemon.resumed == "master"
+
+
+def test_healthd_resumes_each_profile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    profiles = [{"name": "icmp", "type": "icmp", "interval_ms": 1000, "timeout_ms": 500, "failures": 3,
+                 "recoveries": 2, "port": None, "http_path": "/"}]
+    config = {"node": "mx1", "health": {"profiles": profiles}, "health_socket": str(tmp_path / "none.sock"),
+              "health_status_file": str(tmp_path / "health.json"),
+              "selectors": [{"side": "trust", "ns": "t-mx1-trust-vr",
+                             "members": [{"name": "srx1", "loopback": "198.18.128.1"},
+                                         {"name": "srx2", "loopback": "198.18.128.2"}]}]}
+    monkeypatch.delenv(daemonkit.RESUME_ENV, raising=False)
+    first = healthd.Monitor(config)
+    assert all(h.up for h in first.health.values())  # a fresh start: every real-service up
+    first.health["srx2"].record("icmp", False, "timeout")
+    for _ in range(2):
+        first.health["srx2"].record("icmp", False, "timeout")
+    assert not first.health["srx2"].up
+    first.publish()
+    monkeypatch.setenv(daemonkit.RESUME_ENV, "1")
+    second = healthd.Monitor(config)
+    assert second.resumed and not second.health["srx2"].up and second.health["srx1"].up
+    assert second.health["srx2"].states["icmp"].fail_streak == 3
+    assert second.seq == first.seq
+
+
+def _selector_member() -> mxlb.MemberState:
+    state = mxlb.MemberState("srx1", 0x101, carrier={"trust": True})
+    state.health = ProfileHealth({"icmp": HealthState(1, 2)})
+    return state
+
+
+def _report(up: bool, probes: int, ok_streak: int) -> dict[str, Any]:
+    return {"at": 10.0, "members": {"srx1": {"profiles": {"icmp": {
+        "up": up, "last_result": "ok" if up else "no reply", "probes": probes, "fail_streak": 0 if up else 1,
+        "ok_streak": ok_streak, "last_change": 1.0}}}}}
+
+
+def test_selector_follows_the_monitor_but_a_lost_carrier_must_be_proven_again() -> None:
+    daemon = mxlb.Daemon.__new__(mxlb.Daemon)
+    daemon.members = {"srx1": _selector_member()}
+    daemon.health_reports, daemon.health_report_at = 0, 0.0
+    state = daemon.members["srx1"]
+    daemon.health_report(_report(False, 5, 0))
+    assert not state.alive()
+    daemon.health_report(_report(True, 7, 2))
+    assert state.alive() and daemon.health_reports == 2
+    # carrier lost and back before the monitor noticed: its "up" is not enough, 2 new probes are
+    state.lost_carrier()
+    state.carrier["trust"] = True
+    daemon.health_report(_report(True, 8, 3))
+    assert not state.alive()
+    daemon.health_report(_report(True, 9, 4))
+    assert state.alive()
+
+
+def test_hsrp_active_resumes_active_with_a_hello() -> None:
+    machine = HsrpMachine(GroupConfig(1, "10.10.10.100", priority=150), "10.10.10.1")
+    out = machine.resume_active(100.0)
+    assert machine.state is State.ACTIVE
+    assert out.transitions == [(State.INIT, State.ACTIVE, "resumed after a restart")]
+    assert [p.state for p in out.packets] == [State.ACTIVE]
+    assert machine.resume_active(101.0).transitions == []  # only from Init

@@ -1,15 +1,17 @@
-"""About this host and this program: doctor, version, the shipped labs."""
+"""About this host and this program: doctor, version, the shipped labs, shell completion."""
 
 from __future__ import annotations
 
 import json
 import sys
+from enum import StrEnum
 from pathlib import Path
 
 import typer
 from rich.table import Table
 
 from .. import __version__
+from ..diagnostics import LabError
 from .common import app, guarded, out
 
 
@@ -79,5 +81,29 @@ def labs_cmd(
         for lab in labs:
             table.add_row(lab.stem, lab.name, str(lab.nodes), lab.description)
         out.print(table)
+
+    guarded(run)
+
+
+class Shell(StrEnum):
+    bash = "bash"
+    zsh = "zsh"
+    fish = "fish"
+    powershell = "powershell"
+
+
+@app.command()
+def completion(shell: Shell = typer.Argument(..., help="The shell to write the completion script for.")) -> None:
+    """Print the shell completion script (commands, options, running labs, their nodes, event names and
+    shipped labs): `eval "$(lab completion bash)"` in ~/.bashrc, or save it where the shell looks, e.g.
+    `lab completion bash > /etc/bash_completion.d/lab`. (`lab --install-completion` does that for the
+    current shell.)"""
+
+    def run() -> None:
+        try:
+            from typer._completion_shared import get_completion_script
+        except ImportError:  # typer moved it: the built-in options still work
+            raise LabError("this typer version has no completion script writer: use `lab --show-completion`") from None
+        sys.stdout.write(get_completion_script(prog_name="lab", complete_var="_LAB_COMPLETE", shell=shell.value))
 
     guarded(run)

@@ -265,6 +265,9 @@ def check(topo: Topology, src: SourceMap, host_routes: Iterable[IPv4Network] = (
 
 
 def _check_nodes(topo: Topology, src: SourceMap) -> Iterable[Diagnostic]:
+    if not topo.nodes:
+        yield src.diag(("nodes",), "a topology needs at least one node",
+                       "e.g. nodes: {srx1: {kind: srx, bgp: {as: 65101}}}")
     for name, node in topo.nodes.items():
         path: YamlPath = ("nodes", name)
         if not re.fullmatch(NAME_PATTERN, name):  # fullmatch: '$' alone lets "mx1\n" through
@@ -551,6 +554,60 @@ def _check_flexvpn(topo: Topology, src: SourceMap) -> Iterable[Diagnostic]:
         for ifname, settings in node.interfaces.items():
             if settings.standby is not None and node.kind != "ios-router":
                 yield src.diag(("nodes", name, "interfaces", ifname, "standby"), "HSRP runs on an ios-router")
+            standby = settings.standby
+            if standby is not None and standby.hello_ms >= standby.hold_ms:
+                yield src.diag(("nodes", name, "interfaces", ifname, "standby", "hello_ms"),
+                               f"HSRP hello {standby.hello_ms} ms is not below the hold time {standby.hold_ms} ms",
+                               "the hold time must exceed the hello interval; RFC 2281 defaults: hello 3000, "
+                               "hold 10000")
+    yield from _check_standby_subnets(topo, src)
+    yield from _check_ikev2_pools(topo, src)
+
+
+def _interface_addresses(topo: Topology) -> dict[tuple[str, str], IPv4Interface]:
+    """(node, interface) -> its address, for links whose addresses the file gives."""
+    found: dict[tuple[str, str], IPv4Interface] = {}
+    for link in topo.links:
+        for endpoint, address in zip(link.endpoints, link.addresses or [], strict=False):
+            node, _, ifname = endpoint.partition(":")
+            found[(node, ifname)] = address
+    return found
+
+
+def _check_standby_subnets(topo: Topology, src: SourceMap) -> Iterable[Diagnostic]:
+    """A standby VIP lives in the subnet of the link its interface is on (where the addresses are given)."""
+    addresses = _interface_addresses(topo)
+    for name, node in topo.nodes.items():
+        for ifname, settings in node.interfaces.items():
+            standby, address = settings.standby, addresses.get((name, ifname))
+            if standby is None or address is None:
+                continue
+            if standby.ip not in address.network:
+                yield src.diag(("nodes", name, "interfaces", ifname, "standby", "ip"),
+                               f"standby VIP {standby.ip} is outside {address.network}, the subnet of {name}:{ifname}",
+                               f"pick an unused address of {address.network}")
+            elif standby.ip == address.ip:
+                yield src.diag(("nodes", name, "interfaces", ifname, "standby", "ip"),
+                               f"standby VIP {standby.ip} is the address of {name}:{ifname} itself",
+                               f"pick an unused address of {address.network}")
+
+
+def _check_ikev2_pools(topo: Topology, src: SourceMap) -> Iterable[Diagnostic]:
+    """The routers of one IKEv2 cluster (the same standby group) hand out addresses from pools that must
+    not overlap: a client redirected to another member must never get an address already in use."""
+    clusters: dict[str, list[str]] = {}
+    for name, node in topo.nodes.items():
+        if node.ikev2_cluster is not None and node.ikev2 is not None and node.ikev2.pool is not None:
+            clusters.setdefault(node.ikev2_cluster.standby_group, []).append(name)
+    for group, members in clusters.items():
+        for index, name in enumerate(members):
+            pool = topo.nodes[name].ikev2.pool  # type: ignore[union-attr]
+            for other in members[:index]:
+                theirs = topo.nodes[other].ikev2.pool  # type: ignore[union-attr]
+                if pool is not None and theirs is not None and pool.overlaps(theirs):
+                    yield src.diag(("nodes", name, "ikev2", "pool"),
+                                   f"IKEv2 pool {pool} overlaps {theirs} of {other} (same cluster, standby "
+                                   f"group '{group}')", "give each router of a cluster its own pool")
 
 
 def _check_gateways(topo: Topology, src: SourceMap) -> Iterable[Diagnostic]:

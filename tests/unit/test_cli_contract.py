@@ -55,6 +55,16 @@ def test_exit_0_valid_and_2_invalid(tmp_path: Path) -> None:
     assert result.returncode == 2 and f"{bad}:3: nodes.r1.kind:" in result.stderr
 
 
+def test_exit_2_not_utf8(tmp_path: Path) -> None:
+    latin1 = tmp_path / "latin1.yml"
+    latin1.write_bytes(b"# caf\xe9\nname: x\nnodes:\n  h1: {kind: host}\n")
+    for args in (["validate", str(latin1)], ["render", str(latin1), "-o", str(tmp_path / "o")],
+                 ["graph", str(latin1)], ["validate", "--json", str(latin1)]):
+        result = lab(*args)
+        assert result.returncode == 2, (args, result.stdout, result.stderr)
+        assert "not UTF-8 text" in result.stdout + result.stderr and "internal error" not in result.stderr
+
+
 def test_exit_2_usage_errors() -> None:
     for args in (["bogus"], ["render"], ["up", "--bogus", "labs/topology3.yml"], ["graph", "x", "--format", "gif"]):
         result = lab(*args)

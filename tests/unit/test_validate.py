@@ -36,6 +36,8 @@ REQUIRED_CASES = {
     "interface_twice", "linux_name_clash", "ifname_too_long", "mx_link_no_zone", "duplicate_address",
     "overlapping_pools", "mnha_same_node", "mnha_non_srx", "mnha_no_icl", "srd_non_mx",
     "ikev2_standby_group", "host_routes", "many_errors", "empty",
+    # install-and-use review: HSRP timers, IKEv2 pools of one cluster, standby VIP subnet, no nodes
+    "hsrp_hello_not_below_hold", "ikev2_pools_overlap", "standby_vip_outside_subnet", "no_nodes",
 }
 
 

@@ -11,7 +11,9 @@ time comes from the MX's per-SRX counters.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import statistics
 import threading
 import time
@@ -228,20 +230,31 @@ def run_event(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target
         ops.power_off(state, plan, target)  # out of service first: the event puts it (back) in
         time.sleep(1.0)
     mx_ns = [ns for n in plan.nodes if n.kind == "mx" for ns in n.namespaces if ns.endswith("-trust-vr")]
+    # CGNAT: the server sees each flow's NAT binding, not the subscriber; the forward receiver
+    # publishes the bindings on a pipe and the reverse sender answers them (and follows a re-bind).
+    learn = plan.use_case == "cgnat" and spec.reverse
+    read_end, write_end = os.pipe() if learn else (None, None)
     sampler = Sampler(mx_ns).start()
     socket_mode = spec.receiver == "socket"
-    rx_f = Receiver(iface=None if socket_mode else ends.server_iface, port=flows[0].dport if socket_mode else None,
-                    ns=ends.server_ns, rate_per_flow=per_flow).spawn().wait_ready()
-    rx_r = Receiver(iface=None if socket_mode else ends.client_iface, port=flows[0].sport if socket_mode else None,
-                    ns=ends.client_ns, rate_per_flow=per_flow).spawn().wait_ready() if spec.reverse else None
-    tx_f = Sender(iface=ends.client_iface, ns=ends.client_ns, flows=flows, rate=spec.rate, sizes=spec.sizes,
-                  duration=total, realtime=spec.realtime, cpu=spec.sender_cpu).spawn().wait_ready()
-    time.sleep(0.3)  # the forward packets open the sessions the reverse flows need
-    tx_r = Sender(iface=ends.server_iface, ns=ends.server_ns, flows=reverse, rate=spec.rate, sizes=spec.sizes,
-                  duration=total - 0.3, realtime=spec.realtime,
-                  cpu=spec.sender_cpu).spawn().wait_ready() if spec.reverse else None
+    rx_f = tx_f = rx_r = tx_r = None
     marks: dict[str, float] = {}
     try:
+        # the bindings are read off the received frames: packet mode for the forward receiver
+        rx_f = Receiver(iface=None if socket_mode and not learn else ends.server_iface,
+                        port=flows[0].dport if socket_mode and not learn else None,
+                        ns=ends.server_ns, rate_per_flow=per_flow, learn_fd=write_end).spawn().wait_ready()
+        _close(write_end)
+        write_end = None
+        rx_r = Receiver(iface=None if socket_mode else ends.client_iface, port=flows[0].sport if socket_mode else None,
+                        ns=ends.client_ns, rate_per_flow=per_flow).spawn().wait_ready() if spec.reverse else None
+        tx_f = Sender(iface=ends.client_iface, ns=ends.client_ns, flows=flows, rate=spec.rate, sizes=spec.sizes,
+                      duration=total, realtime=spec.realtime, cpu=spec.sender_cpu).spawn().wait_ready()
+        time.sleep(0.3)  # the forward packets open the sessions the reverse flows need
+        tx_r = Sender(iface=ends.server_iface, ns=ends.server_ns, flows=reverse, rate=spec.rate, sizes=spec.sizes,
+                      duration=total - 0.3, realtime=spec.realtime, cpu=spec.sender_cpu, learn_fd=read_end,
+                      learn_offset=REVERSE_ID_OFFSET).spawn().wait_ready() if spec.reverse else None
+        _close(read_end)
+        read_end = None
         time.sleep(max(0.0, spec.warmup - 0.8))
         before = carriers(plan)
         crash: dict[str, Any] = {}
@@ -276,13 +289,16 @@ def run_event(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target
         raise
     finally:
         sampler.stop()
+        _close(read_end)
+        _close(write_end)
     pair = next((p for p in plan.mnha if target in p), None) if event.name == "mnha-pair-power-off" else None
     # A lasting event's restore step moves flows too (the returning SRX takes its share back, and
     # those flows' first return packets may reach it before their forward ones open a session):
     # they are affected by the restore, not "unaffected".
     moved_back = {key for key, srx in after.items() if during.get(key) not in (None, srx)} if during else set()
     result = analyse(event, target, summary, flows, before, during or after, report_f, report_r, sent_f,
-                     per_flow, marks, sampler, spec, pair, moved_back, sent_r, involved=involved)
+                     per_flow, marks, sampler, spec, pair, moved_back, sent_r, involved=involved,
+                     nat=plan.use_case == "cgnat")
     if crash:
         # The supervisor's own account: how long the daemon was down before it ran again.
         slot = _slot(state, target, crash["daemon"])
@@ -302,6 +318,13 @@ def run_event(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target
         result["flows_moved_on_restore"] = len(moved_back)
         result["flows_moved_on_restore_ideal_max"] = round(len(flows) / max(1, len(set(after.values()))))
     return result
+
+
+def _close(fd: int | None) -> None:
+    """Close our copy of a pipe end a child inherited; None to forget it."""
+    if fd is not None:
+        with contextlib.suppress(OSError):
+            os.close(fd)
 
 
 def wait_settled(state: LabState, plan: LabPlan, timeout: float, quiet: float = 2.0) -> float:
@@ -331,7 +354,7 @@ def analyse(event: eventsmod.EventKind, target: str, summary: str, flows: list[A
             report_r: dict[str, Any] | None, sent_f: dict[str, Any], per_flow: float, marks: dict[str, float],
             sampler: Sampler, spec: TrafficSpec, pair: list[str] | None = None,
             moved_back: set[tuple[str, int]] | None = None, sent_r: dict[str, Any] | None = None,
-            involved: set[str] | None = None) -> dict[str, Any]:
+            involved: set[str] | None = None, nat: bool = False) -> dict[str, Any]:
     """Per-event verdict: affected flows and their convergence, losses of unaffected flows, moves.
     INVOLVED (daemon-crash) names the SRXs whose flows the event may touch (None: as the event's
     target kind says; an empty set: none, so any loss fails it)."""
@@ -357,16 +380,20 @@ def analyse(event: eventsmod.EventKind, target: str, summary: str, flows: list[A
             "recovered": all(last and end - last < max(1e9, 5e9 / per_flow) for last, end in ends_seen),
             "moved": before.get(key) is not None and after.get(key) is not None and before.get(key) != after.get(key),
             "moved_on_restore": key in (moved_back or set()),
+            # CGNAT: the binding (pool address:port) the server saw; more than one: the flow re-bound
+            "bindings": fwd.get("bindings") if nat else None,
+            "rebound": bool(nat and fwd.get("binding_changes")),
             "lost": lost,
         })
     # The SRXs an event touches: the target, or its whole MNHA pair. An MX event touches every flow.
     if involved is None:
         involved = {r["srx_before"] for r in rows} if event.target in ("mx", "node") else {target, *(pair or [])}
-    affected = [r for r in rows if r["lost"] or r["moved"] or r["moved_on_restore"] or r["srx_before"] in involved]
+    affected = [r for r in rows if r["lost"] or r["moved"] or r["moved_on_restore"] or r["rebound"]
+                or r["srx_before"] in involved]
     unaffected = [r for r in rows if r not in affected]
     conv = [r["convergence_ms"] for r in affected if r["lost"]]
-    unaffected_loss = sum(r["lost"] for r in rows
-                          if r["srx_before"] not in involved and not r["moved"] and not r["moved_on_restore"])
+    unaffected_loss = sum(r["lost"] for r in rows if r["srx_before"] not in involved and not r["moved"]
+                          and not r["moved_on_restore"] and not r["rebound"])
     moved = sum(1 for r in rows if r["moved"])
     recovered = all(r["recovered"] for r in rows)
     passed = recovered and (unaffected_loss == 0 or (event.target == "mx" and not strict))
@@ -378,6 +405,7 @@ def analyse(event: eventsmod.EventKind, target: str, summary: str, flows: list[A
         "longest_gap_ms": max((r["max_gap_ms"] for r in rows), default=0),
         "packets_lost_by_unaffected_flows": unaffected_loss,
         "flows_moved": moved,
+        "flows_rebound": sum(1 for r in rows if r["rebound"]),
         "flows_moved_ideal": sum(1 for r in rows if r["srx_before"] in involved)
         if event.target == "srx" or event.target == "mnha-pair" else 0,
         "recovered": recovered, "passed": passed,

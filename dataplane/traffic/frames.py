@@ -163,21 +163,46 @@ def patch(frame: bytearray, seq: int, timestamp_ns: int) -> None:
 
 
 class FrameSet:
-    """Pre-built frames: for flow position i, ``cycles[i][n % L]`` is its n-th packet's frame."""
+    """Pre-built frames: for flow position i, ``cycles[i][n % L]`` is its n-th packet's frame.
+
+    ``cycles[i]`` is None while flow i is withheld (its destination not known yet, see `rebind`)."""
 
     def __init__(self, flows: Sequence[Flow], sizes: Sequence[tuple[int, int]], src_mac: str, dst_mac: str,
                  seed: int = CYCLE_SEED):
         self.flows = list(flows)
         self.cycle = size_cycle(sizes, seed)
         distinct = sorted({s for s, _ in sizes})
-        self.cycles: list[list[bytearray]] = []
-        length = len(self.cycle)
+        self.cycles: list[list[bytearray] | None] = []
         # scapy builds one frame per size; every other flow's frame is that one with its own
         # addresses, ports, flow id and IP checksum written in (identical bytes, see derive_frame)
-        templates = {s: build_frame(self.flows[0], s, src_mac, dst_mac) for s in distinct}
+        self.templates = {s: build_frame(self.flows[0], s, src_mac, dst_mac) for s in distinct}
         for i, flow in enumerate(self.flows):
-            by_size = {s: derive_frame(t, flow) if i else t for s, t in templates.items()}
-            self.cycles.append([by_size[self.cycle[(n + i) % length]] for n in range(length)])
+            self.cycles.append(self._cycle(i, flow, derive=bool(i)))
+
+    def _cycle(self, index: int, flow: Flow, derive: bool = True) -> list[bytearray]:
+        length = len(self.cycle)
+        by_size = {s: derive_frame(t, flow) if derive else t for s, t in self.templates.items()}
+        return [by_size[self.cycle[(n + index) % length]] for n in range(length)]
 
     def frame(self, index: int, seq: int) -> bytearray:
-        return self.cycles[index][seq % len(self.cycle)]
+        cycle = self.cycles[index]
+        if cycle is None:
+            raise LookupError(f"flow {self.flows[index].flow_id} is withheld")
+        return cycle[seq % len(self.cycle)]
+
+    def withhold(self, index: int) -> None:
+        """Flow INDEX sends nothing (its slots pass, its sequence does not advance) until `rebind`."""
+        self.cycles[index] = None
+
+    def rebind(self, index: int, dst: str, dport: int) -> bool:
+        """Flow INDEX's packets go to DST:DPORT from now on; False if that is where they went already.
+
+        The new frames are built aside and swapped in with one list assignment, so a sender
+        thread never sends a half-rewritten frame."""
+        flow = self.flows[index]
+        if self.cycles[index] is not None and (flow.dst, flow.dport) == (dst, dport):
+            return False
+        flow = Flow(flow.flow_id, flow.src, dst, flow.sport, dport)
+        self.flows[index] = flow
+        self.cycles[index] = self._cycle(index, flow)
+        return True

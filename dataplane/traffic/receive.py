@@ -10,6 +10,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import binding
 from .frames import (
     ETH_LEN,
     ETH_P_IP,
@@ -25,6 +26,8 @@ from .frames import (
 from .netio import _bind, _grow_rcvbuf, _pin, _realtime, _socket_drops, in_netns
 from .spawn import Spawned
 from .stats import Accounting, FlowStats
+
+SRC_ADDRESS = struct.Struct("!I")
 
 
 # --------------------------------------------------------------------------- receiver
@@ -43,7 +46,11 @@ class Receiver:
     empty. The sender's core then never wakes this thread per packet (which would cost it more than
     the packet: ~140 vs ~400 kpps measured), but receive times are those of the drain, up to one
     interval late: latency and first/last-seen figures carry that error; loss, duplicates,
-    reordering, gaps and convergence (send times and sequence numbers) do not. 0: block in recv."""
+    reordering, gaps and convergence (send times and sequence numbers) do not. 0: block in recv.
+
+    Packet mode records, per flow, the source address and port its packets arrive with (behind
+    CGNAT: the SRX's binding) and every change (report: ``bindings``, ``binding_changes``); with
+    LEARN_FD (the write end of a pipe) each change is also published there for a reverse `Sender`."""
 
     port: int | None = None
     bind: str = "0.0.0.0"
@@ -55,6 +62,7 @@ class Receiver:
     poll_interval: float = 0.001
     cpu: int | None = None  # pin the receiving thread to this CPU
     realtime: bool = False  # SCHED_FIFO: keep draining on a busy machine (its socket then does not overflow)
+    learn_fd: int | None = None  # bindings pipe (write end): publish each flow's binding and its changes
     accounting: Accounting = field(default_factory=Accounting, repr=False)
     ready: threading.Event = field(default_factory=threading.Event, repr=False)
     bound_port: int | None = field(default=None, init=False)  # UDP mode: the port bound (PORT 0: any)
@@ -70,7 +78,8 @@ class Receiver:
     def config(self) -> dict[str, Any]:
         return {"port": self.port, "bind": self.bind, "iface": self.iface, "ns": self.ns,
                 "duration": self.duration, "idle": self.idle, "rate_per_flow": self.rate_per_flow,
-                "poll_interval": self.poll_interval, "cpu": self.cpu, "realtime": self.realtime}
+                "poll_interval": self.poll_interval, "cpu": self.cpu, "realtime": self.realtime,
+                "learn_fd": self.learn_fd}
 
     @classmethod
     def from_config(cls, data: dict[str, Any]) -> Receiver:
@@ -140,7 +149,7 @@ class Receiver:
 
     def spawn(self) -> Spawned:
         """Run in a child process; `Spawned.wait_ready()` then `Spawned.stop()` returns the report."""
-        return Spawned("receive", self.config())
+        return Spawned("receive", self.config(), pass_fds=(self.learn_fd,) if self.learn_fd is not None else ())
 
     def _loop(self, sock: socket.socket, mode: int) -> None:
         """The hot loop: recv_into, a clock read, one unpack, one FlowStats.add."""
@@ -170,6 +179,12 @@ class Receiver:
         offset = mode
         min_len = (offset if fixed_offset else PAYLOAD_OFFSET) + HEADER_LEN
         stop_at = 0  # once asked to stop: keep draining what is queued, for at most a second
+        # packet mode: each flow's source address and port (its NAT binding behind CGNAT)
+        track = not fixed_offset
+        bound = acc.bindings.current
+        observe = acc.bindings.observe
+        publisher = binding.Publisher(self.learn_fd) if self.learn_fd is not None and track else None
+        src_at = SRC_ADDRESS.unpack_from
         while True:
             try:
                 n = recv_into(buf)
@@ -201,6 +216,10 @@ class Receiver:
             if stats is None:
                 stats = flows[flow_id] = FlowStats(flow_id)
             stats.add(seq, rx - ((rx - ts32) & MASK32), rx)
+            if track:
+                key = src_at(buf, ETH_LEN + 12)[0] << 16 | buf[offset - 8] << 8 | buf[offset - 7]
+                if bound.get(flow_id) != key and observe(flow_id, key, rx) and publisher is not None:
+                    publisher.publish(flow_id, key)
             if not first_rx:
                 first_rx = rx
             last_rx = rx
@@ -214,8 +233,11 @@ class Receiver:
                     elif rx >= stop_at:
                         break
         acc.foreign += foreign
+        if publisher is not None:
+            self._counters["bindings_dropped"] = publisher.dropped
+            publisher.close()
         acc.first_rx = first_rx or None
         acc.last_rx = last_rx or None
-        self._counters = {"started_ns": started, "stopped_ns": mono()}
+        self._counters.update({"started_ns": started, "stopped_ns": mono()})
         with in_netns(self.ns):
             self._counters.update(_socket_drops(sock))

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import binding
 from .frames import (
     CYCLE_SEED,
     MASK32,
@@ -48,7 +49,13 @@ class Sender:
     table / ARP for the first flow's destination). CPU: pin the sending thread. REALTIME: run it
     SCHED_FIFO so CPU contention does not make it late; veth forwarding runs in softirq on the
     sending CPU and, when deferred to ksoftirqd, waits behind a realtime sender, so keep the rate
-    well below what the path forwards (at 20 kpps it costs a fraction of a CPU)."""
+    well below what the path forwards (at 20 kpps it costs a fraction of a CPU).
+
+    LEARN_FD: the read end of a pipe a packet-mode `Receiver` publishes NAT bindings on (see
+    `binding`): each flow then sends nothing until the binding of forward flow (its id -
+    LEARN_OFFSET) is known, and from then on sends to that address and port (the way a server
+    answers the source it sees); a change (the flow re-bound on another SRX) redirects it at once.
+    LEARN_WAIT: seconds to wait for every binding before the first packet."""
 
     iface: str
     flows: list[Flow]
@@ -62,6 +69,10 @@ class Sender:
     seed: int = CYCLE_SEED
     cpu: int | None = None  # pin the sending thread to this CPU
     realtime: bool = False  # SCHED_FIFO for the sending thread (paced rates: keeps the schedule under load)
+    learn_fd: int | None = None  # bindings pipe (read end), see the class docstring
+    learn_offset: int = 0  # this sender's flow id = forward flow id + LEARN_OFFSET
+    learn_wait: float = 3.0
+    _rebinds: int = field(default=0, init=False, repr=False)
     _stop: bool = field(default=False, init=False, repr=False)
     _thread: threading.Thread | None = field(default=None, init=False, repr=False)
     _result: dict[str, Any] | None = field(default=None, init=False, repr=False)
@@ -83,7 +94,8 @@ class Sender:
         return {"iface": self.iface, "flows": _flows_json(self.flows), "rate": self.rate,
                 "sizes": parse_sizes(self.sizes), "duration": self.duration, "count": self.count,
                 "ns": self.ns, "dst_mac": self.dst_mac, "qdisc_bypass": self.qdisc_bypass, "seed": self.seed,
-                "cpu": self.cpu, "realtime": self.realtime}
+                "cpu": self.cpu, "realtime": self.realtime, "learn_fd": self.learn_fd,
+                "learn_offset": self.learn_offset, "learn_wait": self.learn_wait}
 
     @classmethod
     def from_config(cls, data: dict[str, Any]) -> Sender:
@@ -131,7 +143,7 @@ class Sender:
 
     def spawn(self) -> Spawned:
         """Run in a child process (`python -m dataplane.traffic send --config -`)."""
-        return Spawned("send", self.config())
+        return Spawned("send", self.config(), pass_fds=(self.learn_fd,) if self.learn_fd is not None else ())
 
     def _run(self) -> dict[str, Any]:
         sizes = parse_sizes(self.sizes)
@@ -149,6 +161,7 @@ class Sender:
             built = time.monotonic()
             frames = FrameSet(self.flows, sizes, src_mac, dst_mac, self.seed)
             build_s = time.monotonic() - built
+            learned = self._learn(frames) if self.learn_fd is not None else None
             cpu_before = time.thread_time()
             seqs, errors, stats = self._loop(sock, frames)
             cpu_s = time.thread_time() - cpu_before
@@ -172,7 +185,37 @@ class Sender:
             "cpu_s": cpu_s,  # this thread's CPU time while sending (softirq work done in its context included)
             "stopped": self._stop,
             "per_flow_sent": {str(f.flow_id): n for f, n in zip(self.flows, seqs, strict=True)},
+            **({"learned_before_start": learned, "rebinds": self._rebinds,
+                "bindings": {str(f.flow_id): f"{f.dst}:{f.dport}" for f in frames.flows}}
+               if learned is not None else {}),
         }
+
+    def _learn(self, frames: FrameSet) -> int:
+        """Withhold every flow, follow the bindings pipe in a thread; wait for all (LEARN_WAIT at
+        most) and return how many flows were known before the first packet."""
+        assert self.learn_fd is not None
+        fd = self.learn_fd
+        index = {f.flow_id - self.learn_offset: i for i, f in enumerate(frames.flows)}
+        for i in range(len(frames.flows)):
+            frames.withhold(i)
+        known: set[int] = set()
+        everyone = threading.Event()
+
+        def follow() -> None:
+            for flow_id, key in binding.read_records(fd):
+                i = index.get(flow_id)
+                if i is None:
+                    continue
+                address, port = binding.split(key)
+                if frames.rebind(i, address, port) and i in known:
+                    self._rebinds += 1
+                known.add(i)
+                if len(known) == len(index):
+                    everyone.set()
+
+        threading.Thread(target=follow, name="traffic-learn", daemon=True).start()
+        everyone.wait(self.learn_wait)
+        return len(known)
 
     def _loop(self, sock: socket.socket, frames: FrameSet) -> tuple[list[int], int, dict[str, Any]]:
         """The hot loop: one pack_into, one clock read and one send per packet."""
@@ -213,7 +256,14 @@ class Sender:
             if now >= end:
                 break
             seq = seqs[i]
-            buf = cycles[i][seq % length]
+            frame_cycle = cycles[i]
+            if frame_cycle is None:  # binding not known yet: this slot passes
+                k += 1
+                i += 1
+                if i == flows:
+                    i = 0
+                continue
+            buf = frame_cycle[seq % length]
             pack(buf, offset, seq, now & MASK32)
             try:
                 send(buf)

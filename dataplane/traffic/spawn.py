@@ -21,13 +21,13 @@ class Spawned:
     done. Its stdin stays open: when it closes (`stop()`, or this process dies) the child stops and
     reports, so a child never outlives its parent."""
 
-    def __init__(self, role: str, config: dict[str, Any]):
+    def __init__(self, role: str, config: dict[str, Any], pass_fds: tuple[int, ...] = ()):
         repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [repo, os.environ.get("PYTHONPATH")]))}
         self.role = role
         self.proc = subprocess.Popen([sys.executable, "-m", "dataplane.traffic", role, "--config", "-"],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     text=True, env=env)
+                                     text=True, env=env, pass_fds=pass_fds)
         assert self.proc.stdin is not None
         self.proc.stdin.write(json.dumps(config) + "\n")
         self.proc.stdin.flush()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from .binding import Bindings
 from .frames import HEADER, HEADER_LEN, MAGIC, MASK32
 
 
@@ -140,10 +141,11 @@ class Accounting:
         self.foreign = 0  # datagrams without our magic
         self.first_rx: int | None = None
         self.last_rx: int | None = None
+        self.bindings = Bindings()  # packet mode: each flow's source address:port as received
 
     def state(self) -> dict[str, Any]:
         return {"foreign": self.foreign, "first_rx": self.first_rx, "last_rx": self.last_rx,
-                "flows": [f.state() for f in self.flows.values()]}
+                "flows": [f.state() for f in self.flows.values()], "bindings": self.bindings.state()}
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> Accounting:
@@ -152,6 +154,7 @@ class Accounting:
         for item in state["flows"]:
             stats = FlowStats.from_state(item)
             acc.flows[stats.flow_id] = stats
+        acc.bindings = Bindings.from_state(state.get("bindings", {}))
         return acc
 
     def add(self, flow_id: int, seq: int, ts: int, rx: int) -> None:
@@ -187,7 +190,8 @@ class Accounting:
         flows = []
         for flow_id in sorted(ids):
             stats = self.flows.get(flow_id) or FlowStats(flow_id)
-            flows.append(stats.report(rate_per_flow, counts.get(flow_id), end_ts))
+            flows.append({**stats.report(rate_per_flow, counts.get(flow_id), end_ts),
+                          **self.bindings.report(flow_id)})
         received = sum(f["received"] for f in flows)
         convergence = [f["convergence_ms"] for f in flows if f["convergence_ms"] is not None]
         gaps = [f["max_gap_ms"] for f in flows if f["received"]]
@@ -198,6 +202,7 @@ class Accounting:
             "reordered": sum(f["reordered"] for f in flows), "foreign": self.foreign,
             "flows_with_loss": sum(1 for f in flows if f["lost"]),
             "flows_never_seen": sum(1 for f in flows if not f["received"]),
+            "flows_rebound": sum(1 for f in flows if f.get("binding_changes")),
             "rate_per_flow_pps": rate_per_flow,
             "resolution_ms": round(1000 / rate_per_flow, 3) if rate_per_flow else None,
             "convergence_ms": ({"min": min(convergence), "avg": round(sum(convergence) / len(convergence), 3),

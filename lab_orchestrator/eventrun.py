@@ -320,6 +320,10 @@ def run_event(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target
     return result
 
 
+def _since(ns: int | None, marks: dict[str, float]) -> float | None:
+    return round(ns / 1e9 - marks["event"], 3) if ns and "event" in marks else None
+
+
 def _close(fd: int | None) -> None:
     """Close our copy of a pipe end a child inherited; None to forget it."""
     if fd is not None:
@@ -377,6 +381,8 @@ def analyse(event: eventsmod.EventKind, target: str, summary: str, flows: list[A
             "lost_forward": int(fwd.get("lost", 0)), "lost_reverse": int(back.get("lost", 0)),
             "convergence_ms": round(max(int(fwd.get("lost", 0)), int(back.get("lost", 0))) / per_flow * 1000, 3),
             "max_gap_ms": max(float(fwd.get("max_gap_ms") or 0), float(back.get("max_gap_ms") or 0)),
+            # where each direction's longest gap started, in seconds from the event
+            "gap_at_s": [_since(d.get("max_gap_start_ns"), marks) for d in (fwd, back)],
             "recovered": all(last and end - last < max(1e9, 5e9 / per_flow) for last, end in ends_seen),
             "moved": before.get(key) is not None and after.get(key) is not None and before.get(key) != after.get(key),
             "moved_on_restore": key in (moved_back or set()),

@@ -1,0 +1,77 @@
+"""`lab events run` on the CGNAT labs: the server answers each flow's NAT binding (learnt from the
+forward packets), the client matches the de-translated answers to their flows, a flow that moves to
+another SRX re-binds from that SRX's pool, and an MNHA failover keeps the binding."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from ipaddress import IPv4Address, IPv4Network
+from pathlib import Path
+
+import pytest
+from running import REPO, RunningLab, lab
+
+pytestmark = [
+    pytest.mark.root,
+    pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces"),
+    pytest.mark.skipif(shutil.which("bird") is None or shutil.which("conntrack") is None,
+                       reason="needs bird2 and conntrack (make deps)"),
+]
+
+ARGS = ["--flows", "60", "--rate", "3000", "--warmup", "1.5", "--hold", "1.5", "--duration", "2.5"]
+
+
+def run_events(running: RunningLab, tmp_path: Path, *events: str) -> dict[str, dict]:  # type: ignore[type-arg]
+    report = tmp_path / "events.json"
+    picked = [arg for event in events for arg in ("-e", event)]
+    result = lab("events", "run", "--lab", running.name, *picked, *ARGS, "--json", str(report), check=False)
+    assert report.exists(), result.stderr + result.stdout
+    out = {e["event"]: e for e in json.loads(report.read_text())["events"]}
+    assert result.returncode == 0, {k: (v["recovered"], v["packets_lost_by_unaffected_flows"]) for k, v in out.items()}
+    return out
+
+
+def pools(running: RunningLab) -> dict[str, IPv4Network]:
+    plan = json.loads(Path(f"/run/lab/{running.name}/plan.json").read_text())
+    return {n["name"]: IPv4Network(n["nat_pool"]) for n in plan["nodes"] if n["kind"] == "srx"}
+
+
+def pool_of(binding: str, by_srx: dict[str, IPv4Network]) -> str:
+    address = IPv4Address(binding.split(":")[0])
+    return next(srx for srx, net in by_srx.items() if address in net)
+
+
+def test_chash_power_off_reverse_answers_bindings_and_moved_flows_rebind(tmp_path: Path) -> None:
+    with RunningLab("ec1n", REPO / "labs/topology1-cgnat.yml", tmp_path) as running:
+        event = run_events(running, tmp_path, "srx-power-off")["srx-power-off"]
+        by_srx = pools(running)
+    assert event["passed"] and event["packets_lost_by_unaffected_flows"] == 0
+    reverse = event["reverse"]
+    assert reverse["flows_never_seen"] == 0 and reverse["received"] > 0.9 * event["forward"]["received"]
+    assert reverse["lost"] < 0.01 * reverse["received"], "only the moved flows lost a few answers"
+    rows = event["per_flow"]
+    for row in rows:
+        if row["srx_before"]:
+            assert pool_of(row["bindings"][0], by_srx) == row["srx_before"], ("its first carrier's pool", row)
+    moved = [r for r in rows if r["moved"]]
+    assert moved and len(moved) == event["flows_moved_ideal"]
+    # no MNHA: a flow that moved to another SRX got a binding from the new SRX's pool
+    for row in moved:
+        assert row["rebound"] and pool_of(row["bindings"][1], by_srx) == row["srx_after"], row
+    untouched = [r for r in rows if r["srx_before"] != "srx1" and not r["moved_on_restore"]]
+    assert untouched and not any(r["rebound"] or r["lost"] for r in untouched)
+    assert event["flows_rebound"] == sum(1 for r in rows if r["rebound"]) >= len(moved)
+
+
+def test_tlb_mnha_failover_keeps_the_binding(tmp_path: Path) -> None:
+    with RunningLab("et3n", REPO / "labs/topology3-cgnat.yml", tmp_path) as running:
+        events = run_events(running, tmp_path, "srx-link-failure", "srx-power-off")
+    for event in events.values():
+        assert event["passed"] and event["reverse"]["flows_never_seen"] == 0
+        assert event["reverse"]["received"] > 0.9 * event["forward"]["received"], event["reverse"]
+    link = events["srx-link-failure"]
+    moved = [r for r in link["per_flow"] if r["moved"]]
+    assert moved and all(r["srx_after"] == "srx2" for r in moved), "srx1's flows went to its MNHA peer"
+    assert not any(r["rebound"] for r in moved), "the synced session kept its binding: not re-bound"

@@ -17,7 +17,7 @@ VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"/\1/p' lab_orchestrator/__in
 # tools of the recipes (pytest's children, bench scripts calling `lab`) come from the virtualenv first
 VENV_PATH = PATH="$(CURDIR)/$(VENV)/bin:$$PATH"
 
-.PHONY: help deps deps-apt apt-install print-apt-packages deps-python deps-link distclean test test-fresh test-unit test-integration lint demo bench clean image
+.PHONY: docs help deps deps-apt apt-install print-apt-packages deps-python deps-link distclean test test-fresh test-unit test-integration lint demo bench clean image
 
 help:
 	@echo "make demo              install what is missing, bring up $(DEMO_LAB), show it working, tear it down"
@@ -113,3 +113,8 @@ image:
 	@command -v docker >/dev/null 2>&1 || { echo "make image needs Docker: no docker command here"; exit 1; }
 	@docker info >/dev/null 2>&1 || { echo "make image needs a running Docker engine: the docker client cannot reach one"; exit 1; }
 	docker build -f images/node/Dockerfile -t $(IMAGE):$(VERSION) -t $(IMAGE):latest .
+
+# Generated documentation: topology reference + JSON Schema (the model), CLI reference (the commands),
+# figures (lab graph); a unit test fails when they are stale.
+docs: deps-python
+	PYTHONPATH=$(CURDIR) $(PYTHON) -m lab_orchestrator.docgen

@@ -38,7 +38,7 @@ class Bgp(Strict):
 
 
 class Standby(Strict):
-    """HSRP group on an IOS-like interface (RFC 2281 defaults from the FlexVPN seed)."""
+    """HSRP group on an IOS-like interface (RFC 2281 defaults, as Cisco's FlexVPN load balancer guide uses them)."""
 
     group: int = Field(default=0, ge=0, le=255)
     ip: IPv4Address
@@ -58,7 +58,7 @@ class InterfaceSettings(Strict):
 
 
 class Ikev2Cluster(Strict):
-    """`crypto ikev2 cluster` with the seed's defaults."""
+    """`crypto ikev2 cluster` with the defaults of Cisco's FlexVPN IKEv2 load balancer guide."""
 
     standby_group: str
     max_session: int = Field(default=10, ge=1, le=100000)

@@ -56,9 +56,9 @@ LabOption = typer.Option(None, "--lab", "-l", help="Lab name (needed when severa
                          autocompletion=completion.lab_names)
 
 
-def NodeArg(help: str) -> Any:  # noqa: N802 - reads like the other typer.Argument declarations
+def NodeArg(help: str, metavar: str | None = None) -> Any:  # noqa: N802 - reads like typer.Argument
     """A node of the running lab, completed from its plan."""
-    return typer.Argument(..., help=help, autocompletion=completion.node_names)
+    return typer.Argument(..., help=help, metavar=metavar, autocompletion=completion.node_names)
 
 
 class Backend(StrEnum):

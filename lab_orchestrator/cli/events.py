@@ -27,7 +27,7 @@ def events_list(
     lab: str | None = typer.Option(None, "--lab", "-l", help="A running lab instead of a file."),
     json_out: bool = typer.Option(False, "--json", help="Print as JSON."),
 ) -> None:
-    """Every failure event of the seed, whether it applies to this lab, and why not."""
+    """Every failure event of the JVD test plan, whether it applies to this lab, and why not."""
 
     def run() -> None:
         rows = api.file_event_verdicts(topology) if topology is not None else api.pick(lab).events()
@@ -37,7 +37,7 @@ def events_list(
                                           "action": r.event.action, "restore": r.event.restore}
                                          for r in rows], indent=2) + "\n")
             return
-        view = Table("event", "seed", "target", "applies", "restore")
+        view = Table("event", "JVD test", "target", "applies", "restore")
         for r in rows:
             view.add_row(r.event.name, r.event.title, r.event.target,
                          "yes" if r.applicable else f"[yellow]no[/]: {r.reason}", r.event.restore)
@@ -55,7 +55,8 @@ def events_run(
     target: str | None = typer.Option(None, "--target", help="Node to hit (default: the first of the right kind)."),
     flows: int = typer.Option(200, "--flows", help="Flows per direction (distinct subscriber addresses)."),
     rate: float = typer.Option(10000, "--rate", help="Aggregate packets/s per direction."),
-    sizes: str = typer.Option("imix", "--sizes", help="imix (the seed's weights) or a frame size in bytes."),
+    sizes: str = typer.Option("imix", "--sizes", help="imix (the JVD test's weights: 64:8, 127:36, 255:11, 511:4, "
+                                                 "1024:2, 1518:39) or a frame size in bytes."),
     duration: float = typer.Option(4.0, "--duration", help="Seconds of traffic after each event (or restore)."),
     warmup: float = typer.Option(2.0, "--warmup", help="Seconds of traffic before each event."),
     hold: float = typer.Option(3.0, "--hold", help="Lasting events (link down, power off): seconds before restore."),
@@ -76,7 +77,7 @@ def events_run(
                                      "longest_gap_ms, flows_moved_excess. A per-event budget overrides the global "
                                      "one."),
 ) -> None:
-    """Run the seed's failure events under UDP traffic and report convergence per event: flows
+    """Run the JVD's failure events under UDP traffic and report convergence per event: flows
     affected, loss-derived convergence (lost / per-flow rate), longest gap, losses of unaffected
     flows, flows moved between SRXs, and whether every flow recovered. Exit 1 if an event fails."""
     from .. import eventrun

@@ -48,7 +48,8 @@ def redundancy(
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def ssh(
     ctx: typer.Context,
-    node: str = NodeArg("Node name, e.g. mx1 (mx, srx and ios-router nodes answer SSH)."),
+    node: str = NodeArg("Node name, e.g. mx1 (mx, srx and ios-router nodes answer SSH); after `--`, one CLI "
+                        "command to run instead of a session.", metavar="NODE [-- COMMAND...]"),
     lab: str | None = LabOption,
     user: str | None = typer.Option(None, "--user", "-u", help="Login (default: the topology's first user)."),
 ) -> None:
@@ -60,7 +61,8 @@ def ssh(
 @app.command(name="exec", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def exec_(
     ctx: typer.Context,
-    node: str = NodeArg("Node name, e.g. srx1."),
+    node: str = NodeArg("Node name, e.g. srx1; after `--`, the command to run in its namespace.",
+                        metavar="NODE -- COMMAND..."),
     lab: str | None = LabOption,
     instance: str | None = typer.Option(None, "--instance", "-i",
                                            help="Routing instance of an mx, e.g. TRUST-VR."),

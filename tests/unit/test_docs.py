@@ -1,6 +1,7 @@
 """The docs follow the code: every model field and every command and option is in the generated
-references (a changed help text alone does not fail: `make docs` refreshes it), and no user document names internal material or paths outside the repository.
-`make docs` (python -m lab_orchestrator.docgen) regenerates what is generated."""
+references (a reworded help text alone does not fail: `make docs` refreshes it), and no user document
+names internal material or paths outside the repository. `make docs` (python -m lab_orchestrator.docgen)
+regenerates what is generated."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Issue 4 acceptance on real namespaces: TLB in topology3 (SFW and CGNAT), health checks, restart."""
+"""TLB in topology3 on real namespaces (SFW and CGNAT): one real-service per MNHA pair (the JVD),
+ICMP + TCP 8088 health checks, the SRG0 signal route steering a pair to its healthy node, restart."""
 
 from __future__ import annotations
 
@@ -24,7 +25,8 @@ pytestmark = [
                        reason="needs bird2 and conntrack (make deps)"),
 ]
 
-INTERVAL_S, FAILURES = 1.0, 3  # the topology defaults (services.health_check)
+INTERVAL_S, FAILURES = 1.0, 1  # the JVD's profiles (services.health_checks defaults)
+PAIRS = {"MNHA_SRX1": ("srx1", "srx2"), "MNHA_SRX3": ("srx3", "srx4")}
 
 
 @pytest.fixture(scope="module")
@@ -33,14 +35,14 @@ def tlb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningLab]:
         yield running
 
 
-def plan_loopback(running: RunningLab, node: str) -> str:
+def pair_address(running: RunningLab, node: str) -> str:
     plan = json.loads(Path(f"/run/lab/{running.name}/plan.json").read_text())
-    return next(n["loopbacks"][""] for n in plan["nodes"] if n["name"] == node)
+    return next(n["lo_units"]["1"] for n in plan["nodes"] if n["name"] == node)
 
 
 def block_health_checks(running: RunningLab, srx: str) -> None:
-    """The SRX keeps its links and BGP but stops answering pings to its loopback."""
-    loopback = plan_loopback(running, srx)
+    """The SRX keeps its links and BGP but stops answering pings to its pair's address."""
+    loopback = pair_address(running, srx)
     subprocess.run(["ip", "netns", "exec", running.ns(srx), "nft", "-f", "-"], check=True, text=True,
                    input=("table inet hc_block {\n chain input {\n  type filter hook input priority -5;\n"
                           f"  ip daddr {loopback} icmp type echo-request drop\n }}\n}}\n"))
@@ -50,42 +52,91 @@ def unblock(running: RunningLab, srx: str) -> None:
     running.exec(srx, "nft", "delete table inet hc_block", check=False)
 
 
-def test_tlb_symmetric_and_uses_every_srx(tlb: RunningLab) -> None:
+def test_tlb_one_real_service_per_pair_probed_by_icmp_and_tcp(tlb: RunningLab) -> None:
     assert tlb.probe(41000)["missing"] == []
     where = tlb.carriers(41000)
     assert len(where) == FLOWS
-    assert set(Counter(where.values())) == set(SRX)
+    # Both nodes of a pair advertise its address with the same path: the first carries it.
+    assert set(Counter(where.values())) == {"srx1", "srx3"}
     status = tlb.selector()
     assert status["mode"] == "tlb"
+    for member in status["members"]:  # type: ignore[union-attr]
+        assert member["name"] in PAIRS and member["alive"]
+        assert set(member["health"]["profiles"]) == {"icmp-profile", "tcp-profile"}
+        assert all(p["up"] for p in member["health"]["profiles"].values())
+        assert "tcp/8088 connected" in member["health"]["profiles"]["tcp-profile"]["last_result"]
     deadline = time.monotonic() + 8  # the daemon reads the counters about once a second
     while True:
         counters = {m["name"]: m["counters"].get("trust", {}).get("packets", 0)  # type: ignore[union-attr]
                     for m in tlb.selector()["members"]}  # type: ignore[union-attr]
-        if all(counters[s] > 0 for s in SRX) or time.monotonic() > deadline:
+        if all(counters[s] > 0 for s in PAIRS) or time.monotonic() > deadline:
             break
         time.sleep(0.2)
-    assert all(counters[s] > 0 for s in SRX), f"per-SRX packet counters: {counters}"
+    assert all(counters[s] > 0 for s in PAIRS), f"per-real-service packet counters: {counters}"
 
 
-def test_unhealthy_srx_is_removed_in_time_and_only_its_flows_move(tlb: RunningLab) -> None:
+def test_unhealthy_pair_is_removed_in_time_and_only_its_flows_move(tlb: RunningLab) -> None:
     tlb.probe(41010)
     before = tlb.carriers(41010)
-    block_health_checks(tlb, "srx2")
+    for srx in PAIRS["MNHA_SRX3"]:
+        block_health_checks(tlb, srx)
     started = time.monotonic()
     try:
-        tlb.wait_members({"srx1", "srx3", "srx4"}, timeout=INTERVAL_S * (FAILURES + 3))
+        tlb.wait_members({"MNHA_SRX1"}, timeout=INTERVAL_S * (FAILURES + 3))
         detected = time.monotonic() - started
         assert detected <= INTERVAL_S * FAILURES + INTERVAL_S + 0.5, f"detected after {detected:.2f} s"
-        member = next(m for m in tlb.selector()["members"] if m["name"] == "srx2")  # type: ignore[union-attr]
-        assert "no echo reply" in member["health"]["last_result"]
+        member = next(m for m in tlb.selector()["members"] if m["name"] == "MNHA_SRX3")  # type: ignore[union-attr]
+        assert "no echo reply" in member["health"]["profiles"]["icmp-profile"]["last_result"]
         assert member["carrier"] == {"trust": True, "untrust": True}, "links stayed up"
         assert tlb.probe(41011)["missing"] == []
         after = tlb.carriers(41011)
     finally:
-        unblock(tlb, "srx2")
+        for srx in PAIRS["MNHA_SRX3"]:
+            unblock(tlb, srx)
     moved = {a for a in before if before[a] != after[a]}
-    assert moved == {a for a in before if before[a] == "srx2"}
-    tlb.wait_members(set(SRX), timeout=INTERVAL_S * 6)
+    assert moved == {a for a in before if before[a] == "srx3"}
+    tlb.wait_members(set(PAIRS), timeout=INTERVAL_S * 6)
+
+
+def test_trust_link_failure_signals_and_the_peer_carries_the_pair(tlb: RunningLab) -> None:
+    """The JVD's SRG0: srx1 loses its trust link, installs the signal route, prepends 3x; the MX
+    sends the pair's flows both ways through srx2 (sessions synced); the other pair is untouched."""
+    tlb.probe(41050)
+    before = tlb.carriers(41050)
+    ends = [(tlb.ns("srx1"), "ge-0-0-0"), (f"{tlb.name}-mx1-trust-vr", "ge-0-1-1")]
+    for ns, dev in ends:
+        subprocess.run(["ip", "-n", ns, "link", "set", dev, "down"], check=True)
+    try:
+        deadline = time.monotonic() + 6
+        while time.monotonic() < deadline:
+            status = json.loads(Path(f"/run/lab/{tlb.name}/nodes/srx1/mnha-status.json").read_text())
+            via = next(m for m in tlb.selector()["members"] if m["name"] == "MNHA_SRX1")["via"]  # type: ignore
+            if status["srg0"]["signal_route"]["installed"] and via == {"trust": "srx2", "untrust": "srx2"}:
+                break
+            time.sleep(0.2)
+        assert status["srg0"]["role"] == "ineligible"
+        assert via == {"trust": "srx2", "untrust": "srx2"}
+        assert "192.168.255.0" in tlb.exec("srx1", "ip", "route", "show", "table", "50")
+        routes = lab("exec", "--lab", tlb.name, "mx1", "--instance", "UNTRUST-VR", "--", "birdc", "-s",
+                     f"/run/lab/{tlb.name}/nodes/mx1/bird-untrust-vr.ctl", "show", "route",
+                     f"{pair_address(tlb, 'srx1')}/32", "all").stdout
+        assert "65001 65001 65001 65001" in routes, routes
+        assert tlb.probe(41051)["missing"] == []
+        after = tlb.carriers(41051)
+        assert {a for a in before if after[a] != before[a]} == {a for a in before if before[a] == "srx1"}
+        assert {after[a] for a in before if before[a] == "srx1"} == {"srx2"}
+    finally:
+        for ns, dev in ends:
+            subprocess.run(["ip", "-n", ns, "link", "set", dev, "up"], check=True)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        via = next(m for m in tlb.selector()["members"] if m["name"] == "MNHA_SRX1")["via"]  # type: ignore
+        if via == {"trust": "srx1", "untrust": "srx1"}:
+            break
+        time.sleep(0.2)
+    assert via == {"trust": "srx1", "untrust": "srx1"}, "restoring the link undoes it"
+    status = json.loads(Path(f"/run/lab/{tlb.name}/nodes/srx1/mnha-status.json").read_text())
+    assert not status["srg0"]["signal_route"]["installed"]
 
 
 def test_no_healthy_srx_withdraws_the_route_and_drops_at_the_mx(tlb: RunningLab) -> None:
@@ -101,7 +152,8 @@ def test_no_healthy_srx_withdraws_the_route_and_drops_at_the_mx(tlb: RunningLab)
         for srx in SRX:  # nothing was sent into a (dead) SRX: no session for these flows anywhere
             assert not [s for s in sessions.read(tlb.ns(srx)) if s.source_port == 41020]
         unblock(tlb, "srx3")
-        tlb.wait_members({"srx3"}, timeout=INTERVAL_S * 6)
+        unblock(tlb, "srx4")
+        tlb.wait_members({"MNHA_SRX3"}, timeout=INTERVAL_S * 6)
         routes = lab("exec", "--lab", tlb.name, "mx1", "--instance", "TRUST-VR", "--", "ip", "route", "show",
                      "table", "199").stdout
         assert "metric 1 " in routes, "first SRX back: the route returns"
@@ -109,7 +161,7 @@ def test_no_healthy_srx_withdraws_the_route_and_drops_at_the_mx(tlb: RunningLab)
     finally:
         for srx in SRX:
             unblock(tlb, srx)
-    tlb.wait_members(set(SRX), timeout=INTERVAL_S * 8)
+    tlb.wait_members(set(PAIRS), timeout=INTERVAL_S * 8)
 
 
 def test_restart_tlb_process_adopts_the_table(tlb: RunningLab) -> None:
@@ -138,5 +190,5 @@ def test_tlb_cgnat_forward_by_hash_return_by_pool(tmp_path: Path) -> None:
                 if s.protocol == "udp" and s.source_port == 41040 and s.packets > 0:  # not a synced copy
                     used[srx] += 1
                     assert IPv4Address(s.reply_destination) in IPv4Network(pools[srx])
-        assert sum(used.values()) == FLOWS and set(used) == set(SRX)
+        assert sum(used.values()) == FLOWS and set(used) == {"srx1", "srx3"}  # the first node of each pair
         assert [s["side"] for s in running.selector_config()["selectors"]] == ["trust"]

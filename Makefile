@@ -25,7 +25,8 @@ help:
 	@echo "make test-unit         fast tests, no root needed"
 	@echo "make test-fresh        make demo + make test on a fresh clone in a Debian 12 minbase chroot (root)"
 	@echo "make lint              ruff + mypy"
-	@echo "make bench             benchmarks (root); figures go to docs/benchmarks.md"
+	@echo "make docs              regenerate the CLI and topology references, the JSON Schema and the figures"
+	@echo "make bench             benchmarks (root); details in docs/benchmarks-*.md, summary docs/benchmarks.md"
 	@echo "make image             the containerlab node image $(IMAGE):$(VERSION) (needs Docker; docs/containerlab.md)"
 
 deps: deps-apt deps-python deps-link
@@ -101,6 +102,7 @@ bench: deps
 	$(VENV_PATH) $(PYTHON) bench/traffic_gen.py
 	$(VENV_PATH) $(PYTHON) bench/ha.py --quick
 	$(VENV_PATH) $(PYTHON) bench/flexvpn.py --quick
+	$(PYTHON) bench/summary.py   # docs/benchmarks.md from the detail files the scripts wrote
 
 clean:
 	rm -rf build dist .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -1,0 +1,64 @@
+"""On one running lab (topology2: dual MX with SRD, MNHA pairs): every reporting command's --json output
+parses and says what was done, `lab traffic stats` prints a table, and `lab show` runs a CLI command
+without SSH by the SSH CLI's own code."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from labtools import REPO, LabOwner, assert_no_traceback, copy_lab, explain, leftovers, run_lab
+
+pytestmark = pytest.mark.root
+
+
+def as_json(*args: str, expect: int = 0) -> Any:
+    result = run_lab(*args, timeout=120)
+    assert result.returncode == expect, explain(result)
+    assert_no_traceback(result.stderr)
+    return json.loads(result.stdout)
+
+
+def test_reporting_commands_json_and_one_shot_cli(owner: LabOwner, tmp_path: Path) -> None:
+    topology = copy_lab(REPO / "labs" / "topology2.yml", "it-json", tmp_path)
+    facts = owner.claim(topology)
+    name = facts.name
+
+    up = as_json("up", str(topology), "--json")
+    assert up["name"] == name and up["status"] == "ready" and "mx1" in up["nodes"]
+
+    shown = as_json("show", "mx1", "--lab", name, "show route", "--json")
+    assert shown["status"] == 0 and shown["command"] == "show route" and "inet.0" in shown["output"], shown
+    text = run_lab("show", "mx1", "--lab", name, "bgp", "summary")  # "show" may be left out
+    assert text.returncode == 0 and "Peer" in text.stdout, explain(text)
+    wrong = run_lab("show", "mx1", "--lab", name, "show nonsense")
+    assert wrong.returncode == 1 and "syntax error" in wrong.stdout + wrong.stderr, explain(wrong)
+    missing = as_json("show", "nosuch", "--lab", name, "show route", "--json", expect=2)
+    assert "no node 'nosuch'" in missing["error"]
+
+    restarted = as_json("restart", "mx1", "mxlb", "--lab", name, "--json")
+    assert restarted["process"] == "mxlb" and restarted["old_pid"] != restarted["new_pid"]
+
+    failed = as_json("fail", "srx1", "srx-link-failure", "--lab", name, "--json")
+    assert failed["event"] == "srx-link-failure" and failed["node"] == "srx1" and failed["done"]
+    restored = as_json("restore", "srx1", "--lab", name, "--json")
+    assert restored["node"] == "srx1" and restored["done"], restored
+
+    switched = as_json("switchover", "--lab", name, "--json")
+    assert switched["requested_on"] in ("mx1", "mx2")
+
+    started = as_json("traffic", "start", "--lab", name, "--flows", "10", "--rate", "200", "--duration", "20",
+                      "--json")
+    assert started["started"]
+    stats = as_json("traffic", "stats", "--lab", name, "--json")
+    assert set(stats) == {"pps_per_srx", "daemons"} and stats["daemons"]
+    table = run_lab("traffic", "stats", "--lab", name)
+    assert table.returncode == 0 and "delivered pps" in table.stdout and "total" in table.stdout, explain(table)
+    stopped = as_json("traffic", "stop", "--lab", name, "--json")
+    assert set(stopped) == set(stats["daemons"])
+
+    down = as_json("down", "--name", name, "--json")
+    assert [entry["name"] for entry in down["down"]] == [name]
+    assert leftovers(facts) == []

@@ -53,6 +53,13 @@ class LineEditor:
                 events += self.insert(data[i:j])
                 i = j
                 continue
+            if self._escape is None and data[i] in ("\x7f", "\b"):  # a run of Backspaces: one deletion
+                while j < n and data[j] in ("\x7f", "\b"):
+                    j += 1
+                self._last_cr = False
+                events += self._backspace(j - i)
+                i = j
+                continue
             events += self._key(data[i])
             i += 1
         return _merge(events)
@@ -150,13 +157,10 @@ class LineEditor:
         self.cursor += len(text)
         return [Event("echo", text + rest + BS * len(rest)), *notice]
 
-    def _backspace(self) -> list[Event]:
+    def _backspace(self, count: int = 1) -> list[Event]:
         if self.cursor == 0:
             return [Event("echo", "\a")]
-        rest = self.buffer[self.cursor:]
-        self.buffer = self.buffer[:self.cursor - 1] + rest
-        self.cursor -= 1
-        return [Event("echo", BS + rest + " " + BS * (len(rest) + 1))]
+        return self._kill(max(0, self.cursor - count), self.cursor)
 
     def _delete(self) -> list[Event]:
         if self.cursor >= len(self.buffer):

@@ -102,6 +102,15 @@ def test_typing_key_by_key_at_the_start_of_a_full_line_stays_bounded() -> None:
     assert time.monotonic() - started < FAST and total <= 200 * (2 * MAX_LINE + 1)
 
 
+def test_a_run_of_backspaces_in_the_middle_of_a_line_echoes_linearly() -> None:
+    editor = LineEditor()
+    editor.feed("a" * 2000 + "b" * 2000)
+    editor.feed("\x1b[D" * 2000)  # Left x 2000: the cursor between the a's and the b's
+    events = editor.feed("\x7f" * 1500)
+    assert editor.buffer == "a" * 500 + "b" * 2000 and editor.cursor == 500
+    assert sum(len(e.text) for e in events if e.kind == "echo") <= 3 * 1500 + 2 * 2000  # not 1500 x 2000
+
+
 def test_a_huge_paste_is_cut_at_the_line_limit_with_one_notice() -> None:
     editor = LineEditor()
     started = time.monotonic()

@@ -321,8 +321,8 @@ def test_strongswan_returns_the_cookie_of_a_flooded_gateway(shipped: Lab, tmp_pa
         assert "N(COOKIE)" in result.stdout, result.stdout
         assert re.search(rf"IKE_SA gw\[\d+\] established between {CLIENT2}\[.*\]\.\.\.{re.escape(member)}\[",
                          result.stdout), result.stdout
-        after = shipped.ike("router3")
-        assert after["gateway_counters"]["cookies_accepted"] >= 1
+        after = wait_for(lambda: (s := shipped.ike("router3"))["gateway_counters"]["cookies_accepted"] >= 1 and s,
+                         5, "the cookie accepted")
         assert after["ike"]["half_open"] <= 50
         # The master's table: router3's load is its established SAs, not the flood's half-open ones.
         rows = {r["address"]: r for r in shipped.ike("router1")["cluster"]["rows"]}

@@ -49,6 +49,8 @@ def figures(case: Case) -> dict[str, Any]:
         "recovered": r.get("recovered"),
         "longest_gap_ms": r.get("longest_gap_ms"),
         "capture_flagged": (case.get("capture") or {}).get("flagged"),
+        "sender_max_lag_ms": max((float(v.get("max_lag_ms") or 0) for v in (r.get("senders") or {}).values()),
+                                 default=None),
     }
 
 
@@ -309,6 +311,8 @@ def _case_html(doc: Doc, case: Case) -> str:
             ("packets lost by unaffected flows", _num(f["unaffected_loss"])),
             ("flows moved / expected", f"{_num(f['flows_moved'])} / {_num(f['flows_expected'])}"),
             ("every flow recovered", _num(f["recovered"])),
+            ("senders' worst lateness", f"{_num(f['sender_max_lag_ms'])} ms (a packet due during an outage but "
+                                        "sent late, after it, is not lost)"),
             ("case duration", f"{_num(case.get('duration_s'))} s"),
         ]))
         parts.append("<div class='charts'><div><h3>Delivered pps per SRX</h3>" + timeline_svg(r) + "</div>")

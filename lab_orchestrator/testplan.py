@@ -49,9 +49,9 @@ class TrafficParams(_Strict):
     sizes: str | int = "imix"  # imix, a frame size (with FCS) or SIZE:WEIGHT,...
     reverse: bool = True
     warmup: float = Field(default=1.0, ge=0.5, le=60)
-    hold: float = Field(default=2.0, ge=0.5, le=120)
-    settle: float = Field(default=2.0, ge=0.5, le=120)
-    down_time: float = Field(default=2.0, ge=0.5, le=120)
+    hold: float = Field(default=1.5, ge=0.5, le=120)
+    settle: float = Field(default=1.0, ge=0.5, le=120)
+    down_time: float = Field(default=1.5, ge=0.5, le=120)
     # packet: the generator counts frames reaching the receiving host's interface (AF_PACKET);
     # socket: what reaches a UDP socket, after the host's own netfilter (see `lab report --help`)
     receiver: Literal["packet", "socket"] = "packet"

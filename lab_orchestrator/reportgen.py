@@ -275,7 +275,8 @@ def _capture_html(case: Case, resolution_ms: float | None) -> str:
     if cap.get("error"):
         return f"<h3>Capture</h3><p class='flag'>capture failed: {_e(cap['error'])}</p>"
     rows = []
-    for row in cap.get("flows", []):
+    shown = [r for r in cap.get("flows", []) if r.get("differs") or r.get("generator_lost") or r.get("capture_lost")]
+    for row in shown:
         flag = ' class="flag"' if row.get("differs") else ""
         cells = [row["flow"], _e(row["direction"]), _num(row.get("generator_lost")), _num(row.get("capture_lost")),
                  _num(row.get("generator_gap_ms")), _num(row.get("capture_gap_ms"))]
@@ -286,7 +287,10 @@ def _capture_html(case: Case, resolution_ms: float | None) -> str:
             f"parser)</h3><p>{cap.get('packets', 0)} packets captured; flows where capture and generator differ by "
             f"more than one packet interval ({_num(resolution_ms)} ms, or one packet): "
             f"<span class='{'flag' if flagged else ''}'>{flagged}</span>. Loss in packets, gaps in ms.</p>")
-    return (head + "<details" + (" open" if flagged else "") + "><summary>per flow</summary>"
+    quiet = len(cap.get("flows", [])) - len(shown)
+    head += (f"<p class='small'>{quiet} flow directions where both saw no loss and agree are not listed "
+             f"(report.json has every one).</p>")
+    return (head + "<details" + (" open" if flagged else "") + "><summary>flows with loss, or differing</summary>"
             "<table class='capture'><tr><th>flow</th><th>direction</th><th>lost (generator)</th>"
             "<th>lost (capture)</th><th>longest gap (generator)</th><th>longest gap (capture)</th><th></th></tr>"
             + "".join(rows) + "</table></details>")
@@ -337,10 +341,8 @@ def _case_html(doc: Doc, case: Case) -> str:
         parts.append("<details><summary>generator figures per direction</summary>" + _kv_table(
             [(f"{name} {k}", v) for name, d in (("forward", fwd), ("reverse", rev)) for k, v in sorted(d.items())
              if not isinstance(v, (dict, list))]) + "</details>")
-    if lab.get("graph_svg"):
-        parts.append(f"<details><summary>lab {_e(case['lab'])}: {_e(lab.get('topology', ''))}</summary>"
-                     f"<div class='graph'>{lab['graph_svg']}</div></details>")
-    parts.append("</section>")
+    parts.append(f"<p class='small'>Lab {_e(case['lab'])} ({_e(lab.get('topology', ''))}): "
+                 f"<a href='#lab-{_e(case['lab'])}'>its graph</a>.</p></section>")
     return "".join(parts)
 
 
@@ -373,6 +375,11 @@ def to_html(doc: Doc) -> str:
             "<h2>Parameters</h2>", _kv_table(params),
             "<h2>Machine and version</h2>",
             _kv_table([*((k, v) for k, v in machine.items()), *((f"version {k}", v) for k, v in version.items())])]
+    body.append("<h2>Labs</h2>")
+    for name, lab in doc.get("labs", {}).items():
+        body.append(f"<section class='lab' id='lab-{_e(name)}'><h3>{_e(name)}: {_e(lab.get('topology', ''))} "
+                    f"({_e(lab.get('use_case', ''))}, {_e(lab.get('load_balancing', ''))})</h3>"
+                    f"<div class='graph'>{lab.get('graph_svg') or '(no graph: Graphviz missing)'}</div></section>")
     body += [_case_html(doc, c) for c in doc.get("cases", [])]
     return ("<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
             f"<title>{_e(title)}</title><style>{CSS}</style></head><body>" + "\n".join(body) + "</body></html>\n")

@@ -139,7 +139,7 @@ def test_html_holds_the_matrix_and_one_timeline_per_case() -> None:
     timelines = [section for cls, section in parsed.svgs if cls == "timeline"]
     assert timelines == ["case-t1-srx-power-off", "case-t1-restart-tlb", "case-t1-nat-srx-power-off"]
     assert [s for cls, s in parsed.svgs if cls == "cdf"] == timelines
-    assert ("", "case-t1-srx-power-off") in parsed.svgs, "the lab's graph is inline"
+    assert ("", "lab-t1") in parsed.svgs, "the lab's graph is inline, once per lab"
     assert parsed.refs == [], "self-contained: no script, no external link"
     assert "two labs &amp; &lt;two&gt; events" in page
 

@@ -77,8 +77,7 @@ def report(
                       f"(resolution {traffic.resolution_ms:g} ms)")
             return
         hostcheck.require_root()
-        command = "lab report " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:2] == ["report"] \
-            else "lab " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+        command = "lab " + " ".join(shlex.quote(a) for a in sys.argv[1:])
         err.print(f"{len(cases)} cases on {len({c.lab for c in cases})} labs, about {estimate / 60:.1f} min; "
                   f"{traffic.flows} flows x {traffic.rate_per_flow:g} pps per direction, resolution "
                   f"{traffic.resolution_ms:g} ms; writing {outputs.folder}/", highlight=False)

@@ -28,13 +28,19 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from . import events as eventsmod
-from .diagnostics import Diagnostic, TopologyInvalid, YamlPath
+from .diagnostics import Diagnostic, LabError, TopologyInvalid, YamlPath
 from .yamlsrc import SourceMap, load
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_PLAN = Path(__file__).resolve().parent / "plans" / "jvd.yml"
 # `events: all` is the JVD's list: events the catalog has beyond it run only when named
 NOT_IN_JVD = frozenset({"daemon-crash"})
+
+
+class FilterError(LabError):
+    """A --lab/--event filter that matches nothing the plan has."""
+
+    exit_code = 2
 
 
 class _Strict(BaseModel):
@@ -189,8 +195,7 @@ def expand(loaded: LoadedPlan, labs: list[str] | None = None, topologies: list[s
 
     for name in events or []:
         if name not in eventsmod.BY_NAME:
-            raise TopologyInvalid([Diagnostic("--event", 0, (), f"unknown event '{name}'",
-                                              "known: " + ", ".join(eventsmod.BY_NAME))])
+            raise FilterError(f"--event {name}: unknown event; known: {', '.join(eventsmod.BY_NAME)}")
     cases: list[Case] = []
     problems: list[Diagnostic] = []
     matched_lab: set[str] = set()
@@ -226,8 +231,8 @@ def expand(loaded: LoadedPlan, labs: list[str] | None = None, topologies: list[s
         raise TopologyInvalid(problems)
     for name in labs or []:
         if name not in matched_lab:
-            raise TopologyInvalid([Diagnostic("--lab", 0, (), f"the plan has no lab named '{name}'",
-                                              "labs: " + ", ".join(_lab_names(loaded)))])
+            raise FilterError(f"--lab {name}: the plan has no lab named '{name}' and no such lab runs; "
+                              f"the plan's labs: {', '.join(_lab_names(loaded))}")
     return cases
 
 

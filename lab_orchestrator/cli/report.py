@@ -10,10 +10,15 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from pydantic import ValidationError
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ..diagnostics import LabError
 from .common import app, err, guarded
+
+
+class BadOption(LabError):
+    exit_code = 2
 
 
 @app.command("report")
@@ -63,7 +68,11 @@ def report(
         traffic = loaded.plan.traffic.model_copy(update={k: v for k, v in (
             ("flows", flows), ("rate_per_flow", rate_per_flow), ("sizes", sizes), ("receiver", receiver))
             if v is not None})
-        traffic = testplan.TrafficParams.model_validate(traffic.model_dump())  # overrides checked too
+        try:
+            traffic = testplan.TrafficParams.model_validate(traffic.model_dump())  # overrides checked too
+        except ValidationError as exc:
+            problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
+            raise BadOption(f"bad option: {problems}") from None
         cases = testplan.expand(loaded, labs=lab or None, topologies=topology or None, events=event or None)
         if not cases:
             raise LabError("no case left after the filters (--lab/--topology/--event)")

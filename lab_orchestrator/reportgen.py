@@ -51,7 +51,18 @@ def figures(case: Case) -> dict[str, Any]:
         "capture_flagged": (case.get("capture") or {}).get("flagged"),
         "sender_max_lag_ms": max((float(v.get("max_lag_ms") or 0) for v in (r.get("senders") or {}).values()),
                                  default=None),
+        "sender_max_lag_from_event_s": _worst_lag_when(r),
     }
+
+
+def _worst_lag_when(r: dict[str, Any]) -> float | None:
+    """Seconds from the event to the senders' worst lateness (negative: before the event)."""
+    senders = [v for v in (r.get("senders") or {}).values() if v.get("max_lag_at_ns")]
+    event = (r.get("marks") or {}).get("event")
+    if not senders or event is None:
+        return None
+    worst = max(senders, key=lambda v: float(v.get("max_lag_ms") or 0))
+    return round(float(worst["max_lag_at_ns"]) / 1e9 - float(event), 3)
 
 
 def summary(doc: Doc) -> dict[str, int]:
@@ -315,8 +326,10 @@ def _case_html(doc: Doc, case: Case) -> str:
             ("packets lost by unaffected flows", _num(f["unaffected_loss"])),
             ("flows moved / expected", f"{_num(f['flows_moved'])} / {_num(f['flows_expected'])}"),
             ("every flow recovered", _num(f["recovered"])),
-            ("senders' worst lateness", f"{_num(f['sender_max_lag_ms'])} ms (a packet due during an outage but "
-                                        "sent late, after it, is not lost)"),
+            ("senders' worst lateness", f"{_num(f['sender_max_lag_ms'])} ms"
+             + (f", {_num(f['sender_max_lag_from_event_s'], 2)} s from the event"
+                if f["sender_max_lag_from_event_s"] is not None else "")
+             + " (a packet due during an outage but sent late, after it, is not lost)"),
             ("case duration", f"{_num(case.get('duration_s'))} s"),
         ]))
         parts.append("<div class='charts'><div><h3>Delivered pps per SRX</h3>" + timeline_svg(r) + "</div>")

@@ -181,7 +181,8 @@ class Sender:
             "bytes": total_bytes, "start_ns": stats["start_ns"], "end_ns": stats["end_ns"],
             "elapsed_s": elapsed, "pps": sent / elapsed if elapsed > 0 else 0.0,
             "l2_mbps": total_bytes * 8 / elapsed / 1e6 if elapsed > 0 else 0.0,
-            "max_lag_ms": stats["max_lag_ns"] / 1e6, "late_1ms": stats["late"], "build_s": build_s,
+            "max_lag_ms": stats["max_lag_ns"] / 1e6, "max_lag_at_ns": stats.get("max_lag_at_ns") or None,
+            "late_1ms": stats["late"], "build_s": build_s,
             "cpu_s": cpu_s,  # this thread's CPU time while sending (softirq work done in its context included)
             "stopped": self._stop,
             "per_flow_sent": {str(f.flow_id): n for f, n in zip(self.flows, seqs, strict=True)},
@@ -232,6 +233,7 @@ class Sender:
         errors = 0
         error_kinds: dict[str, int] = {}
         max_lag = 0
+        max_lag_at = 0  # when the worst lateness happened (monotonic ns)
         late = 0  # packets sent more than 1 ms after their due time
         start = mono()
         end = start + int(self.duration * 1e9) if self.duration is not None else 1 << 62
@@ -252,7 +254,7 @@ class Sender:
                 elif now - due > 1_000_000:
                     late += 1
                     if now - due > max_lag:
-                        max_lag = now - due
+                        max_lag, max_lag_at = now - due, now
             if now >= end:
                 break
             seq = seqs[i]
@@ -277,4 +279,4 @@ class Sender:
             if i == flows:
                 i = 0
         return seqs, errors, {"start_ns": start, "end_ns": mono(), "max_lag_ns": max_lag, "late": late,
-                              "error_kinds": error_kinds}
+                              "max_lag_at_ns": max_lag_at, "error_kinds": error_kinds}

@@ -85,7 +85,8 @@ def leave_node_namespace() -> None:
     except OSError:
         return
     try:
-        netnsutil._libc.setns(fd, netnsutil.CLONE_NEWNET)
+        with contextlib.suppress(OSError):
+            netnsutil.setns_fd(fd, parent)
     finally:
         os.close(fd)
 

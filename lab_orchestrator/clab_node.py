@@ -22,7 +22,6 @@ default route Docker gives it is removed, so lab traffic cannot leave through th
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import json
 import os
 import shutil
@@ -156,16 +155,7 @@ def adopt_namespace(name: str) -> None:
     """Register this process's network namespace as /run/netns/NAME (as `ip netns attach`)."""
     from labkit import netnsutil
 
-    netnsutil.NETNS_RUN_DIR.mkdir(parents=True, exist_ok=True)
-    target = netnsutil.path(name)
-    if target.exists():
-        return
-    target.touch()
-    libc = netnsutil._libc
-    if libc.mount(f"/proc/{os.getpid()}/ns/net".encode(), str(target).encode(), b"none", MS_BIND, None) != 0:
-        err = ctypes.get_errno()
-        target.unlink(missing_ok=True)
-        raise OSError(err, f"bind-mount namespace {name}: {os.strerror(err)}")
+    netnsutil.attach_current(name)
 
 
 def copy_config(config: NodeConfig) -> None:
@@ -223,7 +213,7 @@ class Agent:
 
         from labkit import netnsutil
 
-        from .backends.netns import NetnsBackend, _configure
+        from .backends.netns import NetnsBackend, configure_interface
 
         config = self.config
         copy_config(config)
@@ -234,12 +224,12 @@ class Agent:
         wait_interfaces(interface_names(config))
         backend = NetnsBackend(lambda step, detail: _log(f"{step}: {detail}"))
         try:
-            master = backend._ipr(config.master_ns)
+            master = backend.ipr(config.master_ns)
             self._mgmt(master)
             for namespace in config.plan.namespaces:
                 if namespace.name != config.master_ns:
                     netnsutil.create(namespace.name)
-                    backend._ipr(namespace.name).link("set", index=1, state="up")
+                    backend.ipr(namespace.name).link("set", index=1, state="up")
                 _sysctls(namespace.name, namespace.sysctls)
             for name, target in moves(config):
                 fd = os.open(netnsutil.path(target), os.O_RDONLY)
@@ -248,24 +238,24 @@ class Agent:
                 finally:
                     os.close(fd)
             for iface in config.own_interfaces():
-                _configure(backend._ipr(iface.ns), iface)
+                configure_interface(backend.ipr(iface.ns), iface)
             for node in config.plan.nodes:
                 for instance, address in node.loopbacks.items():
                     lo_ns = node.master_ns if not instance else next(
                         n for n in node.namespaces if n.endswith("-" + instance.lower()))
-                    backend._ipr(lo_ns).addr("add", index=1, address=address, prefixlen=32)
+                    backend.ipr(lo_ns).addr("add", index=1, address=address, prefixlen=32)
                 for address in node.lo_units.values():
-                    backend._ipr(node.master_ns).addr("add", index=1, address=address, prefixlen=32)
-            backend._bridges(config.plan)
-            backend._routes(config.plan)
+                    backend.ipr(node.master_ns).addr("add", index=1, address=address, prefixlen=32)
+            backend.apply_bridges(config.plan)
+            backend.apply_routes(config.plan)
         except NetlinkError as exc:
             raise RuntimeError(f"the kernel refused a step of the plan: {exc.args[1]} (errno {exc.code})") from None
         finally:
-            backend._close()
+            backend.close()
         routing, other = ordered_daemons(config)
         self.daemons = routing + other
         self._start(routing)
-        backend._rulesets(config.plan)
+        backend.apply_rulesets(config.plan)
         self._start(other)
 
     def _mgmt(self, ipr: Any) -> None:
@@ -378,8 +368,8 @@ class Agent:
                 raise RuntimeError(f"{self.config.node} is already powered off")
             self._stop_all(kill=True)
             for ns in sorted(namespaces):
-                ops._set_links(ns, up=False)
-                ops._forget(ns)
+                ops.set_links(ns, up=False)
+                ops.forget_node_state(ns)
             self.state.phase = "powered-off"
             self.save()
             return f"{self.config.node} powered off"
@@ -387,8 +377,8 @@ class Agent:
             if self.state.phase != "powered-off":
                 raise RuntimeError(f"{self.config.node} is not powered off")
             for ns in sorted(namespaces):
-                ops._set_links(ns, up=True)
-            ops._reapply(self.config.plan, namespaces)
+                ops.set_links(ns, up=True)
+            ops.reapply(self.config.plan, namespaces)
             routing, other = ordered_daemons(self.config)
             self.daemons = routing + other
             self._start(self.daemons)
@@ -485,9 +475,9 @@ def link(config: NodeConfig, name: str, up: bool) -> int:
 
     for iface in config.own_interfaces():
         if name in (iface.name, iface.alias):
-            ops._set_links(iface.ns, up=up, only={iface.name})
+            ops.set_links(iface.ns, up=up, only={iface.name})
             if up:
-                ops._reapply_routes_only(config.plan, {iface.ns})
+                ops.reapply_routes_only(config.plan, {iface.ns})
             print(f"{config.node} {iface.alias} {'up' if up else 'down'}")
             return 0
     print(f"{config.node} has no interface {name}", file=sys.stderr)

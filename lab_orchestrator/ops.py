@@ -49,7 +49,7 @@ def _socket(ns: str) -> IPRoute:
         return IPRoute()
 
 
-def _set_links(ns: str, up: bool, only: set[str] | None = None) -> list[str]:
+def set_links(ns: str, up: bool, only: set[str] | None = None) -> list[str]:
     changed = []
     with _socket(ns) as ipr:
         for link in ipr.get_links():
@@ -126,13 +126,13 @@ def power_off(state: LabState, plan: LabPlan, node: str) -> None:
     namespaces = _node_plan(plan, node)
     stop_processes(state, node, kill=True)
     for ns in namespaces:
-        _set_links(ns, up=False)
-        _forget(ns)
+        set_links(ns, up=False)
+        forget_node_state(ns)
     state.down_nodes.append(node)
     state.save()
 
 
-def _forget(ns: str) -> None:
+def forget_node_state(ns: str) -> None:
     """A powered-off box keeps no sessions and no learned routes."""
     from .backends.netns import run_in_namespace
 
@@ -154,14 +154,14 @@ def power_on(state: LabState, plan: LabPlan, node: str) -> None:
         raise LabError(f"{node} is not powered off")
     namespaces = set(_node_plan(plan, node))
     for ns in namespaces:
-        _set_links(ns, up=True)
-    _reapply(plan, namespaces)
+        set_links(ns, up=True)
+    reapply(plan, namespaces)
     records = [r for r in state.processes if r.node == node]
     state.down_nodes.remove(node)
     start_processes(state, records, recover=False)
 
 
-def _reapply(plan: LabPlan, namespaces: set[str]) -> None:
+def reapply(plan: LabPlan, namespaces: set[str]) -> None:
     """Static routes and rulesets of the plan, as at boot (links going down removed the routes)."""
     from dataplane.nft import Nft
 
@@ -172,9 +172,9 @@ def _reapply(plan: LabPlan, namespaces: set[str]) -> None:
     subset.routes = [r for r in plan.routes if r.ns in namespaces]
     subset.rules = []  # policy rules do not depend on links: they are still there
     try:
-        backend._routes(subset, tolerate_existing=True)
+        backend.apply_routes(subset, tolerate_existing=True)
     finally:
-        backend._close()
+        backend.close()
     nft = Nft()
     try:
         for ruleset in plan.rulesets:
@@ -197,7 +197,7 @@ def link_peers(plan: LabPlan, node: str, peer: str) -> list[tuple[str, str]]:
 
 def links_down(state: LabState, plan: LabPlan, node: str, peer: str) -> None:
     for ns, name in link_peers(plan, node, peer):
-        _set_links(ns, up=False, only={name})
+        set_links(ns, up=False, only={name})
     state.down_links.append([node, peer])
     state.save()
 
@@ -205,13 +205,13 @@ def links_down(state: LabState, plan: LabPlan, node: str, peer: str) -> None:
 def links_up(state: LabState, plan: LabPlan, node: str, peer: str) -> None:
     ends = link_peers(plan, node, peer)
     for ns, name in ends:
-        _set_links(ns, up=True, only={name})
-    _reapply_routes_only(plan, {ns for ns, _ in ends})
+        set_links(ns, up=True, only={name})
+    reapply_routes_only(plan, {ns for ns, _ in ends})
     state.down_links = [pair for pair in state.down_links if sorted(pair) != sorted([node, peer])]
     state.save()
 
 
-def _reapply_routes_only(plan: LabPlan, namespaces: set[str]) -> None:
+def reapply_routes_only(plan: LabPlan, namespaces: set[str]) -> None:
     from .backends.netns import NetnsBackend
 
     backend = NetnsBackend()
@@ -219,9 +219,9 @@ def _reapply_routes_only(plan: LabPlan, namespaces: set[str]) -> None:
     subset.routes = [r for r in plan.routes if r.ns in namespaces]
     subset.rules = []
     try:
-        backend._routes(subset, tolerate_existing=True)
+        backend.apply_routes(subset, tolerate_existing=True)
     finally:
-        backend._close()
+        backend.close()
 
 
 def restart(state: LabState, node: str, names: set[str] | None, recover: bool) -> list[str]:

@@ -167,8 +167,7 @@ def exec_in_namespace(argv: Sequence[str], ns: str | None, log: str, env: dict[s
     try:
         if ns:
             fd = os.open(netnsutil.path(ns), os.O_RDONLY)
-            if netnsutil._libc.setns(fd, netnsutil.CLONE_NEWNET) != 0:
-                raise OSError(f"setns into {ns} failed")
+            netnsutil.setns_fd(fd, ns)
             os.close(fd)
         out = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         null = os.open(os.devnull, os.O_RDONLY)

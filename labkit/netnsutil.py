@@ -42,6 +42,27 @@ def list_names() -> list[str]:
     return sorted(p.name for p in NETNS_RUN_DIR.iterdir())
 
 
+def setns_fd(fd: int, what: str = "namespace") -> None:
+    """Move this thread into the network namespace open as FD: OSError if it cannot."""
+    _check(_libc.setns(fd, CLONE_NEWNET), f"setns into {what}")
+
+
+def attach_current(name: str) -> None:
+    """Register this process's network namespace as /run/netns/NAME (as `ip netns attach`); a name
+    already registered is left alone."""
+    NETNS_RUN_DIR.mkdir(parents=True, exist_ok=True)
+    target = path(name)
+    if target.exists():
+        return
+    target.touch()
+    try:
+        _check(_libc.mount(f"/proc/{os.getpid()}/ns/net".encode(), str(target).encode(), b"none", MS_BIND, None),
+               f"bind-mount namespace {name}")
+    except OSError:
+        target.unlink(missing_ok=True)
+        raise
+
+
 def enter(name: str) -> None:
     """Move this thread into namespace NAME for good (before an exec): OSError if it cannot."""
     fd = os.open(path(name), os.O_RDONLY)

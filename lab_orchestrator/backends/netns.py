@@ -55,20 +55,20 @@ class NetnsBackend:
             self._namespaces(plan)
             self._links(plan)
             self._addresses(plan)
-            self._bridges(plan)
-            self._routes(plan)
+            self.apply_bridges(plan)
+            self.apply_routes(plan)
             # BIRD waits about a second before its first BGP connect whatever the config says:
             # start it as early as its interfaces allow and build the rest meanwhile.
             self._start_processes(plan, state, routing=True)
             self._mgmt(plan)
             self._guard_root(plan)
-            self._rulesets(plan)
+            self.apply_rulesets(plan)
             self._start_processes(plan, state, routing=False)
             self._wait_ready(plan, state, ready_timeout)
         except NetlinkError as exc:
             raise LabError(f"the kernel refused a step of the plan: {exc.args[1]} (errno {exc.code})") from None
         finally:
-            self._close()
+            self.close()
         state.status = "ready"
         state.ready_at = time.time()
         state.save()
@@ -82,13 +82,13 @@ class NetnsBackend:
             target.write_text(content)
         (root / "logs").mkdir(exist_ok=True)
 
-    def _ipr(self, ns: str) -> IPRoute:
+    def ipr(self, ns: str) -> IPRoute:
         if ns not in self._sockets:
             with netnsutil.entered(ns):
                 self._sockets[ns] = IPRoute()
         return self._sockets[ns]
 
-    def _close(self) -> None:
+    def close(self) -> None:
         for sock in self._sockets.values():
             sock.close()
         self._sockets.clear()
@@ -142,7 +142,7 @@ class NetnsBackend:
                     os.close(fd)
                 index = root.link_lookup(ifname=port.host_port)[0]
                 root.link("set", index=index, master=bridge, state="up", group=link_group(plan.name))
-                ipr = self._ipr(port.ns)
+                ipr = self.ipr(port.ns)
                 inner = ipr.link_lookup(ifname=port.name)[0]
                 address = IPv4Interface(port.address)
                 ipr.addr("add", index=inner, address=str(address.ip), prefixlen=address.network.prefixlen)
@@ -151,25 +151,25 @@ class NetnsBackend:
     def _addresses(self, plan: LabPlan) -> None:
         self.progress("addresses", "interfaces, aliases, loopbacks")
         for iface in plan.all_interfaces():
-            _configure(self._ipr(iface.ns), iface)
+            configure_interface(self.ipr(iface.ns), iface)
         for node in plan.nodes:
             for instance, address in node.loopbacks.items():
                 ns = node.master_ns if not instance else next(
                     n for n in node.namespaces if n.endswith("-" + instance.lower()))
-                self._ipr(ns).addr("add", index=1, address=address, prefixlen=32)
+                self.ipr(ns).addr("add", index=1, address=address, prefixlen=32)
             for address in node.lo_units.values():  # lo0.1 / lo0.2 of an SRX: its pair's address
-                self._ipr(node.master_ns).addr("add", index=1, address=address, prefixlen=32)
+                self.ipr(node.master_ns).addr("add", index=1, address=address, prefixlen=32)
 
-    def _bridges(self, plan: LabPlan) -> None:
+    def apply_bridges(self, plan: LabPlan) -> None:
         for bridge in plan.bridges:
-            ipr = self._ipr(bridge.ns)
+            ipr = self.ipr(bridge.ns)
             ipr.link("add", ifname=bridge.name, kind="bridge")
             index = ipr.link_lookup(ifname=bridge.name)[0]
             ipr.link("set", index=index, state="up")
             for port in bridge.ports:
                 ipr.link("set", index=ipr.link_lookup(ifname=port)[0], master=index)
 
-    def _routes(self, plan: LabPlan, tolerate_existing: bool = False) -> None:
+    def apply_routes(self, plan: LabPlan, tolerate_existing: bool = False) -> None:
         for route in plan.routes:
             try:
                 self._route(route)
@@ -178,10 +178,10 @@ class NetnsBackend:
                     raise
         for rule in plan.rules:
             extra = {"fwmask": rule.mask} if rule.mask is not None else {}
-            self._ipr(rule.ns).rule("add", fwmark=rule.fwmark, table=rule.table, priority=rule.priority, **extra)
+            self.ipr(rule.ns).rule("add", fwmark=rule.fwmark, table=rule.table, priority=rule.priority, **extra)
 
     def _route(self, route: Route) -> None:
-        ipr = self._ipr(route.ns)
+        ipr = self.ipr(route.ns)
         net = IPv4Network(route.dst)
         if route.kind == "blackhole":
             ipr.route("add", dst=str(net.network_address), dst_len=net.prefixlen, type="blackhole",
@@ -209,7 +209,7 @@ class NetnsBackend:
         )
         _nft(ruleset)
 
-    def _rulesets(self, plan: LabPlan) -> None:
+    def apply_rulesets(self, plan: LabPlan) -> None:
         if plan.rulesets:
             self.progress("rulesets", f"{len(plan.rulesets)} nftables rulesets")
         from dataplane.nft import Nft, NftError
@@ -280,7 +280,7 @@ class NetnsBackend:
             return ["SSH server not listening yet"]
         for expected in plan.expected_routes:
             net = IPv4Network(expected.prefix)
-            routes = self._ipr(expected.ns).get_routes(dst_len=net.prefixlen, table=254)
+            routes = self.ipr(expected.ns).get_routes(dst_len=net.prefixlen, table=254)
             if not any(_route_dst(r) == str(net.network_address) for r in routes):
                 pending.append(f"route {expected.prefix} missing in {expected.ns}")
         return pending
@@ -394,7 +394,7 @@ def _add_veth(root: IPRoute, name: str, index: int, ns_fd: int,
         raise LabError(f"cannot create veth {name} <-> {peer}: {exc.args[1]}") from None
 
 
-def _configure(ipr: IPRoute, iface: Interface) -> None:
+def configure_interface(ipr: IPRoute, iface: Interface) -> None:
     index = ipr.link_lookup(ifname=iface.name)[0]
     ipr.link("set", index=index, ifalias=iface.alias, mtu=iface.mtu, state="up")
     if iface.address:
@@ -415,8 +415,7 @@ def run_in_namespace(ns: str, argv: list[str], stdin: str | None = None,
 
     def enter() -> None:  # pragma: no cover - runs in the child
         fd = os.open(target, os.O_RDONLY)
-        if netnsutil._libc.setns(fd, netnsutil.CLONE_NEWNET) != 0:
-            raise OSError("setns failed")
+        netnsutil.setns_fd(fd, target)
         os.close(fd)
 
     return subprocess.run(argv, input=stdin, text=True, capture_output=True, preexec_fn=enter, timeout=timeout)

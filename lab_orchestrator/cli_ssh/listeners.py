@@ -170,7 +170,9 @@ def leave_node_namespace() -> None:
     except OSError:
         return
     try:
-        if netnsutil._libc.setns(fd, netnsutil.CLONE_NEWNET) != 0:
+        try:
+            netnsutil.setns_fd(fd, parent)
+        except OSError:
             log.warning("could not leave the node namespace this server was started in")
     finally:
         os.close(fd)

@@ -363,6 +363,37 @@ def test_interactive_junos_shell(t1: Lab) -> None:
         client.close()
 
 
+def test_hostile_input_is_answered_quickly_and_the_channel_stays(t1: Lab) -> None:
+    """The fuzzer's reproducers against the real server: `?` after a thousand value keywords, a
+    paste past the line limit, a catastrophic `| match`; meanwhile another session answers at once."""
+    hostile, other = t1.client("mx1"), t1.client("srx1")
+    try:
+        chan = hostile.invoke_shell(width=120)
+        read_until(chan, "admin@mx1> ")
+        started = time.monotonic()
+        chan.send("show route" + " p" * 1000 + " ?")
+        assert "Possible completions" in read_until(chan, "admin@mx1> show route p")
+        assert time.monotonic() - started < 0.5 + 0.5  # the answer, plus the 2 KB echo of the line itself
+        chan.send("\x15" + "x" * 3000 + "\x01" + "y" * 4096)
+        assert "line too long: at most 4096 characters" in read_until(chan, "line too long", 5)
+        chan.send("\x03")
+        read_until(chan, "^C\r\nadmin@mx1> ")
+        chan.send('show interfaces terse | match "(.*)*X"\r')
+        started = time.monotonic()
+        assert exec_on(other, "show version")[1] == 0
+        assert time.monotonic() - started < 0.5 + 0.5
+        out = read_until(chan, "admin@mx1> ", 5)
+        assert "fxp0.0 " in out and "ge-" not in out  # case-insensitive, like Junos: the x of fxp0 matches
+        chan.send("show version\r")
+        read_until(chan, "Hostname: mx1")
+        out, status = exec_on(hostile, "show " + "x" * 5000)
+        assert status == 1 and "line too long" in out
+        assert hostile.get_transport().is_active()
+    finally:
+        hostile.close()
+        other.close()
+
+
 def test_interactive_ios_shell_with_openssh(t1: Lab) -> None:
     result = subprocess.run(["ssh", "-tt", "-F", t1.ssh_config, f"{t1.name}-gw-trust"],
                             input=b"show ip interface brief\rshow ?\x15exit\r", capture_output=True, timeout=30)

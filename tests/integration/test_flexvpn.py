@@ -427,6 +427,28 @@ def test_malformed_input_does_not_crash_the_daemon(shipped: Lab) -> None:
     assert data["results"][0]["ok"], data
 
 
+def test_flexvpnd_killed_on_the_active_router_comes_back_active(shipped: Lab) -> None:
+    """kill -9 of the Active router's daemon: the supervisor restarts it within a second, it resumes
+    Active with its VIP (a hello at once), so the Standby never takes over and the cluster re-forms."""
+    elected(shipped, 45)
+    old_pid = flexvpn.read_status(shipped.state_dir, "router1", flexvpn.HSRP_STATUS)["pid"]  # type: ignore[index]
+    standby_changes = shipped.hsrp("router2")["changes"]
+    result = run_lab("fail", "--lab", shipped.name, "router1", "daemon-crash", "--daemon", "flexvpn")
+    assert result.returncode == 0, explain(result)
+    seconds = float(re.search(r"running again after ([0-9.]+) s", result.stdout).group(1))  # type: ignore[union-attr]
+    assert seconds < 2.0
+    back = wait_for(lambda: (flexvpn.read_status(shipped.state_dir, "router1", flexvpn.HSRP_STATUS) or {})
+                    .get("pid") not in (None, old_pid) and time.time(), 5, "router1's daemon back")
+    assert shipped.hsrp("router1")["state"] == "Active"
+    # router2 heard router1's resumed hello: its Active timer runs from the restart, not the crash
+    wait_for(lambda: shipped.hsrp("router2")["active"]["expires_at"] > back + 9.0, 3, "router2 hears router1")
+    assert shipped.hsrp("router2")["state"] == "Standby" and shipped.hsrp("router2")["changes"] == standby_changes
+    shipped.run("client1", "ping", "-c", "2", "-i", "0.2", "-W", "1", VIP)
+    wait_for(lambda: cluster_ready(shipped, "router1", 2), 15, "both members back in router1's cluster")
+    assert any(d["name"] == "flexvpn" and d["restarts"] >= 1 and d["running"]
+               for n in shipped.lab.status().nodes if n.name == "router1" for d in [d.__dict__ for d in n.daemons])
+
+
 def test_master_power_off_standby_takes_over_and_still_redirects(shipped: Lab) -> None:
     elected(shipped, 45)
     last_hello = time.time()

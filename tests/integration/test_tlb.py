@@ -192,3 +192,53 @@ def test_tlb_cgnat_forward_by_hash_return_by_pool(tmp_path: Path) -> None:
                     assert IPv4Address(s.reply_destination) in IPv4Network(pools[srx])
         assert sum(used.values()) == FLOWS and set(used) == {"srx1", "srx3"}  # the first node of each pair
         assert [s["side"] for s in running.selector_config()["selectors"]] == ["trust"]
+
+
+def _roles(running: RunningLab) -> dict[str, tuple[str, str | None]]:
+    out = {}
+    for srx in SRX:
+        status = json.loads(Path(f"/run/lab/{running.name}/nodes/{srx}/mnha-status.json").read_text())
+        out[srx] = (status["srg1"]["role"], (status.get("srg2") or {}).get("role"))
+    return out
+
+
+def _via(running: RunningLab) -> dict[str, dict[str, str]]:
+    return {m["name"]: m["via"] for m in running.selector()["members"]}  # type: ignore[union-attr]
+
+
+def _wait(check: object, timeout: float = 12.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check() and time.monotonic() < deadline:  # type: ignore[operator]
+        time.sleep(0.2)
+
+
+def test_srg1_variant_only_active_nodes_carry_and_srg1_srg2_fails_over_group_by_group(tmp_path: Path) -> None:
+    """topology3-srg1: srx1/srx2 SRG1 active/backup; srx3/srx4 SRG1 + SRG2 (a real-service each)."""
+    with RunningLab("tl3s", REPO / "labs/topology3-srg1.yml", tmp_path) as running:
+        wanted = {"srx1": ("active", None), "srx2": ("backup", None),
+                  "srx3": ("active", "backup"), "srx4": ("backup", "active")}
+        _wait(lambda: _roles(running) == wanted)
+        assert _roles(running) == wanted
+        running.wait_members({"MNHA_SRX1", "MNHA_SRX3", "MNHA_SRX4"})
+        _wait(lambda: _via(running)["MNHA_SRX4"] == {"trust": "srx4", "untrust": "srx4"})
+        assert running.probe(41060)["missing"] == []
+        before = running.carriers(41060)
+        assert set(before.values()) == {"srx1", "srx3", "srx4"}, "only active nodes carry; SRG1+SRG2: both"
+        ends = [(running.ns("srx3"), "ge-0-0-0"), (f"{running.name}-mx1-trust-vr", "ge-0-1-3")]
+        for ns, dev in ends:
+            subprocess.run(["ip", "-n", ns, "link", "set", dev, "down"], check=True)
+        try:
+            _wait(lambda: _roles(running)["srx4"] == ("active", "active")
+                  and _via(running)["MNHA_SRX3"] == {"trust": "srx4", "untrust": "srx4"})
+            assert _roles(running)["srx4"] == ("active", "active")
+            assert _via(running)["MNHA_SRX3"] == {"trust": "srx4", "untrust": "srx4"}
+            assert running.probe(41061)["missing"] == []
+            after = running.carriers(41061)
+            assert {a for a in before if after[a] != before[a]} == {a for a in before if before[a] == "srx3"}
+            assert {after[a] for a in before if before[a] == "srx3"} == {"srx4"}
+        finally:
+            for ns, dev in ends:
+                subprocess.run(["ip", "-n", ns, "link", "set", dev, "up"], check=True)
+        _wait(lambda: _roles(running) == wanted and _via(running)["MNHA_SRX3"] == {"trust": "srx3", "untrust": "srx3"})
+        assert _roles(running) == wanted, "SRG1 preempts back to srx3"
+        assert _via(running)["MNHA_SRX3"] == {"trust": "srx3", "untrust": "srx3"}

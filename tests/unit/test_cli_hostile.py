@@ -243,3 +243,49 @@ def test_shell_answers_a_bug_with_an_error_line_and_goes_on(mx: session.Session,
     text = _shell(mx, [b"show \t", b"\x15show version\r"])
     assert calls == ["show "] and "internal error (ValueError)" in text
     assert text.count(mx.prompt) >= 3  # banner prompt, after the error, after the command
+
+
+# ------------------------------------------------------------------------------------------ fuzz
+WORDS = ["show", "route", "protocol", "table", "p", "t", "exact", "interfaces", "terse", "|", "match", "count",
+         "except", '"', "?", "bgp", "summary", "ip", "include", "10.0.0.0/8", "x" * 50, "display", "json"]
+
+
+def test_fuzz_long_random_lines_never_raise_or_stall(mx: session.Session, gw: session.Session) -> None:
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    @settings(max_examples=25, deadline=None)
+    @given(st.lists(st.sampled_from(WORDS), min_size=1, max_size=1200), st.sampled_from(["mx", "gw"]))
+    def check(words: list[str], which: str) -> None:
+        cli = mx if which == "mx" else gw
+        line = " ".join(words)
+        for call in (cli.help, cli.complete, cli.run):
+            result = timed(call, line)
+            assert "internal error" not in str(result), (call, line[:200], result)
+
+    check()
+
+
+KEYS = ["a", "b", " ", "?", '"', "\x7f", "\b", "\x01", "\x05", "\x02", "\x06", "\x15", "\x0b", "\x17", "\x10",
+        "\x0e", "\x0c", "\t", "\x03", "\x04", "\r", "\n", "\x1b[A", "\x1b[B", "\x1b[C", "\x1b[D", "\x1b[3~", "\x1b[H",
+        "\x1b[F", "\x1b", "\x1b[9", "é", "x" * 700]
+
+
+def test_fuzz_line_editor_keeps_its_bounds() -> None:
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    @settings(max_examples=100, deadline=None)
+    @given(st.lists(st.lists(st.sampled_from(KEYS), max_size=60), max_size=12))
+    def check(chunks: list[list[str]]) -> None:
+        editor = LineEditor()
+        for chunk in chunks:
+            data = "".join(chunk)
+            events = editor.feed(data)
+            assert len(editor.buffer) <= MAX_LINE and 0 <= editor.cursor <= len(editor.buffer)
+            echoed = sum(len(e.text) for e in events if e.kind == "echo")
+            assert echoed <= 4 * (len(data) + MAX_LINE) + 4 * MAX_LINE * data.count("\x1b[3~") \
+                + 2 * MAX_LINE * sum(data.count(k) for k in ("\x1b[A", "\x1b[B", "\x10", "\x0e", "\x1b[D", "\x1b[C"))
+            assert len(editor.history) <= 200
+
+    check()

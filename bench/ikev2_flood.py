@@ -215,6 +215,8 @@ def run_case(name: str, what: str, count: int, rate: int, rounds: int) -> dict[s
     for _ in range(rounds):
         for phase in ("quiet", "flood"):
             time.sleep(2)
+            if phase == "quiet":  # the last flood's half-open SAs expire (30 s): no cookies left over
+                fv.wait(lambda: gateway_status(name, node)["ike"]["half_open"] == 0, 40, "half-open SAs drained")
             before_cpu = fv.cpu_seconds(pid)
             before = dict(gateway_status(name, node)["gateway_counters"])
             flooder = start_flood(name, target, rate) if phase == "flood" else None
@@ -241,8 +243,10 @@ def run_case(name: str, what: str, count: int, rate: int, rounds: int) -> dict[s
                 f"sent {data['cookies_sent']}, flood sent {flood_result.get('sent', 0)}")
     quiet = statistics.median(r["per_second"] for r in rows["quiet"])
     flooded = statistics.median(r["per_second"] for r in rows["flood"])
+    achieved = statistics.median(r["flood"].get("sent", 0) / max(r["flood"].get("seconds", 1), 1e-9)
+                                 for r in rows["flood"])
     return {"quiet_per_second": quiet, "flood_per_second": flooded, "ratio": flooded / quiet if quiet else None,
-            "rate": rate, "runs": rows}
+            "rate": rate, "achieved_rate": achieved, "runs": rows}
 
 
 def report(results: dict[str, Any]) -> str:
@@ -252,21 +256,24 @@ def report(results: dict[str, Any]) -> str:
              f"{m['kernel']}, Python {m['python']}. Legitimate clients (client1, 32 in flight) alone, then while "
              f"client2 sends {results['rate']} IKE_SA_INITs per second to the same gateway (fresh SPIs, one "
              "replayed KE value, 64 source ports, cookies never returned); medians of the rounds.", "",
-             "| legitimate traffic | alone | under the flood | ratio | half-open held (flood) | cookies sent "
-             "(flood) | gateway CPU (flood) |", "|---|---|---|---|---|---|---|"]
+             "| legitimate traffic | alone | under the flood | ratio | flood sent | half-open held (flood) | "
+             "cookies sent (flood) | gateway CPU (flood) |", "|---|---|---|---|---|---|---|---|"]
     for what, label in (("redirects", "redirects by the master (VIP)"), ("setups", "IKE SA setups (router3)")):
         case = results.get(what)
         if not case:
             continue
         flood_runs = case["runs"]["flood"]
         lines.append(f"| {label} | {case['quiet_per_second']:.0f}/s | {case['flood_per_second']:.0f}/s | "
-                     f"**{case['ratio']:.2f}** | {max(r['half_open_held'] for r in flood_runs)} | "
+                     f"**{case['ratio']:.2f}** | {case['achieved_rate']:.0f}/s | "
+                     f"{max(r['half_open_held'] for r in flood_runs)} | "
                      f"{max(r['cookies_sent'] for r in flood_runs)} | "
                      f"{statistics.median(r['gateway_cpu_s'] for r in flood_runs):.1f} s |")
-    lines += ["", "Half-open SAs stay under the cookie threshold (50) once the flood starts: every further "
+    lines += ["", "Half-open SAs stop at the cookie threshold (50) once the flood starts: every further "
                   "IKE_SA_INIT without a valid cookie is answered with N(COOKIE) and nothing is kept. A legitimate "
                   "client pays one more round trip; the flooder, which cannot return cookies, gets no state, no "
-                  "Diffie-Hellman and no redirect.", END]
+                  "Diffie-Hellman and no redirect. Each \"alone\" phase starts once the previous flood's half-open "
+                  "SAs have expired; redirect clients alone still meet cookies, since more than 1,000 IKE_SA_INITs "
+                  "per second is itself the pressure signal.", END]
     return "\n".join(lines) + "\n"
 
 

@@ -106,3 +106,19 @@ def violations(result: dict[str, Any]) -> list[str]:
     return [f"{result['event']} on {result['target']} broke the budget {row['metric']} <= {row['limit']:g} "
             f"({row['scope']}): measured {row['measured']:g}"
             for row in result.get("budgets", []) if not row["ok"]]
+
+
+def apply_to_report(doc: dict[str, Any], budgets: list[Budget]) -> list[str]:
+    """`lab report`: judge every case's event result against BUDGETS; a case that broke one fails.
+    Returns the sentences of every broken budget."""
+    broken: list[str] = []
+    for case in doc.get("cases", []):
+        result = case.get("result")
+        if not result:
+            continue
+        result["budgets"] = judge(result, budgets)
+        lines = violations(result)
+        if lines and case.get("status") == "passed":
+            case["status"] = "failed"
+        broken += [f"{case.get('lab', '?')}: {line}" for line in lines]
+    return broken

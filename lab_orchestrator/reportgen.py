@@ -435,6 +435,10 @@ def failure_reasons(case: Case) -> list[str]:
         why.append(f"unaffected flows lost {r['packets_lost_by_unaffected_flows']} packets")
     if (case.get("capture") or {}).get("flagged"):
         why.append(f"capture and generator differ on {case['capture']['flagged']} flow(s)")
+    if r:
+        from .budgets import violations
+
+        why += violations(r)  # budgets given to `lab report` (--max-convergence-ms, --budget...)
     return why
 
 

@@ -48,6 +48,14 @@ def report(
     render: Path | None = typer.Option(None, "--render",
                                        help="Write HTML/JUnit/Markdown again from a report.json; run nothing."),
     json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON on stdout at the end."),
+    max_convergence_ms: float | None = typer.Option(None, "--max-convergence-ms",
+                                                    help="Budget: a case whose longest convergence exceeds this "
+                                                         "many ms fails (exit 1)."),
+    max_unaffected_loss: int | None = typer.Option(None, "--max-unaffected-loss",
+                                                   help="Budget: a case whose unaffected flows lose more packets "
+                                                        "fails (MX-target events have no unaffected flows)."),
+    budget: list[str] = typer.Option([], "--budget", help="Budget [EVENT:]METRIC=LIMIT (repeatable), as for "
+                                     "`lab events run`; also applies to --render."),
 ) -> None:
     """Run a test plan (default: the JVD's: topologies 1-4, SFW and CGNAT, every applicable failure
     event with its restore) under two-way traffic, and write a self-contained HTML report (matrix
@@ -57,9 +65,15 @@ def report(
     from .. import hostcheck, reportrun, testplan
 
     def run() -> None:
+        from .. import budgets as budgetsmod
+        from .. import events as eventsmod
+
+        budgets = budgetsmod.collect(max_convergence_ms, max_unaffected_loss, budget, set(eventsmod.BY_NAME))
         outputs = reportrun.Outputs(out_dir, markdown)
         if render is not None:
             doc = reportrun.render_again(render, outputs)
+            if budgets:
+                doc = _judge_budgets(doc, budgets, outputs)
             err.print(f"wrote {outputs.html}, {outputs.junit}" + (f", {outputs.md}" if markdown else ""))
             _finish(doc, json_out, outputs)
             return
@@ -91,6 +105,8 @@ def report(
                   f"{traffic.flows} flows x {traffic.rate_per_flow:g} pps per direction, resolution "
                   f"{traffic.resolution_ms:g} ms; writing {outputs.folder}/", highlight=False)
         doc = _run_with_progress(loaded, cases, traffic, outputs, command, capture)
+        if budgets:
+            doc = _judge_budgets(doc, budgets, outputs)
         _finish(doc, json_out, outputs)
 
     guarded(run)
@@ -152,6 +168,20 @@ def _run_with_progress(loaded: Any, cases: list[Any], traffic: Any, outputs: Any
             progress.console.print(f"  [dim]{time.monotonic() - started:6.1f}s {message}[/]", highlight=False)
 
         return reportrun.run_plan(loaded, cases, traffic, outputs, command, capture, on_case, on_done, on_step)
+
+
+def _judge_budgets(doc: dict[str, Any], budgets: list[Any], outputs: Any) -> dict[str, Any]:
+    """Mark the cases that broke a budget as failed, say which, and write the outputs again."""
+    from .. import budgets as budgetsmod
+    from .. import reportgen, reportrun
+
+    for line in budgetsmod.apply_to_report(doc, budgets):
+        err.print(f"[red]budget:[/] {line}", highlight=False, soft_wrap=True)
+    doc["budgets"] = [{"metric": b.metric, "limit": b.limit, "event": b.event} for b in budgets]
+    doc["summary"] = reportgen.summary(doc)
+    outputs.folder.mkdir(parents=True, exist_ok=True)
+    outputs.json.write_text(json.dumps(doc, indent=1) + "\n")
+    return reportrun.render_again(outputs.json, outputs)
 
 
 def _finish(doc: dict[str, Any], json_out: bool, outputs: Any) -> None:

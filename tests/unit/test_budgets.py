@@ -63,3 +63,41 @@ def test_junit_fails_the_case_that_broke_a_budget() -> None:
     xml = eventrun.junit([broken, fine], "t1")
     assert 'failures="1"' in xml
     assert "broke the budget convergence_ms &lt;= 300 (all events): measured 812.5" in xml
+
+
+def test_report_cases_that_break_a_budget_fail(tmp_path: Any) -> None:
+    """`lab report --render report.json --budget ...`: the case over budget fails, JUnit says why."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from test_reportgen import document
+
+    doc = document()
+    before = {c["id"]: c["status"] for c in doc["cases"]}
+    assert before["t1/srx-power-off"] == "passed"
+    source = tmp_path / "in.json"
+    source.write_text(json.dumps(doc))
+    repo = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-m", "lab_orchestrator.cli", "report", "--render", str(source),
+                           "--out", str(tmp_path / "out"), "--budget", "srx-power-off:convergence_ms=1"],
+                          cwd=repo, capture_output=True, text=True, timeout=60,
+                          env={"PYTHONPATH": str(repo), "PATH": "/usr/bin:/bin", "COLUMNS": "200"})
+    assert done.returncode == 1, done.stderr
+    assert "t1: srx-power-off on srx1 broke the budget convergence_ms <= 1 (srx-power-off): measured" in done.stderr
+    after = json.loads((tmp_path / "out" / "report.json").read_text())
+    status = {c["id"]: c["status"] for c in after["cases"]}
+    assert status["t1/srx-power-off"] == "failed" and status["t1/restart-tlb"] == "passed"
+    junit = (tmp_path / "out" / "report.xml").read_text()
+    assert "broke the budget convergence_ms &lt;= 1" in junit
+
+
+def test_apply_to_report_leaves_errors_and_keeps_passing_cases() -> None:
+    doc = {"cases": [{"lab": "t1", "status": "passed", "result": report(conv=50.0)},
+                     {"lab": "t1", "status": "error", "result": None}]}
+    assert budgets.apply_to_report(doc, budgets.collect(100, None, [])) == []
+    assert [c["status"] for c in doc["cases"]] == ["passed", "error"]
+    lines = budgets.apply_to_report(doc, budgets.collect(10, None, []))
+    assert lines == ["t1: srx-power-off on srx2 broke the budget convergence_ms <= 10 (all events): measured 50"]
+    assert doc["cases"][0]["status"] == "failed"

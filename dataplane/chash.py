@@ -366,6 +366,23 @@ def _carries_for(table: SelectorTable, home: SelectorTable, peer: str, member: s
     return bool(own) and 2 * held >= len(own)
 
 
+RESTORE_POLICIES = ("proportional", "keep-buckets")
+
+
+def restore_member(table: SelectorTable, member: str, own: Iterable[int]) -> SelectorTable:
+    """keep-buckets restore: `member` takes back exactly the buckets it held before it left (OWN),
+    from whoever holds them now; no other bucket moves, so only the flows that moved away once
+    move back and a flow that never touched `member` is never disturbed."""
+    if member in table.counts():
+        raise ValueError(f"cannot restore {member!r}: already in the selector table")
+    give = {b for b in own if 0 <= b < table.n_buckets}
+    if not give:
+        raise ValueError(f"cannot restore {member!r}: none of its buckets is in this table")
+    if len(give) == table.n_buckets:
+        return SelectorTable((member,) * table.n_buckets)
+    return SelectorTable(tuple(member if b in give else name for b, name in enumerate(table.buckets)))
+
+
 def reconcile_pairs(
     current: SelectorTable | None,
     desired_members: Iterable[str],
@@ -373,13 +390,23 @@ def reconcile_pairs(
     peers: Mapping[str, str],
     home: SelectorTable | None = None,
     n_buckets: int = DEFAULT_BUCKETS,
+    policy: str = "proportional",
+    remembered: Mapping[str, Sequence[int]] | None = None,
 ) -> SelectorTable:
     """Like `reconcile`, but a member of an MNHA pair fails over to, and back from, its peer.
 
     A departing member whose peer stays hands all its buckets to the peer; a returning member
     whose peer carries its buckets takes them back (see `hand_back`). Members without an alive
     peer go through the ordinary CHASH remove/add. `home` is the layout to return to (default:
-    the initial table of `order`)."""
+    the initial table of `order`).
+
+    POLICY says how any other returning member comes back: "proportional" (the Junos-like default:
+    an ECMP addition, it takes an equal share from every member, `add_member`) or "keep-buckets"
+    (it gets back exactly the buckets it had, `restore_member`: REMEMBERED[member] when the
+    caller kept them, else its buckets in the initial table of `order`). A member never seen
+    before (no remembered or initial buckets) is always added proportionally."""
+    if policy not in RESTORE_POLICIES:
+        raise ValueError(f"unknown restore policy {policy!r} (one of {', '.join(RESTORE_POLICIES)})")
     desired = list(_in_unilist_order(desired_members, order))
     if not desired:
         return SelectorTable()
@@ -397,6 +424,18 @@ def reconcile_pairs(
             table = build_initial([member], n_buckets)
         elif home is not None and peer in table.counts() and _carries_for(table, home, peer, member):
             table = hand_back(table, member, peer, home)
+        elif policy == "keep-buckets" and (own := _own_buckets(member, remembered, home, table)) and \
+                set((kept := restore_member(table, member, own)).counts()) == {*table.counts(), member}:
+            table = kept  # (a member that would lose every bucket to it keeps the proportional add)
         else:
             table = add_member(table, member, order)
     return table
+
+
+def _own_buckets(member: str, remembered: Mapping[str, Sequence[int]] | None, home: SelectorTable | None,
+                 table: SelectorTable) -> list[int]:
+    """The buckets `member` held before it left: as remembered, else in the home (initial) table."""
+    own = [b for b in (remembered or {}).get(member, ()) if 0 <= b < table.n_buckets]
+    if not own and home is not None and home.n_buckets == table.n_buckets:
+        own = [b for b, name in enumerate(home.buckets) if name == member]
+    return own

@@ -147,6 +147,9 @@ class Daemon:
         self.mode: str = config["mode"]
         self.selectors: list[dict[str, Any]] = config["selectors"]
         self.peers: dict[str, str] = dict(config.get("peers", {}))
+        # how a member that comes back is given buckets (dataplane.chash.reconcile_pairs)
+        self.restore_policy: str = str(config.get("restore_policy", "proportional"))
+        self.left: dict[str, tuple[int, ...]] = {}  # member -> the buckets it held when it left the table
         self.nft = Nft()
         self.members: dict[str, MemberState] = {}
         health = config.get("health") or {}
@@ -312,7 +315,8 @@ class Daemon:
         if self.mode == "ecmp":
             return plain_ecmp(alive, self.buckets) if alive else SelectorTable()
         # An SRX of an MNHA pair fails over to its peer (which has its sessions) and back from it.
-        return reconcile_pairs(self.table, alive, self.order, self.peers, n_buckets=self.buckets)
+        return reconcile_pairs(self.table, alive, self.order, self.peers, n_buckets=self.buckets,
+                               policy=self.restore_policy, remembered=self.left)
 
     def program(self, table: SelectorTable, reason: str) -> None:
         if table.n_buckets and self.table.n_buckets == table.n_buckets:
@@ -335,6 +339,9 @@ class Daemon:
         self.last_programmed = time.time()
         if self.mode == "tlb":
             self.program_fallback(table)
+        for name in self.table.members():
+            if name not in table.counts():
+                self.left[name] = tuple(b for b, held in enumerate(self.table.buckets) if held == name)
         self.changes += 1
         self.history = (self.history + [{"at": self.last_programmed, "reason": reason,
                                          "members": list(table.members())}])[-20:]

@@ -27,7 +27,7 @@ from dataplane.nft import Nft, NftError
 from dataplane.traffic import Receiver, Sender, make_flows, reverse_flows
 
 from . import events as eventsmod
-from . import ops, sessions
+from . import movers, ops, sessions
 from .diagnostics import LabError
 from .plan import LabPlan
 from .state import LabState
@@ -209,6 +209,80 @@ def carriers(plan: LabPlan, gap: float = 0.4) -> dict[tuple[str, int], str]:
     return out
 
 
+def selector_status_files(state: LabState, plan: LabPlan) -> dict[str, Path]:
+    """MX -> the status file its selector daemon publishes its table in."""
+    return {n.name: Path(state.state_dir) / "nodes" / n.name / "mxlb-status.json" for n in plan.nodes if n.kind == "mx"}
+
+
+@dataclass
+class TableWatcher:
+    """Every selector table each MX publishes while an event runs (polled every INTERVAL s)."""
+
+    files: dict[str, Path]
+    interval: float = 0.02
+    samples: list[movers.TableSample] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def start(self) -> TableWatcher:
+        self.poll()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="tables")
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(2)
+        self.poll()
+
+    def poll(self) -> None:
+        last = {s.node: s.changes for s in self.samples}
+        for node, path in self.files.items():
+            try:
+                data = json.loads(path.read_text())
+                changes, table = int(data["changes"]), tuple(data.get("table") or ())
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+            if last.get(node) != changes:
+                self.samples.append(movers.TableSample(time.monotonic_ns() / 1e9, node, table, changes))
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.poll()
+
+
+PHASE_NAMES = {"nexthop-add": "add", "nexthop-delete": "delete"}
+
+
+def expected_movers(state: LabState, plan: LabPlan, samples: list[movers.TableSample], flows: list[Any],
+                    marks: dict[str, float], event: str) -> dict[str, Any] | None:
+    """Per phase (the event, its restore): the flow ids whose bucket changed member in an MX
+    selector's table, the ideal count, and the tables seen; None when no table was readable."""
+    if not samples or "event" not in marks:
+        return None
+    config = next((json.loads(p.read_text()) for p in
+                   (Path(state.state_dir) / "nodes" / n.name / "mxlb.json" for n in plan.nodes if n.kind == "mx")
+                   if p.exists()), None)
+    if config is None:
+        return None
+    buckets_of = movers.flow_buckets({f.flow_id: f.src for f in flows}, int(config["buckets"]), int(config["seed"]))
+    phases = [movers.Phase(PHASE_NAMES.get(event, "event"), marks["event"], marks.get("restore", float("inf")))]
+    if "restore" in marks:
+        phases.append(movers.Phase("restore", marks["restore"]))
+    out: dict[str, Any] = {"missed_tables": movers.missed_tables(samples), "phases": {}}
+    for phase in phases:
+        moved = movers.phase_movers(samples, phase, buckets_of)
+        node = samples[0].node
+        frame = movers.window([s for s in samples if s.node == node], phase)
+        first, last = (len(set(frame[0].table)), len(set(frame[-1].table))) if frame else (0, 0)
+        # a member leaving moves its share of the members before; one joining, its share of those after
+        members = first if last < first else last
+        out["phases"][phase.name] = {"movers": moved, "ideal": movers.share_ideal(len(flows), members)
+                                     if first != last else 0, "members": [first, last]}
+    return out
+
+
 def _slot(state: LabState, node: str, name: str) -> Any:
     from . import supervisor
 
@@ -235,6 +309,7 @@ def run_event(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target
     learn = plan.use_case == "cgnat" and spec.reverse
     read_end, write_end = os.pipe() if learn else (None, None)
     sampler = Sampler(mx_ns).start()
+    watcher = TableWatcher(selector_status_files(state, plan)).start()
     socket_mode = spec.receiver == "socket"
     rx_f = tx_f = rx_r = tx_r = None
     marks: dict[str, float] = {}
@@ -289,6 +364,7 @@ def run_event(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target
         raise
     finally:
         sampler.stop()
+        watcher.stop()
         _close(read_end)
         _close(write_end)
     pair = next((p for p in plan.mnha if target in p), None) if event.name == "mnha-pair-power-off" else None
@@ -296,9 +372,12 @@ def run_event(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target
     # those flows' first return packets may reach it before their forward ones open a session):
     # they are affected by the restore, not "unaffected".
     moved_back = {key for key, srx in after.items() if during.get(key) not in (None, srx)} if during else set()
+    if involved is None and event.target == "mx" and event.name != "mx-reboot" and watcher.samples:
+        involved = set()  # the MX's tables say which flows may move: any other loss is unaffected
+    expected = expected_movers(state, plan, watcher.samples, flows, marks, event.name)
     result = analyse(event, target, summary, flows, before, during or after, report_f, report_r, sent_f,
                      per_flow, marks, sampler, spec, pair, moved_back, sent_r, involved=involved,
-                     nat=plan.use_case == "cgnat")
+                     nat=plan.use_case == "cgnat", expected=expected, carriers_after=after if during else None)
     if crash:
         # The supervisor's own account: how long the daemon was down before it ran again.
         slot = _slot(state, target, crash["daemon"])
@@ -358,11 +437,17 @@ def analyse(event: eventsmod.EventKind, target: str, summary: str, flows: list[A
             report_r: dict[str, Any] | None, sent_f: dict[str, Any], per_flow: float, marks: dict[str, float],
             sampler: Sampler, spec: TrafficSpec, pair: list[str] | None = None,
             moved_back: set[tuple[str, int]] | None = None, sent_r: dict[str, Any] | None = None,
-            involved: set[str] | None = None, nat: bool = False) -> dict[str, Any]:
+            involved: set[str] | None = None, nat: bool = False, expected: dict[str, Any] | None = None,
+            carriers_after: dict[tuple[str, int], str] | None = None) -> dict[str, Any]:
     """Per-event verdict: affected flows and their convergence, losses of unaffected flows, moves.
     INVOLVED (daemon-crash) names the SRXs whose flows the event may touch (None: as the event's
-    target kind says; an empty set: none, so any loss fails it)."""
+    target kind says; an empty set: none, so any loss fails it). EXPECTED (`expected_movers`): the
+    flows each phase must move, from the MX selectors' tables; with it, a flow may lose packets only
+    if it is an expected mover of some phase or was carried by an SRX the event hits. AFTER is the
+    carrier during a lasting event (before its restore), CARRIERS_AFTER the carrier after the restore."""
     strict = involved is not None
+    phases: dict[str, Any] = (expected or {}).get("phases", {})
+    phase_names = list(phases)
     by_id = {f["flow"]: f for f in report_f["per_flow"]}
     rev = {f["flow"] - REVERSE_ID_OFFSET: f for f in (report_r or {}).get("per_flow", [])}
     end_ns = sent_f.get("end_ns") or 0
@@ -376,8 +461,19 @@ def analyse(event: eventsmod.EventKind, target: str, summary: str, flows: list[A
         ends_seen = [(fwd.get("last_seen_ns"), end_ns)]
         if report_r is not None:
             ends_seen.append((back.get("last_seen_ns"), end_r_ns or end_ns))
+        during_srx = after.get(key)
+        after_srx = carriers_after.get(key) if carriers_after is not None else during_srx
+        actual = {}
+        if phase_names:
+            actual[phase_names[0]] = None if None in (before.get(key), during_srx) else before.get(key) != during_srx
+        if len(phase_names) > 1:
+            actual[phase_names[1]] = None if None in (during_srx, after_srx) else during_srx != after_srx
         rows.append({
-            "flow": flow.flow_id, "src": flow.src, "srx_before": before.get(key), "srx_after": after.get(key),
+            "flow": flow.flow_id, "src": flow.src,
+            "carrier_before": before.get(key), "carrier_during": during_srx, "carrier_after": after_srx,
+            "srx_before": before.get(key), "srx_after": during_srx,  # older names of the first two
+            "expected_mover": {name: flow.flow_id in ph["movers"] for name, ph in phases.items()},
+            "mover": actual,
             "lost_forward": int(fwd.get("lost", 0)), "lost_reverse": int(back.get("lost", 0)),
             "convergence_ms": round(max(int(fwd.get("lost", 0)), int(back.get("lost", 0))) / per_flow * 1000, 3),
             "max_gap_ms": max(float(fwd.get("max_gap_ms") or 0), float(back.get("max_gap_ms") or 0)),
@@ -394,12 +490,27 @@ def analyse(event: eventsmod.EventKind, target: str, summary: str, flows: list[A
     # The SRXs an event touches: the target, or its whole MNHA pair. An MX event touches every flow.
     if involved is None:
         involved = {r["srx_before"] for r in rows} if event.target in ("mx", "node") else {target, *(pair or [])}
-    affected = [r for r in rows if r["lost"] or r["moved"] or r["moved_on_restore"] or r["rebound"]
-                or r["srx_before"] in involved]
+    if phases:
+        # The selector's tables say which flows may move; the SRXs the event hits say which flows
+        # may lose packets without moving. Everything else must be loss-free.
+        def may_lose(r: dict[str, Any]) -> bool:
+            return any(r["expected_mover"].values()) or r["srx_before"] in involved
+    else:  # no table readable: the carriers observed decide (older verdict)
+        def may_lose(r: dict[str, Any]) -> bool:
+            return bool(r["moved"] or r["moved_on_restore"] or r["rebound"] or r["srx_before"] in involved)
+    affected = [r for r in rows if r["lost"] or may_lose(r) or r["moved"] or r["rebound"]]
     unaffected = [r for r in rows if r not in affected]
     conv = [r["convergence_ms"] for r in affected if r["lost"]]
-    unaffected_loss = sum(r["lost"] for r in rows if r["srx_before"] not in involved and not r["moved"]
-                          and not r["moved_on_restore"] and not r["rebound"])
+    unaffected_loss = sum(r["lost"] for r in rows if not may_lose(r))
+    phase_figures = {}
+    for name, ph in phases.items():
+        movers_actual = {r["flow"] for r in rows if r["mover"].get(name)}
+        phase_figures[name] = {
+            "expected_movers": len(ph["movers"]), "movers": len(movers_actual), "ideal": ph["ideal"],
+            "unexpected_movers": len(movers_actual - ph["movers"]),
+            "expected_but_stayed": sum(1 for r in rows if r["flow"] in ph["movers"] and r["mover"].get(name) is False),
+            "members": ph["members"],
+        }
     moved = sum(1 for r in rows if r["moved"])
     recovered = all(r["recovered"] for r in rows)
     passed = recovered and (unaffected_loss == 0 or (event.target == "mx" and not strict))
@@ -412,6 +523,8 @@ def analyse(event: eventsmod.EventKind, target: str, summary: str, flows: list[A
         "packets_lost_by_unaffected_flows": unaffected_loss,
         "flows_moved": moved,
         "flows_rebound": sum(1 for r in rows if r["rebound"]),
+        "phases": phase_figures, "tables_missed": (expected or {}).get("missed_tables"),
+        "verdict_from": "selector tables" if phases else "observed carriers",
         "flows_moved_ideal": sum(1 for r in rows if r["srx_before"] in involved)
         if event.target == "srx" or event.target == "mnha-pair" else 0,
         "recovered": recovered, "passed": passed,

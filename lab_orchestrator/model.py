@@ -190,6 +190,10 @@ class Services(Strict):
     health_checks: list[HealthCheck] = Field(default_factory=lambda: list(JVD_HEALTH_CHECKS), min_length=1)
     # TLB real-services: one per MNHA pair (its lo0.1 pair address, the JVD) or one per SRX (loopback)
     tlb_real_service: Literal["pair", "srx"] = "pair"
+    # A member (SRX or real-service) that comes back after a failure: "proportional" takes an equal
+    # share from every member (an ECMP addition, as Junos does); "keep-buckets" gets back exactly
+    # the buckets it had, so only the flows that moved away move back.
+    restore_policy: Literal["proportional", "keep-buckets"] = "proportional"
 
 
 class SshUser(Strict):

@@ -79,6 +79,7 @@ class SelectorConfig:
     mark_table_base: int = MARK_TABLE_BASE  # member with mark M: table base + (M & 0xff)
     health_status_file: str = ""  # TLB: the health monitor's published state (dataplane.healthd)
     health_socket: str = ""  # TLB: where the monitor sends each round's state to the selector
+    restore_policy: str = "proportional"  # a returning member: an equal share from each, or its old buckets
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2, sort_keys=True) + "\n"
@@ -149,6 +150,7 @@ def plan_selectors(topo: Topology, plan: LabPlan, python: str) -> None:
             peers={a: b for pair in plan.mnha for a, b in (pair, pair[::-1])} if order == srx_order(topo) else {},
             health_status_file=f"{plan.state_dir}/nodes/{node.name}/health-status.json" if mode == "tlb" else "",
             health_socket=f"{plan.state_dir}/nodes/{node.name}/mxlb-health.sock" if mode == "tlb" else "",
+            restore_policy=topo.services.restore_policy,
         )
         conf = f"nodes/{node.name}/mxlb.json"
         plan.files[conf] = config.to_json()

@@ -103,3 +103,52 @@ def test_srg1_backup_takes_over_the_active_buckets_as_they_are() -> None:
     assert after.buckets == tuple("srx2" if m == "srx1" else m for m in table.buckets)
     back = reconcile_pairs(after, ["srx1", "srx3"], ORDER, PEERS, n_buckets=64)
     assert back == table, "and back when srx1 is active again"
+
+
+# --------------------------------------------------------------------------- restore policy
+def test_keep_buckets_restore_moves_back_only_what_moved_away() -> None:
+    from dataplane.chash import add_member, build_initial, reconcile_pairs, remove_member, restore_member
+
+    order = ["srx1", "srx2", "srx3", "srx4", "srx5"]
+    start = build_initial(order, 6400)
+    down = reconcile_pairs(start, order[1:], order, {}, n_buckets=6400)
+    assert down == remove_member(start, "srx1", order)
+    own = [b for b, m in enumerate(start.buckets) if m == "srx1"]
+    back = reconcile_pairs(down, order, order, {}, n_buckets=6400, policy="keep-buckets",
+                           remembered={"srx1": own})
+    assert back == start == restore_member(down, "srx1", own), "exactly its old buckets, nothing else"
+    never_on_srx1 = [b for b in range(6400) if start.buckets[b] != "srx1"]
+    assert all(down.buckets[b] == start.buckets[b] == back.buckets[b] for b in never_on_srx1)
+    # the default policy: an ECMP addition, an equal share taken from every member
+    proportional = reconcile_pairs(down, order, order, {}, n_buckets=6400)
+    assert proportional == add_member(down, "srx1", order)
+    disturbed = sum(1 for b in never_on_srx1 if proportional.buckets[b] != start.buckets[b])
+    assert disturbed > 0, "proportional restore disturbs flows that never touched srx1"
+    # without remembered buckets keep-buckets falls back to the member's buckets in the initial table
+    assert reconcile_pairs(down, order, order, {}, n_buckets=6400, policy="keep-buckets") == start
+
+
+def test_keep_buckets_for_a_member_new_to_the_table_takes_its_initial_buckets() -> None:
+    from dataplane.chash import build_initial, reconcile_pairs
+
+    table = build_initial(["a", "b", "c", "d"], 64)
+    got = reconcile_pairs(table, list("abcde"), list("abcde"), {}, n_buckets=64, policy="keep-buckets",
+                          remembered={})
+    # not remembered: its buckets in the initial table of the unilist order (i % 5 == 4), nothing else
+    assert got.buckets == tuple("e" if i % 5 == 4 else m for i, m in enumerate(table.buckets))
+    with pytest.raises(ValueError, match="unknown restore policy"):
+        reconcile_pairs(table, ["a"], ["a", "b", "c", "d"], {}, n_buckets=64, policy="nope")
+
+
+def test_restore_member_refuses_nonsense_and_keeps_other_members_alive() -> None:
+    from dataplane.chash import SelectorTable, reconcile_pairs, restore_member
+
+    table = SelectorTable(("a", "b", "a", "b"))
+    with pytest.raises(ValueError, match="already"):
+        restore_member(table, "a", [0])
+    with pytest.raises(ValueError, match="none of its buckets"):
+        restore_member(table, "c", [9])
+    # "b" would lose every bucket to "c": the proportional add is used instead
+    got = reconcile_pairs(table, ["a", "b", "c"], ["a", "b", "c"], {}, n_buckets=4, policy="keep-buckets",
+                          remembered={"c": [1, 3]})
+    assert set(got.counts()) == {"a", "b", "c"}

@@ -1,0 +1,82 @@
+"""Expected movers from the selector's tables: the nft jhash bucket of a subscriber, and which flows
+a phase's table changes move (pure)."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+from dataplane import nfthash
+from dataplane.chash import add_member, build_initial, remove_member
+from lab_orchestrator import movers
+from lab_orchestrator.movers import Phase, TableSample
+
+
+def test_jhash_matches_the_kernel_lookup3_for_one_word() -> None:
+    # lookup3 by hand for a 4-byte key: a = b = c = 0xdeadbeef + 4 + seed, a += the key read
+    # little-endian, then the final mix (as include/linux/jhash.h does it)
+    key = socket.inet_aton("100.64.0.1")
+    a = b = c = (0xDEADBEEF + 4 + 7) & 0xFFFFFFFF
+    a = (a + int.from_bytes(key, "little")) & 0xFFFFFFFF
+    assert nfthash.jhash(key, 7) == nfthash._final(a, b, c)
+    assert nfthash.jhash(key, 7) != nfthash.jhash(key, 8), "the seed changes the hash"
+    assert nfthash.jhash(b"\x01", 0) != nfthash.jhash(b"\x01\x00", 0), "the length is part of the hash"
+    with pytest.raises(ValueError):
+        nfthash.jhash(b"", 0)
+
+
+def test_buckets_are_in_range_and_spread_evenly() -> None:
+    counts = [0] * 8
+    for i in range(8000):
+        b = nfthash.bucket(f"100.64.{i // 250}.{i % 250 + 1}", 8, 0x5EED)
+        assert 0 <= b < 8
+        counts[b] += 1
+    assert max(counts) - min(counts) < 200, counts
+    assert nfthash.reciprocal_scale(0xFFFFFFFF, 6400) == 6399 and nfthash.reciprocal_scale(0, 6400) == 0
+
+
+def sample(at: float, table: tuple[str, ...], node: str = "mx1", changes: int = 0) -> TableSample:
+    return TableSample(at, node, table, changes)
+
+
+def test_a_removal_moves_exactly_the_flows_of_the_removed_member() -> None:
+    order = ["srx1", "srx2", "srx3", "srx4"]
+    start = build_initial(order, 64)
+    after = remove_member(start, "srx2", order)
+    buckets_of = {i: i for i in range(64)}  # flow i hashes to bucket i
+    samples = [sample(1.0, start.buckets, changes=1), sample(5.0, after.buckets, changes=2)]
+    moved = movers.phase_movers(samples, Phase("event", 2.0, 10.0), buckets_of)
+    assert moved == {i for i in range(64) if start.buckets[i] == "srx2"}
+    assert movers.phase_movers(samples, Phase("restore", 10.0), buckets_of) == set(), "nothing after"
+
+
+def test_restore_phase_sees_the_returning_members_share_and_flaps_inside_a_phase() -> None:
+    order = ["srx1", "srx2", "srx3", "srx4"]
+    start = build_initial(order, 64)
+    down = remove_member(start, "srx1", order)
+    back = add_member(down, "srx1", order)
+    samples = [sample(0.5, start.buckets, changes=1), sample(2.0, down.buckets, changes=2),
+               sample(6.0, back.buckets, changes=3)]
+    buckets_of = {i: i for i in range(64)}
+    restore = movers.phase_movers(samples, Phase("restore", 5.0), buckets_of)
+    assert restore == {i for i in range(64) if down.buckets[i] != back.buckets[i]}
+    assert len(restore) == 16, "the returning member takes one share (64 / 4) from everyone"
+    # a table that changes and changes back inside one phase still moved those flows twice
+    flap = [sample(0.5, start.buckets), sample(1.5, down.buckets), sample(1.6, start.buckets)]
+    assert movers.phase_movers(flap, Phase("event", 1.0, 3.0), buckets_of) == \
+        {i for i in range(64) if start.buckets[i] == "srx1"}
+
+
+def test_movers_on_any_mx_count_and_missed_tables_are_reported() -> None:
+    a, b = ("x",) * 4, ("x", "y", "x", "y")
+    samples = [sample(0.0, a, "mx1", 1), sample(0.0, a, "mx2", 1), sample(2.0, b, "mx2", 4)]
+    assert movers.phase_movers(samples, Phase("event", 1.0), {7: 1, 8: 2, 9: 3}) == {7, 9}
+    assert movers.missed_tables(samples) == 2
+    assert movers.changed_buckets([a, ("x",) * 8]) == set(range(8)), "a resize moves every bucket"
+    assert movers.share_ideal(100, 4) == 25 and movers.share_ideal(100, 5) == 20
+
+
+def test_flow_buckets_use_the_subscriber_address() -> None:
+    got = movers.flow_buckets({1: "100.64.0.1", 2: "100.64.0.2"}, 6400, 0x1234)
+    assert got == {1: nfthash.bucket("100.64.0.1", 6400, 0x1234), 2: nfthash.bucket("100.64.0.2", 6400, 0x1234)}

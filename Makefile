@@ -95,6 +95,7 @@ demo: deps
 
 bench: deps
 	$(VENV_PATH) $(PYTHON) bench/chash_moves.py
+	$(VENV_PATH) $(PYTHON) bench/restore_policy.py --out docs/benchmarks-restore.md
 	$(VENV_PATH) $(PYTHON) bench/bringup.py --quick
 	$(VENV_PATH) $(PYTHON) bench/chash_dataplane.py --rounds 3 --trials 10
 	$(VENV_PATH) $(PYTHON) bench/chash_dataplane.py --lab topology3 --rounds 3 --trials 20

@@ -237,14 +237,21 @@ class TableWatcher:
         self.poll()
 
     def poll(self) -> None:
-        last = {s.node: s.changes for s in self.samples}
+        last = {s.node: s for s in self.samples}
         for node, path in self.files.items():
             try:
                 data = json.loads(path.read_text())
                 changes, table = int(data["changes"]), tuple(data.get("table") or ())
-            except (OSError, ValueError, KeyError, TypeError):
+                # TLB per MNHA pair: the member is the pair, and which SRX of it carries the
+                # real-service (BGP decides) is part of where a bucket's flows go
+                via = {m["name"]: "/".join(str(v) for _, v in sorted((m.get("via") or {}).items()))
+                       for m in data.get("members", [])}
+            except (OSError, ValueError, KeyError, TypeError, AttributeError):
                 continue
-            if last.get(node) != changes:
+            if any(via.values()):
+                table = tuple(f"{name}{movers.VIA}{via.get(name, '')}" for name in table)
+            seen = last.get(node)
+            if seen is None or seen.table != table:
                 self.samples.append(movers.TableSample(time.monotonic_ns() / 1e9, node, table, changes))
 
     def _run(self) -> None:
@@ -275,11 +282,18 @@ def expected_movers(state: LabState, plan: LabPlan, samples: list[movers.TableSa
         moved = movers.phase_movers(samples, phase, buckets_of)
         node = samples[0].node
         frame = movers.window([s for s in samples if s.node == node], phase)
-        first, last = (len(set(frame[0].table)), len(set(frame[-1].table))) if frame else (0, 0)
+        first, last = (movers.member_count(frame[0].table), movers.member_count(frame[-1].table)) if frame else (0, 0)
         # a member leaving moves its share of the members before; one joining, its share of those after
         members = first if last < first else last
+        tables = [s.table for s in frame]
+        changed = len(movers.changed_buckets(tables))
+        size = max((len(t) for t in tables), default=0)
         out["phases"][phase.name] = {"movers": moved, "ideal": movers.share_ideal(len(flows), members)
-                                     if first != last else 0, "members": [first, last]}
+                                     if first != last else 0, "members": [first, last],
+                                     # on the table itself: the share of buckets that changed member vs 1/N
+                                     "bucket_share_moved": round(changed / size, 5) if size else None,
+                                     "bucket_share_ideal": round(1 / members, 5) if members and first != last else 0,
+                                     "buckets": size}
     return out
 
 
@@ -509,7 +523,8 @@ def analyse(event: eventsmod.EventKind, target: str, summary: str, flows: list[A
             "expected_movers": len(ph["movers"]), "movers": len(movers_actual), "ideal": ph["ideal"],
             "unexpected_movers": len(movers_actual - ph["movers"]),
             "expected_but_stayed": sum(1 for r in rows if r["flow"] in ph["movers"] and r["mover"].get(name) is False),
-            "members": ph["members"],
+            "members": ph["members"], "bucket_share_moved": ph["bucket_share_moved"],
+            "bucket_share_ideal": ph["bucket_share_ideal"], "buckets": ph["buckets"],
         }
     moved = sum(1 for r in rows if r["moved"])
     recovered = all(r["recovered"] for r in rows)

@@ -14,6 +14,13 @@ from dataclasses import dataclass
 
 from dataplane.nfthash import bucket
 
+VIA = "@"  # a table entry "member@via": the member and the node that carries it (TLB per MNHA pair)
+
+
+def member_count(table: Sequence[str]) -> int:
+    """Distinct members of a table (entries may carry "@via")."""
+    return len({entry.split(VIA, 1)[0] for entry in table})
+
 
 @dataclass(frozen=True)
 class TableSample:
@@ -71,7 +78,7 @@ def phase_movers(samples: Iterable[TableSample], phase: Phase, buckets_of: Mappi
     return moved
 
 
-def missed_tables(samples: Iterable[TableSample]) -> int:
+def missed_tables(samples: Iterable[TableSample]) -> int:  # counts the selector's own changes only
     """Table changes that happened between two samples of the same MX (not seen by the sampler)."""
     by_node: dict[str, list[TableSample]] = {}
     for s in samples:

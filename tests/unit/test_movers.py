@@ -80,3 +80,11 @@ def test_movers_on_any_mx_count_and_missed_tables_are_reported() -> None:
 def test_flow_buckets_use_the_subscriber_address() -> None:
     got = movers.flow_buckets({1: "100.64.0.1", 2: "100.64.0.2"}, 6400, 0x1234)
     assert got == {1: nfthash.bucket("100.64.0.1", 6400, 0x1234), 2: nfthash.bucket("100.64.0.2", 6400, 0x1234)}
+
+
+def test_a_change_of_the_node_carrying_a_pair_moves_its_buckets() -> None:
+    before = ("MNHA_SRX1@srx1/srx1", "MNHA_SRX3@srx3/srx3") * 2
+    after = ("MNHA_SRX1@srx2/srx2", "MNHA_SRX3@srx3/srx3") * 2
+    samples = [sample(0.0, before), sample(2.0, after)]
+    assert movers.phase_movers(samples, Phase("event", 1.0), {1: 0, 2: 1, 3: 2}) == {1, 3}
+    assert movers.member_count(after) == 2

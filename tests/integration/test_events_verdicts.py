@@ -1,0 +1,101 @@
+"""Verdicts from the selector's own tables, checked by an independent capture (dumpcap on both
+hosts): a restore and an add lose nothing on flows that were not expected movers; with the
+keep-buckets restore policy, nothing on every flow never on the failed SRX."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from capture import Capture, holes, sequences
+from running import REPO, lab
+
+from lab_orchestrator.eventrun import REVERSE_ID_OFFSET
+
+pytestmark = [
+    pytest.mark.root,
+    pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces"),
+    pytest.mark.skipif(shutil.which("bird") is None or shutil.which("dumpcap") is None,
+                       reason="needs bird2 and dumpcap (make deps)"),
+]
+
+ARGS = ["--flows", "80", "--rate", "2000", "--warmup", "1.5", "--hold", "1.5", "--duration", "2.5"]
+
+
+def run_captured(name: str, tmp_path: Path, events: list[str], policy: str | None = None) -> tuple[dict, dict]:  # type: ignore[type-arg]
+    text = (REPO / "labs/topology1.yml").read_text().replace("name: t1", f"name: {name}", 1)
+    if policy:
+        text = text.replace("  use_case: sfw\n", f"  use_case: sfw\n  restore_policy: {policy}\n", 1)
+    topo = tmp_path / f"{name}.yml"
+    topo.write_text(text)
+    lab("up", str(topo))
+    try:
+        fwd, rev, report = tmp_path / "fwd.pcap", tmp_path / "rev.pcap", tmp_path / "events.json"
+        with Capture(f"{name}-server", "eth1", fwd, "udp and dst host 203.0.113.10"), \
+                Capture(f"{name}-client", "eth1", rev, "udp and dst net 100.64.0.0/16"):
+            picked = [arg for event in events for arg in ("-e", event)]
+            result = lab("events", "run", "--lab", name, *picked, *ARGS, "--json", str(report), check=False)
+        assert report.exists(), result.stderr + result.stdout
+        results = {e["event"]: e for e in json.loads(report.read_text())["events"]}
+        forward, reverse = sequences(fwd), sequences(rev)
+    finally:
+        lab("down", "--name", name, check=False)
+    # one capture for all events: flow ids repeat per event, so keep one event per captured run
+    assert len(events) == 1
+    row_loss = {}
+    for flow in results[events[0]]["per_flow"]:
+        fid = flow["flow"]
+        row_loss[fid] = holes(forward.get(fid, set())) + holes(reverse.get(fid + REVERSE_ID_OFFSET, set()))
+        assert forward.get(fid) and reverse.get(fid + REVERSE_ID_OFFSET), f"flow {fid} captured both ways"
+    return results[events[0]], row_loss
+
+
+def test_restore_under_the_default_policy_loses_nothing_on_flows_the_tables_did_not_move(tmp_path: Path) -> None:
+    event, loss = run_captured("vr1", tmp_path, ["srx-power-off"])
+    assert event["verdict_from"] == "selector tables" and event["passed"], event["phases"]
+    phases = event["phases"]
+    # the tables say: the failure moves srx1's flows, the restore moves about 1/N of all flows back to srx1
+    assert phases["event"]["expected_movers"] == phases["event"]["movers"] > 0
+    assert phases["event"]["unexpected_movers"] == 0 and phases["event"]["expected_but_stayed"] == 0
+    assert phases["restore"]["expected_movers"] > 0 and phases["restore"]["unexpected_movers"] == 0
+    rows = event["per_flow"]
+    for row in rows:
+        if row["carrier_before"]:
+            # the carriers observed on the SRXs agree with the buckets computed from the tables
+            assert row["mover"]["event"] == row["expected_mover"]["event"], row
+    quiet = [r for r in rows if not any(r["expected_mover"].values()) and r["carrier_before"] != "srx1"]
+    assert quiet, "some flows neither on srx1 nor moved by a table change"
+    assert sum(loss[r["flow"]] for r in quiet) == 0, {r["flow"]: loss[r["flow"]] for r in quiet if loss[r["flow"]]}
+    assert event["packets_lost_by_unaffected_flows"] == 0
+
+
+def test_add_loses_nothing_on_flows_that_were_not_expected_movers(tmp_path: Path) -> None:
+    event, loss = run_captured("va1", tmp_path, ["nexthop-add"])
+    assert event["passed"], event["phases"]
+    add = event["phases"]["add"]
+    flows = event["flows"]
+    # the newcomer takes one share of the table: 1/(N+1) of the buckets within 1 % + one bucket
+    assert abs(add["bucket_share_moved"] - add["bucket_share_ideal"]) <= 0.01 + 1 / add["buckets"], add
+    assert add["members"] == [3, 4] and add["bucket_share_ideal"] == 0.25
+    # and exactly the flows of those buckets moved
+    assert 0 < add["expected_movers"] == add["movers"] < flows and add["unexpected_movers"] == 0
+    quiet = [r for r in event["per_flow"] if not any(r["expected_mover"].values())]
+    assert quiet and sum(loss[r["flow"]] for r in quiet) == 0
+
+
+def test_keep_buckets_restore_loses_nothing_on_flows_never_on_the_failed_srx(tmp_path: Path) -> None:
+    event, loss = run_captured("vk1", tmp_path, ["srx-power-off"], policy="keep-buckets")
+    assert event["passed"], event["phases"]
+    rows = event["per_flow"]
+    on_srx1 = {r["flow"] for r in rows if r["carrier_before"] == "srx1"}
+    assert on_srx1
+    # the restore moves back exactly the flows that moved away, nothing else
+    back = {r["flow"] for r in rows if r["expected_mover"]["restore"]}
+    assert back == {r["flow"] for r in rows if r["expected_mover"]["event"]} == on_srx1
+    never = [r for r in rows if r["carrier_before"] not in (None, "srx1")]
+    assert never and sum(loss[r["flow"]] for r in never) == 0, \
+        {r["flow"]: loss[r["flow"]] for r in never if loss[r["flow"]]}
+    assert not any(r["mover"].get("restore") for r in never)

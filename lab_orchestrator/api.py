@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from labkit import netnsutil
+from labkit.contracts import MNHA_STATUS, MXLB_STATUS, SRD_STATUS
 
 from . import hostcheck
 from .diagnostics import LabError
@@ -45,10 +46,6 @@ require_root = hostcheck.require_root
 
 UP_TIMEOUT = 30.0
 CLAB_UP_TIMEOUT = 180.0
-MXLB_STATUS = "mxlb-status.json"
-MXLB_CONFIG = "mxlb.json"
-SRD_STATUS = "srd-status.json"
-MNHA_STATUS = "mnha-status.json"
 
 
 def _quiet(step: str, detail: str) -> None:

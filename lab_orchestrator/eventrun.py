@@ -25,6 +25,7 @@ from typing import Any
 
 from dataplane.nft import Nft, NftError
 from dataplane.traffic import Receiver, Sender, make_flows, reverse_flows
+from labkit.contracts import MXLB_STATUS
 
 from . import events as eventsmod
 from . import movers, ops, sessions
@@ -427,7 +428,7 @@ def _close(fd: int | None) -> None:
 def wait_settled(state: LabState, plan: LabPlan, timeout: float, quiet: float = 2.0) -> float:
     """Until no MX selector has changed its table for QUIET seconds (a returning SRX has passed its
     health checks or its routes are back): the monotonic time it happened, or at the TIMEOUT."""
-    files = [Path(state.state_dir) / "nodes" / n.name / "mxlb-status.json" for n in plan.nodes if n.kind == "mx"]
+    files = [Path(state.state_dir) / "nodes" / n.name / MXLB_STATUS for n in plan.nodes if n.kind == "mx"]
     deadline = time.monotonic() + timeout
     last: list[int] = []
     quiet_since = time.monotonic()

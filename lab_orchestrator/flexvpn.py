@@ -21,13 +21,13 @@ from ipaddress import IPv4Interface
 from pathlib import Path
 from typing import Any
 
+from labkit.contracts import HSRP_STATUS, IKEV2_STATUS
+
 from .model import Topology
 from .plantypes import LabPlan, Process
 
 PROCESS_NAME = "flexvpn"
 CONFIG_NAME = "flexvpn.json"
-HSRP_STATUS = "hsrp-status.json"
-IKEV2_STATUS = "ikev2-status.json"
 DEFAULT_PSK = "cisco123"  # pre-shared key of the lab's gateways (clients use the same)
 VIP_SYSCTLS = (
     ("net.ipv4.conf.all.arp_ignore", "1"),  # the ARP reply for the VIP comes from the macvlan (virtual MAC)

@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 from ipaddress import IPv4Interface
 
+from labkit.contracts import MNHA_STATUS
+
 from .model import Topology
 from .plantypes import Interface, LabPlan, Process
 from .templating import environment
@@ -115,7 +117,7 @@ def _plan_daemon(topo: Topology, plan: LabPlan, mode: str, node: str, peer: str,
         "monitored": sorted(i.name for i in plan.interfaces() if i.node == node and i.zone in ("trust", "untrust")),
         "role_file": f"{plan.state_dir}/{role_file(plan, node)}",
         "bird_socket": f"{plan.state_dir}/nodes/{node}/bird.ctl",
-        "status_file": f"{plan.state_dir}/nodes/{node}/mnha-status.json",
+        "status_file": f"{plan.state_dir}/nodes/{node}/{MNHA_STATUS}",
         "monitor": monitor_config(topo, plan, node),
         "signal_route": str(pair.signal_route), "signal_table": SIGNAL_TABLE,
         "srg2_priority": BACKUP_PRIORITY if active else ACTIVE_PRIORITY,

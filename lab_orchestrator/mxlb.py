@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass
 from ipaddress import IPv4Interface
 
 from dataplane.chash import build_initial
+from labkit.contracts import HEALTH_STATUS, MXLB_CONFIG, MXLB_STATUS
 
 from .model import Topology
 from .plantypes import LabPlan, NodePlan, Process, Route, Rule, Ruleset
@@ -144,15 +145,15 @@ def plan_selectors(topo: Topology, plan: LabPlan, python: str) -> None:
         config = SelectorConfig(
             node=node.name, mode=mode, buckets=topo.services.buckets, seed=topo.services.hash_seed,
             order=tuple(order), selectors=tuple(selectors),
-            status_file=f"{plan.state_dir}/nodes/{node.name}/mxlb-status.json",
+            status_file=f"{plan.state_dir}/nodes/{node.name}/{MXLB_STATUS}",
             fallback_table=FALLBACK_TABLE, health=health if mode == "tlb" else {},
             # Per SRX, a failed SRX's buckets go to its MNHA peer; per pair, the pair is the member.
             peers={a: b for pair in plan.mnha for a, b in (pair, pair[::-1])} if order == srx_order(topo) else {},
-            health_status_file=f"{plan.state_dir}/nodes/{node.name}/health-status.json" if mode == "tlb" else "",
+            health_status_file=f"{plan.state_dir}/nodes/{node.name}/{HEALTH_STATUS}" if mode == "tlb" else "",
             health_socket=f"{plan.state_dir}/nodes/{node.name}/mxlb-health.sock" if mode == "tlb" else "",
             restore_policy=topo.services.restore_policy,
         )
-        conf = f"nodes/{node.name}/mxlb.json"
+        conf = f"nodes/{node.name}/{MXLB_CONFIG}"
         plan.files[conf] = config.to_json()
         node.files.append(conf)
         plan.processes.append(Process(node.name, node.master_ns, "mxlb",

@@ -20,6 +20,7 @@ from pyroute2 import IPRoute
 from pyroute2.netlink.exceptions import NetlinkError
 
 from labkit import netnsutil
+from labkit.contracts import SRD_STATUS
 
 from . import supervisor
 from .diagnostics import LabError
@@ -329,7 +330,7 @@ def srd_master(state: LabState, plan: LabPlan) -> str | None:
     import json as _json
 
     for node in plan.srd:
-        path = Path(state.state_dir) / "nodes" / node / "srd-status.json"
+        path = Path(state.state_dir) / "nodes" / node / SRD_STATUS
         try:
             if _json.loads(path.read_text())["role"] == "master" and node not in state.down_nodes:
                 return node

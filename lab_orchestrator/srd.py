@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from ipaddress import IPv4Interface
 
+from labkit.contracts import SRD_STATUS
+
 from .model import Topology
 from .plantypes import LabPlan, Process
 
@@ -50,7 +52,7 @@ def plan_srd(topo: Topology, plan: LabPlan, python: str) -> None:
             "role_file": f"{plan.state_dir}/{role_file(node)}",
             "signal_namespaces": instances, "signal_route": signal_route(topo),
             "control_socket": f"{plan.state_dir}/nodes/{node}/srd.sock",
-            "status_file": f"{plan.state_dir}/nodes/{node}/srd-status.json",
+            "status_file": f"{plan.state_dir}/nodes/{node}/{SRD_STATUS}",
         }
         name = f"nodes/{node}/srd.json"
         plan.files[name] = json.dumps(config, indent=2, sort_keys=True) + "\n"

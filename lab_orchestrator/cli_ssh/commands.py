@@ -12,6 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from labkit.contracts import HSRP_STATUS, IKEV2_STATUS, MNHA_STATUS, MXLB_CONFIG, MXLB_STATUS, SRD_STATUS
+
 from . import ios, junos
 from .gather import Needs, Snapshot
 from .parser import Command, Grammar, Param, is_address, is_number, is_prefix, is_word
@@ -198,8 +200,8 @@ JUNOS_IMPLS: dict[str, Impl] = {
     "flow-session": Impl(Needs(sessions=True, links=True, routes=True), junos.show_flow_session),
     "flow-summary": Impl(Needs(sessions=True), junos.show_flow_session_summary),
     "nat-summary": Impl(Needs(sessions=True), junos.show_nat_source_summary),
-    "tlb-statistics": Impl(Needs(status=("mxlb-status.json", "mxlb.json")), junos.show_tlb_statistics),
-    "chassis-ha": Impl(Needs(status=("mnha-status.json",)), junos.show_chassis_ha),
+    "tlb-statistics": Impl(Needs(status=(MXLB_STATUS, MXLB_CONFIG)), junos.show_tlb_statistics),
+    "chassis-ha": Impl(Needs(status=(MNHA_STATUS,)), junos.show_chassis_ha),
     "nat-pool": Impl(Needs(sessions=True, ruleset=True), junos.show_nat_source_pool),
     "nat-rule": Impl(Needs(ruleset=True), junos.show_nat_source_rule),
     "security-policies": Impl(Needs(ruleset=True), junos.show_security_policies),
@@ -209,7 +211,7 @@ JUNOS_IMPLS: dict[str, Impl] = {
     "bgp-receive": Impl(Needs(links=True, routes=True, bird_routes=True, bgp=True),
                         junos.show_route_receive_protocol),
     "arp": Impl(Needs(links=True, neighbors=True), junos.show_arp),
-    "srd": Impl(Needs(status=("srd-status.json",)), junos.show_services_redundancy_group),
+    "srd": Impl(Needs(status=(SRD_STATUS,)), junos.show_services_redundancy_group),
 }
 
 # ---------------------------------------------------------------------- IOS
@@ -289,10 +291,10 @@ IOS_IMPLS: dict[str, Impl] = {
     "ip-route": Impl(_ROUTES, ios.show_ip_route),
     "ip-bgp-summary": Impl(Needs(bgp=True, bird_routes=True), ios.show_ip_bgp_summary),
     "ip-bgp-neighbors": Impl(Needs(bgp=True), ios.show_ip_bgp_neighbors),
-    "standby": Impl(Needs(status=("hsrp-status.json",)), ios.show_standby),
-    "ikev2-cluster": Impl(Needs(status=("ikev2-status.json",)), ios.show_crypto_ikev2_cluster),
-    "ikev2-sa": Impl(Needs(status=("ikev2-status.json",)), ios.show_crypto_ikev2_sa),
-    "ipsec-sa": Impl(Needs(status=("ikev2-status.json",)), ios.show_crypto_ipsec_sa),
+    "standby": Impl(Needs(status=(HSRP_STATUS,)), ios.show_standby),
+    "ikev2-cluster": Impl(Needs(status=(IKEV2_STATUS,)), ios.show_crypto_ikev2_cluster),
+    "ikev2-sa": Impl(Needs(status=(IKEV2_STATUS,)), ios.show_crypto_ikev2_sa),
+    "ipsec-sa": Impl(Needs(status=(IKEV2_STATUS,)), ios.show_crypto_ipsec_sa),
 }
 
 

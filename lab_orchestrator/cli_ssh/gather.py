@@ -15,15 +15,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from labkit import birdctl, netnsutil
+from labkit import birdctl, contracts, netnsutil
 
 from . import birdparse, netlink
 from .config import Node, ServerConfig
 from .state import FlowSession, Instance, Neighbor
 
 # Status files other features write into nodes/NODE/ (docs/ssh-cli.md lists them).
-STATUS_FILES = ("mxlb-status.json", "mnha-status.json", "srd-status.json", "hsrp-status.json",
-                "ikev2-status.json")
+STATUS_FILES = contracts.STATUS_FILES
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,8 @@ import re
 from ipaddress import IPv4Network
 from typing import Any
 
+from labkit.contracts import HSRP_STATUS, IKEV2_STATUS
+
 from . import rib
 from .common import bird_version, ios_age, ios_name, natural_key
 from .gather import Snapshot
@@ -310,7 +312,7 @@ def _not_there(configured: bool, what: str) -> Output:
 
 
 def show_standby(snap: Snapshot, args: Args) -> Output:
-    status = snap.status.get("hsrp-status.json")
+    status = snap.status.get(HSRP_STATUS)
     if not isinstance(status, dict) or not status.get("groups"):
         return _not_there("hsrp" in snap.node.features, "HSRP")
     from dataplane import hsrp
@@ -337,7 +339,7 @@ def _who(group: dict[str, Any], key: str) -> str:
 
 
 def show_crypto_ikev2_cluster(snap: Snapshot, args: Args) -> Output:
-    status = snap.status.get("ikev2-status.json")
+    status = snap.status.get(IKEV2_STATUS)
     configured = snap.node.features.get("ikev2_cluster")
     if not isinstance(status, dict):
         if isinstance(configured, dict) and configured.get("shutdown"):
@@ -349,7 +351,7 @@ def show_crypto_ikev2_cluster(snap: Snapshot, args: Args) -> Output:
 
 
 def show_crypto_ikev2_sa(snap: Snapshot, args: Args) -> Output:
-    status = snap.status.get("ikev2-status.json")
+    status = snap.status.get(IKEV2_STATUS)
     if not isinstance(status, dict):
         return _not_there("ikev2" in snap.node.features or "ikev2_cluster" in snap.node.features, "IKEv2")
     sas = status.get("sas", [])
@@ -370,7 +372,7 @@ def show_crypto_ikev2_sa(snap: Snapshot, args: Args) -> Output:
 
 
 def show_crypto_ipsec_sa(snap: Snapshot, args: Args) -> Output:
-    status = snap.status.get("ikev2-status.json")
+    status = snap.status.get(IKEV2_STATUS)
     if not isinstance(status, dict):
         return _not_there("ikev2" in snap.node.features, "IPsec")
     child = status.get("ipsec_sas") or status.get("child_sas")

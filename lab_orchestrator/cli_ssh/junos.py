@@ -13,6 +13,8 @@ import time
 from ipaddress import IPv4Interface, IPv4Network
 from typing import Any
 
+from labkit.contracts import MNHA_STATUS, MXLB_CONFIG, MXLB_STATUS, SRD_STATUS
+
 from . import junosconf, rib
 from .common import (
     Egress,
@@ -655,8 +657,8 @@ def show_nat_source_summary(snap: Snapshot, args: Args) -> Output:
 def show_tlb_statistics(snap: Snapshot, args: Args) -> Output:
     if snap.node.features.get("load_balancing") != "tlb":
         return error("traffic-load-balance is not configured")
-    status = snap.status.get("mxlb-status.json")
-    config = snap.status.get("mxlb.json") or {}
+    status = snap.status.get(MXLB_STATUS)
+    config = snap.status.get(MXLB_CONFIG) or {}
     if not isinstance(status, dict):
         return error("the traffic-load-balance subsystem is not running")
     connected = snap.now - float(status.get("updated_at", 0.0)) < 3.5
@@ -741,7 +743,7 @@ def _srg0_monitoring(srg0: dict[str, Any]) -> list[str]:
 
 def show_chassis_ha(snap: Snapshot, args: Args) -> Output:
     """MNHA (`dataplane.mnhad` writes nodes/NODE/mnha-status.json) in Junos's layout."""
-    status = snap.status.get("mnha-status.json")
+    status = snap.status.get(MNHA_STATUS)
     if "mnha" not in snap.node.features:
         return error("Chassis high availability is not configured")
     if not isinstance(status, dict):
@@ -1062,7 +1064,7 @@ def show_services_redundancy_group(snap: Snapshot, args: Args) -> Output:
     srd = snap.node.features.get("srd")
     if not isinstance(srd, dict):
         return error("services redundancy is not configured")
-    status = snap.status.get("srd-status.json")
+    status = snap.status.get(SRD_STATUS)
     if not isinstance(status, dict):
         return error("the services redundancy daemon is not running")
     wanted = args.get("id")

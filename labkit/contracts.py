@@ -1,0 +1,17 @@
+"""File names shared by the planner (which writes the paths into each daemon's config), the daemons
+(which write them) and the readers (`lab` commands, the SSH CLI, benchmarks): defined once, here.
+
+Each daemon's status file lives in the lab's state folder under nodes/NODE/.
+"""
+
+from __future__ import annotations
+
+MXLB_CONFIG = "mxlb.json"  # dataplane.mxlb's configuration (the MX selector)
+MXLB_STATUS = "mxlb-status.json"  # dataplane.mxlb: members, buckets, changes
+HEALTH_STATUS = "health-status.json"  # dataplane.healthd: TLB health checks
+MNHA_STATUS = "mnha-status.json"  # dataplane.mnhad: SRG roles, ICL, heartbeats
+SRD_STATUS = "srd-status.json"  # dataplane.srdd: mastership, signal route
+HSRP_STATUS = "hsrp-status.json"  # dataplane.flexvpnd: HSRP groups
+IKEV2_STATUS = "ikev2-status.json"  # dataplane.flexvpnd: CLB cluster and IKEv2 SAs
+
+STATUS_FILES = (MXLB_STATUS, MNHA_STATUS, SRD_STATUS, HSRP_STATUS, IKEV2_STATUS)

@@ -195,6 +195,8 @@ def restart_routing(ctx: Context, args: dict[str, Any]) -> Output:
 
 def _probe_ns(ctx: Context, args: dict[str, Any]) -> str | Output:
     """The namespace a ping/traceroute leaves from: the node's, or its routing instance's."""
+    if not args.get("host"):
+        return _error(ctx, "a destination host is required")
     wanted = args.get("routing-instance") or args.get("vrf")
     if not wanted:
         return ctx.node.master_ns

@@ -103,6 +103,7 @@ bench: deps
 	$(VENV_PATH) $(PYTHON) bench/traffic_gen.py
 	$(VENV_PATH) $(PYTHON) bench/ha.py --quick
 	$(VENV_PATH) $(PYTHON) bench/flexvpn.py --quick
+	$(VENV_PATH) $(PYTHON) bench/ikev2_flood.py --quick --write
 	$(PYTHON) bench/summary.py   # docs/benchmarks.md from the detail files the scripts wrote
 
 clean:

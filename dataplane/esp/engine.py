@@ -20,17 +20,18 @@ BATCH = 256  # packets handled per wake-up before yielding to the loop
 
 
 class EspEngine:
-    def __init__(self, device: str, send: Send, routes: tuple[IPv4Network, ...] = ()):
+    def __init__(self, device: str, send: Send, routes: tuple[IPv4Network, ...] = (), by_source: bool = False):
         self.device = device
         self.send = send
         self.routes = routes
-        self.table = TunnelTable()
+        self.table = TunnelTable(by_source=by_source)
         self.fd: int | None = None
         self.index: int | None = None
         self.counters = {"tun_in": 0, "tun_out": 0, "tun_errors": 0}
 
-    def open(self) -> int:
-        """Create the device, bring it up, route `routes` into it; the descriptor to watch."""
+    def open(self, addresses: tuple[str, ...] = ()) -> int:
+        """Create the device, give it ADDRESSES (/32), bring it up, route `routes` into it; the
+        descriptor to watch."""
         from ..vip import Rtnl, link_index
         from .tun import open_tun, set_route
 
@@ -39,6 +40,8 @@ class EspEngine:
         rtnl = Rtnl()
         try:
             assert self.index is not None
+            for address in addresses:
+                rtnl.add_address(self.index, address, 32)
             rtnl.set_up(self.index, True)
             for net in self.routes:
                 set_route(rtnl, self.index, net)

@@ -47,6 +47,11 @@ class TableCounters:
 
 @dataclass
 class TunnelTable:
+    """by_source=False (a gateway): an outbound packet goes to the tunnel whose remote selectors hold
+    its destination. by_source=True (a host with several clients' virtual addresses): to the tunnel
+    whose local selectors hold its source address."""
+
+    by_source: bool = False
     by_spi: dict[bytes, Tunnel] = field(default_factory=dict)
     counters: TableCounters = field(default_factory=TableCounters)
 
@@ -59,12 +64,12 @@ class TunnelTable:
     def __len__(self) -> int:
         return len(self.by_spi)
 
-    def route(self, destination: IPv4Address) -> Tunnel | None:
-        """The tunnel whose remote selectors hold the destination, most specific first."""
+    def route(self, address: IPv4Address) -> Tunnel | None:
+        """The tunnel whose selectors hold the address (see by_source), most specific first."""
         best, best_len = None, -1
         for tunnel in self.by_spi.values():
-            for net in tunnel.remote:
-                if net.prefixlen > best_len and destination in net:
+            for net in tunnel.local if self.by_source else tunnel.remote:
+                if net.prefixlen > best_len and address in net:
                     best, best_len = tunnel, net.prefixlen
         return best
 
@@ -72,7 +77,7 @@ class TunnelTable:
         if len(packet) < 20 or packet[0] >> 4 != 4:
             self.counters.not_ipv4 += 1
             return None
-        tunnel = self.route(IPv4Address(packet[16:20]))
+        tunnel = self.route(IPv4Address(packet[12:16] if self.by_source else packet[16:20]))
         if tunnel is None:
             self.counters.no_tunnel += 1
             return None

@@ -281,6 +281,11 @@ class Initiator:
         self.state = "established"
         return "established", None
 
+    def child_keys(self) -> crypto.ChildKeys:
+        """The CHILD_SA's KEYMAT (RFC 7296 2.17) once established: initiator-to-responder keys first."""
+        assert self.suite is not None and self.suite.prf is not None and self.keys is not None
+        return crypto.derive_child_keys(self.suite.prf, self.keys.sk_d, self.config.esp, self.nonce_i, self.nonce_r)
+
     def delete(self) -> bytes:
         """INFORMATIONAL with Delete(IKE): close this SA."""
         assert self.suite is not None and self.keys is not None
@@ -331,7 +336,11 @@ class Runner:
     def _send(self, session: _Session, data: bytes, now: float) -> None:
         session.sent_at = now
         session.result.rtts += 1
-        self.sock.sendto(data, (session.target, session.config.port))
+        self.send_ike(data, session.target, session.config.port)
+
+    def send_ike(self, data: bytes, target: str, port: int) -> None:
+        """On UDP 4500 an IKE message follows the non-ESP marker (RFC 3948)."""
+        self.sock.sendto(bytes(4) + data if port == 4500 else data, (target, port))
 
     def _begin(self, session: _Session, target: str, redirected_from: str | None, now: float) -> None:
         if session.attempt is not None:
@@ -383,8 +392,7 @@ class Runner:
                              f"({' -> '.join(session.result.path + [value])})", now)
                 return
             if attempt.state == "auth" and attempt.keys is not None:  # IKE_AUTH redirect: delete the old SA
-                with_delete = attempt.delete()
-                self.sock.sendto(with_delete, (session.target, session.config.port))
+                self.send_ike(attempt.delete(), session.target, session.config.port)
             attempt.ignored = 0
             self._begin(session, value, session.target, now)
         elif kind == "established":
@@ -451,7 +459,7 @@ class Runner:
         self.sock.setblocking(False)
         for s in self.sessions:
             if s.result.ok and s.attempt is not None and s.attempt.state == "established":
-                self.sock.sendto(s.attempt.delete(), (s.target, s.config.port))
+                self.send_ike(s.attempt.delete(), s.target, s.config.port)
                 self.by_spi[s.attempt.spi_i] = s
         end = time.monotonic() + wait
         while time.monotonic() < end and any(s.attempt is not None and s.attempt.state == "delete"
@@ -466,7 +474,7 @@ class Runner:
                 session.attempt.state = "closed"
 
 
-def _suite(text: str, esp: bool) -> crypto.Suite:
+def parse_suite(text: str, esp: bool) -> crypto.Suite:
     """`aes256-sha256-ecp256`, `aes128gcm16-modp2048`, ... (strongSwan-like proposal names)."""
     parts = text.lower().split("-")
     encr = parts[0]
@@ -524,7 +532,7 @@ def main(argv: list[str] | None = None) -> int:
         configs.append((f"c{index + 1}", ClientConfig(
             gateway=args.gateway, identity=args.identity, psk=args.psk.encode(),
             redirect_supported=not args.no_redirect, max_redirects=args.max_redirects,
-            ike=_suite(args.ike, False), esp=_suite(args.esp, True), request_address=not args.no_address,
+            ike=parse_suite(args.ike, False), esp=parse_suite(args.esp, True), request_address=not args.no_address,
             child=not args.no_child, cert=cert, key=key, ca=ca, timeout=args.timeout, retries=args.retries)))
     runner = Runner(args.bind, args.port, keep=True, concurrency=args.concurrency)
     started = time.monotonic()

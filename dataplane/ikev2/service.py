@@ -2,8 +2,10 @@
 
 Both sockets are bound to 0.0.0.0 with IP_PKTINFO: the destination address of each request (the
 VIP or the router's own address) is what the redirect decision looks at, and the answer leaves from
-that same address. On 4500 IKE messages carry the 4-byte non-ESP marker; ESP packets are counted
-and dropped (no data plane here: docs/flexvpn.md).
+that same address. On 4500 IKE messages carry the 4-byte non-ESP marker; ESP-in-UDP packets (RFC 3948)
+go to the user-space ESP engine (dataplane.esp) when the router has a client pool and the kernel a TUN
+device: every CHILD_SA the gateway negotiates becomes a tunnel there, the pool is routed into the TUN
+device, and a tunnel goes when its IKE SA goes.
 """
 
 from __future__ import annotations
@@ -13,8 +15,13 @@ import selectors
 import socket
 import struct
 import time
+from ipaddress import IPv4Address, IPv4Network
 from typing import Any
 
+from ..esp import encap
+from ..esp.engine import EspEngine
+from ..esp.sa import EspSa
+from ..esp.tunnel import Tunnel
 from . import gateway
 
 IP_PKTINFO = 8
@@ -28,7 +35,8 @@ class IkeService:
         self.spec = spec
         self.sockets: dict[int, socket.socket] = {}
         self.gateway: gateway.Gateway | None = None
-        self.counters = {"esp_dropped": 0, "send_errors": 0, "internal_errors": 0}
+        self.counters = {"esp_dropped": 0, "send_errors": 0, "internal_errors": 0, "keepalives": 0}
+        self.esp: EspEngine | None = None
         self.debug = bool(spec.get("debug"))
 
     def log(self, message: str) -> None:
@@ -60,7 +68,50 @@ class IkeService:
             sock.setblocking(False)
             self.sockets[port] = sock
             self.daemon.loop.watch(sock, selectors.EVENT_READ, lambda _m, p=port: self.readable(p))
+        self.open_esp()
         self.daemon.loop.call_later(1.0, self.housekeeping)
+
+    def open_esp(self) -> None:
+        """The ESP data plane for the client pool: a TUN device the pool is routed into."""
+        pool = self.spec.get("pool")
+        if not pool:
+            return
+        from ..esp.tun import tun_available
+
+        if not tun_available():
+            self.log("no /dev/net/tun: CHILD_SAs are negotiated but carry no traffic")
+            return
+        engine = EspEngine(str(self.spec.get("esp_device") or "esp0"), self.send_esp,
+                           (IPv4Network(str(pool)),))
+        try:
+            fd = engine.open()
+        except OSError as exc:
+            self.log(f"ESP data plane unavailable ({exc}); CHILD_SAs carry no traffic")
+            return
+        self.esp = engine
+        self.daemon.loop.watch(fd, selectors.EVENT_READ, lambda _m: engine.tun_readable())
+
+    def send_esp(self, peer: tuple[str, int], datagram: bytes) -> None:
+        try:
+            self.sockets[4500].sendto(datagram, peer)
+        except OSError:
+            self.counters["send_errors"] += 1
+
+    def sync_tunnels(self) -> None:
+        """Make the ESP tunnels those of the established IKE SAs' CHILD_SAs (after every change)."""
+        if self.esp is None or self.gateway is None:
+            return
+        wanted: dict[bytes, gateway.IkeSa] = {}
+        for sa in self.gateway.sas.values():
+            if sa.state == "established" and sa.child is not None:
+                wanted[sa.child.spi_in] = sa
+        for spi in [spi for spi in self.esp.table.by_spi if spi not in wanted]:
+            self.esp.remove(spi)
+        for spi, sa in wanted.items():
+            if spi not in self.esp.table.by_spi:
+                self.esp.add(tunnel_of(sa))
+                assert sa.child is not None
+                sa.child.installed = True
 
     def redirect(self, local: str, peer: str, exchange: str) -> str | None:
         target: str | None = self.daemon.redirect_target(local)
@@ -69,6 +120,7 @@ class IkeService:
     def housekeeping(self) -> None:
         if self.gateway is not None and self.gateway.expire():
             self.daemon.crypto_changed()
+            self.sync_tunnels()
         self.daemon.loop.call_later(1.0, self.housekeeping)
 
     def readable(self, port: int) -> None:
@@ -86,9 +138,12 @@ class IkeService:
                 if level == socket.IPPROTO_IP and kind == IP_PKTINFO and len(value) >= _PKTINFO.size:
                     local_ip = socket.inet_ntoa(_PKTINFO.unpack_from(value)[2])
             if port == 4500:
-                if data[:4] != NON_ESP_MARKER:
-                    if len(data) > 1:
-                        self.counters["esp_dropped"] += 1
+                framing = encap.classify(data)
+                if framing == "esp" and self.esp is not None:
+                    self.esp.from_network(data, (peer_ip, peer_port))
+                    continue
+                if framing != "ike":
+                    self.counters["keepalives" if framing == "keepalive" else "esp_dropped"] += 1
                     continue
                 data = data[4:]
             try:
@@ -99,6 +154,7 @@ class IkeService:
                 continue
             for reply in replies:
                 self.send(reply)
+            self.sync_tunnels()
 
     def send(self, reply: gateway.Reply) -> None:
         port = reply.local[1]
@@ -120,7 +176,31 @@ class IkeService:
         return {"ike": self.counts(), "gateway_counters": {**self.gateway.counters, **self.counters},
                 "redirect": self.spec.get("redirect"), "pool": self.spec.get("pool"),
                 "pool_free": len(self.gateway.pool.free), "sas": self.gateway.status(wall),
-                "certificates": self.gateway.config.cert is not None}
+                "certificates": self.gateway.config.cert is not None,
+                "esp": self.esp.status() if self.esp is not None else None}
+
+
+def tunnel_of(sa: gateway.IkeSa) -> Tunnel:
+    """The ESP tunnel of an established IKE SA's CHILD_SA, as the responder sees it: inbound keys are
+    the initiator's (KEYMAT starts with them, RFC 7296 2.17), ESP-in-UDP to the peer's IKE port when
+    it floated to 4500, else to its port 4500."""
+    child = sa.child
+    assert child is not None
+    suite, keys = child.suite, child.keys
+    inbound = EspSa(child.spi_in, suite.encr, keys.encr_i, suite.integ, keys.integ_i)
+    outbound = EspSa(child.spi_out, suite.encr, keys.encr_r, suite.integ, keys.integ_r)
+    peer = sa.peer if sa.peer[1] != 500 else (sa.peer[0], 4500)
+    remote = tuple(IPv4Network(f"{ts.start}/32") if ts.start == ts.end else _range_net(ts.start, ts.end)
+                   for ts in child.ts_i)
+    local = tuple(_range_net(ts.start, ts.end) for ts in child.ts_r)
+    return Tunnel(sa.peer_id or sa.peer[0], peer, outbound, inbound, remote, local)
+
+
+def _range_net(first: str, last: str) -> IPv4Network:
+    """The smallest network covering an address range (traffic selectors are ranges)."""
+    a, b = int(IPv4Address(first)), int(IPv4Address(last))
+    bits = (a ^ b).bit_length()
+    return IPv4Network((a >> bits << bits, 32 - bits))
 
     def close(self) -> None:
         for sock in self.sockets.values():

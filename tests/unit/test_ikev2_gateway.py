@@ -39,7 +39,7 @@ def exchange(gw: Gateway, ini: Initiator, local: str) -> tuple[str, object]:
     return "loop", None
 
 
-SUITES = [client._suite(f"{e}-{h}-{g}", False) for e, h, g in itertools.product(
+SUITES = [client.parse_suite(f"{e}-{h}-{g}", False) for e, h, g in itertools.product(
     ("aes128", "aes256", "aes128gcm16", "aes256gcm16"), ("sha1", "sha256", "sha384", "sha512"),
     ("modp2048", "ecp256", "ecp384", "curve25519"))]
 
@@ -47,7 +47,7 @@ SUITES = [client._suite(f"{e}-{h}-{g}", False) for e, h, g in itertools.product(
 @pytest.mark.parametrize("suite", SUITES, ids=lambda s: s.name())
 def test_psk_every_suite_establishes_with_address_and_child(suite: crypto.Suite) -> None:
     gw = make_gateway()
-    esp = client._suite("aes128gcm16" if suite.aead else "aes256-sha384", True)
+    esp = client.parse_suite("aes128gcm16" if suite.aead else "aes256-sha384", True)
     ini = Initiator(ClientConfig(MEMBER, ike=suite, esp=esp), MEMBER, CLIENT, None)
     assert exchange(gw, ini, MEMBER) == ("established", None)
     assert ini.address == "172.16.3.1"

@@ -221,7 +221,7 @@ def test_client_gives_up_on_endless_cookies() -> None:
 
 
 # ------------------------------------------------------------------------------------------ protected fuzz
-SUITE = client._suite("aes128gcm16-prfsha256-ecp256", False)
+SUITE = client.parse_suite("aes128gcm16-prfsha256-ecp256", False)
 
 
 def _seal_raw(ini: Initiator, exchange: int, message_id: int, first: int, body: bytes) -> bytes:

@@ -177,7 +177,28 @@ class IkeService:
                 "redirect": self.spec.get("redirect"), "pool": self.spec.get("pool"),
                 "pool_free": len(self.gateway.pool.free), "sas": self.gateway.status(wall),
                 "certificates": self.gateway.config.cert is not None,
-                "esp": self.esp.status() if self.esp is not None else None}
+                "esp": self.esp.status() if self.esp is not None else None,
+                "ipsec_sas": self.ipsec_sas()}
+
+    def ipsec_sas(self) -> list[dict[str, object]]:
+        """One entry per installed CHILD_SA, with live ESP counters (IOS `show crypto ipsec sa`)."""
+        if self.esp is None or self.gateway is None:
+            return []
+        out: list[dict[str, object]] = []
+        for index, sa in enumerate(sorted((sa for sa in self.gateway.sas.values() if sa.child is not None
+                                           and sa.child.spi_in in self.esp.table.by_spi), key=lambda s: s.created), 1):
+            assert sa.child is not None
+            tunnel = self.esp.table.by_spi[sa.child.spi_in]
+            inbound, outbound = tunnel.inbound.counters, tunnel.outbound.counters
+            out.append({
+                "interface": f"Virtual-Access{index}", "local": sa.local[0], "remote": tunnel.peer[0],
+                "port": tunnel.peer[1], "remote_ident": [str(n) for n in tunnel.remote],
+                "local_ident": [str(n) for n in tunnel.local], "spi_in": tunnel.inbound.spi.hex(),
+                "spi_out": tunnel.outbound.spi.hex(), "transform": transform_name(sa.child.suite),
+                "encaps": outbound.packets, "decaps": inbound.packets, "bytes_out": outbound.bytes,
+                "bytes_in": inbound.bytes, "verify_failed": inbound.auth_failures,
+                "replay_failed": inbound.replay_drops, "malformed": inbound.malformed})
+        return out
 
 
 def tunnel_of(sa: gateway.IkeSa) -> Tunnel:
@@ -194,6 +215,17 @@ def tunnel_of(sa: gateway.IkeSa) -> Tunnel:
                    for ts in child.ts_i)
     local = tuple(_range_net(ts.start, ts.end) for ts in child.ts_r)
     return Tunnel(sa.peer_id or sa.peer[0], peer, outbound, inbound, remote, local)
+
+
+def transform_name(suite: object) -> str:
+    """IOS's name of an ESP transform set: `esp-gcm 256`, `esp-aes 256 esp-sha256-hmac`."""
+    from ..esp.sa import ENCR_AES_GCM_16
+
+    encr, bits, integ = getattr(suite, "encr", 0), getattr(suite, "key_bits", 0), getattr(suite, "integ", None)
+    if encr == ENCR_AES_GCM_16:
+        return f"esp-gcm {bits}"
+    hmac = {2: "esp-sha-hmac", 12: "esp-sha256-hmac", 13: "esp-sha384-hmac", 14: "esp-sha512-hmac"}
+    return f"esp-aes {bits} {hmac.get(integ or 0, '')}".strip()
 
 
 def _range_net(first: str, last: str) -> IPv4Network:

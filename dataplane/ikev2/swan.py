@@ -95,7 +95,8 @@ class Peer:
         return self.swanctl("--list-sas").stdout
 
 
-def strongswan_conf(folder: Path, port: int = 500, extra: str = "", log_level: int = 2) -> str:
+def strongswan_conf(folder: Path, port: int = 500, extra: str = "", log_level: int = 2,
+                    install_routes: bool = False) -> str:
     return f"""charon {{
   load = {PLUGINS}
   port = {port}
@@ -105,7 +106,7 @@ def strongswan_conf(folder: Path, port: int = 500, extra: str = "", log_level: i
   retransmit_tries = 3
   retransmit_timeout = 1.0
   retransmit_base = 1.4
-  install_routes = no
+  install_routes = {'yes' if install_routes else 'no'}
   plugins {{
     vici {{
       socket = unix://{folder}/charon.vici
@@ -129,12 +130,15 @@ def strongswan_conf(folder: Path, port: int = 500, extra: str = "", log_level: i
 
 def initiator(ns: str, folder: Path, gateway: str, local: str, identity: str, psk: str | None = "cisco123",
               cert: tuple[bytes, bytes, bytes] | None = None, proposal: str = "aes256-sha256-ecp256",
-              esp: str = "aes256-sha256", vip: bool = True) -> Peer:
-    """A strongSwan road warrior towards GATEWAY: PSK, or CERT = (CA PEM, certificate PEM, key PEM)."""
+              esp: str = "aes256-sha256", vip: bool = True, remote_ts: str = "0.0.0.0/0",
+              install_routes: bool = False) -> Peer:
+    """A strongSwan road warrior towards GATEWAY: PSK, or CERT = (CA PEM, certificate PEM, key PEM).
+    With INSTALL_ROUTES, charon routes REMOTE_TS into kernel-libipsec's TUN device (from the virtual
+    address), so traffic to it crosses the tunnel."""
     folder.mkdir(parents=True, exist_ok=True)
     for sub in ("x509ca", "x509", "private"):
         (folder / sub).mkdir(exist_ok=True)
-    (folder / "strongswan.conf").write_text(strongswan_conf(folder))
+    (folder / "strongswan.conf").write_text(strongswan_conf(folder, install_routes=install_routes))
     if cert is not None:
         (folder / "x509ca" / "ca.crt").write_bytes(cert[0])
         (folder / "x509" / "client.crt").write_bytes(cert[1])
@@ -162,7 +166,7 @@ def initiator(ns: str, folder: Path, gateway: str, local: str, identity: str, ps
     }}
     children {{
       net {{
-        remote_ts = 0.0.0.0/0
+        remote_ts = {remote_ts}
         esp_proposals = {esp}
         rekey_time = 0
         start_action = none

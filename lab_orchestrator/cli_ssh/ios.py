@@ -375,16 +375,36 @@ def show_crypto_ipsec_sa(snap: Snapshot, args: Args) -> Output:
     status = snap.status.get(IKEV2_STATUS)
     if not isinstance(status, dict):
         return _not_there("ikev2" in snap.node.features, "IPsec")
-    child = status.get("ipsec_sas") or status.get("child_sas")
+    child = status.get("ipsec_sas")
     if child is None:
         return error("IPsec is not running (the gateway's status has no IPsec SAs yet)")
-    lines = []
+    lines: list[str] = []
     for sa in child:
+        local, remote = sa.get("local", "-"), sa.get("remote", "-")
+        spi_in, spi_out = int(str(sa.get("spi_in", "0")), 16), int(str(sa.get("spi_out", "0")), 16)
+        encaps, decaps = sa.get("encaps", 0), sa.get("decaps", 0)
         lines += [f"interface: {sa.get('interface', 'Virtual-Access1')}",
-                  f"    Crypto map tag: {sa.get('map', 'Virtual-Access1-head-0')}, local addr {sa.get('local', '-')}",
-                  f"   current_peer {sa.get('remote', '-')} port {sa.get('port', 4500)}",
-                  f"     #pkts encaps: {sa.get('encaps', 0)}, #pkts encrypt: {sa.get('encaps', 0)}",
-                  f"     #pkts decaps: {sa.get('decaps', 0)}, #pkts decrypt: {sa.get('decaps', 0)}", ""]
+                  f"    Crypto map tag: {sa.get('interface', 'Virtual-Access1')}-head-0, local addr {local}", "",
+                  "   protected vrf: (none)",
+                  *(f"   local  ident (addr/mask/prot/port): ({_ident(n)}/0/0)" for n in sa.get("local_ident", [])),
+                  *(f"   remote ident (addr/mask/prot/port): ({_ident(n)}/0/0)" for n in sa.get("remote_ident", [])),
+                  f"   current_peer {remote} port {sa.get('port', 4500)}",
+                  "     PERMIT, flags={origin_is_acl,}",
+                  f"    #pkts encaps: {encaps}, #pkts encrypt: {encaps}, #pkts digest: {encaps}",
+                  f"    #pkts decaps: {decaps}, #pkts decrypt: {decaps}, #pkts verify: {decaps}",
+                  f"    #pkts verify failed: {sa.get('verify_failed', 0)}, "
+                  f"#pkts replay failed: {sa.get('replay_failed', 0)}",
+                  f"    #send errors 0, #recv errors {sa.get('malformed', 0)}", "",
+                  f"     local crypto endpt.: {local}, remote crypto endpt.: {remote}",
+                  f"     current outbound spi: 0x{spi_out:08X}({spi_out})", "",
+                  "     inbound esp sas:",
+                  f"      spi: 0x{spi_in:08X}({spi_in})",
+                  f"        transform: {sa.get('transform', '')} ,",
+                  "        in use settings ={Tunnel UDP-Encaps, }", "",
+                  "     outbound esp sas:",
+                  f"      spi: 0x{spi_out:08X}({spi_out})",
+                  f"        transform: {sa.get('transform', '')} ,",
+                  "        in use settings ={Tunnel UDP-Encaps, }", ""]
     return Output("".join(line + "\n" for line in lines), child)
 
 
@@ -438,3 +458,11 @@ def show_ip_bgp_neighbors(snap: Snapshot, args: Args) -> Output:
                      "prefixes-received": proto.imported if proto else 0,
                      "prefixes-sent": proto.exported if proto else 0})
     return Output("".join(line + "\n" for line in lines), data)
+
+
+def _ident(network: str) -> str:
+    """`172.16.2.1/32` as IOS writes an ident: `172.16.2.1/255.255.255.255`."""
+    from ipaddress import IPv4Network
+
+    net = IPv4Network(network)
+    return f"{net.network_address}/{net.netmask}"

@@ -567,3 +567,23 @@ def test_chassis_high_availability_shows_srg0_monitoring_and_the_signal_route() 
     assert "BFD Destination: 198.18.0.8" in text and "State: DOWN" in text
     assert "Install On Failure Route: 192.168.255.0/32 routing-instance MNHA-VR (INSTALLED)" in text
     assert "trust: bfd-liveliness 198.18.0.8 down via ge-0/0/0.0" in text
+
+
+def test_ios_crypto_ipsec_sa_from_live_esp_counters() -> None:
+    sa = {"interface": "Virtual-Access1", "local": "10.10.10.2", "remote": "10.10.20.6", "port": 4500,
+          "remote_ident": ["172.16.2.1/32"], "local_ident": ["0.0.0.0/0"], "spi_in": "c190e458",
+          "spi_out": "5147b0d6", "transform": "esp-gcm 256", "encaps": 7, "decaps": 9, "verify_failed": 2,
+          "replay_failed": 1, "malformed": 0}
+    snap = ios_snapshot(features={"ikev2": {}}, status={"ikev2-status.json": {"ipsec_sas": [sa]}})
+    lines = ios.show_crypto_ipsec_sa(snap, {}).text.splitlines()
+    assert lines[0] == "interface: Virtual-Access1"
+    assert "   remote ident (addr/mask/prot/port): (172.16.2.1/255.255.255.255/0/0)" in lines
+    assert "   local  ident (addr/mask/prot/port): (0.0.0.0/0.0.0.0/0/0)" in lines
+    assert "   current_peer 10.10.20.6 port 4500" in lines
+    assert "    #pkts encaps: 7, #pkts encrypt: 7, #pkts digest: 7" in lines
+    assert "    #pkts decaps: 9, #pkts decrypt: 9, #pkts verify: 9" in lines
+    assert "    #pkts verify failed: 2, #pkts replay failed: 1" in lines
+    assert "     current outbound spi: 0x5147B0D6(1363652822)" in lines
+    assert lines.count("        transform: esp-gcm 256 ,") == 2
+    running = ios_snapshot(features={"ikev2": {}}, status={"ikev2-status.json": {"sas": []}})
+    assert "not running" in ios.show_crypto_ipsec_sa(running, {}).text

@@ -51,9 +51,12 @@ class TunnelClients:
         return [r["address"] for r in self.up["results"] if r["ok"]]
 
     def stop(self) -> dict[str, Any]:
-        self.proc.send_signal(signal.SIGTERM)
-        out, _ = self.proc.communicate(timeout=20)
-        last: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        out, err = self.proc.communicate(timeout=20)
+        lines = out.strip().splitlines()
+        assert lines, f"the tunnel clients ended without a word: {err[-2000:]}"
+        last: dict[str, Any] = json.loads(lines[-1])
         return last
 
 
@@ -129,7 +132,8 @@ def test_forged_and_replayed_esp_is_dropped_and_counted(esp_lab: Lab) -> None:
         assert out, err
         hex_payload, _port, destination = out.split()
         captured = bytes.fromhex(hex_payload)
-        before = wait_until(lambda: ipsec_sas(esp_lab)[node], 5, "the member's SA")[0]
+        before = wait_until(lambda: [sa for sa in ipsec_sas(esp_lab)[node] if sa["decaps"] >= 1], 5,
+                            "the member's SA with the ping counted")[0]
         forged = bytearray(captured)
         forged[4:8] = (int.from_bytes(captured[4:8], "big") + 1000).to_bytes(4, "big")  # ahead of the window
         forged[-20] ^= 0x40

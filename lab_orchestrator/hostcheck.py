@@ -16,7 +16,7 @@ TOOLS = {
     "conntrack": ("session tables", "conntrack"),
 }
 
-INSTALL_HINT = "run `make deps` (apt-get install -y {pkgs})"
+INSTALL_HINT = "run `make deps` (apt-get install -y {pkgs}); `lab doctor` checks every feature the labs use"
 
 
 def missing_tools(tools: dict[str, tuple[str, str]] = TOOLS) -> list[str]:

@@ -619,6 +619,20 @@ class Lab:
         return result
 
 
+def events_junit(results: list[dict[str, Any]], lab: str) -> str:
+    """JUnit XML of an events run: one test case per event."""
+    from . import eventrun
+
+    return eventrun.junit(results, lab)
+
+
+def events_plot(results: list[dict[str, Any]], path: Path) -> None:
+    """A PNG timeline of packets/s per SRX around each event."""
+    from . import eventrun
+
+    eventrun.plot(results, path)
+
+
 def traffic_spec(**kwargs: Any) -> TrafficSpec:
     from .eventrun import TrafficSpec
 

@@ -125,7 +125,7 @@ class LoadedPlan:
 
 def load_plan(path: str | Path) -> LoadedPlan:
     """Parse and check a plan file; raise TopologyInvalid (exit 2) with every problem located."""
-    from .validate import _pydantic_diagnostics
+    from .validate import pydantic_diagnostics
 
     file = Path(path)
     try:
@@ -140,7 +140,7 @@ def load_plan(path: str | Path) -> LoadedPlan:
     try:
         plan = TestPlan.model_validate(data)
     except ValidationError as exc:
-        raise TopologyInvalid(_pydantic_diagnostics(exc, source)) from None
+        raise TopologyInvalid(pydantic_diagnostics(exc, source)) from None
     loaded = LoadedPlan(plan, file, source)
     problems = list(_check(loaded))
     if problems:

@@ -159,7 +159,7 @@ def _address_hint(kind: str, value: Any) -> str:
     return ""
 
 
-def _pydantic_diagnostics(exc: ValidationError, source: SourceMap) -> list[Diagnostic]:
+def pydantic_diagnostics(exc: ValidationError, source: SourceMap) -> list[Diagnostic]:
     out = []
     for err in exc.errors():
         loc: YamlPath = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
@@ -209,7 +209,7 @@ def _model_pass(data: dict[str, Any], source: SourceMap) -> tuple[Topology | Non
     try:
         return Topology.model_validate(data), [], []
     except ValidationError as exc:
-        diagnostics = _pydantic_diagnostics(exc, source)
+        diagnostics = pydantic_diagnostics(exc, source)
         errors = exc.errors()
     trimmed = copy.deepcopy(data)
     dropped: list[YamlPath] = []

@@ -76,7 +76,7 @@ def interface_address(iface: str) -> str | None:
     return socket.inet_ntoa(data[20:24])
 
 
-def _mac_text(raw: bytes) -> str:
+def mac_text(raw: bytes) -> str:
     return ":".join(f"{b:02x}" for b in raw[:6])
 
 
@@ -99,7 +99,7 @@ def arp_resolve(iface: str, address: str, timeout: float = 1.0, tries: int = 3) 
                 data = sock.recv(128)
                 # ARP reply (op 2) whose sender protocol address is the target
                 if len(data) >= 42 and data[20:22] == b"\x00\x02" and data[28:32] == target:
-                    return _mac_text(data[22:28])
+                    return mac_text(data[22:28])
     raise LookupError(f"no ARP reply from {address} on {iface}")
 
 
@@ -110,7 +110,7 @@ def resolve_dst_mac(iface: str, dst: str) -> tuple[str, str]:
     return hop, mac or arp_resolve(iface, hop)
 
 
-def _bind(sock: socket.socket, address: tuple[str, int], ns: str | None) -> None:
+def bind_socket(sock: socket.socket, address: tuple[str, int], ns: str | None) -> None:
     try:
         sock.bind(address)
     except OSError as exc:
@@ -120,7 +120,7 @@ def _bind(sock: socket.socket, address: tuple[str, int], ns: str | None) -> None
 
 
 @contextlib.contextmanager
-def _realtime(enabled: bool) -> Iterator[None]:
+def set_realtime(enabled: bool) -> Iterator[None]:
     """SCHED_FIFO (priority 10) for the calling thread for the body."""
     if not enabled:
         yield
@@ -132,19 +132,19 @@ def _realtime(enabled: bool) -> Iterator[None]:
         os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
 
 
-def _pin(cpu: int | None) -> None:
+def pin_cpu(cpu: int | None) -> None:
     if cpu is not None:
         os.sched_setaffinity(0, {cpu})  # 0: the calling thread
 
 
-def _grow_rcvbuf(sock: socket.socket) -> None:
+def grow_rcvbuf(sock: socket.socket) -> None:
     try:
         sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, RCVBUF)  # root: beyond rmem_max
     except OSError:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RCVBUF)
 
 
-def _socket_drops(sock: socket.socket) -> dict[str, int]:
+def read_socket_drops(sock: socket.socket) -> dict[str, int]:
     """Packets the kernel dropped at this socket (full buffer), where the kernel tells."""
     if sock.family == socket.AF_PACKET:
         with contextlib.suppress(OSError):

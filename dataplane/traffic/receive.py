@@ -23,7 +23,7 @@ from .frames import (
     SOL_PACKET,
     UDP_LEN,
 )
-from .netio import _bind, _grow_rcvbuf, _pin, _realtime, _socket_drops, in_netns
+from .netio import bind_socket, grow_rcvbuf, in_netns, pin_cpu, read_socket_drops, set_realtime
 from .spawn import Spawned
 from .stats import Accounting, FlowStats
 
@@ -89,26 +89,26 @@ class Receiver:
         if self.port is not None:
             sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            _grow_rcvbuf(sock)
-            _bind(sock, (self.bind, self.port), self.ns)
+            grow_rcvbuf(sock)
+            bind_socket(sock, (self.bind, self.port), self.ns)
             self.bound_port = sock.getsockname()[1]
             return sock, 0
         assert self.iface is not None
         sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_IP))
         with contextlib.suppress(OSError):
             sock.setsockopt(SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
-        _grow_rcvbuf(sock)
-        _bind(sock, (self.iface, ETH_P_IP), self.ns)
+        grow_rcvbuf(sock)
+        bind_socket(sock, (self.iface, ETH_P_IP), self.ns)
         return sock, -1
 
     def run(self) -> dict[str, Any]:
         """Receive in the calling thread until a stop condition; return the report."""
-        _pin(self.cpu)
+        pin_cpu(self.cpu)
         with in_netns(self.ns):
             sock, mode = self._open()
         try:
             self.ready.set()
-            with _realtime(self.realtime):
+            with set_realtime(self.realtime):
                 self._loop(sock, mode)
         finally:
             sock.close()
@@ -240,4 +240,4 @@ class Receiver:
         acc.last_rx = last_rx or None
         self._counters.update({"started_ns": started, "stopped_ns": mono()})
         with in_netns(self.ns):
-            self._counters.update(_socket_drops(sock))
+            self._counters.update(read_socket_drops(sock))

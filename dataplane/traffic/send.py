@@ -26,7 +26,7 @@ from .frames import (
     flow_packet_sizes,
     parse_sizes,
 )
-from .netio import _bind, _mac_text, _pin, _realtime, in_netns, resolve_dst_mac
+from .netio import bind_socket, in_netns, mac_text, pin_cpu, resolve_dst_mac, set_realtime
 from .spawn import Spawned
 
 
@@ -113,10 +113,10 @@ class Sender:
 
     def run(self) -> dict[str, Any]:
         """Send in the calling thread (entering NS for the duration); return the report."""
-        _pin(self.cpu)
+        pin_cpu(self.cpu)
         if self.realtime and self.rate <= 0:
             raise ValueError("realtime needs a paced rate (at full speed it would monopolise a CPU)")
-        with _realtime(self.realtime), in_netns(self.ns):
+        with set_realtime(self.realtime), in_netns(self.ns):
             return self._run()
 
     def start(self) -> Sender:
@@ -149,8 +149,8 @@ class Sender:
         sizes = parse_sizes(self.sizes)
         sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)  # protocol 0: receives nothing
         try:
-            _bind(sock, (self.iface, 0), self.ns)
-            src_mac = _mac_text(sock.getsockname()[4])
+            bind_socket(sock, (self.iface, 0), self.ns)
+            src_mac = mac_text(sock.getsockname()[4])
             hop = None
             dst_mac = self.dst_mac
             if dst_mac is None:

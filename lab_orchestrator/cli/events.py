@@ -80,8 +80,6 @@ def events_run(
     """Run the JVD's failure events under UDP traffic and report convergence per event: flows
     affected, loss-derived convergence (lost / per-flow rate), longest gap, losses of unaffected
     flows, flows moved between SRXs, and whether every flow recovered. Exit 1 if an event fails."""
-    from .. import eventrun
-
     def run() -> None:
         from .. import events as eventsmod
 
@@ -107,9 +105,9 @@ def events_run(
         if json_file:
             json_file.write_text(json.dumps({"lab": running.name, "events": results}, indent=2) + "\n")
         if junit_file:
-            junit_file.write_text(eventrun.junit(results, running.name))
+            junit_file.write_text(api.events_junit(results, running.name))
         if plot_file:
-            eventrun.plot(results, plot_file)
+            api.events_plot(results, plot_file)
         failed = [r["event"] for r in results if not r["passed"]]
         broken = [line for r in results for line in budgetsmod.violations(r)]
         for line in broken:

@@ -30,6 +30,7 @@ class PipeError(Exception):
 
 
 MAX_PATTERN = 512  # characters of a `| match` expression
+MAX_PIPES = 16  # pipes in one command line (each one is a pass over the output)
 RE2_MAX_MEM = 8 << 20  # bytes RE2 may use for one compiled pattern
 
 try:
@@ -85,6 +86,8 @@ def _join(lines: list[str]) -> str:
 def apply_junos(output: Output, pipes: list[Pipe]) -> Output:
     """Junos pipes, left to right. `match`/`except`/`find` take a regular expression (quote it when
     it has blanks or `|`), case-insensitive like Junos; `count` counts lines."""
+    if len(pipes) > MAX_PIPES:
+        raise PipeError(f"too many pipes: {len(pipes)}, at most {MAX_PIPES} in one command")
     current = output
     for pipe in pipes:
         name, args = pipe.name, pipe.args

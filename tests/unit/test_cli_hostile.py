@@ -170,6 +170,12 @@ def test_unsupported_and_oversized_patterns_are_errors() -> None:
         pipes.apply_junos(BIG, [Pipe("match", ["a" * (pipes.MAX_PATTERN + 1)], 0)])
 
 
+def test_hundreds_of_pipes_are_refused_at_once(mx: session.Session) -> None:
+    result = timed(mx.run, "show interfaces terse" + "|m ." * 800)
+    assert result.status == 1 and "too many pipes: 800, at most 16" in result.text
+    assert mx.run("show interfaces terse" + " | match ." * pipes.MAX_PIPES).status == 0
+
+
 def test_a_slow_pattern_in_one_session_does_not_stall_another(mx: session.Session) -> None:
     """The reproducer: `show interfaces terse | match "(.*)*X"` froze every other session."""
     done: list[float] = []

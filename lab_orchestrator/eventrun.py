@@ -15,6 +15,7 @@ import contextlib
 import json
 import os
 import statistics
+import subprocess
 import threading
 import time
 from collections.abc import Callable
@@ -179,16 +180,28 @@ class Sampler:
         return out
 
 
+def _read_sessions(ns: str) -> list[sessions.Session]:
+    """One SRX's conntrack table. nsenter rather than a fork-time setns hook: safe to run from
+    threads, so every SRX is read at once (one after the other took ~0.5 s on an 8-SRX lab)."""
+    from labkit import netnsutil
+
+    try:
+        done = subprocess.run(["nsenter", f"--net={netnsutil.path(ns)}", "conntrack", "-L"], capture_output=True,
+                              text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return sessions.parse_conntrack(done.stdout)
+
+
 def _session_counts(plan: LabPlan) -> dict[tuple[str, int], dict[str, int]]:
     """(subscriber address, its port) -> {srx: packets} from every SRX's conntrack."""
+    from concurrent.futures import ThreadPoolExecutor
+
     counts: dict[tuple[str, int], dict[str, int]] = {}
-    for node in plan.nodes:
-        if node.kind != "srx":
-            continue
-        try:
-            table = sessions.read(node.master_ns)
-        except OSError:
-            continue
+    srxs = [node for node in plan.nodes if node.kind == "srx"]
+    with ThreadPoolExecutor(max_workers=max(1, len(srxs))) as pool:
+        tables = list(pool.map(lambda node: _read_sessions(node.master_ns), srxs))
+    for node, table in zip(srxs, tables, strict=True):
         for s in table:
             if s.protocol == "udp":
                 counts.setdefault((s.source, s.source_port), {})[node.name] = s.packets

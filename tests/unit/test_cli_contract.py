@@ -10,11 +10,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import LABS, REPO
 from typer.testing import CliRunner
+from wheelkit import REPO
 
 from lab_orchestrator import __version__, api
 from lab_orchestrator.cli import app
+
+LABS = REPO / "labs"
 
 
 def lab(*args: str, state_root: Path | None = None, cwd: Path = REPO, **env: str) -> subprocess.CompletedProcess[str]:

@@ -7,12 +7,13 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import LABS
 from typer.testing import CliRunner
+from wheelkit import REPO
 
 from lab_orchestrator.cli import app
 from lab_orchestrator.validate import load_topology
 
+LABS = REPO / "labs"
 SHIPPED = sorted(LABS.glob("*.yml"))
 MAGIC = {"svg": b"<svg", "png": b"\x89PNG\r\n\x1a\n"}
 

@@ -9,7 +9,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-from conftest import REPO, InstalledWheel, packages
+from wheelkit import REPO, InstalledWheel, packages
 
 from lab_orchestrator import __version__
 

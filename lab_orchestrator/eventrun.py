@@ -36,7 +36,7 @@ from .state import LabState
 
 REVERSE_ID_OFFSET = 100000
 MAX_EXTRA_S = 30.0
-LASTING = {"srx-link-failure", "srx-power-off", "mnha-pair-power-off", "nexthop-delete"}
+LASTING = {"srx-link-failure", "srx-power-off", "mnha-pair-power-off", "nexthop-delete", "srd-link-failure"}
 
 Progress = Callable[[str], None]
 

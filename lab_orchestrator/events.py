@@ -69,6 +69,11 @@ CATALOG: tuple[EventKind, ...] = (
     EventKind("srd-switchover", "SRD based CLI switchover between MX Series Router (ECMP)", "mx",
               "`request services redundancy-set id 1 switchover` on the master: mastership moves to the "
               "other MX, which advertises without prepend from then on", "(a second switchover)", ("srd",)),
+    EventKind("srd-link-failure", "Inter-MX (SRD) link failure (not in the JVD's list)", "mx",
+              "the link between the two MXs of the SRD pair loses carrier at both ends: they stop hearing "
+              "each other and, as Juniper documents no split-brain protection for SRD and the lab invents "
+              "none, both become master and advertise without prepend", "the link comes back up (the "
+              "preferred master keeps mastership, the other returns to standby)", ("srd",)),
 )
 
 BY_NAME = {event.name: event for event in CATALOG}

@@ -276,6 +276,12 @@ def inject(state: LabState, plan: LabPlan, event: str, target: str, down_time: f
         other = peer or first_mx(plan, target)
         links_down(state, plan, target, other)
         return f"links {target} <-> {other} down"
+    if event == "srd-link-failure":
+        if target not in plan.srd:
+            raise LabError(f"{target} is not in the lab's SRD pair")
+        other = next(n for n in plan.srd if n != target)
+        links_down(state, plan, target, other)
+        return f"inter-MX link {target} <-> {other} down"
     if event in ("srx-power-off", "nexthop-delete"):
         power_off(state, plan, target)
         return f"{target} powered off"

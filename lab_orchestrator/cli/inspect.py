@@ -33,10 +33,19 @@ def redundancy(
                              f"{s['signal_route']['prefix']} {'installed' if s['signal_route']['installed'] else '-'}",
                              s["peer"], str(s["heartbeat"]["peer_alive"]))
             out.print(view)
+            masters = [node for node, s in report["srd"].items() if s["role"] == "master"]
+            if len(masters) > 1:
+                out.print(f"[yellow]both MX are master ({', '.join(masters)}): they do not hear each other over "
+                          "the inter-MX link. Juniper documents no split-brain protection for SRD and the lab "
+                          "adds none: both advertise without prepend (docs/fidelity.md).[/yellow]")
         if report["mnha"]:
-            view = Table("SRX", "peer", "mode", "SRG0", "SRG1", "ICL", "peer alive", "healthy")
+            view = Table("SRX", "peer", "mode", "SRG0", "signal route", "SRG1", "SRG2", "ICL", "peer alive",
+                         "healthy")
             for node, s in report["mnha"].items():
-                view.add_row(node, s["peer"], s["mode"], s["srg0"]["role"], s["srg1"]["role"],
+                signal = s["srg0"].get("signal_route") or {}
+                view.add_row(node, s["peer"], s["mode"], s["srg0"]["role"],
+                             f"{signal.get('prefix', '-')} {'installed' if signal.get('installed') else '-'}",
+                             s["srg1"]["role"], (s.get("srg2") or {}).get("role", "-"),
                              "up" if s["icl"]["up"] else "down", str(s["heartbeat"]["peer_alive"]), str(s["healthy"]))
             out.print(view)
         if not report["srd"] and not report["mnha"]:

@@ -1097,4 +1097,7 @@ def show_services_redundancy_group(snap: Snapshot, args: Args) -> Output:
     ]
     if last:
         lines.append(f"  Last Transition        : to {str(last.get('role', '')).upper()} ({last.get('why', '')})")
+    if role == "MASTER" and not beat.get("peer_alive"):
+        lines.append("  Warning                : peer not heard: mastership taken without it; if the peer is "
+                     "alive (inter-MX link down), both MX are master (no split-brain protection)")
     return Output("".join(line + "\n" for line in lines), {"services-redundancy-group-information": status})

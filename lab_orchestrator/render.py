@@ -181,7 +181,7 @@ def _device_config(topo: Topology, plan: LabPlan, node: NodePlan, env: jinja2.En
         statics=_statics(topo, plan, node), ip=_ip, topo=topo,
         mgmt=next(p for p in plan.mgmt.ports if p.node == node.name),
         mnha=_mnha_context(topo, plan, node),
-        real_services=_real_services(topo, plan) if spec.kind == "mx" else [],
+        real_services=_real_services(topo, plan),  # used by the MX template only
     )
     if spec.kind in ("mx", "srx"):
         name, template = f"nodes/{node.name}/juniper.conf", f"junos-{spec.kind}.conf.j2"

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 from ipaddress import IPv4Interface, IPv4Network
 
-from . import flexvpn, mnha, mxlb, naming, render, srd, sshplan
+from . import flexvpn, kinds, mnha, mxlb, naming, render, srd, sshplan
 from .model import Link, Node, Topology
 from .plantypes import (
     BgpSession,
@@ -41,23 +41,6 @@ __all__ = ["PHASES", "BgpSession", "Bridge", "ExpectedRoute", "Interface", "LabP
 
 DEFAULT_STATE_ROOT = "/run/lab"
 FIRST_IFINDEX = 10  # veth ends get distinct, planned ifindexes from here on
-MX_INSTANCES = {"trust": "TRUST-VR", "untrust": "UNTRUST-VR"}
-# IPv6 off: the lab is IPv4 (as the JVD), and link-local chatter would pollute packet counters.
-_NO_IPV6 = (
-    ("net.ipv6.conf.all.disable_ipv6", "1"),
-    ("net.ipv6.conf.default.disable_ipv6", "1"),
-)
-ROUTER_SYSCTLS = _NO_IPV6 + (
-    ("net.ipv4.ip_forward", "1"),
-    ("net.ipv4.conf.all.rp_filter", "0"),
-    ("net.ipv4.conf.default.rp_filter", "0"),
-)
-# Per-session packet and byte counters on the SRX (`show security flow session`).
-SRX_SYSCTLS = ROUTER_SYSCTLS + (("net.netfilter.nf_conntrack_acct", "1"),)
-HOST_SYSCTLS = _NO_IPV6 + (
-    ("net.ipv4.conf.all.rp_filter", "0"),
-    ("net.ipv4.conf.default.rp_filter", "0"),
-)
 
 
 def default_mgmt_subnet(lab: str) -> IPv4Network:
@@ -94,17 +77,14 @@ class _Allocator:
 
 
 def _instance_of(node: Node, link: Link) -> str | None:
-    if node.kind == "mx" and link.zone in MX_INSTANCES:
-        return MX_INSTANCES[link.zone]
-    return None
+    return kinds.get(node.kind).zone_instances.get(link.zone or "")
 
 
 def _local_as(node: Node, instance: str | None) -> int | None:
     if node.bgp is None:
         return None
-    if node.kind == "mx":
-        return node.bgp.trust_as if instance == "TRUST-VR" else node.bgp.untrust_as
-    return node.bgp.as_
+    value: int | None = getattr(node.bgp, kinds.get(node.kind).as_field(instance))
+    return value
 
 
 Phase = Callable[[Topology, LabPlan, str], None]  # (topology, plan so far, python) -> adds to the plan
@@ -143,10 +123,9 @@ def _nodes(topo: Topology, plan: LabPlan, python: str) -> None:
     ifindex = FIRST_IFINDEX
     for index, (name, node) in enumerate(topo.nodes.items()):
         master = naming.namespace(plan.name, name)
-        instances: list[str | None] = [None]
-        if node.kind == "mx":
-            instances += list(MX_INSTANCES.values())
-        sysctls = {"host": HOST_SYSCTLS, "srx": SRX_SYSCTLS}.get(node.kind, ROUTER_SYSCTLS)
+        kind = kinds.get(node.kind)
+        instances: list[str | None] = [None, *kind.instances]
+        sysctls = kind.sysctls
         ns_names = []
         for instance in instances:
             ns = naming.namespace(plan.name, name, instance)
@@ -155,18 +134,18 @@ def _nodes(topo: Topology, plan: LabPlan, python: str) -> None:
         mgmt_ip = node.mgmt_ip if node.mgmt_ip is not None else next(h for h in mgmt_hosts if h not in reserved_mgmt)
         plan_node = NodePlan(name, node.kind, ns_names, master,
                              f"{mgmt_ip}/{mgmt_subnet.prefixlen}")
-        if node.kind != "host":
+        if kind.routes:
             for instance in instances:
                 key = instance or ""
                 if node.loopback is not None and instance is None:
                     plan_node.loopbacks[key] = str(node.loopback)
                 else:
                     plan_node.loopbacks[key] = str(loopbacks.next().network_address)
-        if node.kind == "srx" and topo.services.use_case == "cgnat":
+        if kind.firewall and topo.services.use_case == "cgnat":
             plan_node.nat_pool = str(node.nat_pool or nat_pools.next())
         plan.nodes.append(plan_node)
         ifindex += 1
-        mgmt_ports.append(MgmtPort(name, master, "fxp0" if node.kind in ("mx", "srx") else "mgmt0",
+        mgmt_ports.append(MgmtPort(name, master, kind.mgmt_port,
                                    naming.mgmt_host_port(plan.name, index + 1),
                                    plan_node.mgmt_address, ifindex))
     plan.mgmt = replace(plan.mgmt, ports=tuple(mgmt_ports))
@@ -210,7 +189,7 @@ def _links(topo: Topology, plan: LabPlan, python: str) -> None:
             addresses = [f"{ip}/{subnet.prefixlen}" for ip in hosts[:len(ends)]]
         lan_ns = naming.namespace(lab, f"lan{link_index}") if is_lan else None
         if lan_ns:
-            plan.namespaces.append(Namespace(lan_ns, f"lan{link_index}", None, _NO_IPV6))
+            plan.namespaces.append(Namespace(lan_ns, f"lan{link_index}", None, kinds.NO_IPV6))
             plan.bridges.append(Bridge(lan_ns, "br0", tuple(f"p{j}" for j in range(len(ends))), link_index))
         pair = []
         for side, (node_name, _, alias) in enumerate(ends):
@@ -272,7 +251,7 @@ def _host_routes(topo: Topology, plan: LabPlan) -> Iterator[Route]:
         ns = naming.namespace(plan.name, name)
         for static in node.routes:
             yield Route(ns, str(static.prefix), "unicast", via=str(static.via))
-        if node.kind != "host":
+        if kinds.get(node.kind).routes:
             continue
         for prefix in node.prefixes:
             yield Route(ns, str(prefix), "local", dev="lo")
@@ -292,7 +271,7 @@ def _default_gateway(topo: Topology, plan: LabPlan, host: str) -> str | None:
         return str(IPv4Interface(peer.address).ip) if peer.address else None
     for iface in plan.interfaces():
         if iface.lan == first.lan and iface.address and iface.node in topo.nodes \
-                and topo.nodes[iface.node].kind != "host":
+                and kinds.get(topo.nodes[iface.node].kind).routes:
             return str(IPv4Interface(iface.address).ip)
     return None
 
@@ -310,18 +289,9 @@ def _bgp_sessions(topo: Topology, plan: LabPlan) -> Iterator[BgpSession]:
                 continue
             yield BgpSession(
                 ns=local.ns, node=local.node, instance=local.instance,
-                protocol=_protocol_name(local_node, remote_node, remote, local.zone),
+                protocol=kinds.get(local_node.kind).protocol_name(kinds.get(remote_node.kind), local.zone,
+                                                                  remote.node),
                 local_address=str(IPv4Interface(local.address).ip), local_as=local_as,
                 peer_address=str(IPv4Interface(remote.address).ip), peer_as=remote_as,
                 peer_node=remote.node, zone=local.zone,
             )
-
-
-def _protocol_name(local: Node, remote: Node, remote_iface: Interface, zone: str | None) -> str:
-    """BIRD protocol names carry the role, so export filters can say 'from the SRXs' by name."""
-    peer = remote_iface.node.replace("-", "_")
-    if local.kind == "mx":
-        return f"fw_{peer}" if remote.kind == "srx" else f"core_{peer}"
-    if local.kind == "srx":
-        return f"{zone}_{peer}"
-    return f"peer_{peer}"

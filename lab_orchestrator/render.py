@@ -8,7 +8,7 @@ from typing import Any
 
 import jinja2
 
-from . import mnha, naming, srd
+from . import kinds, mnha, naming, srd
 from .model import Topology
 from .plantypes import BgpSession, ExpectedRoute, Interface, LabPlan, NodePlan, Process, Ruleset
 from .templating import environment
@@ -26,10 +26,11 @@ def _ip(address: str | None) -> str:
 
 def _statics(topo: Topology, plan: LabPlan, node: NodePlan) -> list[StaticRoute]:
     spec = topo.nodes[node.name]
+    kind = kinds.get(spec.kind)
     out: list[StaticRoute] = []
-    if spec.kind == "ios-router":
+    if kind.gateway:
         for iface in plan.interfaces():
-            if iface.node == node.name and iface.peer_node and topo.nodes[iface.peer_node].kind == "host":
+            if iface.node == node.name and iface.peer_node and not kinds.get(topo.nodes[iface.peer_node].kind).routes:
                 peer = plan.peer_of(iface)
                 out += [StaticRoute(str(p), f"via {_ip(peer.address)}") for p in topo.nodes[iface.peer_node].prefixes]
         if spec.bgp is not None:
@@ -37,7 +38,7 @@ def _statics(topo: Topology, plan: LabPlan, node: NodePlan) -> list[StaticRoute]
             if spec.bgp.default_originate:
                 # Blackhole, not a route out: nothing of the lab can leave through this router.
                 out.append(StaticRoute("0.0.0.0/0", "blackhole"))
-    if spec.kind == "srx" and node.nat_pool:
+    if kind.firewall and node.nat_pool:
         out.append(StaticRoute(node.nat_pool, "blackhole"))
     return out
 
@@ -111,10 +112,9 @@ def _exports(kind: str, use_case: str, sessions: list[BgpSession], srg1: bool = 
 
 def _bird_files(topo: Topology, plan: LabPlan, node: NodePlan, env: jinja2.Environment) -> None:
     spec = topo.nodes[node.name]
-    if spec.kind == "host":
+    if not kinds.get(spec.kind).routes:
         return
-    instances: list[str | None] = [None] if spec.kind != "mx" else ["TRUST-VR", "UNTRUST-VR"]
-    for instance in instances:
+    for instance in kinds.get(spec.kind).bgp_instances:
         ns = naming.namespace(plan.name, node.name, instance)
         sessions = [s for s in plan.sessions if s.ns == ns]
         statics = _statics(topo, plan, node) if instance is None else []
@@ -183,18 +183,16 @@ def _device_config(topo: Topology, plan: LabPlan, node: NodePlan, env: jinja2.En
         mnha=_mnha_context(topo, plan, node),
         real_services=_real_services(topo, plan),  # used by the MX template only
     )
-    if spec.kind in ("mx", "srx"):
-        name, template = f"nodes/{node.name}/juniper.conf", f"junos-{spec.kind}.conf.j2"
-    elif spec.kind == "ios-router":
-        name, template = f"nodes/{node.name}/running-config", "ios.conf.j2"
-    else:
+    device = kinds.get(spec.kind).device_config
+    if device is None:
         return
+    name, template = f"nodes/{node.name}/{device[0]}", device[1]
     plan.files[name] = env.get_template(template).render(**context)
     node.files.append(name)
 
 
 def _srx_ruleset(topo: Topology, plan: LabPlan, node: NodePlan, env: jinja2.Environment) -> None:
-    if topo.nodes[node.name].kind != "srx":
+    if not kinds.get(topo.nodes[node.name].kind).firewall:
         return
     own = _node_interfaces(plan, node.name)
     pool = IPv4Network(node.nat_pool) if node.nat_pool else None

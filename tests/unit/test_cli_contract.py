@@ -191,3 +191,15 @@ def test_tables_are_not_cut_when_stdout_is_not_a_terminal() -> None:
     assert max(len(line) for line in result.stdout.splitlines()) > 80  # one row per event, not wrapped
     narrow = lab("events", "list", "labs/topology1.yml", COLUMNS="80")
     assert max(len(line) for line in narrow.stdout.splitlines()) <= 80  # COLUMNS still wins
+
+
+# ------------------------------------------------------------------ the test tree itself
+def test_test_module_basenames_are_unique() -> None:
+    """`pytest tests` (make test) imports test modules by basename (rootdir-relative, no packages): a
+    tests/unit/test_x.py next to a tests/integration/test_x.py stops the whole collection."""
+    seen: dict[str, Path] = {}
+    for path in sorted((REPO / "tests").rglob("*.py")):
+        if "golden" in path.parts or path.name == "conftest.py":
+            continue
+        assert path.name not in seen, f"{path.relative_to(REPO)} and {seen[path.name].relative_to(REPO)}: rename one"
+        seen[path.name] = path

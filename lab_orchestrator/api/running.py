@@ -1,0 +1,349 @@
+"""A running lab (netns backend), by its record: inspect it, fail and restore nodes, traffic, events."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn
+
+from labkit import netnsutil
+from labkit.contracts import MNHA_STATUS, MXLB_STATUS, SRD_STATUS
+
+from .. import hostcheck
+from ..diagnostics import LabError
+from ..state import LabState, running_labs, state_dir
+
+if TYPE_CHECKING:  # the model (pydantic) and templates load only for calls that read a topology
+    from ..eventrun import TrafficSpec
+    from ..events import Applicability
+    from ..plan import LabPlan
+    from ..sessions import Session
+    from ..status import LabStatus
+
+from .topology import event_verdicts
+
+
+def remove_state(name: str) -> None:
+    shutil.rmtree(state_dir(name), ignore_errors=True)
+
+
+# ---------------------------------------------------------------- a running lab
+
+
+def labs(name: str | None = None) -> list[Lab]:
+    """Every running lab (or the one named; LabError if it is not running)."""
+    found = [Lab(s) for s in running_labs() if name in (None, s.name)]
+    if name and not found:
+        raise LabError(f"no running lab named {name}")
+    return found
+
+
+def pick(name: str | None = None) -> Lab:
+    """The lab named, or the only running one."""
+    running = running_labs()
+    if name:
+        for state in running:
+            if state.name == name:
+                return Lab(state)
+        raise LabError(f"no running lab named {name}")
+    if len(running) == 1:
+        return Lab(running[0])
+    if not running:
+        raise LabError("no lab is running (`lab up labs/topology3.yml`)")
+    raise LabError(f"several labs run ({', '.join(s.name for s in running)}): pick one with --lab")
+
+
+@dataclass
+class Restarted:
+    node: str
+    process: str
+    old_pid: int
+    new_pid: int
+
+
+class Lab:
+    """A lab that runs (or ran) on the netns backend, by its record in /run/lab/NAME."""
+
+    def __init__(self, state: LabState):
+        self.state = state
+        self._plan: LabPlan | None = None
+
+    @property
+    def name(self) -> str:
+        return self.state.name
+
+    @property
+    def state_dir(self) -> Path:
+        return Path(self.state.state_dir)
+
+    def refresh(self) -> Lab:
+        """Read the record again (an operation of another process may have changed it)."""
+        self.state = LabState.load(self.state_dir)
+        return self
+
+    def plan(self) -> LabPlan:
+        """The plan that was applied (with its rendered rulesets)."""
+        if self._plan is None:
+            from .. import ops
+
+            self._plan = ops.load_plan(self.state)
+        return self._plan
+
+    def ns(self, node: str, instance: str | None = None) -> str:
+        """A node's namespace name (an MX routing instance: its own namespace)."""
+        return f"{self.name}-{node}" + (f"-{instance.lower()}" if instance else "")
+
+    def node_file(self, node: str, name: str) -> Path:
+        """A file of a node in the lab's state folder (configs, daemon status)."""
+        return self.state_dir / "nodes" / node / name
+
+    def read_json(self, node: str, name: str) -> Any:
+        return json.loads(self.node_file(node, name).read_text())
+
+    # -- up / down / status
+
+    def down(self) -> float:
+        """Tear the lab down (daemons, namespaces, links, bridge, nft table, state); seconds taken."""
+        from ..backends.netns import NetnsBackend
+
+        started = time.monotonic()
+        problems = NetnsBackend().down(self.state)
+        remove_state(self.name)
+        if problems:
+            raise LabError(f"lab {self.name}: " + "; ".join(problems))
+        return time.monotonic() - started
+
+    def status(self) -> LabStatus:
+        from .. import status as statusmod
+
+        return statusmod.collect(self.state)
+
+    # -- entering nodes
+
+    def exec_namespace(self, node: str, instance: str | None = None) -> str:
+        """The namespace `lab exec NODE [-i INSTANCE]` enters (LabError if the lab has none such)."""
+        ns = self.ns(node, instance)
+        if ns not in self.state.namespaces:
+            nodes = sorted({n[len(self.name) + 1:] for n in self.state.namespaces})
+            raise LabError(f"lab {self.name} has no node/instance '{node}{'/' + instance if instance else ''}' "
+                           f"(namespaces: {', '.join(nodes)})")
+        return ns
+
+    def exec(self, node: str, command: list[str], instance: str | None = None) -> NoReturn:
+        """Replace this process by COMMAND inside a node's namespace (`lab exec`)."""
+        if not command:
+            raise LabError("give a command after --, e.g. `lab exec srx1 -- ip route`")
+        ns = self.exec_namespace(node, instance)
+        hostcheck.require_root()
+        try:
+            netnsutil.enter(ns)
+        except OSError:
+            raise LabError(f"cannot enter namespace {ns}") from None
+        sys.stdout.flush()
+        try:
+            os.execvp(command[0], command)
+        except FileNotFoundError:
+            raise LabError(f"command not found: {command[0]}") from None
+
+    def ssh(self, node: str, user: str | None, args: list[str]) -> NoReturn:
+        """Replace this process by the OpenSSH client logged into a node's CLI (`lab ssh`)."""
+        config = self.state_dir / "ssh_config"
+        host = f"{self.name}-{node}"
+        if not config.exists():
+            raise LabError(f"lab {self.name} has no SSH access (ssh.enabled is false in its topology)")
+        if f"Host {host}\n" not in config.read_text():
+            raise LabError(f"{node} of lab {self.name} does not answer SSH (only mx, srx and ios-router nodes "
+                           f"do; `lab exec {node} -- ...` runs a command on a host)")
+        ready = self.state_dir / "ssh" / "ready"  # the server writes it once keys and listeners are up
+        deadline = time.monotonic() + 10.0
+        while not ready.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        argv = ["ssh", "-F", str(config)] + (["-l", user] if user else []) + [host] + list(args)
+        sys.stdout.flush()
+        try:
+            os.execvp("ssh", argv)
+        except FileNotFoundError:
+            raise LabError("the OpenSSH client (ssh) is not installed (make deps)") from None
+
+    def cli(self, node: str, line: str, user: str | None = None) -> tuple[str, int]:
+        """One command line on a node's Junos-like / IOS-like CLI, run here by the SSH CLI's own code
+        (`lab show`): its output and status (0 ok, 1 the CLI reported an error)."""
+        from ..cli_ssh import config as sshconfig
+        from ..cli_ssh.session import Session as CliSession
+        from ..diagnostics import BadInput
+
+        path = self.state_dir / "ssh" / "sshd.json"
+        if not path.exists():
+            raise LabError(f"lab {self.name} has no node CLI (ssh.enabled is false in its topology)")
+        config = sshconfig.load(path)
+        target = config.node(node)
+        if target is None:
+            names = ", ".join(n.name for n in config.nodes)
+            raise BadInput(f"lab {self.name} has no node '{node}' with a CLI (nodes with one: {names})")
+        if user is None:
+            if not config.users:
+                raise LabError(f"lab {self.name} has no CLI user")
+            login = config.users[0]
+        else:
+            found = config.user(user)
+            if found is None:
+                raise BadInput(f"lab {self.name} has no CLI user '{user}' "
+                               f"(users: {', '.join(u.name for u in config.users)})")
+            login = found
+        hostcheck.require_root()
+        result = CliSession(config, target, login).run(line)
+        return result.text, result.status
+
+    # -- inspection
+
+    def sessions(self, node: str) -> list[Session]:
+        """An SRX's transit sessions (conntrack; its own BGP sessions on port 179 left out)."""
+        from .. import sessions as sessionsmod
+
+        hostcheck.require_root()
+        ns = self.ns(node)
+        if ns not in self.state.namespaces:
+            raise LabError(f"lab {self.name} has no node {node}")
+        return [s for s in sessionsmod.read(ns) if 179 not in (s.source_port, s.destination_port)]
+
+    def selector(self, node: str) -> dict[str, Any]:
+        """The MX selector daemon's status (members, buckets, changes)."""
+        path = self.node_file(node, MXLB_STATUS)
+        if not path.exists():
+            raise LabError(f"{node} in lab {self.name} runs no selector (mx with ecmp-chash or ecmp only)")
+        status: dict[str, Any] = json.loads(path.read_text())
+        return status
+
+    def redundancy(self) -> dict[str, dict[str, Any]]:
+        """SRD status of each MX and MNHA status of each SRX, by node."""
+        report: dict[str, dict[str, Any]] = {"srd": {}, "mnha": {}}
+        for kind, name in (("srd", SRD_STATUS), ("mnha", MNHA_STATUS)):
+            for path in sorted((self.state_dir / "nodes").glob(f"*/{name}")):
+                report[kind][path.parent.name] = json.loads(path.read_text())
+        return report
+
+    def events(self) -> list[Applicability]:
+        """Which failure events apply to this lab, and why not."""
+        return event_verdicts(json.loads((self.state_dir / "plan.json").read_text()))
+
+    # -- operations
+
+    def _checked_event(self, event: str) -> None:
+        from .. import events as eventsmod
+
+        if event not in eventsmod.BY_NAME:
+            raise LabError(f"unknown event {event}; known: {', '.join(eventsmod.BY_NAME)}")
+        verdict = next(a for a in event_verdicts(json.loads(self.plan().to_json())) if a.event.name == event)
+        if not verdict.applicable:
+            raise LabError(f"{event} does not apply to lab {self.name}: {verdict.reason}")
+
+    def fail(self, event: str, node: str, down_time: float = 5.0, peer: str | None = None,
+             daemon: str | None = None) -> str:
+        """Inject one failure event now; returns what was done (daemon-crash: LabError if the
+        daemon is not running again within 10 s)."""
+        from .. import ops
+
+        hostcheck.require_root()
+        self._checked_event(event)
+        if daemon is not None and event != "daemon-crash":
+            raise LabError("--daemon goes with the daemon-crash event")
+        if event == "daemon-crash":
+            name = daemon or ops.default_daemon(self.state, node)
+            seconds = ops.crash_daemon(self.state, node, name)
+            if seconds is None:
+                raise LabError(f"{node}/{name} killed (SIGKILL) but not running again after 10 s; "
+                               f"see `lab status` and its log")
+            return f"{node}/{name} killed (SIGKILL); the supervisor had it running again after {seconds:.2f} s"
+        return ops.inject(self.state, self.plan(), event, node, down_time=down_time, peer=peer)
+
+    def restore(self, node: str) -> list[str]:
+        """Undo lasting failure events on a node (power on, failed links up); what was done."""
+        from .. import ops
+
+        hostcheck.require_root()
+        return ops.restore(self.state, self.plan(), node)
+
+    def restart(self, node: str, process: str, kill: bool = False) -> Restarted:
+        """Stop one daemon (SIGKILL with kill) and start the same command again under the supervisor."""
+        from .. import supervisor as sup
+
+        hostcheck.require_root()
+        record = self.state.process(node, process)
+        if record is None:
+            names = sorted(f"{r.node}/{r.name}" for r in self.state.processes)
+            raise LabError(f"lab {self.name} has no process {node}/{process} (processes: {', '.join(names)})")
+        client = sup.Supervisor(self.state.state_dir)
+        client.stop(procs=[(record.node, record.name)], kill=kill)  # on purpose: no automatic restart
+        fresh = client.spawn(record.node, record.name, record.ns, record.argv, record.log,
+                             restart=record.restart, stale_files=record.stale_files)
+        self.state.processes = [fresh if r is record else r for r in self.state.processes]
+        self.state.save()
+        return Restarted(node, process, record.pid, fresh.pid)
+
+    def power(self, node: str, on: bool) -> None:
+        """Power a node off (links down, daemons killed, state forgotten) or on again."""
+        from .. import ops
+
+        hostcheck.require_root()
+        (ops.power_on if on else ops.power_off)(self.refresh().state, self.plan(), node)
+
+    def switchover(self) -> str:
+        """SRD switchover requested on the master MX; returns its name."""
+        from .. import ops
+
+        return ops.switchover(self.state, self.plan())
+
+    # -- traffic and events
+
+    def traffic_start(self, flows: int, rate: float, sizes: str, duration: float, reverse: bool) -> list[str]:
+        from .. import traffic_cli
+
+        hostcheck.require_root()
+        return traffic_cli.start(self.state, flows, rate, sizes, duration, reverse)
+
+    def traffic_stop(self) -> dict[str, Any]:
+        from .. import traffic_cli
+
+        hostcheck.require_root()
+        return traffic_cli.stop(self.state)
+
+    def traffic_stats(self) -> dict[str, Any]:
+        from .. import traffic_cli
+
+        hostcheck.require_root()
+        return traffic_cli.stats(self.state)
+
+    def event_names(self, wanted: list[str]) -> list[str]:
+        """The events to run: those wanted (each checked), or every one that applies."""
+        verdicts = {a.event.name: a for a in event_verdicts(json.loads(self.plan().to_json()))}
+        names = wanted or [n for n, a in verdicts.items() if a.applicable]
+        for name in names:
+            if name not in verdicts:
+                raise LabError(f"unknown event {name}; known: {', '.join(verdicts)}")
+            if not verdicts[name].applicable:
+                raise LabError(f"{name} does not apply to lab {self.name}: {verdicts[name].reason}")
+        return names
+
+    def event_target(self, event: str, target: str | None = None) -> str:
+        from .. import eventrun
+        from .. import events as eventsmod
+
+        return target or eventrun.default_target(self.plan(), eventsmod.BY_NAME[event])
+
+    def run_event(self, event: str, target: str, spec: TrafficSpec,
+                  progress: Callable[[str], None] = lambda _: None, daemon: str | None = None) -> dict[str, Any]:
+        """Run one failure event under two-way traffic and judge it (`lab events run`); DAEMON: the
+        daemon a daemon-crash kills."""
+        from .. import eventrun
+        from .. import events as eventsmod
+
+        result = eventrun.run_event(self.state, self.plan(), eventsmod.BY_NAME[event], target, spec,
+                                    progress=progress, daemon=daemon)
+        self.refresh()
+        return result

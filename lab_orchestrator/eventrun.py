@@ -92,8 +92,10 @@ def default_target(plan: LabPlan, event: eventsmod.EventKind) -> str:
     if event.target == "node":  # daemon-crash: the first MX, else the first node running a daemon
         nodes = [n.name for n in plan.nodes if n.kind == "mx"] + [p.node for p in plan.processes]
         return nodes[0]
+    if event.name == "nexthop-add" and plan.spares:  # a never-seen SRX (or pair) when the lab has one
+        return plan.spares[0]
     kinds = {"srx": "srx", "mx": "mx", "mnha-pair": "srx"}
-    return next(n.name for n in plan.nodes if n.kind == kinds[event.target])
+    return next(n.name for n in plan.nodes if n.kind == kinds[event.target] and n.name not in plan.spares)
 
 
 DAEMON_RETURN_S = 5.0  # daemon-crash passes only if the daemon runs again within this
@@ -328,7 +330,7 @@ def run_event(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target
     # selectors have settled after the event (and its restore), then for spec.settle more seconds.
     total = spec.warmup + (spec.hold if lasting else 0) + spec.settle + \
         (spec.down_time if event.name.endswith("reboot") else 0) + MAX_EXTRA_S
-    if event.name == "nexthop-add":
+    if event.name == "nexthop-add" and target not in state.down_nodes:
         ops.power_off(state, plan, target)  # out of service first: the event puts it (back) in
         time.sleep(1.0)
     mx_ns = [ns for n in plan.nodes if n.kind == "mx" for ns in n.namespaces if ns.endswith("-trust-vr")]

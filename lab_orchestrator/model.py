@@ -94,6 +94,9 @@ class Node(Strict):
     routes: list[StaticRoute] = []
     ikev2_cluster: Ikev2Cluster | None = None
     ikev2: Ikev2 | None = None
+    # srx: false = built (namespaces, links, configuration) but not in service: powered off once the
+    # lab is ready, so neither advertised nor health-checked up; `nexthop-add` brings it into service.
+    in_service: bool = True
 
 
 class StaticRoute(Strict):

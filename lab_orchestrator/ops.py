@@ -286,8 +286,14 @@ def inject(state: LabState, plan: LabPlan, event: str, target: str, down_time: f
         power_off(state, plan, target)
         return f"{target} powered off"
     if event == "nexthop-add":
-        power_on(state, plan, target)
-        return f"{target} in service"
+        if target not in state.down_nodes:
+            raise LabError(f"{target} is in service already (`lab fail {target} nexthop-delete` takes it out)")
+        # a spare MNHA pair comes into service as a pair
+        group = next((p for p in plan.mnha if target in p), [target])
+        added = [n for n in group if n == target or (n in plan.spares and n in state.down_nodes)]
+        for member in added:
+            power_on(state, plan, member)
+        return f"{'/'.join(added)} in service"
     if event in ("srx-reboot", "mx-reboot"):
         power_off(state, plan, target)
         time.sleep(down_time)

@@ -102,6 +102,7 @@ def build(topo: Topology, source: str = "", state_root: str = DEFAULT_STATE_ROOT
                   naming.root_nft_table(lab), ()),
         nodes=[], namespaces=[], veths=[], bridges=[], routes=[], sessions=[], processes=[], expected_routes=[],
         mnha=[list(pair.nodes) for pair in topo.mnha], srd=list(topo.srd.nodes) if topo.srd else [],
+        spares=[name for name, n in topo.nodes.items() if not n.in_service],
     )
     for _name, phase in PHASES:
         phase(topo, plan, python)

@@ -169,6 +169,7 @@ class LabPlan:
     rules: list[Rule] = field(default_factory=list)
     mnha: list[list[str]] = field(default_factory=list)  # MNHA pairs, as in the topology
     srd: list[str] = field(default_factory=list)  # the two MX of an SRD pair
+    spares: list[str] = field(default_factory=list)  # SRXs built but not in service (powered off at `lab up`)
     files: dict[str, str] = field(default_factory=dict)  # path relative to state_dir -> content
 
     def node(self, name: str) -> NodePlan:
@@ -229,7 +230,7 @@ class LabPlan:
             expected_routes=[ExpectedRoute(**e) for e in d["expected_routes"]],
             rulesets=[Ruleset(**r) for r in d.get("rulesets", [])],
             rules=[Rule(**r) for r in d.get("rules", [])],
-            mnha=[list(p) for p in d.get("mnha", [])],
+            mnha=[list(p) for p in d.get("mnha", [])], spares=list(d.get("spares", [])),
             srd=list(d.get("srd", [])),
             files=dict(files or {}),
         )

@@ -287,6 +287,9 @@ def _check_nodes(topo: Topology, src: SourceMap) -> Iterable[Diagnostic]:
             yield src.diag(path + ("bgp",), "a host does not speak BGP", "use kind ios-router for a gateway")
         if node.nat_pool is not None and node.kind != "srx":
             yield src.diag(path + ("nat_pool",), "only an srx has a NAT pool")
+        if not node.in_service and node.kind != "srx":
+            yield src.diag(path + ("in_service",), "only an srx can be built out of service",
+                           "a spare SRX (or both SRXs of an MNHA pair) joins with `nexthop-add`")
         if node.prefixes and node.kind != "host":
             yield src.diag(path + ("prefixes",), "prefixes belong to a host",
                            "routers announce with bgp.announce")

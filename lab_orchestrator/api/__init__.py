@@ -123,6 +123,12 @@ def up(path: Path, timeout: float = UP_TIMEOUT, progress: Progress = _quiet) -> 
         if isinstance(exc, LabError):
             raise LabError(f"{exc} — the lab was removed") from None
         raise
+    if built.spares:  # built but not in service: out before any traffic, so no flow was ever on them
+        from .. import ops
+
+        for name in built.spares:
+            ops.power_off(state, built, name)
+        progress("spares", f"not in service: {', '.join(built.spares)} (`lab fail NODE nexthop-add` adds one)")
     lab = Lab(state)
     lab._plan = built
     return lab

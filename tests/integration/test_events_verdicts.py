@@ -25,8 +25,9 @@ pytestmark = [
 ARGS = ["--flows", "80", "--rate", "2000", "--warmup", "1.5", "--hold", "1.5", "--duration", "2.5"]
 
 
-def run_captured(name: str, tmp_path: Path, events: list[str], policy: str | None = None) -> tuple[dict, dict]:  # type: ignore[type-arg]
-    text = (REPO / "labs/topology1.yml").read_text().replace("name: t1", f"name: {name}", 1)
+def run_captured(name: str, tmp_path: Path, events: list[str], policy: str | None = None,  # type: ignore[type-arg]
+                 source: Path = REPO / "labs/topology1.yml") -> tuple[dict, dict]:
+    text = source.read_text().replace("name: t1", f"name: {name}", 1)
     if policy:
         text = text.replace("  use_case: sfw\n", f"  use_case: sfw\n  restore_policy: {policy}\n", 1)
     topo = tmp_path / f"{name}.yml"
@@ -99,3 +100,22 @@ def test_keep_buckets_restore_loses_nothing_on_flows_never_on_the_failed_srx(tmp
     assert never and sum(loss[r["flow"]] for r in never) == 0, \
         {r["flow"]: loss[r["flow"]] for r in never if loss[r["flow"]]}
     assert not any(r["mover"].get("restore") for r in never)
+
+
+def test_nexthop_add_of_a_never_seen_srx_moves_one_share_of_the_table(tmp_path: Path) -> None:
+    """topology1 with a fifth SRX built but not in service: `nexthop-add` brings it in for the first
+    time; it takes 1/5 of the buckets (within 1 % + one bucket), only their flows move, none lose."""
+    from tests.unit.test_spares import spare_topology
+
+    event, loss = run_captured("vn1", tmp_path, ["nexthop-add"], source=spare_topology(tmp_path))
+    assert event["target"] == "srx5" and event["passed"], event["phases"]
+    add = event["phases"]["add"]
+    assert add["members"] == [4, 5] and add["bucket_share_ideal"] == 0.2
+    assert abs(add["bucket_share_moved"] - 0.2) <= 0.01 + 1 / add["buckets"], add
+    assert 0 < add["expected_movers"] == add["movers"] and add["unexpected_movers"] == 0
+    rows = event["per_flow"]
+    assert all(r["carrier_before"] != "srx5" for r in rows), "no flow was ever on the new SRX before"
+    assert {r["flow"] for r in rows if r["carrier_during"] == "srx5"} == \
+        {r["flow"] for r in rows if r["expected_mover"]["add"]}
+    quiet = [r for r in rows if not r["expected_mover"]["add"]]
+    assert quiet and sum(loss[r["flow"]] for r in quiet) == 0

@@ -285,9 +285,10 @@ def _check_nodes(topo: Topology, src: SourceMap) -> Iterable[Diagnostic]:
                 yield src.diag(path + ("bgp",), f"trust_as/untrust_as apply to an mx, not to {node.kind}")
         elif node.kind == "host" and node.bgp is not None:
             yield src.diag(path + ("bgp",), "a host does not speak BGP", "use kind ios-router for a gateway")
-        if node.nat_pool is not None and node.kind != "srx":
+        firewall = node.kind == "srx"
+        if node.nat_pool is not None and not firewall:
             yield src.diag(path + ("nat_pool",), "only an srx has a NAT pool")
-        if not node.in_service and node.kind != "srx":
+        if not node.in_service and not firewall:
             yield src.diag(path + ("in_service",), "only an srx can be built out of service",
                            "a spare SRX (or both SRXs of an MNHA pair) joins with `nexthop-add`")
         if node.prefixes and node.kind != "host":

@@ -51,6 +51,18 @@ GOAL_T3_UP = 3.0
 GOAL_T3_DOWN = 1.0
 GOAL_BIG_UP = 20.0
 GOAL_RSS_PER_NODE_MIB = 30.0
+# goals for the 256-SRX lab (--srx 256): up, down, RSS per node, and the CLI reads on a running lab
+GOAL_256_UP = 15.0
+GOAL_256_DOWN = 3.0
+GOAL_256_RSS_PER_NODE_MIB = 6.0
+GOAL_BIG_CLI = 2.0  # `lab status` / `lab events list --lab` wall on the big lab
+
+
+def big_goals(n_srx: int) -> tuple[float, float | None, float]:
+    """(up, down, RSS per node) goals for a generated lab of N_SRX."""
+    if n_srx >= 256:
+        return GOAL_256_UP, GOAL_256_DOWN, GOAL_256_RSS_PER_NODE_MIB
+    return GOAL_BIG_UP, None, GOAL_RSS_PER_NODE_MIB
 
 
 def log(message: str) -> None:
@@ -429,11 +441,38 @@ def bench_big(n_srx: int, timeout: float, workdir: Path, results: dict[str, Any]
         log(f"{name}: up in {wall:.2f} s")
         entry["memory"] = lab_memory(name)
         entry["nodes"] = entry["memory"]["nodes"]
+        entry["bgp"] = bgp_established(name)
+        for key, argv in (("status_wall", ["status", name, "--json"]),
+                          ("events_list_wall", ["events", "list", "--lab", name, "--json"])):
+            wall, result = run_timed(lab_cmd() + argv, timeout=120)
+            if result.returncode != 0:
+                raise BenchError(f"lab {' '.join(argv)} exited {result.returncode}: {result.stderr.strip()[-300:]}")
+            entry[key] = round(wall, 3)
         wall, inner = lab_down(name)
         entry["down_wall"], entry["down_inprocess"] = round(wall, 3), inner
         log(f"{name}: down in {wall:.2f} s")
     finally:
         ensure_down(name)
+
+
+def bgp_established(name: str) -> dict[str, int]:
+    """BGP sessions of a running lab by state, from `lab status --json` (every one should be Established)."""
+    result = subprocess.run(lab_cmd() + ["status", name, "--json"], capture_output=True, text=True, timeout=120)
+    counts: dict[str, int] = {}
+
+    def walk(value: Any) -> None:
+        if isinstance(value, dict):
+            for session in value.get("bgp") or []:
+                counts[session["state"]] = counts.get(session["state"], 0) + 1
+            for v in value.values():
+                walk(v)
+        elif isinstance(value, list):
+            for v in value:
+                walk(v)
+
+    if result.returncode == 0:
+        walk(json.loads(result.stdout))
+    return counts
 
 
 def verdict(value: float | None, goal: float) -> str:
@@ -478,17 +517,29 @@ def markdown(results: dict[str, Any]) -> str:
     big = results.get("big")
     if big and "up_wall" in big:
         label = f"{big['name']} ({big['srx']} SRX, {big.get('nodes', '?')} nodes)"
+        goal_up, goal_down, goal_rss = big_goals(big["srx"])
         rows.append((f"{label} `lab up` wall, until exit 0", f"{big['up_wall']:.2f} s"
                      + (f" (in-process {big['up_inprocess']:.2f} s)" if big.get("up_inprocess") else ""),
-                     f"<= {GOAL_BIG_UP:g} s", verdict(big["up_wall"], GOAL_BIG_UP)))
+                     f"<= {goal_up:g} s", verdict(big["up_wall"], goal_up)))
+        if big.get("bgp") is not None:
+            bgp = big["bgp"]
+            total = sum(bgp.values())
+            rows.append((f"{big['name']} BGP sessions Established (from `lab status`)",
+                         f"{bgp.get('Established', 0)} of {total}", "all",
+                         "pass" if total and bgp.get("Established", 0) == total else "**fail**"))
+        for key, what in (("status_wall", "`lab status NAME --json`"),
+                          ("events_list_wall", "`lab events list --lab NAME --json`")):
+            if key in big:
+                rows.append((f"{big['name']} {what} wall", f"{big[key]:.2f} s", f"<= {GOAL_BIG_CLI:g} s",
+                             verdict(big[key], GOAL_BIG_CLI)))
         mem = big.get("memory")
         if mem:
             kinds = ", ".join(f"{k} {v['avg_rss_mib']:.1f}" for k, v in mem["by_kind"].items())
             rows += [
                 (f"{big['name']} RSS per node, average ({mem['processes']} processes incl. supervisor "
                  f"{mem['supervisor_rss_mib']:.1f} MiB shared over nodes)",
-                 f"{mem['avg_rss_per_node_mib']:.2f} MiB", f"<= {GOAL_RSS_PER_NODE_MIB:g} MiB",
-                 verdict(mem["avg_rss_per_node_mib"], GOAL_RSS_PER_NODE_MIB)),
+                 f"{mem['avg_rss_per_node_mib']:.2f} MiB", f"<= {goal_rss:g} MiB",
+                 verdict(mem["avg_rss_per_node_mib"], goal_rss)),
                 (f"{big['name']} RSS per node by kind (MiB)", kinds, "", ""),
                 (f"{big['name']} PSS per node, average", f"{mem['avg_pss_per_node_mib']:.2f} MiB", "", ""),
                 (f"{big['name']} total RSS / PSS of the lab's processes",
@@ -497,7 +548,8 @@ def markdown(results: dict[str, Any]) -> str:
         if "down_wall" in big:
             rows.append((f"{big['name']} `lab down` wall", f"{big['down_wall']:.2f} s"
                          + (f" (in-process {big['down_inprocess']:.2f} s)" if big.get("down_inprocess") else ""),
-                         "", ""))
+                         f"<= {goal_down:g} s" if goal_down else "",
+                         verdict(big["down_wall"], goal_down) if goal_down else ""))
     lines = [
         "# Bring-up benchmark",
         "",
@@ -546,6 +598,7 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="2 runs instead of --runs")
     parser.add_argument("--srx", type=int, default=64, help="SRX in the big generated lab (default 64; 0 skips it)")
     parser.add_argument("--big-timeout", type=float, default=120.0, help="lab up --timeout for the big lab")
+    parser.add_argument("--skip-small", action="store_true", help="only the big generated lab (no topology3 runs)")
     parser.add_argument("--json", action="store_true", help="print the results as JSON instead of markdown")
     parser.add_argument("--out", type=Path, default=DOC, help=f"markdown file to write (default {DOC})")
     parser.add_argument("--no-write", action="store_true", help="do not write the markdown file")
@@ -566,7 +619,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="bench-bringup-") as tmp:
         workdir = Path(tmp)
         try:
-            bench_small(runs, workdir, results)
+            if not args.skip_small:
+                bench_small(runs, workdir, results)
             if args.srx > 0:
                 bench_big(args.srx, args.big_timeout, workdir, results)
         except KeyboardInterrupt:

@@ -2,8 +2,11 @@
 """Load-balancer figures on real namespaces (root): forwarding cost and failover speed.
 
 1. 64-byte UDP pps (iperf3, received) client -> MX -> SRX -> MX -> server with the selector (CHASH
-   in topology1, TLB in topology3) and the SRX stateful ruleset, divided by the same chain with plain
-   routing and no rules, measured alternately in the same run (goal >= 0.90).
+   in topology1, TLB in topology3) and the SRX stateful ruleset, against two baselines measured
+   alternately in the same run: (a) the same chain hand-built with plain kernel ECMP (a multipath
+   route over the SRX next hops in a table of its own, fib_multipath_hash_policy 0 = L3 source and
+   destination) and the same SRX conntrack rules, no selector (goal >= 0.97): the selector's own
+   cost; (b) plain routing, no rules at all (goal >= 0.90). Written to docs/benchmarks-chash-forwarding.md.
 2. CHASH: time from carrier loss on an MX-SRX link (the SRX end set down over netlink) to the
    selector map being reprogrammed by dataplane.mxlb (its status file records when): goal <= 10 ms.
 3. TLB (--lab topology3): time from an SRX ceasing to answer health checks (its loopback filtered)
@@ -17,6 +20,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import platform
 import statistics
 import subprocess
 import sys
@@ -64,14 +69,47 @@ RULES = {
 }  # TLB adds policy rules that need the marks; without the nft tables nothing is marked
 
 
+ECMP_TABLE = 900  # the hand-built ECMP baseline's table and rule priority (before the selector's marks)
+ECMP_PRIORITY = 900
+MX_SIDES = {"mx1-trust-vr": "203.0.113.0/24", "mx1-untrust-vr": "100.64.0.0/16"}
+
+
+def ecmp_nexthops() -> dict[str, list[tuple[str, str]]]:
+    """Per MX side: the (gateway, device) of every SRX, from the selector's per-SRX tables in the plan."""
+    plan = json.loads(Path(f"/run/lab/{NAME}/plan.json").read_text())
+    hops: dict[str, list[tuple[str, str]]] = {side: [] for side in MX_SIDES}
+    for route in plan["routes"]:
+        side = route["ns"][len(NAME) + 1:]
+        if side in hops and route["kind"] == "unicast" and route["table"] and route["via"] and route["dev"]:
+            hops[side].append((route["via"], route["dev"]))
+    return hops
+
+
+def set_ecmp(hops: dict[str, list[tuple[str, str]]], on: bool) -> None:
+    """The hand-built ECMP baseline: a multipath route to the far side in table ECMP_TABLE, a rule
+    sending the far side's prefix there, L3 (source, destination) multipath hashing."""
+    for side, dst in MX_SIDES.items():
+        ns = f"{NAME}-{side}"
+        subprocess.run(["ip", "-n", ns, "rule", "del", "priority", str(ECMP_PRIORITY)], capture_output=True)
+        subprocess.run(["ip", "-n", ns, "route", "flush", "table", str(ECMP_TABLE)], capture_output=True)
+        if not on:
+            continue
+        nexthops = [arg for via, dev in hops[side] for arg in ("nexthop", "via", via, "dev", dev)]
+        subprocess.run(["ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv4.fib_multipath_hash_policy=0"],
+                       check=True)
+        subprocess.run(["ip", "-n", ns, "route", "replace", dst, "table", str(ECMP_TABLE), *nexthops], check=True)
+        subprocess.run(["ip", "-n", ns, "rule", "add", "priority", str(ECMP_PRIORITY), "to", dst,
+                        "table", str(ECMP_TABLE)], check=True)
+
+
 def save_rules() -> dict[str, str]:
     return {node: in_ns(node, "nft", "list", *table.split()) for node, table in RULES.items()}
 
 
-def set_rules(saved: dict[str, str], on: bool) -> None:
+def set_rules(saved: dict[str, str], on: bool, srx_only: bool = False) -> None:
     for node, table in RULES.items():
         in_ns(node, "nft", "delete", *table.split())
-        if on:
+        if on and (not srx_only or node.startswith("srx")):
             subprocess.run(["ip", "netns", "exec", f"{NAME}-{node}", "nft", "-f", "-"], input=saved[node],
                            text=True, check=True)
 
@@ -148,6 +186,9 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--trials", type=int, default=10)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--out", type=Path, default=REPO / "docs" / "benchmarks-chash-forwarding.md",
+                        help="markdown file to write (default docs/benchmarks-chash-forwarding.md)")
+    parser.add_argument("--no-write", dest="out", action="store_const", const=None, help="write no file")
     parser.add_argument("--lab", default="topology1", choices=["topology1", "topology3"])
     parser.add_argument("--interval-ms", type=int, default=HEALTH["interval_ms"],
                         help="TLB health-check interval for the detection runs")
@@ -165,13 +206,21 @@ def main() -> None:
         lab("up", str(topo))
         try:
             saved = save_rules()
-            chash, plain = [], []
-            for _ in range(args.rounds):
+            hops = ecmp_nexthops()
+            chash, ecmp, plain = [], [], []
+            try:
+                for _ in range(args.rounds):
+                    set_rules(saved, on=True)
+                    chash.append(iperf_pps(args.seconds))
+                    set_rules(saved, on=True, srx_only=True)
+                    set_ecmp(hops, on=True)
+                    ecmp.append(iperf_pps(args.seconds))
+                    set_ecmp(hops, on=False)
+                    set_rules(saved, on=False)
+                    plain.append(iperf_pps(args.seconds))
+            finally:
+                set_ecmp(hops, on=False)
                 set_rules(saved, on=True)
-                chash.append(iperf_pps(args.seconds))
-                set_rules(saved, on=False)
-                plain.append(iperf_pps(args.seconds))
-            set_rules(saved, on=True)
             latency = [] if tlb else failover_latency(args.trials)
             detection = tlb_detection(args.trials) if tlb else []
         finally:
@@ -183,8 +232,11 @@ def main() -> None:
         "tlb_detection_median_s": statistics.median(detection) if detection else None,
         "tlb_detection_max_s": max(detection) if detection else None,
         "pps_chash_sfw": statistics.median(chash), "pps_plain_routing": statistics.median(plain),
+        "pps_ecmp_conntrack": statistics.median(ecmp),
         "ratio": statistics.median(chash) / statistics.median(plain),
+        "ratio_vs_ecmp": statistics.median(chash) / statistics.median(ecmp),
         "ratios_per_round": [c / p for c, p in zip(chash, plain, strict=False)],
+        "ratios_vs_ecmp_per_round": [c / e for c, e in zip(chash, ecmp, strict=False)],
         "reprogram_ms_median": statistics.median(latency) if latency else None,
         "reprogram_ms_max": max(latency) if latency else None, "reprogram_ms": latency,
     }
@@ -192,18 +244,54 @@ def main() -> None:
         print(json.dumps(result, indent=2))
         return
     mode = "TLB" if tlb else "CHASH"
-    print("| metric | value | goal |\n|---|---|---|")
-    print(f"| 64 B UDP pps, {mode} + SFW ({args.lab}) | {result['pps_chash_sfw']:,.0f} | |")
-    print(f"| 64 B UDP pps, plain routing, no rules | {result['pps_plain_routing']:,.0f} | |")
-    print(f"| ratio (median of {args.rounds} alternating rounds) | {result['ratio']:.3f} | >= 0.90 |")
-    if latency:
-        print(f"| carrier loss -> selector reprogrammed, median of {len(latency)} | "
-              f"{result['reprogram_ms_median']:.2f} ms (max {result['reprogram_ms_max']:.2f}) | <= 10 ms |")
-    if detection:
-        print(f"| health checks stop -> SRX removed, median of {len(detection)} (interval {args.interval_ms} ms "
-              f"x {HEALTH['failures']} failures = {budget:.2f} s) | {statistics.median(detection):.3f} s "
-              f"(min {min(detection):.3f}, max {max(detection):.3f}) | <= {budget + args.interval_ms / 1000:.2f} s |")
+    g_ecmp, g_plain = result["ratio_vs_ecmp"], result["ratio"]
 
+    def verdict(value: float, goal: float) -> str:
+        return "pass" if value >= goal else "**fail**"
+
+    rows = [
+        f"| 64 B UDP pps, {mode} selector + SRX conntrack rules ({args.lab}) | {result['pps_chash_sfw']:,.0f} | | |",
+        f"| 64 B UDP pps, hand-built kernel ECMP (L3 hash) + the same SRX rules, no selector | "
+        f"{result['pps_ecmp_conntrack']:,.0f} | | |",
+        f"| 64 B UDP pps, plain routing, no rules | {result['pps_plain_routing']:,.0f} | | |",
+        f"| ratio {mode} / ECMP + conntrack (median of {args.rounds} alternating rounds) | {g_ecmp:.3f} "
+        f"(per round {', '.join(f'{r:.3f}' for r in result['ratios_vs_ecmp_per_round'])}) | >= 0.97 | "
+        f"{verdict(g_ecmp, 0.97)} |",
+        f"| ratio {mode} / plain routing (median of {args.rounds} alternating rounds) | {g_plain:.3f} "
+        f"(per round {', '.join(f'{r:.3f}' for r in result['ratios_per_round'])}) | >= 0.90 | "
+        f"{verdict(g_plain, 0.90)} |",
+    ]
+    if latency:
+        rows.append(f"| carrier loss -> selector reprogrammed, median of {len(latency)} | "
+                    f"{result['reprogram_ms_median']:.2f} ms (max {result['reprogram_ms_max']:.2f}) | <= 10 ms | "
+                    f"{'pass' if result['reprogram_ms_median'] <= 10 else '**fail**'} |")
+    if detection:
+        rows.append(f"| health checks stop -> SRX removed, median of {len(detection)} (interval {args.interval_ms} "
+                    f"ms x {HEALTH['failures']} failures = {budget:.2f} s) | {statistics.median(detection):.3f} s "
+                    f"(min {min(detection):.3f}, max {max(detection):.3f}) | <= "
+                    f"{budget + args.interval_ms / 1000:.2f} s | |")
+    table = "| metric | value | goal | pass/fail |\n|---|---|---|---|\n" + "\n".join(rows) + "\n"
+    print(table, end="")
+    if args.out is not None:
+        argv = " ".join(sys.argv[1:])
+        cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                    if line.startswith("model name")), "unknown CPU")
+        text = (f"# Selector cost: forwarding through the MX selector ({args.lab})\n\n"
+                f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} by "
+                f"`bench/chash_dataplane.py {argv}`. Machine: {os.cpu_count()} CPUs ({cpu}), kernel "
+                f"{platform.release()}, Python {platform.python_version()}; load average "
+                f"{os.getloadavg()[0]:.2f} at the end.\n\n" + table + "\n"
+                "iperf3 64-byte UDP at full speed, packets received per second, client -> MX trust side -> "
+                "SRX -> MX untrust side -> server. The three set-ups alternate within each round on the same "
+                "running lab: the selector (the lab as it runs: the MX's nftables selector marks a flow, a "
+                "policy rule per mark picks the SRX's table, the SRXs' stateful ruleset); ECMP + conntrack "
+                "(the selector's nftables table removed on the MX, a multipath route over the same SRX next "
+                "hops in a table of its own with a rule for the far side's prefix, "
+                "`fib_multipath_hash_policy` 0, the SRXs' ruleset kept); plain routing (every nftables table "
+                "removed, the BGP routes only). The first ratio is the selector's own cost, the second the "
+                "cost of the whole chain.\n")
+        args.out.write_text(text)
+        print(f"wrote {args.out}", file=sys.stderr)
 
 if __name__ == "__main__":
     main()

@@ -480,6 +480,13 @@ def _check_mgmt(topo: Topology, src: SourceMap) -> Iterable[Diagnostic]:
     subnet = topo.addressing.mgmt or default_mgmt_subnet(topo.name)
     hosts = subnet.hosts()
     bridge = next(hosts, None)
+    room = max(subnet.num_addresses - (2 if subnet.prefixlen < 31 else 0) - 1, 0)  # the bridge takes one
+    if len(topo.nodes) > room:
+        explicit = topo.addressing.mgmt is not None
+        yield src.diag(("addressing", "mgmt") if explicit else ("nodes",),
+                       f"{len(topo.nodes)} nodes need {len(topo.nodes)} management addresses; "
+                       f"{'addressing.mgmt' if explicit else 'the default management subnet'} {subnet} has {room}",
+                       f"set addressing.mgmt to a subnet of at least /{32 - (len(topo.nodes) + 2).bit_length()}")
     for name, node in topo.nodes.items():
         ip = node.mgmt_ip
         if ip is None:

@@ -304,3 +304,16 @@ def test_valid_topology_loads(tmp_path: Path) -> None:
     assert loaded.path == path
     assert loaded.topology.links[0].endpoints == ["h1:eth1", "r1:GigabitEthernet0/0"]
     assert loaded.source.line_of(("links", 0, "endpoints", 1)) == 6
+
+
+def test_more_nodes_than_management_addresses_is_a_located_error(tmp_path: Path) -> None:
+    hosts = "".join(f"  h{i}: {{kind: host}}\n" for i in range(254))
+    diags = _load_text(tmp_path, "name: big\nnodes:\n" + hosts)
+    assert [(d.line, dotted(d.path)) for d in diags] == [(2, "nodes")]
+    assert "254 nodes need 254 management addresses" in diags[0].message and "/23" in diags[0].hint
+    explicit = "name: big\naddressing:\n  mgmt: 10.9.0.0/29\nnodes:\n" + "".join(
+        f"  h{i}: {{kind: host}}\n" for i in range(6))
+    diags = _load_text(tmp_path, explicit)
+    assert [(d.line, dotted(d.path)) for d in diags] == [(3, "addressing.mgmt")]
+    assert "has 5" in diags[0].message
+    assert _load_text(tmp_path, "name: big\naddressing:\n  mgmt: 10.9.0.0/23\nnodes:\n" + hosts) == []

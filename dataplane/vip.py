@@ -13,7 +13,6 @@ import contextlib
 import os
 import socket
 import struct
-from collections.abc import Iterator
 from ipaddress import IPv4Address
 
 RTM_NEWLINK, RTM_DELLINK, RTM_GETLINK = 16, 17, 18
@@ -46,16 +45,6 @@ def _attr(kind: int, payload: bytes) -> bytes:
 
 def _mac(text: str) -> bytes:
     return bytes.fromhex(text.replace(":", "").replace(".", ""))
-
-
-def parse_attrs(data: bytes) -> Iterator[tuple[int, bytes]]:
-    pos = 0
-    while pos + 4 <= len(data):
-        length, kind = struct.unpack_from("=HH", data, pos)
-        if length < 4:
-            return
-        yield kind & ~NLA_F_NESTED, data[pos + 4:pos + length]
-        pos += (length + 3) & ~3
 
 
 class Rtnl:

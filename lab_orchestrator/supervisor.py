@@ -318,6 +318,3 @@ class Supervisor:
         reply: dict[str, Any] = json.loads(data)
         return reply
 
-
-def record_json(record: ProcessRecord) -> dict[str, Any]:
-    return asdict(record)

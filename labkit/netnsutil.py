@@ -36,12 +36,6 @@ def exists(name: str) -> bool:
     return path(name).exists()
 
 
-def list_names() -> list[str]:
-    if not NETNS_RUN_DIR.is_dir():
-        return []
-    return sorted(p.name for p in NETNS_RUN_DIR.iterdir())
-
-
 def setns_fd(fd: int, what: str = "namespace") -> None:
     """Move this thread into the network namespace open as FD: OSError if it cannot."""
     _check(_libc.setns(fd, CLONE_NEWNET), f"setns into {what}")

@@ -114,8 +114,8 @@ class Lab(BenchLab):
 def srg1_text(name: str) -> str:
     text = subprocess.run([sys.executable, str(ROOT / "bench/gen_topology.py"), "--name", name, "--srx", "4",
                            "--mnha"], capture_output=True, text=True, check=True).stdout
-    text = text.replace("srg1_active: srx1}", "srg1_active: srx1, mode: srg1}")
-    text = text.replace("srg1_active: srx3}", "srg1_active: srx3, mode: srg1}")
+    text = text.replace("{nodes: [srx1, srx2]}", "{nodes: [srx1, srx2], mode: srg1, srg1_active: srx1}")
+    text = text.replace("{nodes: [srx3, srx4]}", "{nodes: [srx3, srx4], mode: srg1, srg1_active: srx3}")
     if text.count("mode: srg1") != 2:
         raise BenchError("bench/gen_topology.py output changed: cannot set mode: srg1")
     return text

@@ -59,6 +59,9 @@ class PushFlow:
         return data
 
 
+REAL_SERVICES = {"MNHA_SRX1", "MNHA_SRX3"}  # topology3's TLB: one real-service per pair
+
+
 def deny_count(running: RunningLab, srx: str) -> int:
     text = running.exec(srx, "nft", "list", "chain", "inet", "srx", "forward")
     line = next(line for line in text.splitlines() if "default-policy deny-all" in line)
@@ -93,7 +96,7 @@ def test_server_push_flow_survives_power_off_of_its_srx(srg0: RunningLab) -> Non
         assert result["highest_seq"] > 6 * 200 * 0.9, "it flowed until the end"
     finally:
         lab("restore", "--lab", srg0.name, carrier)
-        srg0.wait_members(set(SRX))
+        srg0.wait_members(REAL_SERVICES)
 
 
 def test_pair_power_off_moves_only_its_flows(srg0: RunningLab) -> None:
@@ -101,19 +104,20 @@ def test_pair_power_off_moves_only_its_flows(srg0: RunningLab) -> None:
     before = srg0.carriers(43010)
     lab("fail", "--lab", srg0.name, "srx1", "mnha-pair-power-off")
     try:
-        srg0.wait_members({"srx3", "srx4"})
+        srg0.wait_members({"MNHA_SRX3"})
         assert srg0.probe(43011)["missing"] == []
         after = srg0.carriers(43011)
         moved = {a for a in before if before[a] != after[a]}
         assert moved == {a for a in before if before[a] in ("srx1", "srx2")}
     finally:
         lab("restore", "--lab", srg0.name, "srx1")
-    srg0.wait_members(set(SRX))
+    srg0.wait_members(REAL_SERVICES)
 
 
 def test_without_sync_the_moved_flow_is_dropped(tmp_path: Path) -> None:
-    source = (REPO / "labs/topology3.yml").read_text().replace("srg1_active: srx1}", "srg1_active: srx1, sync: false}")
-    source = source.replace("srg1_active: srx3}", "srg1_active: srx3, sync: false}")
+    source = (REPO / "labs/topology3.yml").read_text()
+    source = source.replace("{nodes: [srx1, srx2]}", "{nodes: [srx1, srx2], sync: false}")
+    source = source.replace("{nodes: [srx3, srx4]}", "{nodes: [srx3, srx4], sync: false}")
     assert source.count("sync: false") == 2
     file = tmp_path / "nosync.yml"
     file.write_text(source)
@@ -162,8 +166,8 @@ def test_srg1_active_backup_failover_and_preemption(tmp_path: Path) -> None:
 
     text = sp.run([sys.executable, str(REPO / "bench/gen_topology.py"), "--name", "mn1", "--srx", "4", "--mnha"],
                   capture_output=True, text=True, check=True).stdout
-    text = text.replace("srg1_active: srx1}", "srg1_active: srx1, mode: srg1}")
-    text = text.replace("srg1_active: srx3}", "srg1_active: srx3, mode: srg1}")
+    text = text.replace("{nodes: [srx1, srx2]}", "{nodes: [srx1, srx2], mode: srg1, srg1_active: srx1}")
+    text = text.replace("{nodes: [srx3, srx4]}", "{nodes: [srx3, srx4], mode: srg1, srg1_active: srx3}")
     file = tmp_path / "mn1.yml"
     file.write_text(text)
     with RunningLab("mn1", file, tmp_path) as running:

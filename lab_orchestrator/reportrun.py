@@ -3,9 +3,9 @@
 The thin, impure part: it brings each lab of the plan up (or reuses one already running under
 that name), runs its cases one after the other on the same running lab (every event restores
 what it broke), brings it down, and hands the collected results to `reportgen` (pure). A case
-that raises is recorded as an error and its lab is rebuilt before the next case, so one broken
-case does not spoil the rest. The JSON is rewritten after every case: an interrupted run keeps
-what it measured.
+that raises is recorded as an error, and after it or after a case that left flows unrecovered the
+lab is rebuilt before the next case, so one broken case does not spoil the rest. The JSON is
+rewritten after every case: an interrupted run keeps what it measured.
 """
 
 from __future__ import annotations
@@ -258,8 +258,12 @@ def run_plan(loaded: LoadedPlan, cases: list[Case], traffic: TrafficParams, outp
                         done += 1
                         on_done(record)
                         _write(doc, outputs, started, final=False)
-                        if record["status"] == "error":
+                        # a case that broke, or left flows unrecovered, may have left the lab broken:
+                        # the next case starts on a fresh one (its verdict is then its own)
+                        if case is not lab_cases[-1] and (record["status"] == "error" or not (
+                                record["result"] or {}).get("recovered", True)):
                             rebuild()
+                            record["lab_rebuilt_after"] = True
     finally:
         _write(doc, outputs, started, final=True)
     return doc

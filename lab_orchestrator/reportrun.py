@@ -282,7 +282,7 @@ def _lab(name: str, file: Path, info: dict[str, Any], step: Callable[[str], None
         info["up_s"] = round(time.monotonic() - t, 2)
 
     def rebuild() -> None:
-        step(f"rebuilding lab {name} after an error")
+        step(f"rebuilding lab {name} (the last case broke or left flows unrecovered)")
         with contextlib.suppress(LabError):
             lab_down(name)
         lab_up(file)

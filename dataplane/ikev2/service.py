@@ -180,6 +180,16 @@ class IkeService:
                 "esp": self.esp.status() if self.esp is not None else None,
                 "ipsec_sas": self.ipsec_sas()}
 
+    def close(self) -> None:
+        for sock in self.sockets.values():
+            self.daemon.loop.unwatch(sock)
+            with contextlib.suppress(OSError):
+                sock.close()
+        if self.esp is not None and self.esp.fd is not None:
+            self.daemon.loop.unwatch(self.esp.fd)
+            self.esp.close()  # the TUN device and the pool's route go with it
+            self.esp = None
+
     def ipsec_sas(self) -> list[dict[str, object]]:
         """One entry per installed CHILD_SA, with live ESP counters (IOS `show crypto ipsec sa`)."""
         if self.esp is None or self.gateway is None:
@@ -233,9 +243,3 @@ def _range_net(first: str, last: str) -> IPv4Network:
     a, b = int(IPv4Address(first)), int(IPv4Address(last))
     bits = (a ^ b).bit_length()
     return IPv4Network((a >> bits << bits, 32 - bits))
-
-    def close(self) -> None:
-        for sock in self.sockets.values():
-            self.daemon.loop.unwatch(sock)
-            with contextlib.suppress(OSError):
-                sock.close()

@@ -179,11 +179,13 @@ def initiator(ns: str, folder: Path, gateway: str, local: str, identity: str, ps
 
 
 def responder(ns: str, folder: Path, local: str, psk: str = "cisco123", proposal: str = "aes256-sha256-ecp256",
-              esp: str = "aes256-sha256", pool: str | None = None, log_level: int = 0) -> Peer:
+              esp: str = "aes256-sha256", pool: str | None = None, log_level: int = 0,
+              install_routes: bool = False) -> Peer:
     """A strongSwan responder (the benchmark's reference): PSK, any client, optional address pool;
     quiet by default (log level 0: one line per IKE SA, like the gateway daemon)."""
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "strongswan.conf").write_text(strongswan_conf(folder, log_level=log_level))
+    (folder / "strongswan.conf").write_text(strongswan_conf(folder, log_level=log_level,
+                                                            install_routes=install_routes))
     pools = f"pools {{\n  p {{\n    addrs = {pool}\n  }}\n}}\n" if pool else ""
     (folder / "swanctl.conf").write_text(f"""connections {{
   rw {{

@@ -214,6 +214,10 @@ class NetnsBackend:
             self.progress("rulesets", f"{len(plan.rulesets)} nftables rulesets")
         from dataplane.nft import Nft, NftError
 
+        # libnftables waits for the kernel's answer with select(), which aborts the process on a
+        # descriptor >= FD_SETSIZE (1024): free the per-namespace netlink sockets (3 descriptors
+        # each, reopened on demand) so that one context per namespace stays below it (256 SRX).
+        self.close()
         nft = Nft()  # in-process libnftables: no nft process per ruleset
         try:
             for ruleset in plan.rulesets:

@@ -463,7 +463,8 @@ def bgp_established(name: str) -> dict[str, int]:
     def walk(value: Any) -> None:
         if isinstance(value, dict):
             for session in value.get("bgp") or []:
-                counts[session["state"]] = counts.get(session["state"], 0) + 1
+                state = "Established" if session["state"] == "up" else session["state"]  # BIRD's "up"
+                counts[state] = counts.get(state, 0) + 1
             for v in value.values():
                 walk(v)
         elif isinstance(value, list):

@@ -290,18 +290,25 @@ def lab_memory(name: str) -> dict[str, Any]:
     per_node = {n: {"kind": kind, "rss": 0, "pss": 0, "processes": 0} for n, kind in nodes.items()}
     missing = []
     measured = 0
+    shared_rss = shared_pss = 0
     for proc in state["processes"]:
         mem = smaps_rollup(int(proc["pid"]))
         if mem is None:
             missing.append(f"{proc['node']}/{proc['name']}({proc['pid']})")
             continue
-        entry = per_node.setdefault(proc["node"], {"kind": "?", "rss": 0, "pss": 0, "processes": 0})
+        if proc["node"] not in per_node:  # a lab-wide daemon (the SSH server): shared like the supervisor
+            shared_rss += mem[0]
+            shared_pss += mem[1]
+            measured += 1
+            continue
+        entry = per_node[proc["node"]]
         entry["rss"] += mem[0]
         entry["pss"] += mem[1]
         entry["processes"] += 1
         measured += 1
     sup = smaps_rollup(int(state.get("supervisor_pid") or 0)) if state.get("supervisor_pid") else None
     sup_rss, sup_pss = sup if sup else (0, 0)
+    sup_rss, sup_pss = sup_rss + shared_rss, sup_pss + shared_pss
     if sup is None:
         missing.append(f"supervisor({state.get('supervisor_pid')})")
     n = len(per_node)
@@ -537,7 +544,7 @@ def markdown(results: dict[str, Any]) -> str:
         if mem:
             kinds = ", ".join(f"{k} {v['avg_rss_mib']:.1f}" for k, v in mem["by_kind"].items())
             rows += [
-                (f"{big['name']} RSS per node, average ({mem['processes']} processes incl. supervisor "
+                (f"{big['name']} RSS per node, average ({mem['processes']} processes incl. supervisor and lab-wide "
                  f"{mem['supervisor_rss_mib']:.1f} MiB shared over nodes)",
                  f"{mem['avg_rss_per_node_mib']:.2f} MiB", f"<= {goal_rss:g} MiB",
                  verdict(mem["avg_rss_per_node_mib"], goal_rss)),

@@ -107,8 +107,10 @@ def test_pair_power_off_moves_only_its_flows(srg0: RunningLab) -> None:
         srg0.wait_members({"MNHA_SRX3"})
         assert srg0.probe(43011)["missing"] == []
         after = srg0.carriers(43011)
-        moved = {a for a in before if before[a] != after[a]}
-        assert moved == {a for a in before if before[a] in ("srx1", "srx2")}
+        # Per real-service (the pair): only pair 1's flows change pair; pair 2's stay on pair 2.
+        pair = {"srx1": 1, "srx2": 1, "srx3": 2, "srx4": 2}
+        moved = {a for a in before if pair[before[a]] != pair[after[a]]}
+        assert moved == {a for a in before if pair[before[a]] == 1}
     finally:
         lab("restore", "--lab", srg0.name, "srx1")
     srg0.wait_members(REAL_SERVICES)

@@ -15,6 +15,7 @@ from . import inspect  # noqa: F401  redundancy, sessions, selector, ssh, exec
 from . import events  # noqa: F401  events list|run
 from . import report  # noqa: F401  report (a test plan)
 from . import traffic  # noqa: F401  traffic start|stop|stats
+from . import live  # noqa: F401  top, web
 from . import meta  # noqa: F401  doctor, version, labs, completion
 # isort: on
 import json

@@ -1,0 +1,48 @@
+"""`lab top` and `lab web`: a running lab, live, in the terminal and in a browser."""
+
+from __future__ import annotations
+
+import typer
+
+from .. import api
+from .common import app, guarded, out
+
+
+@app.command()
+def top(
+    lab: str | None = typer.Argument(None, help="Lab name (default: the only running lab)."),
+) -> None:
+    """A live terminal view (twice a second): node states, BGP, SRG/SRD/HSRP roles, restarts, each selector
+    member's share and packets/s. `q` quits; without a terminal, one line per second."""
+    from .. import livetop
+
+    def run() -> None:
+        try:
+            livetop.run(api.pick(lab), out)
+        except KeyboardInterrupt:
+            return
+
+    guarded(run)
+
+
+@app.command()
+def web(
+    lab: str | None = typer.Argument(None, help="Lab name (default: the only running lab)."),
+    port: int = typer.Option(8040, "--port", "-p", help="TCP port."),
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on (default: this machine only)."),
+    allow_actions: bool = typer.Option(False, "--allow-actions",
+                                       help="Show fail/restore buttons (otherwise the page is read-only)."),
+) -> None:
+    """A live web page of the lab: the topology coloured by state, selector shares and packets/s with
+    sparklines, updated by server-sent events; /state.json for scripts. Nothing is fetched from the network."""
+    from .. import liveweb
+
+    def run() -> None:
+        running = api.pick(lab)
+        out.print(f"lab {running.name} live at http://{host}:{port}/ (state: /state.json; Ctrl-C stops)")
+        try:
+            liveweb.serve(running, host, port, allow_actions)
+        except KeyboardInterrupt:
+            return
+
+    guarded(run)

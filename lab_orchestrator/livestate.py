@@ -1,0 +1,122 @@
+"""The live state of a running lab, for `lab top` and `lab web`: one read, one JSON-able picture.
+
+`collect(lab)` reads what the lab already publishes, through the Lab API (`lab status`: nodes, daemons,
+BGP, readiness; the selector, MNHA, SRD, HSRP and CLB status files that the daemons write); it starts
+no daemon and asks none. `picture(raw, previous)` is pure: it turns that read into what the views draw
+(per node a state and a colour class, per SRX its buckets and packets per second from the MX counters,
+per link up or down) and is unit-tested without a lab.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict
+from typing import TYPE_CHECKING, Any
+
+from labkit.contracts import HSRP_STATUS, IKEV2_STATUS, MXLB_STATUS
+
+if TYPE_CHECKING:
+    from .api import Lab
+
+
+def _read(lab: Lab, node: str, name: str) -> dict[str, Any] | None:
+    try:
+        data = lab.read_json(node, name)
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def collect(lab: Lab) -> dict[str, Any]:
+    """Everything the live views show, read once from the running lab."""
+    lab.refresh()
+    plan = lab.plan()
+    raw: dict[str, Any] = {"at": time.time(), "lab": lab.name, "status": asdict(lab.status()),
+                           "down_nodes": list(lab.state.down_nodes),
+                           "down_links": [list(p) for p in lab.state.down_links],
+                           "links": [[v.a.node, v.b.node, v.a.zone or v.b.zone or ""] for v in plan.veths
+                                     if v.a.node != v.b.node],
+                           "redundancy": lab.redundancy(), "selectors": {}, "hsrp": {}, "clb": {}}
+    for node in plan.nodes:
+        if node.kind == "mx":
+            raw["selectors"][node.name] = _read(lab, node.name, MXLB_STATUS)
+        if node.kind == "ios-router":
+            raw["hsrp"][node.name] = _read(lab, node.name, HSRP_STATUS)
+            raw["clb"][node.name] = _read(lab, node.name, IKEV2_STATUS)
+    return raw
+
+
+def _member_packets(selectors: dict[str, Any]) -> dict[str, int]:
+    """Packets each selector member (an SRX or a TLB real-service) was sent by every MX, both sides."""
+    totals: dict[str, int] = {}
+    for sel in selectors.values():
+        for member in (sel or {}).get("members", []):
+            for side in (member.get("counters") or {}).values():
+                totals[member["name"]] = totals.get(member["name"], 0) + int(side.get("packets", 0))
+    return totals
+
+
+def picture(raw: dict[str, Any], previous: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What the views draw, from one `collect` (and the previous picture, for packets per second)."""
+    status = raw["status"]
+    down = set(raw["down_nodes"])
+    packets = _member_packets(raw["selectors"])
+    dt = raw["at"] - previous["at"] if previous else 0.0
+    before = (previous or {}).get("packets", {})
+    members: dict[str, dict[str, Any]] = {}
+    total = 0
+    for sel in raw["selectors"].values():
+        if not sel:
+            continue
+        total += int(sel.get("buckets", 0))
+        for m in sel.get("members", []):
+            row = members.setdefault(m["name"], {"name": m["name"], "alive": True, "buckets": 0})
+            row["alive"] = row["alive"] and bool(m.get("alive"))
+            row["buckets"] += int(m.get("buckets", 0))
+    for row in members.values():
+        row["share"] = round(row["buckets"] / total, 4) if total else 0.0
+        name = row["name"]
+        row["pps"] = round(max(0, packets.get(name, 0) - before.get(name, 0)) / dt, 1) if dt > 0 else 0.0
+    mnha = raw["redundancy"].get("mnha", {})
+    srd = raw["redundancy"].get("srd", {})
+    nodes = []
+    for node in status["nodes"]:
+        name, kind = node["name"], node["kind"]
+        daemons = node["daemons"]
+        row = {
+            "name": name, "kind": kind, "bgp_sessions": len(node["bgp"]),
+            "bgp_established": sum(1 for s in node["bgp"] if str(s["info"]).startswith("Established")),
+            "daemons_down": [d["name"] for d in daemons if not d["running"] and d["state"] != "stopped"],
+            "restarts": sum(int(d.get("restarts", 0)) for d in daemons),
+        }
+        state = "failed" if name in down else "degraded" if row["daemons_down"] else "up"
+        if kind == "srx":
+            role = mnha.get(name) or {}
+            row["srg0"] = (role.get("srg0") or {}).get("role")
+            row["srg1"] = (role.get("srg1") or {}).get("role")
+            mine = members.get(name)
+            if mine is not None:
+                row.update(buckets=mine["buckets"], share=mine["share"], pps=mine["pps"])
+                if state == "up" and not mine["alive"] and not mine["buckets"]:
+                    state = "drained"  # running, but the selectors send it nothing
+        if kind == "mx":
+            row["mode"] = (raw["selectors"].get(name) or {}).get("mode")
+            row["srd"] = (srd.get(name) or {}).get("role")
+        if kind == "ios-router":
+            groups = (raw["hsrp"].get(name) or {}).get("groups") or []
+            row["hsrp"] = groups[0].get("state") if groups else None
+            row["clb"] = ((raw["clb"].get(name) or {}).get("cluster") or {}).get("role")
+        row["state"] = state
+        nodes.append(row)
+    links = []
+    for a, b, zone in raw["links"]:
+        failed = a in down or b in down or [a, b] in raw["down_links"] or [b, a] in raw["down_links"]
+        links.append({"a": a, "b": b, "zone": zone, "up": not failed})
+    return {"at": raw["at"], "lab": raw["lab"], "status": status["status"], "ready": status["ready"],
+            "problems": status["problems"], "nodes": nodes, "links": links,
+            "members": sorted(members.values(), key=lambda m: m["name"]), "packets": packets}
+
+
+def read(lab: Lab, previous: dict[str, Any] | None = None) -> dict[str, Any]:
+    """collect + picture: the live state now."""
+    return picture(collect(lab), previous)

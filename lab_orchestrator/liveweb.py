@@ -1,0 +1,165 @@
+"""`lab web`: a local web page of a running lab, updated live (server-sent events), no network needed.
+
+One page (templates/live.html: HTML, CSS and JavaScript in one file, nothing fetched from elsewhere) draws the
+topology in the columns of `lab graph` (graph.layout) and colours it from the live state
+(livestate.read, refreshed twice a second by one thread): nodes failed/degraded/drained/up, SRG and
+SRD roles, HSRP states, links up or down, each selector member's bucket share and packets per second
+with a sparkline. Endpoints: `/` the page, `/state.json` the live state, `/layout.json` the drawing,
+`/events` the server-sent event stream; with --allow-actions also `POST /action` (fail, restore,
+switchover). Bound to 127.0.0.1 unless told otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import TYPE_CHECKING, Any
+
+from . import livestate
+
+if TYPE_CHECKING:
+    from .api import Lab
+
+REFRESH_S = 0.5
+
+
+def page_text() -> str:
+    """The page (HTML, CSS and JavaScript in one file shipped in the package: nothing from a CDN)."""
+    from importlib import resources
+
+    return (resources.files("lab_orchestrator") / "templates" / "live.html").read_text()
+
+
+def drawing(lab: Lab) -> dict[str, Any]:
+    """Where each node goes (graph.layout of the lab's topology; a grid by kind if it cannot be read)."""
+    from . import graph
+    from .validate import load_topology
+
+    try:
+        topo = load_topology(lab.state.source).topology
+    except Exception:  # noqa: BLE001 - the source file moved or changed: draw from the plan
+        plan = lab.plan()
+        order = {"host": 0, "ios-router": 1, "mx": 2, "srx": 3}
+        nodes = [{"id": n.name, "node": n.name, "label": n.name, "column": order.get(n.kind, 4), "kind": n.kind}
+                 for n in plan.nodes]
+        edges = [{"a": v.a.node, "b": v.b.node, "zone": v.a.zone or ""} for v in plan.veths if v.a.node != v.b.node]
+        return {"nodes": nodes, "edges": edges, "boxes": {}}
+    layout = graph.layout(topo)
+    nodes = [{"id": ident, "node": ident.split("__")[0], "label": label.replace("\n", " "), "column": column,
+              "kind": kind} for ident, (label, column, kind) in layout.nodes.items()]
+    edges = [{"a": a, "b": b, "zone": zone, "tip": tip} for a, b, zone, tip in layout.edges]
+    return {"nodes": nodes, "edges": edges, "boxes": layout.boxes}
+
+
+class Live:
+    """The latest live state, refreshed by one thread; readers wait for the next one."""
+
+    def __init__(self, lab: Lab):
+        self.lab = lab
+        self.state: dict[str, Any] = livestate.read(lab)
+        self.history: list[dict[str, Any]] = []  # (at, pps per member) for the sparklines
+        self.version = 0
+        self.changed = threading.Condition()
+        self.stopping = threading.Event()
+
+    def run(self) -> None:
+        while not self.stopping.wait(REFRESH_S):
+            try:
+                state = livestate.read(self.lab, self.state)
+            except Exception as exc:  # noqa: BLE001 - the lab went down: say so on the page
+                state = {**self.state, "status": f"unreadable ({type(exc).__name__}: {exc})", "ready": False}
+            self.history = (self.history + [{"at": state["at"], "pps": {m["name"]: m["pps"]
+                                                                         for m in state.get("members", [])}}])[-60:]
+            with self.changed:
+                self.state = {**state, "history": self.history}
+                self.version += 1
+                self.changed.notify_all()
+
+    def wait(self, version: int, timeout: float = 5.0) -> tuple[int, dict[str, Any]]:
+        with self.changed:
+            self.changed.wait_for(lambda: self.version != version or self.stopping.is_set(), timeout)
+            return self.version, self.state
+
+
+def make_handler(live: Live, layout: dict[str, Any], allow_actions: bool) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        server_version = "lab-web"
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
+            return
+
+        def _send(self, code: int, body: bytes, kind: str) -> None:
+            self.send_response(code)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Cache-Control", "no-store")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+            path = self.path.split("?")[0]
+            if path == "/":
+                page = page_text().replace("__ACTIONS__", "true" if allow_actions else "false")
+                self._send(200, page.encode(), "text/html; charset=utf-8")
+            elif path == "/state.json":
+                self._send(200, json.dumps(live.state).encode(), "application/json")
+            elif path == "/layout.json":
+                self._send(200, json.dumps(layout).encode(), "application/json")
+            elif path == "/events":
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Cache-Control", "no-store")
+                self.end_headers()
+                version = -1
+                try:
+                    while not live.stopping.is_set():
+                        version, state = live.wait(version)
+                        self.wfile.write(b"data: " + json.dumps(state).encode() + b"\n\n")
+                        self.wfile.flush()
+                except (BrokenPipeError, ConnectionResetError):
+                    return
+            else:
+                self._send(404, b"not found\n", "text/plain")
+
+        def do_POST(self) -> None:  # noqa: N802
+            if self.path != "/action" or not allow_actions:
+                self._send(403, b"read-only: start `lab web --allow-actions` for actions\n", "text/plain")
+                return
+            length = int(self.headers.get("Content-Length") or 0)
+            try:
+                request = json.loads(self.rfile.read(length))
+                done = act(live.lab, str(request["action"]), str(request.get("node", "")))
+                self._send(200, json.dumps({"ok": True, "done": done}).encode(), "application/json")
+            except Exception as exc:  # noqa: BLE001 - said to the page, the server goes on
+                self._send(400, json.dumps({"ok": False, "error": str(exc)}).encode(), "application/json")
+
+    return Handler
+
+
+def act(lab: Lab, action: str, node: str) -> str:
+    lab.refresh()
+    if action == "fail":
+        return lab.fail("srx-power-off" if node.startswith("srx") else "mx-reboot", node)
+    if action == "restore":
+        return "; ".join(lab.restore(node)) or f"nothing to restore on {node}"
+    if action == "switchover":
+        return f"switchover requested on {lab.switchover()}"
+    raise ValueError(f"unknown action {action}")
+
+
+def serve(lab: Lab, host: str = "127.0.0.1", port: int = 8040, allow_actions: bool = False,
+          ready: threading.Event | None = None) -> None:
+    live = Live(lab)
+    server = ThreadingHTTPServer((host, port), make_handler(live, drawing(lab), allow_actions))
+    server.daemon_threads = True
+    threading.Thread(target=live.run, name="live", daemon=True).start()
+    if ready is not None:
+        ready.set()
+    try:
+        server.serve_forever(poll_interval=0.2)
+    finally:
+        live.stopping.set()
+        with live.changed:
+            live.changed.notify_all()
+        server.server_close()

@@ -15,6 +15,13 @@ from typing import TYPE_CHECKING, Any
 
 from labkit.contracts import HSRP_STATUS, IKEV2_STATUS, MXLB_STATUS
 
+from .kinds.host import KIND as _HOST
+from .kinds.ios_router import KIND as _IOS
+from .kinds.mx import KIND as _MX
+from .kinds.srx import KIND as _SRX
+
+MX, SRX, IOS, HOST = _MX.name, _SRX.name, _IOS.name, _HOST.name
+
 if TYPE_CHECKING:
     from .api import Lab
 
@@ -38,9 +45,9 @@ def collect(lab: Lab) -> dict[str, Any]:
                                      if v.a.node != v.b.node],
                            "redundancy": lab.redundancy(), "selectors": {}, "hsrp": {}, "clb": {}}
     for node in plan.nodes:
-        if node.kind == "mx":
+        if node.kind == MX:
             raw["selectors"][node.name] = _read(lab, node.name, MXLB_STATUS)
-        if node.kind == "ios-router":
+        if node.kind == IOS:
             raw["hsrp"][node.name] = _read(lab, node.name, HSRP_STATUS)
             raw["clb"][node.name] = _read(lab, node.name, IKEV2_STATUS)
     return raw
@@ -90,7 +97,7 @@ def picture(raw: dict[str, Any], previous: dict[str, Any] | None = None) -> dict
             "restarts": sum(int(d.get("restarts", 0)) for d in daemons),
         }
         state = "failed" if name in down else "degraded" if row["daemons_down"] else "up"
-        if kind == "srx":
+        if kind == SRX:
             role = mnha.get(name) or {}
             row["srg0"] = (role.get("srg0") or {}).get("role")
             row["srg1"] = (role.get("srg1") or {}).get("role")
@@ -99,10 +106,10 @@ def picture(raw: dict[str, Any], previous: dict[str, Any] | None = None) -> dict
                 row.update(buckets=mine["buckets"], share=mine["share"], pps=mine["pps"])
                 if state == "up" and not mine["alive"] and not mine["buckets"]:
                     state = "drained"  # running, but the selectors send it nothing
-        if kind == "mx":
+        if kind == MX:
             row["mode"] = (raw["selectors"].get(name) or {}).get("mode")
             row["srd"] = (srd.get(name) or {}).get("role")
-        if kind == "ios-router":
+        if kind == IOS:
             groups = (raw["hsrp"].get(name) or {}).get("groups") or []
             row["hsrp"] = groups[0].get("state") if groups else None
             row["clb"] = ((raw["clb"].get(name) or {}).get("cluster") or {}).get("role")

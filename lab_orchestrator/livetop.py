@@ -23,6 +23,12 @@ from rich.table import Table
 from rich.text import Text
 
 from . import livestate
+from .kinds.host import KIND as _HOST
+from .kinds.ios_router import KIND as _IOS
+from .kinds.mx import KIND as _MX
+from .kinds.srx import KIND as _SRX
+
+MX, SRX, IOS, HOST = _MX.name, _SRX.name, _IOS.name, _HOST.name
 
 if TYPE_CHECKING:
     from .api import Lab
@@ -61,7 +67,7 @@ def render(state: dict[str, Any]) -> Group:
 
 def line(state: dict[str, Any]) -> str:
     """The one-line form (no terminal): time, status, each node's state, each member's share and pps."""
-    nodes = " ".join(f"{n['name']}={n['state']}" for n in state["nodes"] if n["kind"] in ("mx", "srx", "ios-router"))
+    nodes = " ".join(f"{n['name']}={n['state']}" for n in state["nodes"] if n["kind"] in (MX, SRX, IOS))
     members = " ".join(f"{m['name']}:{100 * m['share']:.0f}%/{m['pps']:.0f}pps" for m in state["members"])
     stamp = time.strftime("%H:%M:%S", time.localtime(state["at"]))
     return f"{stamp} {state['lab']} {state['status']} {nodes} {members}"

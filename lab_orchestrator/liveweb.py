@@ -17,6 +17,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 
 from . import livestate
+from .kinds.host import KIND as _HOST
+from .kinds.ios_router import KIND as _IOS
+from .kinds.mx import KIND as _MX
+from .kinds.srx import KIND as _SRX
+
+MX, SRX, IOS, HOST = _MX.name, _SRX.name, _IOS.name, _HOST.name
 
 if TYPE_CHECKING:
     from .api import Lab
@@ -40,7 +46,7 @@ def drawing(lab: Lab) -> dict[str, Any]:
         topo = load_topology(lab.state.source).topology
     except Exception:  # noqa: BLE001 - the source file moved or changed: draw from the plan
         plan = lab.plan()
-        order = {"host": 0, "ios-router": 1, "mx": 2, "srx": 3}
+        order = {HOST: 0, IOS: 1, MX: 2, SRX: 3}
         nodes = [{"id": n.name, "node": n.name, "label": n.name, "column": order.get(n.kind, 4), "kind": n.kind}
                  for n in plan.nodes]
         edges = [{"a": v.a.node, "b": v.b.node, "zone": v.a.zone or ""} for v in plan.veths if v.a.node != v.b.node]
@@ -140,7 +146,7 @@ def make_handler(live: Live, layout: dict[str, Any], allow_actions: bool) -> typ
 def act(lab: Lab, action: str, node: str) -> str:
     lab.refresh()
     if action == "fail":
-        return lab.fail("srx-power-off" if node.startswith("srx") else "mx-reboot", node)
+        return lab.fail("srx-power-off" if node.startswith(SRX) else "mx-reboot", node)
     if action == "restore":
         return "; ".join(lab.restore(node)) or f"nothing to restore on {node}"
     if action == "switchover":

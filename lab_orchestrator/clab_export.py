@@ -28,6 +28,7 @@ from typing import Any
 import yaml
 
 from .diagnostics import LabError
+from .mxlb import RESPONDER_FILE
 from .plan import Interface, LabPlan, Veth
 
 EXPORT_FORMAT = 1
@@ -173,11 +174,31 @@ def node_slice(plan: LabPlan, node: str, whole: Mapping[str, Any] | None = None)
     data["bridges"] = [b for b in data["bridges"] if b["ns"] in own_ns]
     for key in ("routes", "rules", "rulesets", "sessions", "expected_routes"):
         data[key] = [x for x in data[key] if x["ns"] in own_ns]
+    lab_wide = [p for p in data["processes"] if p["node"] in SKIPPED_PROCESS_NODES]
     data["processes"] = [p for p in data["processes"]
                          if p["ns"] in own_ns and p["node"] not in SKIPPED_PROCESS_NODES]
+    own_responder = own_responder_of(plan, node)
+    if own_responder is not None:  # the lab-wide health-check responder, as this container's own
+        template = next(p for p in lab_wide if p["name"] == "responder")
+        data["processes"].append({**template, "node": node, "ns": own_responder[1],
+                                  "argv": [*template["argv"][:-1], f"{plan.state_dir}/{own_responder[0]}"]})
     data["mgmt"]["ports"] = [p for p in data["mgmt"]["ports"] if p["node"] == node]
-    data["file_names"] = sorted(f for f in data["file_names"] if f.startswith(f"nodes/{node}/"))
+    data["file_names"] = sorted({f for f in data["file_names"] if f.startswith(f"nodes/{node}/")}
+                                | ({own_responder[0]} if own_responder else set()))
     return data
+
+
+def own_responder_of(plan: LabPlan, node: str) -> tuple[str, str, str] | None:
+    """(file, namespace, config) of NODE's own health-check responder in a container: the lab-wide
+    responder serves every SRX namespace from one process, which a container cannot do."""
+    text = plan.files.get(RESPONDER_FILE)
+    if text is None:
+        return None
+    entries = [n for n in json.loads(text)["nodes"] if n["name"] == node]
+    if not entries:
+        return None
+    config = json.dumps({"nodes": entries}, indent=2, sort_keys=True) + "\n"
+    return f"nodes/{node}/{RESPONDER_FILE}", entries[0]["ns"], config
 
 
 def _node_config(plan: LabPlan, node: str, kind: str, peers_vendor: set[str], whole: Mapping[str, Any]) -> str:
@@ -376,6 +397,9 @@ def export(plan: LabPlan, options: ExportOptions | None = None) -> ClabExport:
         for rel, content in plan.files.items():
             if rel.startswith(f"nodes/{node}/"):
                 files[rel] = content
+        own_responder = own_responder_of(plan, node)
+        if own_responder is not None:
+            files[own_responder[0]] = own_responder[2]
         files[f"nodes/{node}/{NODE_CONFIG_FILE}"] = _node_config(plan, node, kinds_of.get(node, "lan"),
                                                                   set(vendor), whole)
     links = [_link(plan, veth, vendor) for veth in plan.veths]

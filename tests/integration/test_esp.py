@@ -111,6 +111,7 @@ import socket, sys, threading, time
 from scapy.all import AsyncSniffer, UDP
 sniffer = AsyncSniffer(iface="eth1", filter="udp dst port 4500 and greater 100", count=1, store=True)
 sniffer.start(); time.sleep(0.5)
+print("ready", flush=True)
 sniffer.join(timeout=10)
 packet = sniffer.results[0]
 print(bytes(packet[UDP].payload).hex(), packet[UDP].dport, packet["IP"].dst, flush=True)
@@ -126,7 +127,8 @@ def test_forged_and_replayed_esp_is_dropped_and_counted(esp_lab: Lab) -> None:
         node = next(n for n, a in ROUTERS.items() if a == member)
         sniff = subprocess.Popen(["ip", "netns", "exec", esp_lab.ns("client1"), sys.executable, "-c", SNIFF],
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        time.sleep(1.5)
+        assert sniff.stdout is not None
+        assert sniff.stdout.readline().strip() == "ready", "the sniffer did not start"  # scapy's import is slow
         assert ping(esp_lab, "client1", address)
         out, err = sniff.communicate(timeout=20)
         assert out, err

@@ -50,7 +50,9 @@ def test_srx_stays_in_the_container_namespace(tmp_path: Path) -> None:
     assert sorted(clab_node.interface_names(config)) == ["ge-0-0-0", "ge-0-0-1", "ge-0-0-4"]
     routing, other = clab_node.ordered_daemons(config)
     assert [d.name for d in routing] == ["bird"]
-    assert sorted(d.name for d in other) == ["conntrackd", "mnhad"]
+    assert sorted(d.name for d in other) == ["conntrackd", "mnhad", "responder"]
+    responder = next(d for d in other if d.name == "responder")
+    assert responder.argv[-1] == "/run/lab/t3/nodes/srx1/responder.json"
     assert routing[0].argv[:2] == ["bird", "-f"] and routing[0].log == "/run/lab/t3/logs/srx1-bird.log"
     assert [r.file for r in config.plan.rulesets] == ["nodes/srx1/srx.nft"]
 

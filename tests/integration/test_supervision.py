@@ -102,7 +102,12 @@ def test_a_daemon_in_backoff_makes_the_lab_not_ready(t4: RunningLab) -> None:
             seen = status()
         assert seen["status"] == "degraded" and not seen["ready"]
         assert any(p.startswith("mx2/healthd down (exit status") for p in seen["problems"]), seen["problems"]
+        # between two crashes the restarted daemon runs for a moment: read the text until it shows it down
+        deadline = time.monotonic() + 5
         text = lab("status", NAME).stdout
+        while "not ready: mx2/healthd down" not in text and time.monotonic() < deadline:
+            time.sleep(0.1)
+            text = lab("status", NAME).stdout
         assert "degraded" in text and "not ready: mx2/healthd down" in text
     finally:
         aside.rename(config)

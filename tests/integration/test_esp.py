@@ -85,7 +85,8 @@ def test_thirty_tunnel_clients_pass_traffic_through_esp_only(esp_lab: Lab, tmp_p
             if "Capturing on" in line:
                 break
         time.sleep(1.0)  # tshark says so a little before its capture child is reading
-        failed = [a for a in clients.addresses if not ping(esp_lab, "client1", a)]
+        # three echoes each (one answer is enough): a single lost packet on a loaded host is no fault
+        failed = [a for a in clients.addresses if not ping(esp_lab, "client1", a, count=3)]
         assert not failed, f"no answer through the tunnels of {failed}"
         capture.wait(20)  # ends by itself: an interrupted tshark may lose what its capture child buffered
         frames = subprocess.run(["tshark", "-r", str(pcap), "-T", "fields", "-e", "frame.protocols"],
@@ -96,10 +97,11 @@ def test_thirty_tunnel_clients_pass_traffic_through_esp_only(esp_lab: Lab, tmp_p
         sas = wait_until(lambda: [sa for rows in ipsec_sas(esp_lab).values() for sa in rows
                                   if sa["decaps"] >= 1 and sa["encaps"] >= 1], 5, "live ESP counters")
         assert len(sas) == 30
-        member = next(iter(members))
-        node = next(n for n, a in ROUTERS.items() if a == member)
+        # a client the master kept for itself shows the VIP as its gateway: the master is router1
+        node = next((n for n, a in ROUTERS.items() if a in members), "router1")
         text = esp_lab.lab.cli(node, "show crypto ipsec sa")[0]
-        assert "#pkts encaps: 1, #pkts encrypt: 1" in text and "in use settings ={Tunnel UDP-Encaps, }" in text
+        assert re.search(r"#pkts encaps: [1-9]\d*, #pkts encrypt: [1-9]", text), text
+        assert "in use settings ={Tunnel UDP-Encaps, }" in text
     finally:
         final = clients.stop()
     assert sum(t["inbound"]["packets"] for t in final["esp"]["tunnels"]) >= 30
@@ -124,7 +126,7 @@ def test_forged_and_replayed_esp_is_dropped_and_counted(esp_lab: Lab) -> None:
     try:
         address = clients.addresses[0]
         member = clients.up["results"][0]["gateway"]
-        node = next(n for n, a in ROUTERS.items() if a == member)
+        node = next((n for n, a in ROUTERS.items() if a == member), "router1")  # the VIP: the master kept it
         sniff = subprocess.Popen(["ip", "netns", "exec", esp_lab.ns("client1"), sys.executable, "-c", SNIFF],
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         assert sniff.stdout is not None

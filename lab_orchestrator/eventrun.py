@@ -304,11 +304,13 @@ def expected_movers(state: LabState, plan: LabPlan, samples: list[movers.TableSa
         tables = [s.table for s in frame]
         changed = len(movers.changed_buckets(tables))
         size = max((len(t) for t in tables), default=0)
-        out["phases"][phase.name] = {"movers": moved, "ideal": movers.share_ideal(len(flows), members)
+        out["phases"][phase.name] = {"movers": moved, "ideal": movers.share_ideal(len(flows), members,
+                                                                                  abs(first - last))
                                      if first != last else 0, "members": [first, last],
-                                     # on the table itself: the share of buckets that changed member vs 1/N
+                                     # on the table itself: the share of buckets that changed member vs
+                                     # the members that left or joined over the larger set (1/N for one)
                                      "bucket_share_moved": round(changed / size, 5) if size else None,
-                                     "bucket_share_ideal": round(1 / members, 5) if members and first != last else 0,
+                                     "bucket_share_ideal": movers.share_of_change(first, last),
                                      "buckets": size}
     return out
 

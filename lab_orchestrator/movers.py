@@ -90,6 +90,13 @@ def missed_tables(samples: Iterable[TableSample]) -> int:  # counts the selector
     return missed
 
 
-def share_ideal(flows: int, members_after: int) -> int:
-    """Flows an ideal CHASH change of one member moves: one member's share, flows / members."""
-    return round(flows / members_after) if members_after else flows
+def share_ideal(flows: int, members_after: int, changed: int = 1) -> int:
+    """Flows an ideal CHASH change of CHANGED members moves (a pair powered off, a spare pair added:
+    two): their share of the larger member set, flows * changed / members."""
+    return round(flows * changed / members_after) if members_after else flows
+
+
+def share_of_change(first: int, last: int) -> float:
+    """The share of the table an ideal change from FIRST to LAST members moves: the members that left
+    (or joined) over the larger set; 0 when the count did not change."""
+    return round(abs(first - last) / max(first, last), 5) if first != last else 0

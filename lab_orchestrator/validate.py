@@ -531,6 +531,10 @@ def _check_pairs(topo: Topology, src: SourceMap) -> Iterable[Diagnostic]:
             yield src.diag(base + ("mode",), "srg1+srg2 with TLB needs one real-service per group",
                            "use services.tlb_real_service: pair")
         both_srx = all(n in topo.nodes and topo.nodes[n].kind == "srx" for n in pair.nodes)
+        if both_srx and len({topo.nodes[n].in_service for n in pair.nodes}) > 1:
+            spare = next(n for n in pair.nodes if not topo.nodes[n].in_service)
+            yield src.diag(("nodes", spare, "in_service"), f"{spare} is out of service but its MNHA peer is not",
+                           "a spare MNHA pair has in_service: false on both nodes (it joins as a pair)")
         if len(set(pair.nodes)) == 2 and both_srx and not _has_link(topo, pair.nodes[0], pair.nodes[1], zone="icl"):
             yield src.diag(base + ("nodes",), "an MNHA pair needs an ICL link between its nodes",
                            "add a link with zone: icl")

@@ -77,6 +77,15 @@ def test_movers_on_any_mx_count_and_missed_tables_are_reported() -> None:
     assert movers.share_ideal(100, 4) == 25 and movers.share_ideal(100, 5) == 20
 
 
+def test_the_ideal_of_a_pair_change_is_two_members_share() -> None:
+    """A pair powered off (4 -> 2) or a spare pair added per SRX (4 -> 6) moves two members' share;
+    one member (or a pair that is one real-service, 2 -> 3) moves one share."""
+    assert movers.share_ideal(60, 4, changed=2) == 30 and movers.share_ideal(60, 6, changed=2) == 20
+    assert movers.share_of_change(4, 2) == 0.5 and movers.share_of_change(4, 6) == round(2 / 6, 5)
+    assert movers.share_of_change(2, 3) == round(1 / 3, 5) and movers.share_of_change(4, 3) == 0.25
+    assert movers.share_of_change(4, 4) == 0
+
+
 def test_flow_buckets_use_the_subscriber_address() -> None:
     got = movers.flow_buckets({1: "100.64.0.1", 2: "100.64.0.2"}, 6400, 0x1234)
     assert got == {1: nfthash.bucket("100.64.0.1", 6400, 0x1234), 2: nfthash.bucket("100.64.0.2", 6400, 0x1234)}

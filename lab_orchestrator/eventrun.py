@@ -296,6 +296,9 @@ def expected_movers(state: LabState, plan: LabPlan, samples: list[movers.TableSa
     out: dict[str, Any] = {"missed_tables": movers.missed_tables(samples), "phases": {}}
     for phase in phases:
         moved = movers.phase_movers(samples, phase, buckets_of)
+        # two MXs whose tables disagree: a flow whose gateway switches MX changes SRX
+        disagree = movers.disagreeing_buckets(samples, phase)
+        crossing = {flow for flow, b in buckets_of.items() if b in disagree}
         node = samples[0].node
         frame = movers.window([s for s in samples if s.node == node], phase)
         first, last = (movers.member_count(frame[0].table), movers.member_count(frame[-1].table)) if frame else (0, 0)
@@ -304,8 +307,8 @@ def expected_movers(state: LabState, plan: LabPlan, samples: list[movers.TableSa
         tables = [s.table for s in frame]
         changed = len(movers.changed_buckets(tables))
         size = max((len(t) for t in tables), default=0)
-        out["phases"][phase.name] = {"movers": moved, "ideal": movers.share_ideal(len(flows), members,
-                                                                                  abs(first - last))
+        out["phases"][phase.name] = {"movers": moved | crossing, "cross_mx": crossing - moved,
+                                     "ideal": movers.share_ideal(len(flows), members, abs(first - last))
                                      if first != last else 0, "members": [first, last],
                                      # on the table itself: the share of buckets that changed member vs
                                      # the members that left or joined over the larger set (1/N for one)
@@ -540,7 +543,11 @@ def analyse(event: eventsmod.EventKind, target: str, summary: str, flows: list[A
         phase_figures[name] = {
             "expected_movers": len(ph["movers"]), "movers": len(movers_actual), "ideal": ph["ideal"],
             "unexpected_movers": len(movers_actual - ph["movers"]),
-            "expected_but_stayed": sum(1 for r in rows if r["flow"] in ph["movers"] and r["mover"].get(name) is False),
+            # of the expected movers: flows whose buckets the MXs' tables disagree on (SRD labs)
+            "cross_mx_movers": len(ph.get("cross_mx", ())),
+            # (a flow the MXs disagree on moves only if its gateway switches MX: not counted here)
+            "expected_but_stayed": sum(1 for r in rows if r["flow"] in ph["movers"] - ph.get("cross_mx", set())
+                                       and r["mover"].get(name) is False),
             "members": ph["members"], "bucket_share_moved": ph["bucket_share_moved"],
             "bucket_share_ideal": ph["bucket_share_ideal"], "buckets": ph["buckets"],
         }

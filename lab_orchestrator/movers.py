@@ -78,6 +78,29 @@ def phase_movers(samples: Iterable[TableSample], phase: Phase, buckets_of: Mappi
     return moved
 
 
+def disagreeing_buckets(samples: Iterable[TableSample], phase: Phase) -> set[int]:
+    """Buckets whose member differs between two MXs' tables at some moment of PHASE (their tables as
+    they stood when it started, then after each change). Each MX keeps its own table (after an MX
+    reboot, or a link failure only one MX saw, they differ); a flow whose gateway switches MX (SRD
+    mastership changes, both masters on an inter-MX link failure) lands on the other MX's member."""
+    by_node: dict[str, list[TableSample]] = {}
+    for s in samples:
+        by_node.setdefault(s.node, []).append(s)
+    if len(by_node) < 2:
+        return set()
+    framed = sorted((s for node_samples in by_node.values() for s in window(node_samples, phase)),
+                    key=lambda s: s.at)
+    current: dict[str, tuple[str, ...]] = {}
+    out: set[int] = set()
+    for sample in framed:
+        current[sample.node] = sample.table
+        tables = [t for t in current.values() if t]
+        for a, b in zip(tables, tables[1:], strict=False):
+            if len(a) == len(b):
+                out.update(i for i, (x, y) in enumerate(zip(a, b, strict=True)) if x != y)
+    return out
+
+
 def missed_tables(samples: Iterable[TableSample]) -> int:  # counts the selector's own changes only
     """Table changes that happened between two samples of the same MX (not seen by the sampler)."""
     by_node: dict[str, list[TableSample]] = {}

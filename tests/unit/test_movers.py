@@ -97,3 +97,20 @@ def test_a_change_of_the_node_carrying_a_pair_moves_its_buckets() -> None:
     samples = [sample(0.0, before), sample(2.0, after)]
     assert movers.phase_movers(samples, Phase("event", 1.0), {1: 0, 2: 1, 3: 2}) == {1, 3}
     assert movers.member_count(after) == 2
+
+
+def test_buckets_two_mxs_disagree_on_are_where_a_flow_switching_mx_moves() -> None:
+    """Each MX keeps its own table: where they disagree during a phase, a flow whose gateway switches
+    MX changes SRX. Agreeing tables (or one MX) give none; a change inside the phase counts."""
+    same, other, later = ("x", "y", "x", "y"), ("x", "y", "y", "y"), ("y", "y", "y", "y")
+    one = [sample(0.0, same, "mx1", 1), sample(2.0, other, "mx1", 2)]
+    assert movers.disagreeing_buckets(one, Phase("event", 1.0)) == set()
+    agree = [sample(0.0, same, "mx1", 1), sample(0.0, same, "mx2", 1)]
+    assert movers.disagreeing_buckets(agree, Phase("event", 1.0)) == set()
+    differ = agree[:1] + [sample(0.0, other, "mx2", 1)]
+    assert movers.disagreeing_buckets(differ, Phase("event", 1.0)) == {2}
+    # they agree at the start; mx2 changes inside the phase, mx1 after it: buckets 0 and 2 disagree
+    moving = agree + [sample(2.0, later, "mx2", 2), sample(5.0, later, "mx1", 2)]
+    assert movers.disagreeing_buckets(moving, Phase("event", 1.0, 4.0)) == {0, 2}
+    assert movers.disagreeing_buckets(moving, Phase("restore", 4.0)) == {0, 2}, "until mx1 follows"
+    assert movers.disagreeing_buckets(moving, Phase("restore", 6.0)) == set()

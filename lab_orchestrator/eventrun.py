@@ -11,30 +11,27 @@ time comes from the MX's per-SRX counters.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
+import shutil
 import statistics
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from ipaddress import IPv4Network
 from pathlib import Path
 from typing import Any
 
 from dataplane.nft import Nft, NftError
-from dataplane.traffic import Receiver, Sender, make_flows, reverse_flows
 from labkit.contracts import MXLB_STATUS
 
 from . import events as eventsmod
-from . import movers, ops, sessions
-from .diagnostics import LabError
+from . import movers, ops, sessions, trafficsetup
 from .plan import LabPlan
 from .state import LabState
+from .trafficsetup import REVERSE_ID_OFFSET, endpoints
 
-REVERSE_ID_OFFSET = 100000
 MAX_EXTRA_S = 30.0
 LASTING = {"srx-link-failure", "srx-power-off", "mnha-pair-power-off", "nexthop-delete", "srd-link-failure"}
 
@@ -56,36 +53,6 @@ class TrafficSpec:
     receiver: str = "packet"
     realtime: bool = False  # senders SCHED_FIFO (keeps their schedule when the machine is busy)
     sender_cpu: int | None = None  # pin both senders to this CPU (with realtime: the other CPUs stay free)
-
-
-@dataclass
-class Endpoints:
-    client_ns: str
-    client_iface: str
-    client_prefix: str
-    server_ns: str
-    server_iface: str
-    server_address: str
-
-
-def endpoints(plan: LabPlan) -> Endpoints:
-    """The subscriber host (behind the trust side) and the server host (behind the untrust side)."""
-    hosts = {n.name: n for n in plan.nodes if n.kind == "host"}
-    ifaces = {i.node: i for i in plan.interfaces() if i.node in hosts}
-    client = server = None
-    for name, iface in ifaces.items():
-        gw = iface.peer_node
-        zone = {i.zone for i in plan.interfaces() if i.node == gw and i.zone}
-        if "trust" in zone:
-            client = name
-        elif "untrust" in zone:
-            server = name
-    if client is None or server is None:
-        raise LabError("this lab has no client host behind the trust side and server host behind the untrust side")
-    local = {r.ns: r.dst for r in plan.routes if r.kind == "local"}
-    c, s = ifaces[client], ifaces[server]
-    server_net = IPv4Network(local[s.ns])
-    return Endpoints(c.ns, c.name, local[c.ns], s.ns, s.name, str(server_net.network_address + 10))
 
 
 def default_target(plan: LabPlan, event: eventsmod.EventKind) -> str:
@@ -327,8 +294,6 @@ def _slot(state: LabState, node: str, name: str) -> Any:
 def run_event(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target: str, spec: TrafficSpec,
               progress: Progress = lambda _: None, daemon: str | None = None) -> dict[str, Any]:
     ends = endpoints(plan)
-    flows = make_flows(spec.flows, ends.client_prefix, ends.server_address)
-    reverse = reverse_flows(flows, REVERSE_ID_OFFSET)
     per_flow = spec.rate / spec.flows
     lasting = event.name in LASTING
     # The senders run until stopped (bounded by MAX_EXTRA_S): the traffic goes on until the
@@ -340,31 +305,24 @@ def run_event(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target
         time.sleep(1.0)
     mx_ns = [ns for n in plan.nodes if n.kind == "mx" for ns in n.namespaces if ns.endswith("-trust-vr")]
     # CGNAT: the server sees each flow's NAT binding, not the subscriber; the forward receiver
-    # publishes the bindings on a pipe and the reverse sender answers them (and follows a re-bind).
-    learn = plan.use_case == "cgnat" and spec.reverse
-    read_end, write_end = os.pipe() if learn else (None, None)
+    # publishes the bindings on a FIFO and the reverse sender answers them (and follows a re-bind).
+    nat = plan.use_case == "cgnat"
+    scratch = tempfile.mkdtemp(prefix="lab-events-") if nat and spec.reverse else None
+    setup = trafficsetup.two_way(ends, spec.flows, spec.rate, spec.sizes, total, reverse=spec.reverse, nat=nat,
+                                 bindings=trafficsetup.bindings_fifo(scratch) if scratch else None,
+                                 socket_mode=spec.receiver == "socket", realtime=spec.realtime,
+                                 cpu=spec.sender_cpu)
+    flows = setup.flows
     sampler = Sampler(mx_ns).start()
     watcher = TableWatcher(selector_status_files(state, plan)).start()
-    socket_mode = spec.receiver == "socket"
     rx_f = tx_f = rx_r = tx_r = None
     marks: dict[str, float] = {}
     try:
-        # the bindings are read off the received frames: packet mode for the forward receiver
-        rx_f = Receiver(iface=None if socket_mode and not learn else ends.server_iface,
-                        port=flows[0].dport if socket_mode and not learn else None,
-                        ns=ends.server_ns, rate_per_flow=per_flow, learn_fd=write_end).spawn().wait_ready()
-        _close(write_end)
-        write_end = None
-        rx_r = Receiver(iface=None if socket_mode else ends.client_iface, port=flows[0].sport if socket_mode else None,
-                        ns=ends.client_ns, rate_per_flow=per_flow).spawn().wait_ready() if spec.reverse else None
-        tx_f = Sender(iface=ends.client_iface, ns=ends.client_ns, flows=flows, rate=spec.rate, sizes=spec.sizes,
-                      duration=total, realtime=spec.realtime, cpu=spec.sender_cpu).spawn().wait_ready()
+        rx_f = setup.rx_forward.spawn().wait_ready()
+        rx_r = setup.rx_reverse.spawn().wait_ready() if setup.rx_reverse else None
+        tx_f = setup.tx_forward.spawn().wait_ready()
         time.sleep(0.3)  # the forward packets open the sessions the reverse flows need
-        tx_r = Sender(iface=ends.server_iface, ns=ends.server_ns, flows=reverse, rate=spec.rate, sizes=spec.sizes,
-                      duration=total - 0.3, realtime=spec.realtime, cpu=spec.sender_cpu, learn_fd=read_end,
-                      learn_offset=REVERSE_ID_OFFSET).spawn().wait_ready() if spec.reverse else None
-        _close(read_end)
-        read_end = None
+        tx_r = setup.tx_reverse.spawn().wait_ready() if setup.tx_reverse else None
         time.sleep(max(0.0, spec.warmup - 0.8))
         before = carriers(plan)
         crash: dict[str, Any] = {}
@@ -400,8 +358,8 @@ def run_event(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target
     finally:
         sampler.stop()
         watcher.stop()
-        _close(read_end)
-        _close(write_end)
+        if scratch:
+            shutil.rmtree(scratch, ignore_errors=True)
     pair = next((p for p in plan.mnha if target in p), None) if event.name == "mnha-pair-power-off" else None
     # A lasting event's restore step moves flows too (the returning SRX takes its share back, and
     # those flows' first return packets may reach it before their forward ones open a session):
@@ -436,13 +394,6 @@ def run_event(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target
 
 def _since(ns: int | None, marks: dict[str, float]) -> float | None:
     return round(ns / 1e9 - marks["event"], 3) if ns and "event" in marks else None
-
-
-def _close(fd: int | None) -> None:
-    """Close our copy of a pipe end a child inherited; None to forget it."""
-    if fd is not None:
-        with contextlib.suppress(OSError):
-            os.close(fd)
 
 
 def wait_settled(state: LabState, plan: LabPlan, timeout: float, quiet: float = 2.0) -> float:

@@ -1,8 +1,11 @@
 """`lab traffic start|stop|stats`: traffic by hand on a running lab, under the lab's supervisor.
 
-The same generator and receiver as `lab events run` (dataplane.traffic), started as daemons of a
-pseudo node `_traffic`, so they outlive the command, show in the lab's record and die with the lab.
-Each prints its JSON report into its log when it stops (at the end of --duration, or on `stop`).
+The same flows, senders and receivers as `lab events run`, set up by the same builder
+(`trafficsetup.two_way`; on a CGNAT lab the reverse sender answers the NAT bindings the forward
+receiver sees, through a FIFO in the lab's `traffic/` folder), started as daemons of a pseudo node
+`_traffic` (`python -m dataplane.traffic ROLE --config FILE`), so they outlive the command, show in
+the lab's record and die with the lab. Each prints its JSON report into its log when it stops (at
+the end of --duration, or on `stop`); `stop` counts each receiver against its sender's counts.
 """
 
 from __future__ import annotations
@@ -13,52 +16,45 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import supervisor
+from dataplane.traffic import Accounting
+
+from . import supervisor, trafficsetup
 from .diagnostics import LabError
-from .eventrun import REVERSE_ID_OFFSET, Sampler, endpoints
+from .eventrun import Sampler
 from .ops import load_plan
 from .state import LabState
 
 NODE = "_traffic"
 
 
-def _argv(*args: str) -> list[str]:
-    return [sys.executable, "-m", "dataplane.traffic", *args]
+def folder(state: LabState) -> Path:
+    """Where the traffic daemons' configurations (and a CGNAT lab's bindings FIFO) are."""
+    return Path(state.state_dir) / "traffic"
 
 
 def start(state: LabState, flows: int, rate: float, sizes: str, duration: float, reverse: bool) -> list[str]:
     if any(r.node == NODE and supervisor.alive(r) for r in state.processes):
         raise LabError("traffic is already running in this lab (`lab traffic stop` first)")
     plan = load_plan(state)
-    ends = endpoints(plan)
-    per_flow = rate / flows
-    server_ip = ends.server_address
-    jobs = [
-        ("rx-forward", ends.server_ns, _argv("receive", "--netns", ends.server_ns, "--iface", ends.server_iface,
-                                             "--duration", str(duration + 3), "--rate-per-flow", str(per_flow))),
-        ("tx-forward", ends.client_ns, _argv("send", "--netns", ends.client_ns, "--iface", ends.client_iface,
-                                             "--flows", str(flows), "--sources", ends.client_prefix, "--dst",
-                                             server_ip, "--rate", str(rate), "--sizes", sizes,
-                                             "--duration", str(duration))),
-    ]
-    if reverse:
-        jobs += [
-            ("rx-reverse", ends.client_ns, _argv("receive", "--netns", ends.client_ns, "--iface", ends.client_iface,
-                                                 "--duration", str(duration + 3), "--rate-per-flow", str(per_flow))),
-            ("tx-reverse", ends.server_ns, _argv("send", "--netns", ends.server_ns, "--iface", ends.server_iface,
-                                                 "--flows", str(flows), "--sources", ends.client_prefix, "--dst",
-                                                 server_ip, "--reverse", "--first-id", str(REVERSE_ID_OFFSET),
-                                                 "--rate", str(rate), "--sizes", sizes, "--duration", str(duration))),
-        ]
+    nat = plan.use_case == "cgnat"
+    where = folder(state)
+    where.mkdir(exist_ok=True)
+    setup = trafficsetup.two_way(trafficsetup.endpoints(plan), flows, rate, sizes, duration, reverse=reverse,
+                                 nat=nat, bindings=trafficsetup.bindings_fifo(where) if nat and reverse else None,
+                                 receive_duration=duration + 3)
     client = supervisor.Supervisor(state.state_dir)
     state.processes = [r for r in state.processes if r.node != NODE]
     started = []
-    for name, ns, argv in jobs:
+    for name, role, job in setup.jobs():
+        config = where / f"{name}.json"
+        config.write_text(json.dumps(job.config()) + "\n")
         log = Path(state.state_dir) / "logs" / f"traffic-{name}.log"
         log.write_text("")
-        state.processes.append(client.spawn(NODE, name, ns, argv, str(log)))
+        argv = [sys.executable, "-m", "dataplane.traffic", role, "--config", str(config)]
+        state.processes.append(client.spawn(NODE, name, job.ns or "", argv, str(log)))
         started.append(name)
-        time.sleep(0.3 if name == "tx-forward" else 0.05)  # forward packets open the sessions first
+        if name == "tx-forward":
+            time.sleep(0.3)  # forward packets open the sessions first
     state.save()
     return started
 
@@ -75,17 +71,36 @@ def stop(state: LabState) -> dict[str, Any]:
     return reports(state)
 
 
-def reports(state: LabState) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for record in (r for r in state.processes if r.node == NODE):
-        text = Path(record.log).read_text().strip().splitlines()
-        last = text[-1] if text else ""
+def _last_report(path: str) -> dict[str, Any] | None:
+    """The report a traffic daemon printed last into its log (None: none yet)."""
+    for line in reversed(Path(path).read_text().strip().splitlines()):
         try:
-            data = json.loads(last)
+            data = json.loads(line)
         except ValueError:
-            data = {"running": supervisor.alive(record)}
+            continue
+        if isinstance(data, dict) and ("role" in data or "received" in data):
+            return data
+    return None
+
+
+def reports(state: LabState) -> dict[str, Any]:
+    """Each traffic daemon's report; a receiver's counts its sender's tail too (as `lab events run`)."""
+    records = [r for r in state.processes if r.node == NODE]
+    found = {r.name: _last_report(r.log) for r in records}
+    out: dict[str, Any] = {}
+    for record in records:
+        data = found[record.name]
+        if data is None:
+            out[record.name] = {"running": supervisor.alive(record)}
+            continue
+        saved = data.pop("state", None)
+        sent = found.get(record.name.replace("rx-", "tx-")) if record.name.startswith("rx-") else None
+        if saved is not None:
+            data.update(Accounting.from_state(saved).report(data.get("rate_per_flow_pps"), sent))
         data.pop("per_flow", None)
         out[record.name] = data
+    for data in out.values():
+        data.pop("per_flow_sent", None)
     return out
 
 

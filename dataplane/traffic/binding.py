@@ -5,7 +5,7 @@ SRX chose from its pool (address and port), and a real server answers that bindi
 translates the answer back to the subscriber. The forward receiver (packet mode) therefore records,
 per flow id, the binding its packets arrive with and every change of it (a flow moved to another
 SRX gets a new binding from that SRX's pool), and publishes each change as a 10-byte record on a
-pipe; the reverse sender reads the records and from then on sends that flow's answers to the
+pipe or a FIFO (`open_fifo`); the reverse sender reads the records and from then on sends that flow's answers to the
 binding (`FrameSet.rebind`), the way a server answers the source it last saw.
 
 Record (network byte order): u32 forward flow id, 4 bytes IPv4 address, u16 port.
@@ -84,6 +84,16 @@ class Bindings:
                 distinct.append(binding)
         return {"bindings": [text(b) for b in distinct], "binding_changes": len(items) - 1,
                 "rebound_at_ns": items[1][1] if len(items) > 1 else None}
+
+
+def open_fifo(path: str, write: bool = True) -> int:
+    """Open the bindings FIFO at PATH without waiting for the other end (read-write: a FIFO's open
+    blocks until both ends exist otherwise; neither end then sees the other close). The writer's
+    end is non-blocking (a full FIFO drops records, counted), the reader's blocks in read."""
+    fd = os.open(path, os.O_RDWR | (os.O_NONBLOCK if write else 0))
+    if write:
+        os.set_blocking(fd, False)
+    return fd
 
 
 class Publisher:

@@ -50,7 +50,8 @@ class Receiver:
 
     Packet mode records, per flow, the source address and port its packets arrive with (behind
     CGNAT: the SRX's binding) and every change (report: ``bindings``, ``binding_changes``); with
-    LEARN_FD (the write end of a pipe) each change is also published there for a reverse `Sender`."""
+    LEARN_FD (the write end of a pipe) or LEARN_PATH (a FIFO, opened for writing without blocking)
+    each change is also published there for a reverse `Sender`."""
 
     port: int | None = None
     bind: str = "0.0.0.0"
@@ -63,6 +64,7 @@ class Receiver:
     cpu: int | None = None  # pin the receiving thread to this CPU
     realtime: bool = False  # SCHED_FIFO: keep draining on a busy machine (its socket then does not overflow)
     learn_fd: int | None = None  # bindings pipe (write end): publish each flow's binding and its changes
+    learn_path: str | None = None  # or a FIFO (see `binding.open_fifo`)
     accounting: Accounting = field(default_factory=Accounting, repr=False)
     ready: threading.Event = field(default_factory=threading.Event, repr=False)
     bound_port: int | None = field(default=None, init=False)  # UDP mode: the port bound (PORT 0: any)
@@ -79,7 +81,7 @@ class Receiver:
         return {"port": self.port, "bind": self.bind, "iface": self.iface, "ns": self.ns,
                 "duration": self.duration, "idle": self.idle, "rate_per_flow": self.rate_per_flow,
                 "poll_interval": self.poll_interval, "cpu": self.cpu, "realtime": self.realtime,
-                "learn_fd": self.learn_fd}
+                "learn_fd": self.learn_fd, "learn_path": self.learn_path}
 
     @classmethod
     def from_config(cls, data: dict[str, Any]) -> Receiver:
@@ -183,7 +185,11 @@ class Receiver:
         track = not fixed_offset
         bound = acc.bindings.current
         observe = acc.bindings.observe
-        publisher = binding.Publisher(self.learn_fd) if self.learn_fd is not None and track else None
+        publisher = None
+        if track and self.learn_fd is not None:
+            publisher = binding.Publisher(self.learn_fd)
+        elif track and self.learn_path is not None:
+            publisher = binding.Publisher(binding.open_fifo(self.learn_path))
         src_at = SRC_ADDRESS.unpack_from
         while True:
             try:

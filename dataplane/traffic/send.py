@@ -55,7 +55,8 @@ class Sender:
     `binding`): each flow then sends nothing until the binding of forward flow (its id -
     LEARN_OFFSET) is known, and from then on sends to that address and port (the way a server
     answers the source it sees); a change (the flow re-bound on another SRX) redirects it at once.
-    LEARN_WAIT: seconds to wait for every binding before the first packet."""
+    LEARN_PATH: a FIFO instead of the pipe (`binding.open_fifo`). LEARN_WAIT: seconds to wait for
+    every binding before the first packet."""
 
     iface: str
     flows: list[Flow]
@@ -70,6 +71,7 @@ class Sender:
     cpu: int | None = None  # pin the sending thread to this CPU
     realtime: bool = False  # SCHED_FIFO for the sending thread (paced rates: keeps the schedule under load)
     learn_fd: int | None = None  # bindings pipe (read end), see the class docstring
+    learn_path: str | None = None  # or a FIFO the receiver writes to
     learn_offset: int = 0  # this sender's flow id = forward flow id + LEARN_OFFSET
     learn_wait: float = 3.0
     _rebinds: int = field(default=0, init=False, repr=False)
@@ -95,7 +97,7 @@ class Sender:
                 "sizes": parse_sizes(self.sizes), "duration": self.duration, "count": self.count,
                 "ns": self.ns, "dst_mac": self.dst_mac, "qdisc_bypass": self.qdisc_bypass, "seed": self.seed,
                 "cpu": self.cpu, "realtime": self.realtime, "learn_fd": self.learn_fd,
-                "learn_offset": self.learn_offset, "learn_wait": self.learn_wait}
+                "learn_path": self.learn_path, "learn_offset": self.learn_offset, "learn_wait": self.learn_wait}
 
     @classmethod
     def from_config(cls, data: dict[str, Any]) -> Sender:
@@ -161,7 +163,7 @@ class Sender:
             built = time.monotonic()
             frames = FrameSet(self.flows, sizes, src_mac, dst_mac, self.seed)
             build_s = time.monotonic() - built
-            learned = self._learn(frames) if self.learn_fd is not None else None
+            learned = self._learn(frames) if self.learn_fd is not None or self.learn_path is not None else None
             cpu_before = time.thread_time()
             seqs, errors, stats = self._loop(sock, frames)
             cpu_s = time.thread_time() - cpu_before
@@ -194,8 +196,10 @@ class Sender:
     def _learn(self, frames: FrameSet) -> int:
         """Withhold every flow, follow the bindings pipe in a thread; wait for all (LEARN_WAIT at
         most) and return how many flows were known before the first packet."""
-        assert self.learn_fd is not None
         fd = self.learn_fd
+        if fd is None:
+            assert self.learn_path is not None
+            fd = binding.open_fifo(self.learn_path, write=False)
         index = {f.flow_id - self.learn_offset: i for i, f in enumerate(frames.flows)}
         for i in range(len(frames.flows)):
             frames.withhold(i)

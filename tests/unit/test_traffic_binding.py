@@ -7,6 +7,7 @@ import os
 import socket
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -153,3 +154,73 @@ def test_packet_mode_receiver_records_and_publishes_translated_sources() -> None
     assert report[1]["bindings"] == ["198.51.100.1:1025", "198.51.100.17:3333"]
     assert report[1]["received"] == 4 and report[1]["lost"] == 0
     assert receiver.report()["flows_rebound"] == 1
+
+
+def test_bindings_through_a_fifo_reach_a_sender_started_later(tmp_path: Path) -> None:
+    """`lab traffic start` runs receiver and sender as separate daemons: the receiver publishes on a
+    FIFO before the sender exists; the records wait there and the sender learns them all."""
+    from lab_orchestrator.trafficsetup import bindings_fifo
+
+    fifo = bindings_fifo(tmp_path)
+    assert bindings_fifo(tmp_path) == fifo, "a second start replaces the FIFO"
+    flows = make_flows(2)
+    nat = [Flow(f.flow_id, "198.51.100.1", f.dst, 2000 + f.flow_id, f.dport) for f in flows]
+    frames_in = []
+    for seq in range(2):
+        for flow in nat:
+            frame = build_frame(flow, 64, SRC_MAC, DST_MAC)
+            HEADER.pack_into(frame, PAYLOAD_OFFSET, 0x5447, flow.flow_id, seq, time.monotonic_ns() & 0xFFFFFFFF)
+            frames_in.append(bytes(frame))
+    receiver = Receiver(iface="fake", learn_path=fifo, poll_interval=0.0001)
+    drained, learnt = threading.Event(), threading.Event()
+
+    class StillRunning(FakePacketSocket):  # the receiver goes on running once its frames are drained
+        def recv_into(self, buf: bytearray) -> int:
+            if not self.frames:
+                drained.set()
+                if learnt.wait(5):
+                    self.receiver._stop = True
+                raise BlockingIOError
+            return super().recv_into(buf)
+
+    thread = threading.Thread(target=receiver._loop, args=(StillRunning(frames_in, receiver), -1))
+    thread.start()
+    assert drained.wait(5)
+    reverse = [Flow(f.flow_id + 500, f.dst, f.src, f.dport, f.sport) for f in flows]
+    sender = Sender(iface="fake", flows=reverse, rate=1000, sizes=64, duration=0.1, learn_path=fifo,
+                    learn_offset=500, learn_wait=2.0)
+    frames = FrameSet(reverse, [(64, 1)], SRC_MAC, DST_MAC)
+    try:
+        assert sender._learn(frames) == 2
+    finally:
+        learnt.set()
+        thread.join(5)
+    assert receiver.report()["bindings_dropped"] == 0
+    assert [(f.dst, f.dport) for f in frames.flows] == [("198.51.100.1", 2000), ("198.51.100.1", 2001)]
+
+
+def test_two_way_setup_is_the_same_for_events_and_traffic_by_hand(tmp_path: Path) -> None:
+    from lab_orchestrator.trafficsetup import REVERSE_ID_OFFSET, Endpoints, bindings_fifo, two_way
+
+    ends = Endpoints("c-ns", "eth1", "100.64.0.0/16", "s-ns", "eth1", "203.0.113.10")
+    fifo = bindings_fifo(tmp_path)
+    nat = two_way(ends, 4, 400, "imix", 10, nat=True, bindings=fifo, receive_duration=13)
+    assert [name for name, _, _ in nat.jobs()] == ["rx-forward", "rx-reverse", "tx-forward", "tx-reverse"]
+    assert nat.rx_forward.iface == "eth1" and nat.rx_forward.learn_path == fifo and nat.rx_forward.duration == 13
+    assert nat.tx_reverse is not None and nat.tx_reverse.learn_path == fifo
+    assert nat.tx_reverse.learn_offset == REVERSE_ID_OFFSET
+    assert [f.flow_id for f in nat.tx_reverse.flows] == [REVERSE_ID_OFFSET + i for i in range(4)]
+    assert nat.tx_reverse.flows[0].dst == nat.tx_forward.flows[0].src
+    # the configuration a daemon is started with gives back the same process
+    again = Sender.from_config(nat.tx_reverse.config())
+    assert again.learn_path == fifo and again.flows == nat.tx_reverse.flows
+    assert Receiver.from_config(nat.rx_forward.config()).learn_path == fifo
+    sfw = two_way(ends, 4, 400, "imix", 10, socket_mode=True)
+    assert sfw.rx_forward.port == 7000 and sfw.rx_forward.learn_path is None
+    assert sfw.tx_reverse is not None and sfw.tx_reverse.learn_path is None
+    # behind NAT the forward receiver must read frames to see the translated source, even in socket mode
+    assert two_way(ends, 4, 400, "imix", 10, nat=True, bindings=fifo, socket_mode=True).rx_forward.port is None
+    one_way = two_way(ends, 4, 400, "imix", 10, reverse=False, nat=True)
+    assert one_way.rx_reverse is None and one_way.tx_reverse is None and one_way.rx_forward.learn_path is None
+    with pytest.raises(ValueError, match="bindings FIFO"):
+        two_way(ends, 4, 400, "imix", 10, nat=True)

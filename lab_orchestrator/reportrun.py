@@ -151,7 +151,7 @@ def run_case(case: Case, traffic: TrafficParams, capture: bool, workdir: Path,
              progress: Callable[[str], None], realtime: bool | None = None,
              cpu: int | None = None) -> dict[str, Any]:
     """Run CASE on its running lab; the case record of the report document."""
-    from . import api, eventrun
+    from . import api, trafficsetup
     from . import capture as capmod
 
     record: dict[str, Any] = {"id": case.id, "lab": case.lab, "event": case.event, "target": case.target,
@@ -170,7 +170,7 @@ def run_case(case: Case, traffic: TrafficParams, capture: bool, workdir: Path,
                                     realtime=traffic.realtime if realtime is None else realtime,
                                     sender_cpu=traffic.sender_cpu if cpu is None else cpu)
         if capture:
-            ends = eventrun.endpoints(lab.plan())
+            ends = trafficsetup.endpoints(lab.plan())
             caps.append(capmod.Dumpcap(ends.server_ns, ends.server_iface, workdir / f"{case.index}-fwd.pcap").start())
             if traffic.reverse:
                 caps.append(capmod.Dumpcap(ends.client_ns, ends.client_iface,

@@ -25,7 +25,7 @@ import select
 import socket
 import sys
 import time
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from ipaddress import IPv4Network
 from pathlib import Path
 from typing import Any
@@ -35,77 +35,16 @@ from pyroute2.netlink.rtnl import RTMGRP_IPV4_ROUTE, RTMGRP_LINK
 
 from labkit.files import write_json
 
-from .chash import SelectorTable, build_initial, plain_ecmp, reconcile_pairs
+from .chash import SelectorTable
 from .daemonkit import StopFlag, resumed_status
 from .health import HealthState, ProfileHealth
 from .nft import Nft, NftError
+from .selector import MemberState, SelectorCore, map_commands, pick_hop, read_map
 
-ROUTE_SETTLE_S = 10.0
-ROUTE_QUIET_S = 2.0
-ROUTE_HOLD_S = 1.0
-TAKEOVER_GRACE_S = 5.0
+__all__ = ["Daemon", "MemberState", "main"]
+
 IFF_UP = 0x1
 IFF_LOWER_UP = 0x10000
-CLONE_NEWNET = 0x40000000
-
-
-@dataclass
-class MemberState:
-    name: str
-    mark: int
-    carrier: dict[str, bool] = field(default_factory=dict)  # side -> link has carrier
-    routed: dict[str, bool] = field(default_factory=dict)  # side -> next hop in the watched routes
-    seen: bool = False  # next hop has been in the routes at least once (BGP came up)
-    health: ProfileHealth | None = None  # TLB only
-
-    in_ecmp: bool = True  # the routed state after the hold-down (what the selector acts on)
-    changed_at: float = 0.0  # when the raw routed state last flipped
-    # TLB, after a carrier loss: each profile's probe count then; the member is out until the
-    # monitor reports `recoveries` successful probes of every profile made since.
-    proving: dict[str, int] | None = None
-
-    def alive(self, routes_decide: bool = False) -> bool:
-        """Carrier on every side, and: TLB, passing health checks; ECMP, its BGP next hop in the
-        watched routes (held down for ROUTE_HOLD_S) once the route gate is open."""
-        if not self.carrier or not all(self.carrier.values()):
-            return False
-        if self.health is not None:
-            return self.health.up and self.proving is None
-        if routes_decide:
-            return self.in_ecmp
-        return True
-
-    def lost_carrier(self) -> None:
-        """A link of this SRX went down: whatever comes back must prove itself again (TLB: pass
-        `recoveries` health checks; ECMP: its BGP next hop back for ROUTE_HOLD_S). Without this an SRX
-        that just came back (rebooted, not yet routing) would be handed flows it drops."""
-        self.in_ecmp = False
-        self.changed_at = time.monotonic()
-        if self.health is not None:
-            self.proving = {name: state.probes for name, state in self.health.states.items()}
-            if self.health.up:
-                self.health.force_down("carrier lost")
-
-    def proven(self) -> bool:
-        """TLB: has every profile passed `recoveries` probes since the last carrier loss?"""
-        if self.proving is None or self.health is None:
-            return True
-        if all(s.up and min(s.ok_streak, s.probes - self.proving.get(n, 0)) >= s.recoveries
-               for n, s in self.health.states.items()):
-            self.proving = None
-        return self.proving is None
-
-    def hold_down(self, now: float) -> bool:
-        """Follow the routed state only once it has held ROUTE_HOLD_S: a path that leaves the ECMP
-        set for a moment while BGP reconverges (an SRD switchover, an SRG1 role change) must not
-        reshuffle the table. Carrier loss is not held down. True while a change is pending."""
-        routed = bool(self.routed) and all(self.routed.values())
-        if routed == self.in_ecmp:
-            return False
-        if now - self.changed_at >= ROUTE_HOLD_S:
-            self.in_ecmp = routed
-            return False
-        return True
 
 
 def _open_in(ns: str, groups: int) -> IPRoute:
@@ -139,34 +78,29 @@ def _route_nexthops(ipr: IPRoute, prefix: str) -> set[str]:
     return hops
 
 
-class Daemon:
+class Daemon(SelectorCore):
+    """The selector's kernel side: netlink reads, the nft map, TLB tables and fallback route, status."""
+
     def __init__(self, config: dict[str, Any]):
         self.config = config
-        self.order: list[str] = list(config["order"])
-        self.buckets: int = int(config["buckets"])
-        self.mode: str = config["mode"]
         self.selectors: list[dict[str, Any]] = config["selectors"]
-        self.peers: dict[str, str] = dict(config.get("peers", {}))
-        # how a member that comes back is given buckets (dataplane.chash.reconcile_pairs)
-        self.restore_policy: str = str(config.get("restore_policy", "proportional"))
-        self.left: dict[str, tuple[int, ...]] = {}  # member -> the buckets it held when it left the table
-        self.nft = Nft()
-        self.members: dict[str, MemberState] = {}
+        members: dict[str, MemberState] = {}
         health = config.get("health") or {}
         self.targets: dict[str, str] = {}
         self.profiles: list[dict[str, Any]] = list(health.get("profiles", []))
         for selector in self.selectors:
             for m in selector["members"]:
                 m.setdefault("hops", [{"node": m["name"], "dev": m["dev"], "nexthop": m["nexthop"]}])
-                state = self.members.setdefault(m["name"], MemberState(m["name"], int(m["mark"])))
-                if self.mode == "tlb" and state.health is None:
+                state = members.setdefault(m["name"], MemberState(m["name"], int(m["mark"])))
+                if config["mode"] == "tlb" and state.health is None:
                     state.health = ProfileHealth({p["name"]: HealthState(int(p["failures"]), int(p["recoveries"]))
                                                   for p in self.profiles})
                     self.targets[m["name"]] = m["loopback"]
+        super().__init__(list(config["order"]), int(config["buckets"]), config["mode"], config.get("peers", {}),
+                         str(config.get("restore_policy", "proportional")), members)
+        self.nft = Nft()
         self.health_config = health
         self.health_sock: socket.socket | None = None
-        self.health_reports = 0
-        self.health_report_at = 0.0
         self.mark_of = {name: state.mark for name, state in self.members.items()}
         self.name_of = {state.mark: name for name, state in self.members.items()}
         self.query = {s["side"]: _open_in(s["ns"], 0) for s in self.selectors}
@@ -184,18 +118,11 @@ class Daemon:
         self.chosen: dict[str, dict[str, str]] = {sel["side"]: {} for sel in self.selectors}
         self.table_base = int(config.get("mark_table_base", 100))
         self.watch = {s["side"]: _open_in(s["ns"], RTMGRP_LINK | RTMGRP_IPV4_ROUTE) for s in self.selectors}
-        self.table = SelectorTable()
         self.fallback_route: dict[str, str | None] = {}
         self.counters: dict[str, dict[str, dict[str, int]]] = {}
-        self.changes = 0
-        self.first_routed_at: float | None = None
         self.last_route_event = time.monotonic()
-        self.gate_open = False
-        self.pending_hold = False
-        self.takeover_until: dict[str, float] = {}
         self.last_event = 0.0
         self.last_programmed = 0.0
-        self.history: list[dict[str, Any]] = []
 
     # ------------------------------------------------------------ kernel reads
     def observe(self) -> None:
@@ -213,39 +140,15 @@ class Daemon:
                     self.dev_up[side][hop["dev"]] = bool(f & IFF_UP) and bool(f & IFF_LOWER_UP)
                 state.carrier[side] = any(self.dev_up[side][h["dev"]] for h in m["hops"])
                 if not state.carrier[side]:
-                    state.lost_carrier()
+                    state.lost_carrier(time.monotonic())
                 if len(m["hops"]) > 1:
                     self.route_hops[side][m["name"]] = _route_nexthops(ipr, f"{m['loopback']}/32")
                 if not hops and side in state.routed:
                     # The watched route is gone through every SRX: the destination vanished (e.g. the
                     # subscriber gateway withdrew it), not the SRXs. Keep their standing.
                     continue
-                was = bool(state.routed) and all(state.routed.values())
-                state.routed[side] = m["nexthop"] in hops
-                if (bool(state.routed) and all(state.routed.values())) != was:
-                    state.changed_at = time.monotonic()
-        for state in self.members.values():
-            if state.routed and all(state.routed.values()):
-                state.seen = True
-                if self.first_routed_at is None:
-                    self.first_routed_at = time.monotonic()
-
-    def routes_decide(self) -> bool:
-        """The route gate. While BGP converges after start-up, next hops come and go (an SRX's best
-        path flips between MXs, a longer path leaves the ECMP set for a moment); acting on that
-        would make each MX churn its table in its own order, and two MXs would end with different
-        tables. So until the routes have been quiet for ROUTE_QUIET_S after the first one came (at
-        most ROUTE_SETTLE_S), carrier alone decides. After that, an SRX out of the
-        ECMP route (withdrawn, or an MNHA SRG1 backup whose prepended path is not in it) is out."""
-        if self.gate_open:
-            return True
-        if self.first_routed_at is None:
-            return False
-        now = time.monotonic()
-        quiet = now - self.last_route_event >= ROUTE_QUIET_S
-        if quiet or now - self.first_routed_at >= ROUTE_SETTLE_S:
-            self.gate_open = True
-        return self.gate_open
+                state.set_routed(side, m["nexthop"] in hops, time.monotonic())
+        self.routes_seen(time.monotonic())
 
     def programmed(self, ns: str) -> SelectorTable | None:
         """The map as the kernel has it now (None if it does not describe our members)."""
@@ -255,13 +158,7 @@ class Daemon:
             return None
         for item in data.get("nftables", []):
             if "map" in item:
-                elements = dict((int(k), int(v)) for k, v in item["map"].get("elem", []))
-                if not elements:
-                    return SelectorTable()
-                if sorted(elements) != list(range(self.buckets)) or \
-                        any(v not in self.name_of for v in elements.values()):
-                    return None
-                return SelectorTable(tuple(self.name_of[elements[b]] for b in range(self.buckets)))
+                return read_map(item["map"].get("elem", []), self.buckets, self.name_of)
         return None
 
     def absorb(self, side: str, messages: Any) -> bool:
@@ -280,83 +177,22 @@ class Daemon:
                     carrier = any(self.dev_up[side].get(h["dev"], False) for h in hops)
                     self.members[member].carrier[side] = carrier
                     if not carrier:
-                        self.members[member].lost_carrier()
+                        self.members[member].lost_carrier(time.monotonic())
             elif event in ("RTM_NEWROUTE", "RTM_DELROUTE"):
                 routes_changed = True
-                self.last_route_event = time.monotonic()
+                self.route_event(time.monotonic())
         return routes_changed
 
-    # ------------------------------------------------------------ decisions
-    def desired(self) -> SelectorTable:
-        decide = self.routes_decide()
-        now = time.monotonic()
-        self.pending_hold = False
-        for state in self.members.values():
-            if not decide:  # before the gate opens carrier decides; afterwards routes, held down
-                state.in_ecmp = bool(state.routed) and all(state.routed.values())
-            elif state.hold_down(now):
-                self.pending_hold = True
-        alive = [name for name in self.order if name in self.members and self.members[name].alive(decide)]
-        # An SRX leaving the table hands over to its MNHA peer as soon as the peer can forward
-        # (carrier up), before BGP says so: an SRG1 backup holds the synced sessions and is about
-        # to become active; waiting for its routes would send the flows to another pair, which has none.
-        for name in self.table.members():
-            peer = self.peers.get(name)
-            if name not in alive and peer in self.members and peer not in alive and self.members[peer].alive(False):
-                alive.append(peer)
-                self.takeover_until[peer] = now + TAKEOVER_GRACE_S
-        # ...and keeps them while its routes catch up (SRG1 election, BGP), for TAKEOVER_GRACE_S.
-        for name, until in list(self.takeover_until.items()):
-            if now > until or not self.members[name].alive(False):
-                del self.takeover_until[name]
-            elif name not in alive:
-                alive.append(name)
-        alive = [name for name in self.order if name in alive]
-        if self.mode == "ecmp":
-            return plain_ecmp(alive, self.buckets) if alive else SelectorTable()
-        # An SRX of an MNHA pair fails over to its peer (which has its sessions) and back from it.
-        return reconcile_pairs(self.table, alive, self.order, self.peers, n_buckets=self.buckets,
-                               policy=self.restore_policy, remembered=self.left)
-
+    # ------------------------------------------------------------ kernel writes
     def program(self, table: SelectorTable, reason: str) -> None:
-        if table.n_buckets and self.table.n_buckets == table.n_buckets:
-            # Only the buckets that move (a failover moves 1/N of them): with thousands of buckets a
-            # full rewrite costs ~17 ms per side, the changed ones well under 1 ms. One transaction.
-            moved = [b for b, (old, new) in enumerate(zip(self.table.buckets, table.buckets, strict=True))
-                     if old != new]
-            keys = ", ".join(str(b) for b in moved)
-            elements = ", ".join(f"{b} : {self.mark_of[table.buckets[b]]}" for b in moved)
-            commands = f"delete element ip mxlb sel {{ {keys} }}; add element ip mxlb sel {{ {elements} }}" \
-                if moved else ""
-        elif table.n_buckets:
-            elements = ", ".join(f"{b} : {self.mark_of[name]}" for b, name in enumerate(table.buckets))
-            commands = f"flush map ip mxlb sel; add element ip mxlb sel {{ {elements} }}"
-        else:
-            commands = "flush map ip mxlb sel"
+        commands = map_commands(self.table, table, self.mark_of)
         for selector in self.selectors:
             if commands:
                 self.nft.run(commands, ns=selector["ns"])
         self.last_programmed = time.time()
         if self.mode == "tlb":
             self.program_fallback(table)
-        for name in self.table.members():
-            if name not in table.counts():
-                self.left[name] = tuple(b for b, held in enumerate(self.table.buckets) if held == name)
-        self.changes += 1
-        self.history = (self.history + [{"at": self.last_programmed, "reason": reason,
-                                         "members": list(table.members())}])[-20:]
-        self.table = table
-
-    def pick_hop(self, side: str, member: dict[str, Any]) -> dict[str, Any] | None:
-        """The SRX of the pair that carries this real-service on SIDE: the first, in pair order, whose
-        link is up and whose next hop BGP has in the route to the real-service address (an SRX that
-        lost activeness prepends 3x and leaves that route); without such a route, the first with
-        its link up (a link going down is acted on at once, before BGP)."""
-        routed = self.route_hops[side].get(member["name"], set())
-        up = [h for h in member["hops"] if self.dev_up[side].get(h["dev"], False)]
-        preferred = [h for h in up if h["nexthop"] in routed]
-        chosen: dict[str, Any] | None = (preferred or up or [None])[0]
-        return chosen
+        self.commit(table, reason, self.last_programmed)
 
     def program_hops(self) -> None:
         """TLB per pair: point each real-service's table at the SRX chosen by pick_hop."""
@@ -365,7 +201,7 @@ class Daemon:
             for m in selector["members"]:
                 if len(m["hops"]) < 2:
                     continue
-                hop = self.pick_hop(side, m)
+                hop = pick_hop(m["hops"], self.dev_up[side], self.route_hops[side].get(m["name"], set()))
                 if hop is None or self.chosen[side].get(m["name"]) == hop["nexthop"]:
                     continue
                 oif = ipr.link_lookup(ifname=hop["dev"])
@@ -380,8 +216,7 @@ class Daemon:
                 self.chosen[side][m["name"]] = hop["nexthop"]
                 if before is not None:
                     print(f"{time.strftime('%H:%M:%S')} {m['name']} {side}: now via {hop['node']}", flush=True)
-                    self.history = (self.history + [{"at": time.time(), "reason": f"{m['name']} {side} via "
-                                                     f"{hop['node']}", "members": list(self.table.members())}])[-20:]
+                    self.note(f"{m['name']} {side} via {hop['node']}", time.time())
 
     def program_fallback(self, table: SelectorTable) -> None:
         """TLB: the forwarding instance's default route exists only while an SRX is healthy (the
@@ -432,27 +267,11 @@ class Daemon:
             with contextlib.suppress(ValueError, KeyError, TypeError, AttributeError):
                 self.health_report(json.loads(data))
 
-    def health_report(self, report: dict[str, Any]) -> None:
-        """Take the monitor's state of each real-service and profile (a member that lost carrier
-        here stays out until it has proven itself in the monitor's probes made since)."""
-        self.health_reports += 1
-        self.health_report_at = float(report["at"])
-        for name, data in report["members"].items():
-            state = self.members.get(name)
-            if state is None or state.health is None:
-                continue
-            before = state.alive()
-            for profile, values in data["profiles"].items():
-                health = state.health.states.get(profile)
-                if health is None:
-                    continue
-                health.up, health.last_result = bool(values["up"]), str(values["last_result"])
-                health.probes, health.last_change = int(values["probes"]), float(values["last_change"])
-                health.fail_streak, health.ok_streak = int(values["fail_streak"]), int(values["ok_streak"])
-            state.proven()
-            if state.alive() != before:
-                print(f"{time.strftime('%H:%M:%S')} {name} health {'up' if state.alive() else 'down'}: "
-                      f"{state.health.last_result}", flush=True)
+    def health_report(self, report: Mapping[str, Any]) -> list[str]:
+        lines = super().health_report(report)
+        for line in lines:
+            print(f"{time.strftime('%H:%M:%S')} {line}", flush=True)
+        return lines
 
     def resume_health(self) -> None:
         """Restarted after a crash: the monitor's last published state, before its next round."""
@@ -461,25 +280,12 @@ class Daemon:
             with contextlib.suppress(ValueError, KeyError, TypeError, AttributeError):
                 self.health_report(previous)
 
-    def adopt(self) -> None:
+    def adopt_programmed(self) -> None:
         """Start-up: take the programmed map as the current table if it is one of ours."""
         tables = [self.programmed(s["ns"]) for s in self.selectors]
-        first = tables[0] if tables else None
         self.observe()
-        if first is not None and all(t == first for t in tables):
-            self.table = first
-            # A restart in steady state: routes are there, so they decide from the first moment.
-            self.gate_open = self.first_routed_at is not None
-            # A member missing from the programmed map was taken out for a reason (withdrawn or
-            # failed): it comes back only once its routes do, not merely because its link is up.
-            for name, state in self.members.items():
-                if name not in first.members():
-                    state.seen = True
-                    if state.health is not None:  # must pass `recoveries` probes made from now on
-                        state.proving = {n: h.probes for n, h in state.health.states.items()}
-                        state.health.force_down("out of the programmed map at start")
-        else:
-            self.table = build_initial([n for n in self.order if n in self.members], self.buckets)
+        if not self.adopt(tables):
+            self.table = self.initial()
             self.program(self.table, "initial table (programmed map missing or inconsistent)")
 
     def step(self, reason: str) -> bool:
@@ -487,7 +293,7 @@ class Daemon:
         return self.decide(reason)
 
     def decide(self, reason: str) -> bool:
-        wanted = self.desired()
+        wanted = self.desired(time.monotonic())
         if wanted == self.table:
             return False
         self.program(wanted, reason)
@@ -530,7 +336,7 @@ class Daemon:
         if self.mode == "tlb":
             self.open_health()
             self.resume_health()
-        self.adopt()
+        self.adopt_programmed()
         self.step("start-up")
         if self.mode == "tlb":
             self.program_fallback(self.table)

@@ -1,0 +1,363 @@
+"""The MX selector's pure core (dataplane.selector): member verdicts, the route gate, the hold-down,
+MNHA takeover, restore policies, adopting a programmed map, the monitor's reports, the nft map diff."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from dataplane.chash import SelectorTable, build_initial, plain_ecmp
+from dataplane.health import HealthState, ProfileHealth
+from dataplane.selector import (
+    ROUTE_HOLD_S,
+    ROUTE_QUIET_S,
+    ROUTE_SETTLE_S,
+    TAKEOVER_GRACE_S,
+    MemberState,
+    SelectorCore,
+    map_commands,
+    pick_hop,
+    read_map,
+)
+
+ORDER = ["srx1", "srx2", "srx3", "srx4"]
+BUCKETS = 64
+SIDES = ("trust", "untrust")
+
+
+def member(name: str, carrier: bool = True, routed: bool = True, tlb: bool = False) -> MemberState:
+    state = MemberState(name, 0x100 + ORDER.index(name) + 1, carrier={s: carrier for s in SIDES},
+                        routed={s: routed for s in SIDES})
+    if tlb:
+        state.health = ProfileHealth({"icmp": HealthState(2, 2), "tcp": HealthState(2, 2)})
+    return state
+
+
+def core(mode: str = "chash", peers: dict[str, str] | None = None, policy: str = "proportional",
+         tlb: bool = False) -> SelectorCore:
+    members = {name: member(name, tlb=tlb) for name in ORDER}
+    selector = SelectorCore(ORDER, BUCKETS, mode, peers or {}, policy, members)
+    selector.table = selector.initial()
+    return selector
+
+
+def steady(selector: SelectorCore, now: float = 100.0) -> None:
+    """Routes came at 0 and have been quiet since: the gate opens."""
+    selector.routes_seen(0.0)
+    assert selector.routes_decide(now)
+
+
+def report(name: str, up: bool, probes: int, ok_streak: int,
+           profiles: tuple[str, ...] = ("icmp", "tcp")) -> dict[str, Any]:
+    return {"at": 5.0, "members": {name: {"profiles": {p: {
+        "up": up, "last_result": "ok" if up else "timeout", "probes": probes, "last_change": 1.0,
+        "fail_streak": 0 if up else 2, "ok_streak": ok_streak} for p in profiles}}}}
+
+
+# ------------------------------------------------------------ MemberState
+def test_a_member_needs_carrier_on_every_side() -> None:
+    state = member("srx1")
+    assert state.alive() and state.alive(True)
+    state.carrier["untrust"] = False
+    assert not state.alive() and not state.alive(True)
+    assert not MemberState("srx1", 0x101).alive(), "no side seen yet: not alive"
+
+
+def test_routes_decide_only_once_the_gate_is_open() -> None:
+    state = member("srx1")
+    state.in_ecmp = False
+    assert state.alive(False), "before the gate, carrier alone decides"
+    assert not state.alive(True)
+
+
+def test_a_lost_carrier_takes_the_member_out_of_ecmp_until_routes_hold_again() -> None:
+    state = member("srx1")
+    state.lost_carrier(50.0)
+    assert not state.in_ecmp and state.changed_at == 50.0
+    assert state.hold_down(50.5), "routed, but not for ROUTE_HOLD_S yet"
+    assert not state.in_ecmp
+    assert not state.hold_down(50.0 + ROUTE_HOLD_S)
+    assert state.in_ecmp
+
+
+def test_hold_down_follows_a_withdrawal_only_after_it_held() -> None:
+    state = member("srx1")
+    state.set_routed("trust", False, 10.0)
+    assert state.changed_at == 10.0 and not state.routed_everywhere
+    assert state.hold_down(10.0 + ROUTE_HOLD_S / 2) and state.in_ecmp
+    # back before the hold-down expired: nothing to follow, nothing pending
+    state.set_routed("trust", True, 10.0 + ROUTE_HOLD_S / 2)
+    assert not state.hold_down(10.0 + ROUTE_HOLD_S * 2) and state.in_ecmp
+
+
+def test_set_routed_restarts_the_hold_down_only_on_a_flip() -> None:
+    state = member("srx1")
+    state.set_routed("trust", True, 10.0)
+    assert state.changed_at == 0.0
+    state.set_routed("untrust", False, 11.0)
+    assert state.changed_at == 11.0
+    state.set_routed("trust", False, 12.0)  # still not routed everywhere: no flip
+    assert state.changed_at == 11.0
+
+
+def test_tlb_member_follows_health_and_must_prove_itself_after_a_carrier_loss() -> None:
+    state = member("srx1", tlb=True)
+    assert state.alive()
+    assert state.health is not None
+    state.health.states["icmp"].probes = 10
+    state.lost_carrier(1.0)
+    assert state.proving == {"icmp": 10, "tcp": 0}
+    assert not state.health.up and not state.alive()
+    # the monitor says up again, but with probes from before the loss: not proven
+    for s in state.health.states.values():
+        s.up, s.ok_streak = True, 5
+    state.health.states["icmp"].probes = 11
+    state.health.states["tcp"].probes = 1
+    assert not state.proven() and not state.alive()
+    state.health.states["icmp"].probes = 12
+    state.health.states["tcp"].probes = 2
+    assert state.proven() and state.alive()
+
+
+def test_must_prove_forces_a_tlb_member_down_and_leaves_ecmp_members_alone() -> None:
+    tlb, ecmp = member("srx1", tlb=True), member("srx2")
+    tlb.must_prove("why")
+    ecmp.must_prove("why")
+    assert tlb.proving == {"icmp": 0, "tcp": 0}
+    assert tlb.health is not None and tlb.health.last_result == "icmp: why; tcp: why"
+    assert ecmp.proving is None and ecmp.alive()
+
+
+# ------------------------------------------------------------ the route gate
+def test_the_gate_stays_closed_until_a_route_came() -> None:
+    selector = core()
+    assert not selector.routes_decide(1000.0)
+
+
+def test_the_gate_opens_once_routes_are_quiet() -> None:
+    selector = core()
+    selector.routes_seen(10.0)
+    assert selector.first_routed_at == 10.0
+    selector.route_event(11.0)
+    assert not selector.routes_decide(11.0 + ROUTE_QUIET_S / 2)
+    assert selector.routes_decide(11.0 + ROUTE_QUIET_S)
+    selector.route_event(20.0)
+    assert selector.routes_decide(20.0), "once open it stays open"
+
+
+def test_the_gate_opens_after_the_settle_time_even_while_routes_churn() -> None:
+    selector = core()
+    selector.routes_seen(10.0)
+    selector.route_event(10.0 + ROUTE_SETTLE_S - 0.1)
+    assert not selector.routes_decide(10.0 + ROUTE_SETTLE_S - 0.1)
+    selector.route_event(10.0 + ROUTE_SETTLE_S)
+    assert selector.routes_decide(10.0 + ROUTE_SETTLE_S)
+
+
+def test_routes_seen_marks_members_routed_everywhere() -> None:
+    selector = core()
+    selector.members["srx2"].routed["untrust"] = False
+    selector.routes_seen(3.0)
+    assert [n for n, s in selector.members.items() if s.seen] == ["srx1", "srx3", "srx4"]
+
+
+def test_before_the_gate_a_withdrawn_route_does_not_take_a_member_out() -> None:
+    selector = core()
+    selector.members["srx2"].routed["trust"] = False
+    assert selector.desired(1.0) == selector.table
+    assert not selector.members["srx2"].in_ecmp, "remembered as out of the ECMP set"
+
+
+# ------------------------------------------------------------ the table
+def test_a_failed_member_moves_only_its_buckets() -> None:
+    selector = core()
+    steady(selector)
+    before = selector.table
+    selector.members["srx3"].lost_carrier(100.0)
+    selector.members["srx3"].carrier["trust"] = False
+    after = selector.desired(100.0)
+    assert "srx3" not in after.members() and after.n_buckets == BUCKETS
+    assert all(a == b for a, b in zip(before.buckets, after.buckets, strict=True) if a != "srx3")
+
+
+def test_a_withdrawal_moves_buckets_only_after_the_hold_down() -> None:
+    selector = core()
+    steady(selector)
+    selector.members["srx2"].set_routed("trust", False, 100.0)
+    assert selector.desired(100.0 + ROUTE_HOLD_S / 2) == selector.table and selector.pending_hold
+    after = selector.desired(100.0 + ROUTE_HOLD_S)
+    assert "srx2" not in after.members() and not selector.pending_hold
+
+
+def test_plain_ecmp_recomputes_the_table() -> None:
+    selector = core(mode="ecmp")
+    steady(selector)
+    selector.members["srx1"].carrier["trust"] = False
+    assert selector.desired(100.0) == plain_ecmp(["srx2", "srx3", "srx4"], BUCKETS)
+    for state in selector.members.values():
+        state.carrier["trust"] = False
+    assert selector.desired(100.0) == SelectorTable()
+
+
+def test_with_no_member_alive_the_table_is_empty() -> None:
+    selector = core()
+    for state in selector.members.values():
+        state.carrier["untrust"] = False
+    assert selector.desired(1.0) == SelectorTable()
+
+
+def test_an_mnha_peer_takes_over_before_bgp_and_keeps_it_for_the_grace_time() -> None:
+    selector = core(peers={"srx1": "srx2", "srx2": "srx1"})
+    steady(selector)
+    # srx2 is the SRG1 backup: its prepended path is not in the ECMP route, so it holds no buckets
+    selector.members["srx2"].in_ecmp = False
+    selector.members["srx2"].routed = {s: False for s in SIDES}
+    selector.table = build_initial(["srx1", "srx3", "srx4"], BUCKETS)
+    selector.members["srx1"].lost_carrier(100.0)
+    selector.members["srx1"].carrier["trust"] = False
+    took = selector.desired(100.0)
+    assert took.share("srx2") == selector.table.share("srx1") and "srx1" not in took.members()
+    assert selector.takeover_until == {"srx2": 100.0 + TAKEOVER_GRACE_S}
+    selector.commit(took, "failover", 1.0)
+    # within the grace its routes are still missing: it keeps the buckets
+    assert selector.desired(100.0 + TAKEOVER_GRACE_S - 0.1) == took
+    # after the grace without routes it is out
+    assert "srx2" not in selector.desired(100.0 + TAKEOVER_GRACE_S + 0.1).members()
+    assert selector.takeover_until == {}
+
+
+def test_a_takeover_ends_when_the_peer_loses_carrier() -> None:
+    selector = core(peers={"srx1": "srx2", "srx2": "srx1"})
+    steady(selector)
+    selector.takeover_until = {"srx2": 200.0}
+    selector.members["srx2"].carrier["trust"] = False
+    selector.desired(100.0)
+    assert selector.takeover_until == {}
+
+
+@pytest.mark.parametrize("policy", ["proportional", "keep-buckets"])
+def test_a_returning_member_comes_back_by_the_restore_policy(policy: str) -> None:
+    selector = core(policy=policy)
+    steady(selector)
+    initial = selector.table
+    selector.members["srx2"].carrier["trust"] = False
+    without = selector.desired(100.0)
+    selector.commit(without, "srx2 down", 1.0)
+    assert selector.left["srx2"] == tuple(b for b, n in enumerate(initial.buckets) if n == "srx2")
+    selector.members["srx2"].carrier["trust"] = True
+    back = selector.desired(100.0)
+    mine = {b for b, n in enumerate(back.buckets) if n == "srx2"}
+    if policy == "keep-buckets":
+        assert mine == set(selector.left["srx2"])
+        assert back == initial
+    else:
+        assert len(mine) == BUCKETS // 4
+        assert all(back.share(n) == BUCKETS // 4 for n in ORDER)
+
+
+def test_commit_counts_changes_and_keeps_a_bounded_history() -> None:
+    selector = core()
+    for i in range(25):
+        selector.commit(selector.table, f"change {i}", float(i))
+    assert selector.changes == 25 and len(selector.history) == 20
+    assert selector.history[-1] == {"at": 24.0, "reason": "change 24", "members": ORDER}
+    selector.note("srx1 trust via srx2", 30.0)
+    assert selector.history[-1]["reason"] == "srx1 trust via srx2" and selector.changes == 25
+
+
+# ------------------------------------------------------------ adopting the programmed map
+def test_adopt_takes_a_consistent_map_and_makes_missing_members_prove_themselves() -> None:
+    selector = core(tlb=True)
+    programmed = build_initial(["srx1", "srx2", "srx3"], BUCKETS)
+    selector.routes_seen(0.0)
+    assert selector.adopt([programmed, programmed])
+    assert selector.table == programmed and selector.gate_open
+    srx4 = selector.members["srx4"]
+    assert srx4.seen and srx4.proving is not None and not srx4.alive()
+    assert selector.members["srx1"].proving is None
+
+
+def test_adopt_without_routes_leaves_the_gate_closed() -> None:
+    selector = core()
+    assert selector.adopt([SelectorTable(), SelectorTable()])
+    assert not selector.gate_open and selector.table == SelectorTable()
+
+
+@pytest.mark.parametrize("tables", [[], [None], [build_initial(ORDER, BUCKETS), build_initial(ORDER[:3], BUCKETS)]])
+def test_adopt_refuses_a_missing_or_inconsistent_map(tables: list[SelectorTable | None]) -> None:
+    selector = core()
+    before = selector.table
+    assert not selector.adopt(tables)
+    assert selector.table == before
+
+
+# ------------------------------------------------------------ health reports
+def test_health_reports_are_taken_and_changes_reported() -> None:
+    selector = core(tlb=True)
+    assert selector.health_report(report("srx1", False, 4, 0)) == ["srx1 health down: icmp: timeout; tcp: timeout"]
+    assert selector.health_reports == 1 and selector.health_report_at == 5.0
+    assert not selector.members["srx1"].alive()
+    assert selector.health_report(report("srx1", False, 5, 0)) == []
+    assert selector.health_report(report("srx1", True, 7, 2)) == ["srx1 health up: icmp: ok; tcp: ok"]
+
+
+def test_health_reports_ignore_unknown_members_and_profiles() -> None:
+    selector = core(tlb=True)
+    assert selector.health_report(report("srx9", False, 1, 0)) == []
+    assert selector.health_report(report("srx1", False, 1, 0, profiles=("http",))) == []
+    assert selector.members["srx1"].alive()
+    ecmp = core()
+    assert ecmp.health_report(report("srx1", False, 1, 0)) == [] and ecmp.members["srx1"].alive()
+
+
+# ------------------------------------------------------------ the nft map
+MARKS = {name: 0x100 + i + 1 for i, name in enumerate(ORDER)}
+
+
+def test_map_commands_rewrite_only_the_moved_buckets() -> None:
+    old = SelectorTable(("srx1", "srx2", "srx1", "srx2"))
+    new = SelectorTable(("srx1", "srx3", "srx1", "srx2"))
+    assert map_commands(old, new, MARKS) == \
+        "delete element ip mxlb sel { 1 }; add element ip mxlb sel { 1 : 259 }"
+    assert map_commands(old, old, MARKS) == ""
+
+
+def test_map_commands_fill_or_flush_the_whole_map() -> None:
+    new = SelectorTable(("srx1", "srx2"))
+    assert map_commands(SelectorTable(), new, MARKS) == \
+        "flush map ip mxlb sel; add element ip mxlb sel { 0 : 257, 1 : 258 }"
+    assert map_commands(SelectorTable(("srx1",) * 3), new, MARKS).startswith("flush map ip mxlb sel; add")
+    assert map_commands(new, SelectorTable(), MARKS) == "flush map ip mxlb sel"
+
+
+def test_read_map_gives_back_what_map_commands_wrote() -> None:
+    names = {mark: name for name, mark in MARKS.items()}
+    table = build_initial(ORDER, 8)
+    assert read_map([(b, MARKS[n]) for b, n in enumerate(table.buckets)], 8, names) == table
+    assert read_map([], 8, names) == SelectorTable()
+
+
+@pytest.mark.parametrize("elements", [
+    [(b, 257) for b in range(7)],  # a bucket missing
+    [(b, 257) for b in range(9)],  # another bucket count
+    [(b, 0x1ff if b == 3 else 257) for b in range(8)],  # a mark of no member
+])
+def test_read_map_refuses_a_map_that_is_not_ours(elements: list[tuple[int, int]]) -> None:
+    assert read_map(elements, 8, {mark: name for name, mark in MARKS.items()}) is None
+
+
+# ------------------------------------------------------------ TLB pair: which SRX carries it
+HOPS = [{"node": "srx1", "dev": "ae1", "nexthop": "10.0.0.1"}, {"node": "srx2", "dev": "ae2", "nexthop": "10.0.0.3"}]
+
+
+def test_pick_hop_prefers_the_srx_bgp_routes_through() -> None:
+    up = {"ae1": True, "ae2": True}
+    assert pick_hop(HOPS, up, {"10.0.0.3"}) == HOPS[1]
+    assert pick_hop(HOPS, up, {"10.0.0.1", "10.0.0.3"}) == HOPS[0]
+
+
+def test_pick_hop_falls_back_to_the_first_link_up() -> None:
+    assert pick_hop(HOPS, {"ae1": True, "ae2": True}, set()) == HOPS[0]
+    assert pick_hop(HOPS, {"ae1": False, "ae2": True}, {"10.0.0.1"}) == HOPS[1]
+    assert pick_hop(HOPS, {}, {"10.0.0.1"}) is None

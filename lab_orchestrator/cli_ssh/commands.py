@@ -2,7 +2,7 @@
 
 Data-driven on purpose: a feature that starts writing a status file into nodes/NODE/ gets its `show`
 command by adding one `Command` (words, help, parameters) and one `Impl` (the status files it reads
-and a renderer in junos.py / ios.py). `run` keys starting with `action:` are commands that change
+and a renderer in junos/ / ios.py). `run` keys starting with `action:` are commands that change
 state (actions.py); the others are `Impl`s here.
 """
 

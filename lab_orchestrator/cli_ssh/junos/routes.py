@@ -1,0 +1,188 @@
+"""Junos-like `show route` and `show route forwarding-table` (BIRD's tables and the kernel's FIB)."""
+
+from __future__ import annotations
+
+from ipaddress import IPv4Network
+from typing import Any
+
+from .. import rib
+from ..common import (
+    junos_age,
+    junos_logical,
+)
+from ..gather import Snapshot
+from ..pipes import Output
+from ..state import KernelRoute, NextHop
+from .base import ROUTING_DOWN, Args, bird_down, error
+
+
+# ---------------------------------------------------------------------- routes
+def rib_tables(snap: Snapshot) -> list[rib.Table]:
+    tables = []
+    for inst in snap.instances:
+        tables += rib.build(snap.node, inst, snap.now, snap.address_ages, snap.lab_created)
+    return tables
+
+
+def _selected_tables(snap: Snapshot, wanted: str | None) -> list[rib.Table]:
+    tables = rib_tables(snap)
+    if wanted:
+        tables = [t for t in tables if t.name == wanted or t.name.startswith(wanted)]
+    return tables
+
+
+def route_origin(origin: str) -> str:
+    return {"IGP": "I", "EGP": "E", "Incomplete": "?"}.get(origin, "I")
+
+
+def _peer_address(snap: Snapshot, protocol: str) -> str | None:
+    return next((p.peer_address for p in snap.node.peers if p.protocol == protocol), None)
+
+
+def _entry_lines(snap: Snapshot, table: rib.Table, entry: rib.Entry, first: bool) -> tuple[list[str], dict[str, Any]]:
+    inst = next(i for i in snap.instances if i.name == table.instance)
+    flag = "*" if entry.active else " "
+    preference = rib.JUNOS_PREFERENCE[entry.protocol]
+    head = f"{entry.prefix:<19}" if first else " " * 19
+    if first and len(entry.prefix) >= 19:
+        head = entry.prefix + " "
+    detail = ""
+    if entry.protocol == "BGP":
+        detail = f", localpref {entry.local_pref if entry.local_pref is not None else 100}"
+        if entry.med is not None:
+            detail = f", MED {entry.med}" + detail
+    lines = [f"{head}{flag}[{entry.protocol}/{preference}] {junos_age(entry.age)}{detail}"]
+    if entry.protocol == "BGP":
+        path = " ".join(str(a) for a in entry.as_path)
+        lines.append(f"{'':22}AS path: {path + ' ' if path else ''}{route_origin(entry.origin)}, "
+                     f"validation-state: unverified")
+    hops: list[dict[str, Any]] = []
+    if entry.discard:
+        lines.append(f"{'':23}Discard")
+    elif entry.reject:
+        lines.append(f"{'':23}Reject")
+    elif entry.protocol == "Local":
+        via = junos_logical(snap, table.instance, entry.hops[0].ifname if entry.hops else None, inst)
+        lines.append(f"{'':23}Local via {via}")
+        hops.append({"via": via, "nh-local-interface": via})
+    else:
+        for hop in entry.hops:
+            via = junos_logical(snap, table.instance, hop.ifname, inst)
+            mark = ">" if hop.selected else " "
+            target = f"to {hop.gateway} via {via}" if hop.gateway else f"via {via}"
+            lines.append(f"{'':20}{mark}  {target}")
+            hops.append({"selected-next-hop": hop.selected, "to": hop.gateway, "via": via})
+    data: dict[str, Any] = {"active-tag": flag.strip(), "protocol-name": entry.protocol, "preference": preference,
+                            "age": junos_age(entry.age), "nh": hops}
+    if entry.protocol == "BGP":
+        data.update({"local-preference": entry.local_pref, "as-path": " ".join(str(a) for a in entry.as_path),
+                     "origin": route_origin(entry.origin), "learned-from": _peer_address(snap, entry.peer_protocol)})
+    if entry.discard:
+        data["nh-type"] = "Discard"
+    return lines, data
+
+
+def _protocol_match(entry: rib.Entry, protocol: str | None) -> bool:
+    return protocol is None or entry.protocol.lower() == protocol.lower()
+
+
+def show_route(snap: Snapshot, args: Args) -> Output:
+    if bird_down(snap):
+        return Output(ROUTING_DOWN, status=1)
+    tables = _selected_tables(snap, args.get("table"))
+    if args.get("table") and not tables:
+        return error(f"routing table {args['table']} does not exist")
+    destination = args.get("destination")
+    mode = "exact" if args.get("exact") else "longer" if args.get("longer") else "best"
+    protocol = args.get("protocol")
+    out: list[str] = []
+    data = []
+    for table in tables:
+        entries = rib.lookup(table.entries, destination, mode) if destination else table.entries
+        entries = [e for e in entries if _protocol_match(e, protocol)]
+        if (destination or protocol) and not entries:
+            continue
+        out.append("")
+        out.append(f"{table.name}: {table.destinations} destinations, {len(table.entries)} routes "
+                   f"({table.active} active, 0 holddown, 0 hidden)")
+        out.append("+ = Active Route, - = Last Active, * = Both")
+        out.append("")
+        rts: list[dict[str, Any]] = []
+        previous = None
+        for entry in entries:
+            lines, entry_data = _entry_lines(snap, table, entry, entry.prefix != previous)
+            if entry.prefix != previous:
+                rts.append({"rt-destination": entry.prefix, "rt-entry": []})
+            rts[-1]["rt-entry"].append(entry_data)
+            previous = entry.prefix
+            out += lines
+        data.append({"table-name": table.name, "destination-count": table.destinations,
+                     "total-route-count": len(table.entries), "active-route-count": table.active, "rt": rts})
+    return Output("".join(line + "\n" for line in out), {"route-information": {"route-table": data}})
+
+
+_NH_TYPE = {"blackhole": "dscd", "unreachable": "rjct", "prohibit": "rjct", "broadcast": "bcst", "local": "locl"}
+
+
+def show_route_forwarding_table(snap: Snapshot, args: Args) -> Output:
+    """The kernel's forwarding tables (what is programmed, whatever the routing daemon's state)."""
+    destination = args.get("destination")
+    wanted = args.get("table")
+    out: list[str] = []
+    data = []
+    for inst in snap.instances:
+        spec = snap.node.instance(inst.name)
+        numbers = {254: (inst.name or "default") + ".inet"}
+        if spec is not None:
+            numbers.update({int(n): name.removesuffix(".0") for n, name in spec.tables.items()})
+        for number, name in numbers.items():
+            if wanted and not name.startswith(wanted):
+                continue
+            routes: list[KernelRoute] = [r for r in inst.routes if r.table == number]
+            if number == 254:  # the kernel keeps own addresses in its local table
+                routes += [r for r in inst.routes if r.table == 255 and r.type in ("local", "broadcast")
+                           and not r.dst.startswith("127.")]
+            if destination:
+                net = IPv4Network(destination if "/" in destination else f"{destination}/32", strict=False)
+                covering = [r for r in routes if net.subnet_of(IPv4Network(r.dst))]
+                longest = max((IPv4Network(r.dst).prefixlen for r in covering), default=-1)
+                routes = [r for r in covering if IPv4Network(r.dst).prefixlen == longest]
+                if not routes:
+                    continue
+            routes.sort(key=lambda r: (rib.sort_key(r.dst), r.table))
+            out += [f"Routing table: {name}", "Internet:",
+                    "Destination        Type RtRef Next hop           Type Index    NhRef Netif"]
+            rows = []
+            for route in routes:
+                dest = "default" if route.dst == "0.0.0.0/0" else route.dst
+                rtype = "user" if route.proto in ("bird", "static", "boot") else "intf"
+                if route.table == 255 and route.type == "broadcast":
+                    rtype = "dest"
+                nh_type = _NH_TYPE.get(route.type, "ucst")
+                hops = route.nexthops
+                if route.type == "unicast" and len(hops) == 1 and hops[0].gateway is None:
+                    nh_type = "rslv"
+                if route.type == "unicast" and len(hops) > 1:
+                    out.append(f"{dest:<18} {rtype:<4} {'-':>5} {'':<18} {'ulst':<4} {'-':>5} {'-':>8}")
+                    for hop in hops:
+                        netif = junos_logical(snap, inst.name, hop.ifname, inst)
+                        out.append(f"{'':<18} {'':<4} {'':>5} {hop.gateway or '':<18} {'ucst':<4} {'-':>5} "
+                                   f"{'-':>8} {netif}")
+                    rows.append({"rt-destination": dest, "rt-entry-type": rtype, "nh-type": "ulst",
+                                 "nh": [{"to": h.gateway, "via": junos_logical(snap, inst.name, h.ifname, inst)}
+                                        for h in hops]})
+                    continue
+                first: NextHop | None = hops[0] if hops else None
+                gateway = (first.gateway if first else None) or (route.dst.split("/")[0] if nh_type == "locl" else "")
+                netif = "" if nh_type in ("locl", "dscd", "rjct") or first is None else \
+                    junos_logical(snap, inst.name, first.ifname, inst)
+                out.append(f"{dest:<18} {rtype:<4} {'-':>5} {gateway:<18} {nh_type:<4} {'-':>5} {'-':>8} {netif}"
+                           .rstrip())
+                rows.append({"rt-destination": dest, "rt-entry-type": rtype, "nh-type": nh_type,
+                             "nh": [{"to": gateway or None, "via": netif or None}]})
+            out.append("")
+            data.append({"table-name": name, "address-family": "Internet", "rt-entry": rows})
+    if not data and (destination or wanted):
+        return error("no matching forwarding table entry") if destination else \
+            error(f"forwarding table {wanted} does not exist")
+    return Output("".join(line + "\n" for line in out), {"forwarding-table-information": {"route-table": data}})

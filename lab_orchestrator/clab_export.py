@@ -28,6 +28,7 @@ from typing import Any
 import yaml
 
 from .diagnostics import LabError
+from .kinds import KINDS
 from .mxlb import RESPONDER_FILE
 from .plan import Interface, LabPlan, Veth
 
@@ -66,15 +67,20 @@ class VendorKind:
         return {"cisco_iol": "Ethernet0/0", "juniper_crpd": "eth0"}.get(self.kind)
 
 
+def _stands_in(vendor: str) -> tuple[str, ...]:
+    """The lab kinds a containerlab kind can replace (each kind lists its `clab_kinds`)."""
+    return tuple(k.name for k in KINDS.values() if vendor in k.clab_kinds)
+
+
 VENDOR_KINDS: dict[str, VendorKind] = {
     v.kind: v for v in (
-        VendorKind("juniper_vjunosrouter", ("mx",), "junos",
+        VendorKind("juniper_vjunosrouter", _stands_in("juniper_vjunosrouter"), "junos",
                    "vJunos-router VM (vrnetlab image); data ports ge-0/0/0.. are container eth1.."),
-        VendorKind("juniper_vsrx", ("srx",), "junos",
+        VendorKind("juniper_vsrx", _stands_in("juniper_vsrx"), "junos",
                    "vSRX VM (vrnetlab image); data ports ge-0/0/0.. are container eth1.."),
-        VendorKind("juniper_crpd", ("mx",), "junos",
+        VendorKind("juniper_crpd", _stands_in("juniper_crpd"), "junos",
                    "cRPD container: routing only; its ports are the container's eth1.."),
-        VendorKind("cisco_iol", ("ios-router",), "ios",
+        VendorKind("cisco_iol", _stands_in("cisco_iol"), "ios",
                    "IOS on Linux (vrnetlab image); Ethernet0/0 is management, data ports Ethernet0/1.."),
     )
 }

@@ -135,14 +135,15 @@ def judge(results: Iterable[CheckResult], lab_features: dict[str, set[str]] | No
 
 def features_of(topology: object) -> set[str]:
     """The features a topology uses (names of FEATURES)."""
+    from . import kinds as K
     from .model import Topology
 
     assert isinstance(topology, Topology)
-    kinds = {n.kind for n in topology.nodes.values()}
+    facts = [K.get(n.kind) for n in topology.nodes.values()]
     used = {FEATURES[0].name}
-    if "mx" in kinds:
+    if any(k.load_balancer for k in facts):
         used.add(FEATURES[1].name)
-    if "srx" in kinds:
+    if any(k.firewall for k in facts):
         used.add(FEATURES[2].name)
         if topology.services.use_case == "cgnat":
             used.add(FEATURES[3].name)
@@ -152,7 +153,7 @@ def features_of(topology: object) -> set[str]:
         used.add(FEATURES[5].name)
     if any(n.ikev2_cluster or n.ikev2 for n in topology.nodes.values()):
         used.update({FEATURES[6].name, FEATURES[7].name})
-    if kinds & {"mx", "srx", "ios-router"} and (topology.ssh is None or topology.ssh.enabled):
+    if any(k.ssh_vendor for k in facts) and (topology.ssh is None or topology.ssh.enabled):
         used.add(FEATURES[8].name)
     return used
 

@@ -17,10 +17,10 @@ import shutil
 import subprocess
 from dataclasses import dataclass, field
 
+from . import kinds as K
 from .diagnostics import LabError
 from .model import Topology
 
-_SHAPES = {"mx": "box3d", "srx": "octagon", "ios-router": "box", "host": "ellipse"}
 _ZONE_STYLE = {"trust": 'color="#2e7d32"', "untrust": 'color="#c62828"', "icl": 'style=dashed, color="#555555"'}
 COLUMNS = ("trust hosts", "trust gateways", "MX trust side", "SRX", "MX untrust side", "untrust gateways",
            "untrust hosts")
@@ -43,7 +43,8 @@ def _ends(endpoint: str) -> tuple[str, str]:
 
 def layout(topo: Topology) -> Layout:
     kinds = {name: node.kind for name, node in topo.nodes.items()}
-    out = Layout(scale_out="mx" in kinds.values() and "srx" in kinds.values())
+    facts = {name: K.get(kind) for name, kind in kinds.items()}
+    out = Layout(scale_out=any(k.load_balancer for k in facts.values()) and any(k.firewall for k in facts.values()))
     side: dict[str, str] = {}
     if out.scale_out:  # which side a gateway / host is on: the zone of its link to an MX, then its neighbours
         for link in topo.links:
@@ -51,25 +52,24 @@ def layout(topo: Topology) -> Layout:
             if link.zone in ("trust", "untrust"):
                 for a in names:
                     for b in names:
-                        if kinds[a] == "mx" and kinds[b] not in ("mx", "srx"):
+                        if facts[a].load_balancer and not (facts[b].load_balancer or facts[b].firewall):
                             side.setdefault(b, link.zone)
         for _ in range(len(kinds)):
             for link in topo.links:
                 names = [_ends(e)[0] for e in link.endpoints]
                 known = [side[n] for n in names if n in side]
                 for n in names:
-                    if n not in side and known and kinds[n] in ("host", "ios-router"):
+                    if n not in side and known and facts[n].graph_column is not None:
                         side[n] = known[0]
 
     def column(name: str) -> int:
-        kind = kinds[name]
-        if kind == "srx":
+        if facts[name].firewall:
             return 3
         offset = 0 if side.get(name, "trust") == "trust" else 6
-        return abs(offset - (0 if kind == "host" else 1))
+        return abs(offset - (facts[name].graph_column or 0))
 
     for name, kind in kinds.items():
-        if out.scale_out and kind == "mx":
+        if out.scale_out and facts[name].load_balancer:
             out.nodes[f"{name}__trust"] = (f"{name}\nTRUST-VR", 2, kind)
             out.nodes[f"{name}__untrust"] = (f"{name}\nUNTRUST-VR", 4, kind)
         elif out.scale_out:
@@ -78,7 +78,7 @@ def layout(topo: Topology) -> Layout:
             out.nodes[name] = (f"{name}\n{kind}", 0, kind)
 
     def node_id(name: str, zone: str | None) -> str:
-        if out.scale_out and kinds[name] == "mx":
+        if out.scale_out and facts[name].load_balancer:
             return f"{name}__{'untrust' if zone == 'untrust' else 'trust'}"
         return name
 
@@ -99,7 +99,8 @@ def layout(topo: Topology) -> Layout:
         for a, b, _, _ in out.edges:
             adjacent[a].add(b)
             adjacent[b].add(a)
-        frontier = [n for n, (_, _, kind) in out.nodes.items() if kind == "host"] or list(out.nodes)[:1]
+        frontier = [n for n, (_, _, kind) in out.nodes.items() if kind in K.KINDS and K.get(kind).end_host] \
+            or list(out.nodes)[:1]
         depth = {n: 0 for n in frontier}
         while frontier:
             following = []
@@ -155,7 +156,7 @@ def dot(topo: Topology) -> str:
         label, _, kind = plan.nodes[ident]
         if kind == "lan":
             return f"  {_quote(ident)} [shape=point, width=0.12, tooltip=\"LAN\"];"
-        return f"  {_quote(ident)} [shape={_SHAPES[kind]}, label={_quote(label)}, tooltip={_quote(label)}];"
+        return f"  {_quote(ident)} [shape={K.get(kind).graph_shape}, label={_quote(label)}, tooltip={_quote(label)}];"
 
     for index, (title, members) in enumerate(plan.boxes.items()):
         lines += [f"  subgraph cluster_{index} {{", f"    label={_quote(title)}; fontsize=9; style=rounded;",

@@ -22,6 +22,7 @@ from ipaddress import IPv4Interface
 from dataplane.chash import build_initial
 from labkit.contracts import HEALTH_STATUS, MXLB_CONFIG, MXLB_STATUS
 
+from . import kinds
 from .model import Topology
 from .plantypes import LabPlan, NodePlan, Process, Route, Rule, Ruleset
 
@@ -87,7 +88,7 @@ class SelectorConfig:
 
 
 def srx_order(topo: Topology) -> list[str]:
-    return [name for name, node in topo.nodes.items() if node.kind == "srx"]
+    return [name for name, node in topo.nodes.items() if kinds.get(node.kind).firewall]
 
 
 def real_services(topo: Topology, plan: LabPlan) -> list[tuple[str, tuple[str, ...], str]]:
@@ -119,10 +120,10 @@ def plan_selectors(topo: Topology, plan: LabPlan, python: str) -> None:
     services = real_services(topo, plan)
     order = [name for name, _, _ in services]
     marks = {name: mark_of(index + 1) for index, name in enumerate(order)}
-    clients = tuple(str(p) for n in topo.nodes.values() if n.kind == "host" for p in n.prefixes
+    clients = tuple(str(p) for n in topo.nodes.values() if kinds.get(n.kind).end_host for p in n.prefixes
                     if _is_client_side(topo, plan, n))
     for node in plan.nodes:
-        if node.kind != "mx":
+        if not kinds.get(node.kind).load_balancer:
             continue
         selectors = []
         for instance, side, field in SIDES:
@@ -171,7 +172,7 @@ RESPONDER_FILE = "responder.json"
 def plan_responder(topo: Topology, plan: LabPlan, python: str) -> None:
     """One lab-wide process answering health checks in every SRX's namespace: TCP 8088 always (the
     SRX's web-management), and the ports of the lab's TCP, HTTP and UDP checks."""
-    srxs = [n for n in plan.nodes if n.kind == "srx"]
+    srxs = [n for n in plan.nodes if kinds.get(n.kind).firewall]
     if not srxs:
         return
     checks = topo.services.health_checks if topo.services.load_balancing == "tlb" else []

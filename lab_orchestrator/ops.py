@@ -22,7 +22,7 @@ from pyroute2.netlink.exceptions import NetlinkError
 from labkit import netnsutil
 from labkit.contracts import SRD_STATUS
 
-from . import supervisor
+from . import kinds, supervisor
 from .diagnostics import LabError
 from .plan import LabPlan
 from .state import LabState
@@ -242,7 +242,7 @@ def first_mx(plan: LabPlan, srx: str) -> str:
     """The MX an SRX's "MX-SRX link" failure cuts (its first MX, in link order)."""
     for veth in plan.veths:
         for end, other in ((veth.a, veth.b), (veth.b, veth.a)):
-            if end.node == srx and any(n.name == other.node and n.kind == "mx" for n in plan.nodes):
+            if end.node == srx and any(n.name == other.node and kinds.get(n.kind).load_balancer for n in plan.nodes):
                 return other.node
     raise LabError(f"{srx} has no link to an MX")
 

@@ -78,34 +78,15 @@ def _pair_prepend(export: str, local_as: int, srg2_net: str | None) -> str:
 
 def _exports(kind: str, use_case: str, sessions: list[BgpSession], srg1: bool = False,
              srd: bool = False, srg2_net: str | None = None) -> dict[str, str]:
-    """Which routes each BGP session announces: the JVD's route exchange, per role."""
+    """Which routes each BGP session announces: the JVD's route exchange, per role (the kind's
+    export policy), prepended by an MNHA pair's SRG1 role (SRG1) or an SRD pair's mastership (SRD)."""
+    policy = kinds.get(kind).bgp_export
     out = {}
     for s in sessions:
-        if kind == "mx":
-            if s.protocol.startswith("fw_"):
-                # SRX loopbacks are passed between SRXs too: an MNHA node tells a dead ICL from a
-                # dead peer by whether it still has a route to the peer's loopback.
-                out[s.protocol] = ('where proto ~ "core_*" || proto = "loopback" || '
-                                   '(proto ~ "fw_*" && net.len = 32)')
-            else:
-                out[s.protocol] = 'where proto ~ "fw_*" || proto = "loopback"'
-        elif kind == "srx":
-            if s.zone == "trust":
-                out[s.protocol] = 'where proto ~ "untrust_*" || proto = "loopback"'
-            elif use_case == "cgnat":
-                # The MNHA peer's pool too, prepended once more than the owner's (whose own path is
-                # 1 AS longer than plain, 3 while it has lost activeness): after a failover the
-                # pool's return traffic reaches this node, which holds the synchronised NAT bindings.
-                prepend = f"bgp_path.prepend({s.local_as});"
-                out[s.protocol] = ('filter { if proto = "originated" || proto = "loopback" then accept; '
-                                   f'if proto = "peer_pool" then {{ {prepend} accept; }} reject; }}')
-            else:
-                out[s.protocol] = 'where proto ~ "trust_*" || proto = "loopback"'
-        else:
-            out[s.protocol] = "where proto = \"originated\""
-        if kind == "srx" and srg1:
+        out[s.protocol] = policy(s.protocol, s.zone, s.local_as, use_case)
+        if srg1:
             out[s.protocol] = _pair_prepend(out[s.protocol], s.local_as, srg2_net)
-        if kind == "mx" and srd:
+        if srd:
             out[s.protocol] = _prepend_unless(out[s.protocol], s.local_as, "SRD_MASTER")
     return out
 
@@ -123,9 +104,11 @@ def _bird_files(topo: Topology, plan: LabPlan, node: NodePlan, env: jinja2.Envir
         suffix = f"-{instance.lower()}" if instance else ""
         peer_pools = _peer_pools(plan, node) if instance is None else []
         role_include = None
-        if mnha.in_pair(topo, node.name):
+        in_mnha = mnha.in_pair(topo, node.name)  # an SRX of an MNHA pair (validate)
+        in_srd = not in_mnha and srd.initially_master(topo, node.name) is not None  # an MX of an SRD pair
+        if in_mnha:
             role_include = f"{plan.state_dir}/{mnha.role_file(plan, node.name)}"
-        elif srd.initially_master(topo, node.name) is not None:
+        elif in_srd:
             role_include = f"{plan.state_dir}/{srd.role_file(node.name)}"
         conf = f"nodes/{node.name}/bird{suffix}.conf"
         sock = f"{plan.state_dir}/nodes/{node.name}/bird{suffix}.ctl"
@@ -134,8 +117,7 @@ def _bird_files(topo: Topology, plan: LabPlan, node: NodePlan, env: jinja2.Envir
             node=node, instance=instance, kind=spec.kind, source=plan.source,
             router_id=node.loopbacks[instance or ""], loopback=node.loopbacks[instance or ""],
             statics=statics, sessions=sessions, local_as=local_as, peer_pools=peer_pools,
-            exports=_exports(spec.kind, plan.use_case, sessions, srg1=role_include is not None and spec.kind == "srx",
-                             srd=role_include is not None and spec.kind == "mx",
+            exports=_exports(spec.kind, plan.use_case, sessions, srg1=in_mnha, srd=in_srd,
                              srg2_net=f"{node.lo_units['2']}/32" if "2" in node.lo_units else None),
             role_include=role_include,
         )
@@ -210,8 +192,8 @@ def _expected_routes(topo: Topology, plan: LabPlan) -> list[ExpectedRoute]:
     """Readiness: each gateway has learned what the far side originates (the chain is complete)."""
     sides: dict[str, list[NodePlan]] = {"trust": [], "untrust": []}
     for iface in plan.interfaces():
-        if topo.nodes[iface.node].kind == "ios-router" and iface.peer_node and \
-                topo.nodes[iface.peer_node].kind == "mx" and iface.zone in sides:
+        if kinds.get(topo.nodes[iface.node].kind).gateway and iface.peer_node and \
+                kinds.get(topo.nodes[iface.peer_node].kind).load_balancer and iface.zone in sides:
             gw = plan.node(iface.node)
             if gw not in sides[iface.zone]:
                 sides[iface.zone].append(gw)

@@ -13,7 +13,7 @@ user `admin` with password `admin`, and the lab's client key is authorised for e
 
 from __future__ import annotations
 
-from . import mxlb
+from . import kinds, mxlb
 from .cli_ssh.config import (
     VENDORS,
     Bird,
@@ -32,15 +32,6 @@ PROCESS_NODE = "_lab"  # not a node name (names start with a letter): the proces
 PROCESS_NAME = "sshd"
 CONFIG_FILE = "ssh/sshd.json"
 SSH_CONFIG_FILE = "ssh_config"
-
-
-def _groups(kind: str, protocol: str, zone: str | None) -> str:
-    side = (zone or "core").upper()
-    if kind == "mx":
-        return f"SRX-{side}" if protocol.startswith("fw_") else f"GW-{side}"
-    if kind == "srx":
-        return f"MX-{side}"
-    return ""
 
 
 def _selector_tables(topo: Topology, plan: LabPlan, ns: str, instance: str) -> dict[str, str]:
@@ -63,8 +54,8 @@ def _selector_tables(topo: Topology, plan: LabPlan, ns: str, instance: str) -> d
 
 def _instances(topo: Topology, plan: LabPlan, node: NodePlan) -> tuple[Instance, ...]:
     out = [Instance("", node.master_ns, "inet.0")]
-    if node.kind == "mx":
-        for instance in ("TRUST-VR", "UNTRUST-VR"):
+    if kinds.get(node.kind).load_balancer:  # the selector's tables live in its routing instances
+        for instance in kinds.get(node.kind).instances:
             ns = next(n for n in node.namespaces if n.endswith("-" + instance.lower()))
             out.append(Instance(instance, ns, f"{instance}.inet.0", _selector_tables(topo, plan, ns, instance)))
     return tuple(out)
@@ -73,18 +64,19 @@ def _instances(topo: Topology, plan: LabPlan, node: NodePlan) -> tuple[Instance,
 def _features(topo: Topology, plan: LabPlan, node: NodePlan) -> dict[str, object]:
     spec = topo.nodes[node.name]
     features: dict[str, object] = {}
-    if node.kind == "mx":
+    kind = kinds.get(node.kind)
+    if kind.load_balancer:
         features["load_balancing"] = plan.load_balancing
         if topo.srd is not None and node.name in topo.srd.nodes:
             features["srd"] = {"nodes": list(topo.srd.nodes), "master": topo.srd.master or topo.srd.nodes[0]}
-    if node.kind == "srx":
+    if kind.firewall:
         for pair in topo.mnha:
             if node.name in pair.nodes:
                 features["mnha"] = {"nodes": list(pair.nodes), "mode": pair.mode,
                                     "srg1_active": pair.srg1_active or pair.nodes[0], "preempt": pair.preempt,
                                     "heartbeat_ms": pair.heartbeat_ms,
                                     "heartbeat_threshold": pair.heartbeat_threshold}
-    if node.kind == "ios-router":
+    if kind.gateway:
         hsrp = [{"interface": alias, "group": s.standby.group, "ip": str(s.standby.ip),
                  "priority": s.standby.priority, "preempt": s.standby.preempt, "name": s.standby.name,
                  "hello_ms": s.standby.hello_ms, "hold_ms": s.standby.hold_ms, "version": s.standby.version}
@@ -105,21 +97,21 @@ def _node(topo: Topology, plan: LabPlan, node: NodePlan) -> Node:
     instance_of = {i.ns: i.name for i in instances}
     birds = tuple(Bird(instance_of.get(p.ns, ""), p.name, p.control_socket) for p in plan.processes
                   if p.node == node.name and p.control_socket)
-    peers = tuple(Peer(s.protocol, s.instance or "", _groups(node.kind, s.protocol, s.zone), s.peer_node,
+    kind = kinds.get(node.kind)
+    peers = tuple(Peer(s.protocol, s.instance or "", kind.peer_group(s.protocol, s.zone), s.peer_node,
                        s.peer_address, s.peer_as, s.local_address, s.local_as)
                   for s in plan.sessions if s.node == node.name)
     ports = []
     for iface in sorted((i for i in plan.interfaces() if i.node == node.name), key=lambda i: i.alias):
-        if node.kind == "ios-router":
+        if kind.ssh_vendor == "ios":  # IOS-like descriptions
             description = f"LAN {iface.lan}" if iface.lan else f"to {iface.peer_node} {iface.peer_alias}"
         else:
             description = f"{iface.zone or 'core'}: to {iface.peer_node} {iface.peer_alias}"
         ports.append(Port(iface.name, iface.alias, iface.instance or "", iface.zone, description))
-    config = "juniper.conf" if node.kind in ("mx", "srx") else "running-config"
     return Node(
         name=node.name, kind=node.kind, vendor=VENDORS[node.kind], master_ns=node.master_ns,
         mgmt_if=port.name, mgmt_address=port.address, instances=instances, birds=birds, peers=peers,
-        ports=tuple(ports), loopbacks=dict(node.loopbacks), config_file=f"{state}/nodes/{node.name}/{config}",
+        ports=tuple(ports), loopbacks=dict(node.loopbacks), config_file=f"{state}/nodes/{node.name}/{kind.config_file}",
         status_dir=f"{state}/nodes/{node.name}", host_key=f"{state}/ssh/{node.name}_ed25519_key",
         nat_pool=node.nat_pool, features=_features(topo, plan, node),
     )

@@ -18,7 +18,7 @@ from typing import Any
 
 from dataplane.traffic import Accounting
 
-from . import supervisor, trafficsetup
+from . import kinds, supervisor, trafficsetup
 from .diagnostics import LabError
 from .eventrun import Sampler
 from .ops import load_plan
@@ -107,7 +107,8 @@ def reports(state: LabState) -> dict[str, Any]:
 def stats(state: LabState, seconds: float = 1.0) -> dict[str, Any]:
     """Delivered packets/s per SRX right now (the MX's per-SRX counters) and the traffic daemons."""
     plan = load_plan(state)
-    mx_ns = [ns for n in plan.nodes if n.kind == "mx" for ns in n.namespaces if ns.endswith("-trust-vr")]
+    mx_ns = [ns for n in plan.nodes if kinds.get(n.kind).load_balancer
+             for ns in n.namespaces if ns.endswith("-trust-vr")]
     sampler = Sampler(mx_ns, interval=seconds).start()
     time.sleep(seconds * 1.6)
     sampler.stop()

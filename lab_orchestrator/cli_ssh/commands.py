@@ -14,13 +14,15 @@ from typing import Any
 
 from labkit.contracts import HSRP_STATUS, IKEV2_STATUS, MNHA_STATUS, MXLB_CONFIG, MXLB_STATUS, SRD_STATUS
 
+from .. import kinds
 from . import ios, junos
 from .gather import Needs, Snapshot
 from .parser import Command, Grammar, Param, is_address, is_number, is_prefix, is_word
 from .pipes import Output
 
-MX, SRX, IOS = frozenset({"mx"}), frozenset({"srx"}), frozenset({"ios-router"})
-JUNOS_KINDS = frozenset({"mx", "srx"})
+# which node kinds offer a command: the load balancer (MX), the firewall (SRX), by CLI dialect
+MX, SRX = kinds.names(lambda k: k.load_balancer), kinds.names(lambda k: k.firewall)
+IOS, JUNOS_KINDS = kinds.names(lambda k: k.ssh_vendor == "ios"), kinds.names(lambda k: k.ssh_vendor == "junos")
 Renderer = Callable[[Snapshot, dict[str, Any]], Output]
 
 

@@ -13,8 +13,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..kinds import KINDS
+
 PBKDF2_ITERATIONS = 20000
-VENDORS = {"mx": "junos", "srx": "junos", "ios-router": "ios"}
+VENDORS = {k.name: k.ssh_vendor for k in KINDS.values() if k.ssh_vendor}  # kind -> CLI dialect
 
 
 def hash_password(lab: str, user: str, password: str) -> str:

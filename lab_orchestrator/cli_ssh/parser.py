@@ -14,6 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import kinds
+
+SSH_KINDS = kinds.names(lambda k: k.ssh_vendor is not None)  # the kinds with an SSH CLI
+
 
 @dataclass(frozen=True)
 class Param:
@@ -31,7 +35,7 @@ class Command:
     help: str
     run: str  # key of the implementation in the vendor's command table
     params: tuple[Param, ...] = ()
-    kinds: frozenset[str] = frozenset({"mx", "srx", "ios-router"})
+    kinds: frozenset[str] = SSH_KINDS
     privileged: bool = False  # changes state: not for read-only users
     hidden: bool = False  # accepted, not offered by `?` (e.g. `set cli screen-length 0`)
     rest: bool = False  # the remaining words are one free-text argument ("rest")

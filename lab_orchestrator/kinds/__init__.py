@@ -8,10 +8,12 @@ kind names. Registered here, in one place; a new kind is a module here, its temp
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from . import host, ios_router, mx, srx
 from .base import NO_IPV6, Kind
 
-__all__ = ["KINDS", "NO_IPV6", "Kind", "get"]
+__all__ = ["KINDS", "NO_IPV6", "Kind", "get", "names"]
 
 KINDS: dict[str, Kind] = {k.name: k for k in (mx.KIND, srx.KIND, ios_router.KIND, host.KIND)}
 
@@ -19,3 +21,8 @@ KINDS: dict[str, Kind] = {k.name: k for k in (mx.KIND, srx.KIND, ios_router.KIND
 def get(name: str) -> Kind:
     """The kind of that name (the model only accepts registered names)."""
     return KINDS[name]
+
+
+def names(predicate: Callable[[Kind], bool]) -> frozenset[str]:
+    """The names of the kinds that PREDICATE holds for, e.g. `names(lambda k: k.firewall)`."""
+    return frozenset(k.name for k in KINDS.values() if predicate(k))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 # IPv6 off: the lab is IPv4 (as the JVD), and link-local chatter would pollute packet counters.
@@ -15,6 +15,15 @@ ROUTER_SYSCTLS = NO_IPV6 + (
     ("net.ipv4.conf.all.rp_filter", "0"),
     ("net.ipv4.conf.default.rp_filter", "0"),
 )
+
+
+def originated_only(protocol: str, zone: str | None, local_as: int, use_case: str) -> str:
+    """The default BGP export: what the node itself originates."""
+    return "where proto = \"originated\""
+
+
+# (protocol, zone of its link, local AS, the lab's use case) -> the BIRD export of that session
+ExportPolicy = Callable[[str, "str | None", int, str], str]
 
 
 @dataclass(frozen=True)
@@ -34,6 +43,14 @@ class Kind:
     bgp_naming: str = "peer"
     # routing instance ("" = master) -> the field of the node's `bgp:` holding its AS
     as_fields: Mapping[str, str] = field(default_factory=dict)
+    # the scale-out load balancer in front of the firewalls: the selector (mxlb) and SRD run on it
+    load_balancer: bool = False
+    bgp_export: ExportPolicy = originated_only  # which routes each session announces (the JVD's exchange)
+    graph_shape: str = "box"  # Graphviz shape in `lab graph`
+    # `lab graph` of a scale-out lab: columns from the lab's edge (0: hosts, 1: gateways) on the
+    # side of its link to the load balancer; None: placed by its role (load balancer, firewall)
+    graph_column: int | None = None
+    clab_kinds: tuple[str, ...] = ()  # containerlab kinds that can stand in for it (`lab export --vendor`)
 
     def as_field(self, instance: str | None) -> str:
         return self.as_fields.get(instance or "", "as_")
@@ -46,6 +63,25 @@ class Kind:
         if self.bgp_naming == "zone":
             return f"{zone}_{name}"
         return f"peer_{name}"
+
+    @property
+    def end_host(self) -> bool:
+        """A host at the edge of the lab: no routing, prefixes and a default gateway only."""
+        return not self.routes
+
+    @property
+    def config_file(self) -> str:
+        """The device configuration's file name in nodes/NODE/ (IOS-like name when it has none)."""
+        return self.device_config[0] if self.device_config else "running-config"
+
+    def peer_group(self, protocol: str, zone: str | None) -> str:
+        """The BGP group a session belongs to in the SSH CLI (the JVD's group names)."""
+        side = (zone or "core").upper()
+        if self.bgp_naming == "role":
+            return f"SRX-{side}" if protocol.startswith("fw_") else f"GW-{side}"
+        if self.bgp_naming == "zone":
+            return f"MX-{side}"
+        return ""
 
     @property
     def instances(self) -> tuple[str, ...]:

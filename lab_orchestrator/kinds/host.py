@@ -12,4 +12,6 @@ KIND = Kind(
     ),
     mgmt_port="mgmt0",
     routes=False,
+    graph_shape="ellipse",
+    graph_column=0,
 )

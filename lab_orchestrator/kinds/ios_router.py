@@ -12,4 +12,6 @@ KIND = Kind(
     gateway=True,
     device_config=("running-config", "ios.conf.j2"),
     ssh_vendor="ios",
+    graph_column=1,
+    clab_kinds=("cisco_iol",),
 )

@@ -4,6 +4,16 @@ from __future__ import annotations
 
 from .base import ROUTER_SYSCTLS, Kind
 
+
+def exports(protocol: str, zone: str | None, local_as: int, use_case: str) -> str:
+    """Toward the SRXs (fw_*): what the cores announce; toward the cores: what the SRXs announce."""
+    if protocol.startswith("fw_"):
+        # SRX loopbacks are passed between SRXs too: an MNHA node tells a dead ICL from a
+        # dead peer by whether it still has a route to the peer's loopback.
+        return 'where proto ~ "core_*" || proto = "loopback" || (proto ~ "fw_*" && net.len = 32)'
+    return 'where proto ~ "fw_*" || proto = "loopback"'
+
+
 KIND = Kind(
     name="mx",
     sysctls=ROUTER_SYSCTLS,
@@ -14,4 +24,8 @@ KIND = Kind(
     ssh_vendor="junos",
     bgp_naming="role",
     as_fields={"TRUST-VR": "trust_as", "UNTRUST-VR": "untrust_as", "": "untrust_as"},
+    load_balancer=True,
+    bgp_export=exports,
+    graph_shape="box3d",
+    clab_kinds=("juniper_vjunosrouter", "juniper_crpd"),
 )

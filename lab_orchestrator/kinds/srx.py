@@ -4,6 +4,24 @@ from __future__ import annotations
 
 from .base import ROUTER_SYSCTLS, Kind
 
+
+def exports(protocol: str, zone: str | None, local_as: int, use_case: str) -> str:
+    """Trust side: the untrust routes (0/0, servers); untrust side: the trust routes (clients), or
+    with CGNAT the SRX's own pool."""
+    if zone == "trust":
+        return 'where proto ~ "untrust_*" || proto = "loopback"'
+    if use_case == "cgnat":
+        # The MNHA peer's pool too, prepended once more than the owner's (whose own path is
+        # 1 AS longer than plain, 3 while it has lost activeness): after a failover the
+        # pool's return traffic reaches this node, which holds the synchronised NAT bindings.
+        prepend = f"bgp_path.prepend({local_as});"
+        return ('filter { if proto = "originated" || proto = "loopback" then accept; '
+                f'if proto = "peer_pool" then {{ {prepend} accept; }} reject; }}')
+    return 'where proto ~ "trust_*" || proto = "loopback"'
+
+
+NFT_TABLE = "srx"  # `table inet srx` of srx.nft.j2: zones, the security policy, NAT
+
 KIND = Kind(
     name="srx",
     # per-session packet and byte counters (`show security flow session`)
@@ -14,4 +32,7 @@ KIND = Kind(
     device_config=("juniper.conf", "junos-srx.conf.j2"),
     ssh_vendor="junos",
     bgp_naming="zone",
+    bgp_export=exports,
+    graph_shape="octagon",
+    clab_kinds=("juniper_vsrx",),
 )

@@ -45,3 +45,38 @@ def test_bgp_protocol_names_carry_the_role(local: str, remote: str, zone: str, e
 def test_an_unknown_kind_is_a_key_error() -> None:
     with pytest.raises(KeyError):
         kinds.get("vsrx")
+
+
+def test_roles_are_asked_not_compared_by_name() -> None:
+    assert kinds.names(lambda k: k.load_balancer) == {"mx"}
+    assert kinds.names(lambda k: k.firewall) == {"srx"}
+    assert kinds.names(lambda k: k.gateway) == {"ios-router"}
+    assert kinds.names(lambda k: k.end_host) == {"host"}
+    assert kinds.names(lambda k: k.ssh_vendor == "junos") == {"mx", "srx"}
+
+
+def test_each_kind_names_its_config_file_and_ssh_peer_groups() -> None:
+    assert kinds.get("mx").config_file == "juniper.conf" and kinds.get("ios-router").config_file == "running-config"
+    mx, srx = kinds.get("mx"), kinds.get("srx")
+    assert mx.peer_group("fw_srx1", "trust") == "SRX-TRUST"
+    assert mx.peer_group("core_gw1", "untrust") == "GW-UNTRUST"
+    assert srx.peer_group("untrust_mx1", "untrust") == "MX-UNTRUST"
+    assert kinds.get("ios-router").peer_group("peer_mx1", None) == ""
+
+
+def test_bgp_exports_follow_the_jvd_route_exchange() -> None:
+    mx, srx, gw = kinds.get("mx"), kinds.get("srx"), kinds.get("ios-router")
+    assert '"core_*"' in mx.bgp_export("fw_srx1", "trust", 65000, "sfw")
+    assert mx.bgp_export("core_gw1", "trust", 65000, "sfw") == 'where proto ~ "fw_*" || proto = "loopback"'
+    assert srx.bgp_export("trust_mx1", "trust", 65001, "cgnat") == 'where proto ~ "untrust_*" || proto = "loopback"'
+    assert "bgp_path.prepend(65001)" in srx.bgp_export("untrust_mx1", "untrust", 65001, "cgnat")
+    assert srx.bgp_export("untrust_mx1", "untrust", 65001, "sfw") == 'where proto ~ "trust_*" || proto = "loopback"'
+    assert gw.bgp_export("peer_mx1", None, 65002, "sfw") == 'where proto = "originated"'
+
+
+def test_containerlab_kinds_stand_in_for_lab_kinds() -> None:
+    from lab_orchestrator.clab_export import VENDOR_KINDS
+
+    assert {v: spec.replaces for v, spec in VENDOR_KINDS.items()} == {
+        "juniper_vjunosrouter": ("mx",), "juniper_vsrx": ("srx",), "juniper_crpd": ("mx",),
+        "cisco_iol": ("ios-router",)}

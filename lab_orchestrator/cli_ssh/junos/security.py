@@ -7,6 +7,7 @@ from __future__ import annotations
 from ipaddress import IPv4Network
 from typing import Any
 
+from ...kinds.srx import NFT_TABLE
 from ..common import (
     Egress,
     junos_logical,
@@ -149,7 +150,7 @@ def _rules(snap: Snapshot, family: str, table: str, chain: str) -> list[dict[str
 def _policies(snap: Snapshot) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
     """(policies from the forward chain's `policy FROM->TO NAME` rules, the default-deny rule)."""
     policies, default = [], None
-    for rule in _rules(snap, "inet", "srx", "forward"):
+    for rule in _rules(snap, "inet", NFT_TABLE, "forward"):
         words = str(rule["comment"]).split()
         if len(words) == 3 and words[0] == "policy" and "->" in words[1]:
             source, target = words[1].split("->", 1)
@@ -162,7 +163,7 @@ def _policies(snap: Snapshot) -> tuple[list[dict[str, Any]], dict[str, Any] | No
 def _security_state(snap: Snapshot) -> Output | None:
     if snap.ruleset_error:
         return error(snap.ruleset_error)
-    if not any(r.get("table", {}).get("name") == "srx" for r in snap.ruleset or [] if "table" in r):
+    if not any(r.get("table", {}).get("name") == NFT_TABLE for r in snap.ruleset or [] if "table" in r):
         return error("the security subsystem is not running (no security ruleset loaded)")
     return None
 

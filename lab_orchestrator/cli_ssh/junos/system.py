@@ -21,7 +21,7 @@ from .base import Args, error
 def show_version(snap: Snapshot, args: Args) -> Output:
     node = snap.node
     versions = sorted({bird_version(i) for i in snap.instances if bird_version(i)})
-    model = {"mx": "mx-emulated", "srx": "srx-emulated"}.get(node.kind, node.kind)
+    model = f"{node.kind}-emulated"
     namespaces = ", ".join(i.ns for i in node.instances)
     lines = [
         f"Hostname: {node.name}",

@@ -19,13 +19,12 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from . import kinds as K
 from . import naming
 from .diagnostics import Diagnostic, TopologyInvalid, YamlPath, dotted
 from .model import NAME_PATTERN, Topology
 from .plan import default_mgmt_subnet
 from .yamlsrc import SourceMap, load, read
-
-BGP_KINDS = ("mx", "srx", "ios-router")
 
 
 @dataclass(frozen=True)
@@ -272,31 +271,21 @@ def _check_nodes(topo: Topology, src: SourceMap) -> Iterable[Diagnostic]:
         path: YamlPath = ("nodes", name)
         if not re.fullmatch(NAME_PATTERN, name):  # fullmatch: '$' alone lets "mx1\n" through
             yield src.diag(path, f"node name '{name}' is not usable", "lower-case letters, digits and '-'")
-        if node.kind == "mx":
-            if node.bgp is None or node.bgp.trust_as is None or node.bgp.untrust_as is None:
-                yield src.diag(path + ("bgp",), "an mx needs bgp.trust_as and bgp.untrust_as",
-                               "one AS per routing instance: TRUST-VR and UNTRUST-VR")
-            elif node.bgp.as_ is not None:
-                yield src.diag(path + ("bgp", "as"), "an mx takes trust_as/untrust_as, not as")
-        elif node.kind in ("srx", "ios-router"):
-            if node.kind == "srx" and (node.bgp is None or node.bgp.as_ is None):
-                yield src.diag(path + ("bgp",), "an srx needs bgp.as", "e.g. bgp: {as: 65001}")
-            if node.bgp and (node.bgp.trust_as or node.bgp.untrust_as):
-                yield src.diag(path + ("bgp",), f"trust_as/untrust_as apply to an mx, not to {node.kind}")
-        elif node.kind == "host" and node.bgp is not None:
-            yield src.diag(path + ("bgp",), "a host does not speak BGP", "use kind ios-router for a gateway")
-        firewall = node.kind == "srx"
+        kind = K.get(node.kind)
+        for below, message, hint in kind.check_node(node):
+            yield src.diag(path + below, message, hint or "")
+        firewall = kind.firewall
         if node.nat_pool is not None and not firewall:
             yield src.diag(path + ("nat_pool",), "only an srx has a NAT pool")
         if not node.in_service and not firewall:
             yield src.diag(path + ("in_service",), "only an srx can be built out of service",
                            "a spare SRX (or both SRXs of an MNHA pair) joins with `nexthop-add`")
-        if node.prefixes and node.kind != "host":
+        if node.prefixes and not kind.end_host:
             yield src.diag(path + ("prefixes",), "prefixes belong to a host",
                            "routers announce with bgp.announce")
-        if node.gateway is not None and node.kind != "host":
+        if node.gateway is not None and not kind.end_host:
             yield src.diag(path + ("gateway",), "only a host has a default gateway", "routers learn routes by BGP")
-        if node.loopback is not None and node.kind == "host":
+        if node.loopback is not None and kind.end_host:
             yield src.diag(path + ("loopback",), "a host has no loopback address", "give it prefixes instead")
         if node.ikev2 is not None and node.kind != "ios-router":
             yield src.diag(path + ("ikev2",), "IKEv2 redirect runs on an ios-router")
@@ -320,8 +309,8 @@ def _check_namespaces(topo: Topology, src: SourceMap) -> Iterable[Diagnostic]:
         if len(link.endpoints) > 2:
             owners[naming.namespace(topo.name, f"lan{index}")] = f"the LAN of links[{index}]"
     for name, node in topo.nodes.items():
-        if node.kind == "mx":
-            for instance in ("TRUST-VR", "UNTRUST-VR"):
+        if K.get(node.kind).instances:
+            for instance in K.get(node.kind).instances:
                 owners.setdefault(naming.namespace(topo.name, name, instance), f"routing instance {instance} of {name}")
     for name in topo.nodes:
         ns = naming.namespace(topo.name, name)
@@ -372,19 +361,22 @@ def _check_links(topo: Topology, src: SourceMap) -> Iterable[Diagnostic]:
         names = [e.partition(":")[0] for e in link.endpoints]
         if len(set(names)) != len(names):
             yield src.diag(base + ("endpoints",), "a link joins different nodes (a node appears twice)")
-        if len(names) > 2 and ("mx" in kinds or "srx" in kinds):
+        facts = [K.get(k) for k in kinds]
+        balancers, firewalls = sum(k.load_balancer for k in facts), sum(k.firewall for k in facts)
+        two_balancers, two_firewalls = len(facts) == balancers == 2, len(facts) == firewalls == 2
+        if len(names) > 2 and (balancers or firewalls):
             yield src.diag(base + ("endpoints",), "mx and srx connect point-to-point; a LAN (3+ endpoints) "
                            "is for ios-router and host nodes")
-        if kinds == ["mx", "mx"] and link.zone != "icl":
+        if two_balancers and link.zone != "icl":
             yield src.diag(base, "a link between two mx is the SRD inter-chassis link: set zone: icl")
-        elif "mx" in kinds and kinds != ["mx", "mx"] and link.zone not in ("trust", "untrust"):
+        elif balancers and not two_balancers and link.zone not in ("trust", "untrust"):
             yield src.diag(base, "a link of an mx needs zone: trust or untrust",
                            "the zone picks the routing instance, TRUST-VR or UNTRUST-VR")
-        if kinds == ["srx", "srx"] and link.zone != "icl":
+        if two_firewalls and link.zone != "icl":
             yield src.diag(base, "a link between two srx is an MNHA ICL: set zone: icl")
-        if "srx" in kinds and "mx" not in kinds and kinds != ["srx", "srx"] and link.zone is None:
+        if firewalls and not balancers and not two_firewalls and link.zone is None:
             yield src.diag(base, "a link of an srx needs a zone", "trust or untrust")
-        if link.zone == "icl" and len(kinds) == len(link.endpoints) and kinds not in (["srx", "srx"], ["mx", "mx"]):
+        if link.zone == "icl" and len(kinds) == len(link.endpoints) and not (two_firewalls or two_balancers):
             yield src.diag(base + ("zone",), "zone icl joins two srx (MNHA) or two mx (SRD)",
                            f"this link joins {' and '.join(kinds)}")
         if link.addresses is not None:
@@ -515,7 +507,7 @@ def _check_pairs(topo: Topology, src: SourceMap) -> Iterable[Diagnostic]:
         for side, node in enumerate(pair.nodes):
             if node not in topo.nodes:
                 yield src.diag(base + ("nodes", side), f"MNHA pair names node '{node}', which is not defined")
-            elif topo.nodes[node].kind != "srx":
+            elif not K.get(topo.nodes[node].kind).firewall:
                 yield src.diag(base + ("nodes", side),
                                f"MNHA pairs are made of srx nodes; {node} is {topo.nodes[node].kind}")
             elif node in paired and paired[node] != index:
@@ -530,7 +522,7 @@ def _check_pairs(topo: Topology, src: SourceMap) -> Iterable[Diagnostic]:
                 and topo.services.tlb_real_service == "srx":
             yield src.diag(base + ("mode",), "srg1+srg2 with TLB needs one real-service per group",
                            "use services.tlb_real_service: pair")
-        both_srx = all(n in topo.nodes and topo.nodes[n].kind == "srx" for n in pair.nodes)
+        both_srx = all(n in topo.nodes and K.get(topo.nodes[n].kind).firewall for n in pair.nodes)
         if both_srx and len({topo.nodes[n].in_service for n in pair.nodes}) > 1:
             spare = next(n for n in pair.nodes if not topo.nodes[n].in_service)
             yield src.diag(("nodes", spare, "in_service"), f"{spare} is out of service but its MNHA peer is not",
@@ -542,7 +534,7 @@ def _check_pairs(topo: Topology, src: SourceMap) -> Iterable[Diagnostic]:
         if topo.srd.nodes[0] == topo.srd.nodes[1]:
             yield src.diag(("srd", "nodes"), f"SRD needs two different mx nodes, got {topo.srd.nodes[0]} twice")
         for side, node in enumerate(topo.srd.nodes):
-            if node not in topo.nodes or topo.nodes[node].kind != "mx":
+            if node not in topo.nodes or not K.get(topo.nodes[node].kind).load_balancer:
                 yield src.diag(("srd", "nodes", side), f"SRD is run by two mx nodes; '{node}' is not one")
         if topo.srd.master is not None and topo.srd.master not in topo.srd.nodes:
             yield src.diag(("srd", "master"), f"master '{topo.srd.master}' is not one of srd.nodes")
@@ -628,7 +620,7 @@ def _check_ikev2_pools(topo: Topology, src: SourceMap) -> Iterable[Diagnostic]:
 def _check_gateways(topo: Topology, src: SourceMap) -> Iterable[Diagnostic]:
     """A host's explicit gateway is a neighbour's address (checked where the links' addresses are given)."""
     for name, node in topo.nodes.items():
-        if node.kind != "host" or node.gateway is None:
+        if not K.get(node.kind).end_host or node.gateway is None:
             continue
         own = [link for link in topo.links if any(e.partition(":")[0] == name for e in link.endpoints)]
         if not own or any(link.addresses is None for link in own):

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..model import Node
 
 # IPv6 off: the lab is IPv4 (as the JVD), and link-local chatter would pollute packet counters.
 NO_IPV6 = (
@@ -24,6 +28,14 @@ def originated_only(protocol: str, zone: str | None, local_as: int, use_case: st
 
 # (protocol, zone of its link, local AS, the lab's use case) -> the BIRD export of that session
 ExportPolicy = Callable[[str, "str | None", int, str], str]
+# a problem of a node's own settings: (YAML path below the node, message, hint or None)
+NodeProblem = tuple[tuple[str, ...], str, "str | None"]
+
+
+def no_bgp_as_instances(node: Node) -> Iterable[NodeProblem]:
+    """Kinds without routing instances take `bgp.as`, not one AS per instance."""
+    if node.bgp and (node.bgp.trust_as or node.bgp.untrust_as):
+        yield ("bgp",), f"trust_as/untrust_as apply to an mx, not to {node.kind}", None
 
 
 @dataclass(frozen=True)
@@ -51,6 +63,8 @@ class Kind:
     # side of its link to the load balancer; None: placed by its role (load balancer, firewall)
     graph_column: int | None = None
     clab_kinds: tuple[str, ...] = ()  # containerlab kinds that can stand in for it (`lab export --vendor`)
+    # the kind's own rules for a node's settings (validate adds file, line and YAML path)
+    check_node: Callable[[Node], Iterable[NodeProblem]] = no_bgp_as_instances
 
     def as_field(self, instance: str | None) -> str:
         return self.as_fields.get(instance or "", "as_")

@@ -2,7 +2,18 @@
 
 from __future__ import annotations
 
-from .base import NO_IPV6, Kind
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from .base import NO_IPV6, Kind, NodeProblem
+
+if TYPE_CHECKING:
+    from ..model import Node
+
+
+def check(node: Node) -> Iterable[NodeProblem]:
+    if node.bgp is not None:
+        yield ("bgp",), "a host does not speak BGP", "use kind ios-router for a gateway"
 
 KIND = Kind(
     name="host",
@@ -12,6 +23,7 @@ KIND = Kind(
     ),
     mgmt_port="mgmt0",
     routes=False,
+    check_node=check,
     graph_shape="ellipse",
     graph_column=0,
 )

@@ -2,7 +2,21 @@
 
 from __future__ import annotations
 
-from .base import ROUTER_SYSCTLS, Kind
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from .base import ROUTER_SYSCTLS, Kind, NodeProblem
+
+if TYPE_CHECKING:
+    from ..model import Node
+
+
+def check(node: Node) -> Iterable[NodeProblem]:
+    if node.bgp is None or node.bgp.trust_as is None or node.bgp.untrust_as is None:
+        yield ("bgp",), "an mx needs bgp.trust_as and bgp.untrust_as", \
+            "one AS per routing instance: TRUST-VR and UNTRUST-VR"
+    elif node.bgp.as_ is not None:
+        yield ("bgp", "as"), "an mx takes trust_as/untrust_as, not as", None
 
 
 def exports(protocol: str, zone: str | None, local_as: int, use_case: str) -> str:
@@ -25,6 +39,7 @@ KIND = Kind(
     bgp_naming="role",
     as_fields={"TRUST-VR": "trust_as", "UNTRUST-VR": "untrust_as", "": "untrust_as"},
     load_balancer=True,
+    check_node=check,
     bgp_export=exports,
     graph_shape="box3d",
     clab_kinds=("juniper_vjunosrouter", "juniper_crpd"),

@@ -2,7 +2,19 @@
 
 from __future__ import annotations
 
-from .base import ROUTER_SYSCTLS, Kind
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from .base import ROUTER_SYSCTLS, Kind, NodeProblem, no_bgp_as_instances
+
+if TYPE_CHECKING:
+    from ..model import Node
+
+
+def check(node: Node) -> Iterable[NodeProblem]:
+    if node.bgp is None or node.bgp.as_ is None:
+        yield ("bgp",), "an srx needs bgp.as", "e.g. bgp: {as: 65001}"
+    yield from no_bgp_as_instances(node)
 
 
 def exports(protocol: str, zone: str | None, local_as: int, use_case: str) -> str:
@@ -33,6 +45,7 @@ KIND = Kind(
     ssh_vendor="junos",
     bgp_naming="zone",
     bgp_export=exports,
+    check_node=check,
     graph_shape="octagon",
     clab_kinds=("juniper_vsrx",),
 )

@@ -80,3 +80,24 @@ def test_containerlab_kinds_stand_in_for_lab_kinds() -> None:
     assert {v: spec.replaces for v, spec in VENDOR_KINDS.items()} == {
         "juniper_vjunosrouter": ("mx",), "juniper_vsrx": ("srx",), "juniper_crpd": ("mx",),
         "cisco_iol": ("ios-router",)}
+
+
+@pytest.mark.parametrize("kind, fields, problems", [
+    ("mx", {}, [(("bgp",), "an mx needs bgp.trust_as and bgp.untrust_as")]),
+    ("mx", {"bgp": {"trust_as": 1, "untrust_as": 2, "as": 3}},
+     [(("bgp", "as"), "an mx takes trust_as/untrust_as, not as")]),
+    ("mx", {"bgp": {"trust_as": 1, "untrust_as": 2}}, []),
+    ("srx", {}, [(("bgp",), "an srx needs bgp.as")]),
+    ("srx", {"bgp": {"as": 1, "trust_as": 2}}, [(("bgp",), "trust_as/untrust_as apply to an mx, not to srx")]),
+    ("ios-router", {"bgp": {"as": 1, "untrust_as": 2}},
+     [(("bgp",), "trust_as/untrust_as apply to an mx, not to ios-router")]),
+    ("ios-router", {}, []),
+    ("host", {"bgp": {"as": 1}}, [(("bgp",), "a host does not speak BGP")]),
+    ("host", {}, []),
+])
+def test_each_kind_checks_its_own_node_settings(kind: str, fields: dict[str, object],
+                                                problems: list[tuple[tuple[str, ...], str]]) -> None:
+    from lab_orchestrator.model import Node
+
+    node = Node.model_validate({"kind": kind, **fields})
+    assert [(path, message) for path, message, _ in kinds.get(kind).check_node(node)] == problems

@@ -234,7 +234,6 @@ LINE_LIMIT = 500
 SIZE_DIRS = ("lab_orchestrator", "dataplane", "labkit", "bench")
 OVER_LIMIT = {
     "dataplane/flexvpnd.py": 860,  # (some headroom where work in progress elsewhere adds lines)
-    "bench/bringup.py": 665,
     "dataplane/ikev2/gateway.py": 680,
     "lab_orchestrator/validate.py": 680,
     "lab_orchestrator/eventrun.py": 650,

@@ -18,7 +18,9 @@ import json
 import os
 import socket
 import struct
+import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -29,6 +31,9 @@ from .daemonkit import PeerLink, heartbeat_loop, resumed_status
 from .mnha import Destination, MonitorObject, PeerView, Role, Srg1, SrgMonitor, encode_heartbeat
 
 PORT = 7790
+# Cold sync: seconds after the peer came back (its session daemon starts right after this daemon,
+# so a second push covers a slow start); BGP brings it traffic a second or more later.
+COLD_SYNC_DELAYS = (0.5, 2.0)
 SIOCGIFFLAGS = 0x8913
 IFF_UP, IFF_RUNNING = 0x1, 0x40
 
@@ -69,6 +74,22 @@ def set_signal_route(address: str, table: int, present: bool) -> None:
                    capture_output=True, check=False)
 
 
+def cold_sync(config: str) -> None:
+    """Send this node's whole session table to the peer (conntrackd: resync the cache with the
+    kernel table, then a bulk send)."""
+    for command in ("-R", "-B"):
+        try:
+            done = subprocess.run(["conntrackd", "-C", config, command], capture_output=True, text=True, timeout=10)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            print(f"{time.strftime('%H:%M:%S')} cold sync: conntrackd {command} failed: {exc}", flush=True)
+            return
+        if done.returncode != 0:
+            print(f"{time.strftime('%H:%M:%S')} cold sync: conntrackd {command} exited {done.returncode}: "
+                  f"{(done.stderr or done.stdout).strip()[-300:]}", flush=True)
+            return
+    print(f"{time.strftime('%H:%M:%S')} cold sync: session table sent to the peer", flush=True)
+
+
 def _monitor(config: dict[str, Any] | None) -> SrgMonitor:
     if not config:
         return SrgMonitor((), 1)
@@ -103,6 +124,9 @@ class Daemon:
         self.sock.bind((config["local_ip"], PORT))
         self.sock.setblocking(False)
         self.link = PeerLink(self.sock, config["peer"], config["peer_ip"])
+        self.peer_was_alive = False
+        self.cold_sync_due: list[float] = []
+        self.cold_syncs = 0
         self.resume(resumed_status(config["status_file"]))
 
     def resume(self, previous: dict[str, Any] | None) -> None:
@@ -142,6 +166,7 @@ class Daemon:
         # Silence for threshold x interval, or the ICL losing carrier (the peer powered off, or the
         # link cut: the split-brain rule below tells them apart), means no peer over the ICL.
         self.link.expire(now, self.interval * self.threshold, self.icl_up())
+        self.schedule_cold_sync(now)
         seen = route_to(self.c["peer_loopback"], self.c["icl_dev"])
         if now >= self.next_check:  # SRG0 monitoring, every minimum-interval
             self.next_check = now + self.monitor_interval
@@ -175,6 +200,24 @@ class Daemon:
         except OSError:
             pass  # ICL down: the peer will notice the silence
         self.write_status(now, healthy, seen)
+
+    def schedule_cold_sync(self, now: float) -> None:
+        """MNHA cold sync: a node that comes back (power on, reboot, ICL restored) gets the whole
+        session table of its peer, not only the sessions opened from then on. Its session daemon
+        asks for a resync when it starts, but the one here only holds the sessions this node opened
+        (those it received from the peer went straight into the kernel): so the table is first read
+        back from the kernel (-R), then sent whole (-B). Without it a CGNAT flow that failed over here
+        and stays here loses its return traffic once the peer announces its NAT pool again."""
+        alive = self.peer.alive
+        if alive and not self.peer_was_alive and self.c.get("sync_config"):
+            self.cold_sync_due = [now + delay for delay in COLD_SYNC_DELAYS]
+        self.peer_was_alive = alive
+        if not alive:
+            self.cold_sync_due = []
+        elif self.cold_sync_due and now >= self.cold_sync_due[0]:
+            self.cold_sync_due.pop(0)
+            self.cold_syncs += 1
+            threading.Thread(target=cold_sync, args=(self.c["sync_config"],), daemon=True).start()
 
     def receive(self, now: float) -> None:
         self.link.drain(now)
@@ -213,6 +256,7 @@ class Daemon:
                           "peer_alive": self.peer.alive,
                           "last_heard_s_ago": round(now - self.link.heard, 3) if self.link.heard else None},
             "healthy": healthy, "peer_seen_in_network": seen, "resumed": self.resumed,
+            "cold_syncs": self.cold_syncs,
             "srg0": {"role": "ineligible" if self.srg0_failed else "active", "signal_route":
                      {"prefix": f"{self.c['signal_route']}/32", "table": self.c["signal_table"],
                       "installed": self.srg0_failed},

@@ -121,6 +121,8 @@ def _plan_daemon(topo: Topology, plan: LabPlan, mode: str, node: str, peer: str,
         "monitor": monitor_config(topo, plan, node),
         "signal_route": str(pair.signal_route), "signal_table": SIGNAL_TABLE,
         "srg2_priority": BACKUP_PRIORITY if active else ACTIVE_PRIORITY,
+        # cold sync: when the peer comes back, this node's whole session table is sent to it
+        "sync_config": f"{plan.state_dir}/nodes/{node}/conntrackd.conf" if pair.sync else None,
     }
     name = f"nodes/{node}/mnha.json"
     plan.files[name] = json.dumps(config, indent=2, sort_keys=True) + "\n"

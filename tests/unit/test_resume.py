@@ -130,3 +130,38 @@ def test_hsrp_active_resumes_active_with_a_hello() -> None:
     assert out.transitions == [(State.INIT, State.ACTIVE, "resumed after a restart")]
     assert [p.state for p in out.packets] == [State.ACTIVE]
     assert machine.resume_active(101.0).transitions == []  # only from Init
+
+
+def test_mnhad_cold_syncs_a_returning_peer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The peer comes back (power on, reboot): this node sends it its whole session table, twice
+    (its session daemon may start after its MNHA daemon), and not again while it stays."""
+    from types import SimpleNamespace
+
+    pushed: list[str] = []
+    monkeypatch.setattr(mnhad, "cold_sync", pushed.append)
+    monkeypatch.setattr("threading.Thread", lambda target, args, daemon: SimpleNamespace(
+        start=lambda: target(*args)))
+    daemon = _mnhad("srg0")
+    daemon.c["sync_config"] = "/run/lab/x/nodes/srx2/conntrackd.conf"
+    daemon.peer_was_alive, daemon.cold_sync_due, daemon.cold_syncs = False, [], 0
+    view = SimpleNamespace(alive=False)
+    daemon.link = SimpleNamespace(view=view)  # type: ignore[assignment]
+    daemon.schedule_cold_sync(10.0)
+    assert pushed == [] and daemon.cold_sync_due == []
+    view.alive = True  # heartbeats again
+    for now in (10.1, 10.3, 10.6, 11.0, 12.1, 13.0, 20.0):
+        daemon.schedule_cold_sync(now)
+    assert pushed == [daemon.c["sync_config"]] * 2 and daemon.cold_syncs == 2
+    view.alive = False  # gone before the second push: nothing pending
+    daemon.schedule_cold_sync(21.0)
+    view.alive = True
+    daemon.schedule_cold_sync(22.0)
+    view.alive = False
+    daemon.schedule_cold_sync(22.2)
+    daemon.schedule_cold_sync(30.0)
+    assert daemon.cold_syncs == 2 and daemon.cold_sync_due == []
+    daemon.c["sync_config"] = None  # a pair without session sync has nothing to push
+    view.alive = True
+    daemon.schedule_cold_sync(31.0)
+    daemon.schedule_cold_sync(40.0)
+    assert daemon.cold_syncs == 2

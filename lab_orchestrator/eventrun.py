@@ -28,6 +28,7 @@ from labkit.contracts import MXLB_STATUS
 
 from . import events as eventsmod
 from . import movers, ops, sessions, trafficsetup
+from .eventresult import DAEMON_RETURN_S, DaemonCrash, EventResult
 from .plan import LabPlan
 from .state import LabState
 from .trafficsetup import REVERSE_ID_OFFSET, endpoints
@@ -65,7 +66,6 @@ def default_target(plan: LabPlan, event: eventsmod.EventKind) -> str:
     return next(n.name for n in plan.nodes if n.kind == kinds[event.target] and n.name not in plan.spares)
 
 
-DAEMON_RETURN_S = 5.0  # daemon-crash passes only if the daemon runs again within this
 
 
 def _mx_forwards(plan: LabPlan, mx: str, gap: float = 0.3) -> bool:
@@ -292,7 +292,7 @@ def _slot(state: LabState, node: str, name: str) -> Any:
 
 
 def run_event(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target: str, spec: TrafficSpec,
-              progress: Progress = lambda _: None, daemon: str | None = None) -> dict[str, Any]:
+              progress: Progress = lambda _: None, daemon: str | None = None) -> EventResult:
     ends = endpoints(plan)
     per_flow = spec.rate / spec.flows
     lasting = event.name in LASTING
@@ -381,14 +381,14 @@ def run_event(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target
         crash["running"] = slot is not None and supervisor.slot_alive(slot)
         crash["returned"] = bool(crash["running"] and crash["restarts_after"] > crash["restarts_before"]
                                  and crash["down_s"] is not None and crash["down_s"] <= DAEMON_RETURN_S)
-        result["daemon_crash"] = crash
-        result["passed"] = result["passed"] and crash["returned"]
+        result.daemon_crash = DaemonCrash(**crash)
+        result.passed = result.passed and bool(crash["returned"])
     # how well the senders kept their schedule (a late packet due during an outage is not lost)
-    result["senders"] = {name: {k: v for k, v in sent.items() if k != "per_flow_sent"}
-                         for name, sent in (("forward", sent_f), ("reverse", sent_r)) if sent}
+    result.senders = {name: {k: v for k, v in sent.items() if k != "per_flow_sent"}
+                      for name, sent in (("forward", sent_f), ("reverse", sent_r)) if sent}
     if during:
-        result["flows_moved_on_restore"] = len(moved_back)
-        result["flows_moved_on_restore_ideal_max"] = round(len(flows) / max(1, len(set(after.values()))))
+        result.flows_moved_on_restore = len(moved_back)
+        result.flows_moved_on_restore_ideal_max = round(len(flows) / max(1, len(set(after.values()))))
     return result
 
 
@@ -424,7 +424,7 @@ def analyse(event: eventsmod.EventKind, target: str, summary: str, flows: list[A
             sampler: Sampler, spec: TrafficSpec, pair: list[str] | None = None,
             moved_back: set[tuple[str, int]] | None = None, sent_r: dict[str, Any] | None = None,
             involved: set[str] | None = None, nat: bool = False, expected: dict[str, Any] | None = None,
-            carriers_after: dict[tuple[str, int], str] | None = None) -> dict[str, Any]:
+            carriers_after: dict[tuple[str, int], str] | None = None) -> EventResult:
     """Per-event verdict: affected flows and their convergence, losses of unaffected flows, moves.
     INVOLVED (daemon-crash) names the SRXs whose flows the event may touch (None: as the event's
     target kind says; an empty set: none, so any loss fails it). EXPECTED (`expected_movers`): the
@@ -505,7 +505,7 @@ def analyse(event: eventsmod.EventKind, target: str, summary: str, flows: list[A
     moved = sum(1 for r in rows if r["moved"])
     recovered = all(r["recovered"] for r in rows)
     passed = recovered and (unaffected_loss == 0 or (event.target == "mx" and not strict))
-    return {
+    return EventResult.model_validate({
         "event": event.name, "title": event.title, "target": target, "action": summary,
         "flows": len(rows), "rate_per_flow_pps": per_flow, "resolution_ms": round(1000 / per_flow, 3),
         "affected_flows": len(affected), "unaffected_flows": len(unaffected),
@@ -521,41 +521,30 @@ def analyse(event: eventsmod.EventKind, target: str, summary: str, flows: list[A
         "recovered": recovered, "passed": passed,
         "forward": {k: v for k, v in report_f.items() if k != "per_flow"},
         "reverse": {k: v for k, v in (report_r or {}).items() if k != "per_flow"},
-        "marks": marks, "timeline": [[t, rates] for t, rates in sampler.rates()],
+        "marks": marks, "timeline": sampler.rates(),
         "per_flow": rows,
-    }
+    })
 
 
-def junit(results: list[dict[str, Any]], lab: str) -> str:
+def junit(results: list[EventResult], lab: str) -> str:
     from xml.sax.saxutils import escape, quoteattr
 
-    from .budgets import violations
-
-    failures = sum(1 for r in results if not r["passed"] or violations(r))
+    failures = sum(1 for r in results if r.failure_reasons())
     cases = []
     for r in results:
-        name = quoteattr(f"{r['event']} on {r['target']}")
-        body = ""
-        broken = violations(r)
-        if not r["passed"] or broken:
-            why = list(broken)
-            if not r["recovered"]:
-                why.append("not every flow recovered after the event")
-            if r["packets_lost_by_unaffected_flows"]:
-                why.append(f"unaffected flows lost {r['packets_lost_by_unaffected_flows']} packets")
-            crash = r.get("daemon_crash")
-            if crash and not crash["returned"]:
-                why.append(f"{crash['daemon']} was not running again within {DAEMON_RETURN_S:.0f} s")
-            body = f'<failure message={quoteattr("; ".join(why))}/>'
-        out = escape(json.dumps({k: r[k] for k in ("convergence_ms", "affected_flows", "flows_moved",
-                                                     "flows_moved_ideal", "longest_gap_ms")}))
-        cases.append(f'  <testcase classname="lab.{lab}" name={name} time="{r["convergence_ms"]["max"] / 1000:.3f}">'
+        name = quoteattr(f"{r.event} on {r.target}")
+        why = r.failure_reasons()
+        body = f'<failure message={quoteattr("; ".join(why))}/>' if why else ""
+        out = escape(json.dumps({"convergence_ms": r.convergence_ms.model_dump(), "affected_flows": r.affected_flows,
+                                 "flows_moved": r.flows_moved, "flows_moved_ideal": r.flows_moved_ideal,
+                                 "longest_gap_ms": r.longest_gap_ms}))
+        cases.append(f'  <testcase classname="lab.{lab}" name={name} time="{r.convergence_ms.max / 1000:.3f}">'
                      f"{body}<system-out>{out}</system-out></testcase>")
     return (f'<?xml version="1.0" encoding="UTF-8"?>\n<testsuite name="lab events {lab}" tests="{len(results)}" '
             f'failures="{failures}">\n' + "\n".join(cases) + "\n</testsuite>\n")
 
 
-def plot(results: list[dict[str, Any]], path: Path) -> None:
+def plot(results: list[EventResult], path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -563,17 +552,17 @@ def plot(results: list[dict[str, Any]], path: Path) -> None:
 
     fig, axes = plt.subplots(len(results), 1, figsize=(10, 3 * len(results)), squeeze=False)
     for ax, r in zip(axes[:, 0], results, strict=True):
-        timeline = r["timeline"]
+        timeline = r.timeline
         if not timeline:
             continue
-        t0 = r["marks"].get("event", timeline[0][0])
+        t0 = r.marks.get("event", timeline[0][0])
         names = sorted({k for _, rates in timeline for k in rates})
         for name in names:
             ax.plot([t - t0 for t, _ in timeline], [rates.get(name, 0) for _, rates in timeline], label=name)
         ax.axvline(0, color="red", linestyle="--", label="event")
-        if "restore" in r["marks"]:
-            ax.axvline(r["marks"]["restore"] - t0, color="green", linestyle="--", label="restore")
-        ax.set_title(f"{r['event']} on {r['target']}: convergence max {r['convergence_ms']['max']:.0f} ms")
+        if "restore" in r.marks:
+            ax.axvline(r.marks["restore"] - t0, color="green", linestyle="--", label="restore")
+        ax.set_title(f"{r.event} on {r.target}: convergence max {r.convergence_ms.max:.0f} ms")
         ax.set_xlabel("seconds from the event")
         ax.set_ylabel("pps via SRX (MX counters)")
         ax.legend(loc="upper right", fontsize=7)

@@ -176,11 +176,11 @@ def run_case(case: Case, traffic: TrafficParams, capture: bool, workdir: Path,
                 caps.append(capmod.Dumpcap(ends.client_ns, ends.client_iface,
                                            workdir / f"{case.index}-rev.pcap").start())
         result = lab.run_event(case.event, target, spec, progress=progress)
-        record["result"] = result
+        record["result"] = result.to_json()
         if capture:
-            record["capture"] = _captured(caps, result, traffic)
+            record["capture"] = _captured(caps, record["result"], traffic)
             caps = []
-        record["status"] = "passed" if result["passed"] and not (record["capture"] or {}).get("flagged") \
+        record["status"] = "passed" if result.passed and not (record["capture"] or {}).get("flagged") \
             else "failed"
     except (KeyboardInterrupt, SystemExit):
         raise

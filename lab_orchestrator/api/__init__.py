@@ -30,6 +30,7 @@ from .topology import event_verdicts, export, file_event_verdicts, load, peek_na
 
 if TYPE_CHECKING:  # the model (pydantic) and templates load only for calls that read a topology
     from ..backends.containerlab import ClabRecord, ContainerlabBackend
+    from ..eventresult import EventResult
     from ..eventrun import TrafficSpec
     from ..plan import LabPlan
     from ..validate import LoadedTopology
@@ -217,14 +218,14 @@ def down_containerlab(backend: ContainerlabBackend, record: ClabRecord) -> float
         raise LabError(f"lab {record.name}: " + "; ".join(problems))
     return time.monotonic() - started
 
-def events_junit(results: list[dict[str, Any]], lab: str) -> str:
+def events_junit(results: list[EventResult], lab: str) -> str:
     """JUnit XML of an events run: one test case per event."""
     from .. import eventrun
 
     return eventrun.junit(results, lab)
 
 
-def events_plot(results: list[dict[str, Any]], path: Path) -> None:
+def events_plot(results: list[EventResult], path: Path) -> None:
     """A PNG timeline of packets/s per SRX around each event."""
     from .. import eventrun
 

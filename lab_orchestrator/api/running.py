@@ -20,6 +20,7 @@ from ..diagnostics import LabError
 from ..state import LabState, running_labs, state_dir
 
 if TYPE_CHECKING:  # the model (pydantic) and templates load only for calls that read a topology
+    from ..eventresult import EventResult
     from ..eventrun import TrafficSpec
     from ..events import Applicability
     from ..plan import LabPlan
@@ -337,7 +338,7 @@ class Lab:
         return target or eventrun.default_target(self.plan(), eventsmod.BY_NAME[event])
 
     def run_event(self, event: str, target: str, spec: TrafficSpec,
-                  progress: Callable[[str], None] = lambda _: None, daemon: str | None = None) -> dict[str, Any]:
+                  progress: Callable[[str], None] = lambda _: None, daemon: str | None = None) -> EventResult:
         """Run one failure event under two-way traffic and judge it (`lab events run`); DAEMON: the
         daemon a daemon-crash kills."""
         from .. import eventrun

@@ -6,7 +6,7 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import typer
 from rich.table import Table
@@ -16,6 +16,9 @@ from .. import budgets as budgetsmod
 from ..diagnostics import LabError
 from .common import app, err, guarded, out, progress_printer
 from .lifecycle import print_down, print_up
+
+if TYPE_CHECKING:
+    from ..eventresult import EventResult
 
 events_app = typer.Typer(help="The JVD's failure events: list them, run them with traffic.", no_args_is_help=True)
 app.add_typer(events_app, name="events")
@@ -85,7 +88,7 @@ def events_run(
 
         budgets = budgetsmod.collect(max_convergence_ms, max_unaffected_loss, budget, set(eventsmod.BY_NAME))
         started = time.monotonic()
-        results: list[dict[str, Any]] = []
+        results: list[EventResult] = []
         with api.running(topology, lab, progress=progress_printer(started),
                          on_up=lambda up: print_up(up, time.monotonic() - started, False),
                          on_down=print_down) as running:
@@ -99,17 +102,18 @@ def events_run(
                                                progress=lambda m: err.print(f"  {m}", highlight=False),
                                                daemon=daemon)
                 if budgets:
-                    result["budgets"] = budgetsmod.judge(result, budgets)
+                    result.judge(budgets)
                 results.append(result)
                 print_event(result)
         if json_file:
-            json_file.write_text(json.dumps({"lab": running.name, "events": results}, indent=2) + "\n")
+            json_file.write_text(json.dumps({"lab": running.name, "events": [r.to_json() for r in results]},
+                                            indent=2) + "\n")
         if junit_file:
             junit_file.write_text(api.events_junit(results, running.name))
         if plot_file:
             api.events_plot(results, plot_file)
-        failed = [r["event"] for r in results if not r["passed"]]
-        broken = [line for r in results for line in budgetsmod.violations(r)]
+        failed = [r.event for r in results if not r.passed]
+        broken = [line for r in results for line in r.violations()]
         for line in broken:
             err.print(f"[red]budget:[/] {line}", highlight=False, soft_wrap=True)
         if failed or broken:
@@ -121,25 +125,24 @@ def events_run(
     guarded(run)
 
 
-def print_event(r: dict[str, Any]) -> None:
-    table = Table(title=f"{r['event']} on {r['target']}: {r['action']}", show_header=True)
+def print_event(r: EventResult) -> None:
+    table = Table(title=f"{r.event} on {r.target}: {r.action}", show_header=True)
     for col in ("flows", "affected", "convergence max / median", "longest gap", "unaffected loss",
                 "moved (ideal)", "recovered"):
         table.add_column(col)
-    conv = r["convergence_ms"]
-    table.add_row(str(r["flows"]), str(r["affected_flows"]), f"{conv['max']:.1f} / {conv['median']:.1f} ms",
-                  f"{r['longest_gap_ms']:.1f} ms", str(r["packets_lost_by_unaffected_flows"]),
-                  f"{r['flows_moved']} ({r['flows_moved_ideal']})",
-                  "[green]yes[/]" if r["recovered"] else "[red]no[/]")
+    conv = r.convergence_ms
+    table.add_row(str(r.flows), str(r.affected_flows), f"{conv.max:.1f} / {conv.median:.1f} ms",
+                  f"{r.longest_gap_ms:.1f} ms", str(r.packets_lost_by_unaffected_flows),
+                  f"{r.flows_moved} ({r.flows_moved_ideal})",
+                  "[green]yes[/]" if r.recovered else "[red]no[/]")
     out.print(table)
-    crash = r.get("daemon_crash")
+    crash = r.daemon_crash
     if crash:
-        back = f"back after {crash['down_s']:.3f} s" if crash["down_s"] is not None else "not back"
-        out.print(f"  {crash['daemon']}: {back} ({crash['restarts_after']} restarts), "
-                  f"{'[green]returned[/]' if crash['returned'] else '[red]did not return in time[/]'}")
-    for row in r.get("budgets", []):
-        mark = "[green]within[/]" if row["ok"] else "[red]BROKEN[/]"
-        out.print(f"  budget {row['metric']} <= {row['limit']:g} ({row['scope']}): "
-                  f"measured {row['measured']:g}, {mark}")
-    out.print(f"  resolution {r['resolution_ms']} ms per flow; verdict: "
-              f"{'[green]pass[/]' if r['passed'] else '[red]FAIL[/]'}")
+        back = f"back after {crash.down_s:.3f} s" if crash.down_s is not None else "not back"
+        out.print(f"  {crash.daemon}: {back} ({crash.restarts_after} restarts), "
+                  f"{'[green]returned[/]' if crash.returned else '[red]did not return in time[/]'}")
+    for row in r.budgets or []:
+        mark = "[green]within[/]" if row.ok else "[red]BROKEN[/]"
+        out.print(f"  budget {row.metric} <= {row.limit:g} ({row.scope}): measured {row.measured:g}, {mark}")
+    out.print(f"  resolution {r.resolution_ms} ms per flow; verdict: "
+              f"{'[green]pass[/]' if r.passed else '[red]FAIL[/]'}")

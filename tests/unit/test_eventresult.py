@@ -1,0 +1,102 @@
+"""The typed result of one event run: the JSON form stays the documented one, bad data is refused,
+JUnit and the budget verdicts read the model."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from lab_orchestrator import budgets, eventrun
+from lab_orchestrator.eventresult import EventResult
+
+KEYS = ["event", "title", "target", "action", "flows", "rate_per_flow_pps", "resolution_ms", "affected_flows",
+        "unaffected_flows", "convergence_ms", "longest_gap_ms", "packets_lost_by_unaffected_flows", "flows_moved",
+        "flows_rebound", "phases", "tables_missed", "verdict_from", "flows_moved_ideal", "recovered", "passed",
+        "forward", "reverse", "marks", "timeline", "per_flow"]
+
+
+def row(flow: int, before: str = "srx1", after: str = "srx2", lost: int = 3) -> dict[str, Any]:
+    return {"flow": flow, "src": f"100.64.0.{flow + 1}", "carrier_before": before, "carrier_during": after,
+            "carrier_after": before, "srx_before": before, "srx_after": after,
+            "expected_mover": {"event": True, "restore": True}, "mover": {"event": True, "restore": None},
+            "lost_forward": lost, "lost_reverse": 0, "convergence_ms": lost * 20.0, "max_gap_ms": 61.5,
+            "gap_at_s": [0.05, None], "recovered": True, "moved": before != after, "moved_on_restore": False,
+            "bindings": ["198.51.100.1:40000", "198.51.100.17:1024"], "rebound": True, "lost": lost}
+
+
+def sample(**over: Any) -> dict[str, Any]:
+    """An event result as `lab events run --json` writes it (one flow per SRX pool)."""
+    data: dict[str, Any] = {
+        "event": "srx-power-off", "title": "SRX Series Firewall power off", "target": "srx1",
+        "action": "srx1 powered off; restored: srx1 powered on", "flows": 2, "rate_per_flow_pps": 50.0,
+        "resolution_ms": 20.0, "affected_flows": 1, "unaffected_flows": 1,
+        "convergence_ms": {"max": 60.0, "median": 60.0},
+        "longest_gap_ms": 61.5, "packets_lost_by_unaffected_flows": 0, "flows_moved": 1, "flows_rebound": 1,
+        "phases": {"event": {"expected_movers": 1, "movers": 1, "ideal": 1, "unexpected_movers": 0,
+                             "expected_but_stayed": 0, "members": [2, 1], "bucket_share_moved": 0.5,
+                             "bucket_share_ideal": 0.5, "buckets": 6400, "cross_mx_movers": 0}},
+        "tables_missed": 0, "verdict_from": "selector tables", "flows_moved_ideal": 1, "recovered": True,
+        "passed": True, "forward": {"role": "receive", "received": 990, "lost": 3},
+        "reverse": {"role": "receive", "received": 1000, "lost": 0},
+        "marks": {"event": 100.5, "restore": 102.0, "settled": 104.0},
+        "timeline": [[100.6, {"srx1": 50.0, "srx2": 48.5}]],
+        "per_flow": [row(0), row(1, "srx2", "srx2", 0)],
+        "senders": {"forward": {"role": "send", "sent": 1000}},
+    }
+    data.update(over)
+    return data
+
+
+def test_json_form_round_trips_in_the_documented_order() -> None:
+    data = sample()
+    result = EventResult.from_json(data)
+    assert result.per_flow[0].bindings == ["198.51.100.1:40000", "198.51.100.17:1024"]
+    assert result.timeline == [(100.6, {"srx1": 50.0, "srx2": 48.5})]
+    out = result.to_json()
+    assert list(out) == [*KEYS, "senders"], "the optional parts are absent when they do not apply"
+    assert json.loads(json.dumps(out)) == data
+    assert EventResult.from_json(out) == result
+
+
+def test_optional_parts_appear_when_they_apply() -> None:
+    crash = {"daemon": "mxlb", "restarts_before": 0, "restarts_after": 1, "down_s": 0.12, "running": True,
+             "returned": True}
+    result = EventResult.from_json(sample(event="daemon-crash", daemon_crash=crash, flows_moved_on_restore=1,
+                                          flows_moved_on_restore_ideal_max=1))
+    assert list(result.to_json())[len(KEYS):] == ["daemon_crash", "senders", "flows_moved_on_restore",
+                                                  "flows_moved_on_restore_ideal_max"]
+    assert result.daemon_crash is not None and result.daemon_crash.down_s == 0.12
+
+
+@pytest.mark.parametrize("bad", [{"flows": "2"}, {"passed": 1}, {"verdict_from": "guesswork"},
+                                 {"surprise": True}, {"per_flow": [{**row(0), "lost": "3"}]},
+                                 {"convergence_ms": {"max": 1.0}}])
+def test_bad_results_are_refused(bad: dict[str, Any]) -> None:
+    with pytest.raises(ValidationError):
+        EventResult.from_json(sample(**bad))
+    result = EventResult.from_json(sample())
+    with pytest.raises(ValidationError):
+        result.passed = "yes"  # type: ignore[assignment]
+
+
+def test_budgets_and_junit_read_the_model() -> None:
+    fine = EventResult.from_json(sample())
+    slow = EventResult.from_json(sample(event="gres", target="mx1", convergence_ms={"max": 812.5, "median": 400.0}))
+    lossy = EventResult.from_json(sample(event="nexthop-delete", passed=False, recovered=False,
+                                         packets_lost_by_unaffected_flows=7))
+    rules = budgets.collect(300, None, [])
+    for result in (fine, slow, lossy):
+        result.judge(rules)
+    assert fine.budgets is not None and fine.budgets[0].ok and fine.failure_reasons() == []
+    assert slow.violations() == ["gres on mx1 broke the budget convergence_ms <= 300 (all events): measured 812.5"]
+    assert lossy.failure_reasons() == ["not every flow recovered after the event", "unaffected flows lost 7 packets"]
+    assert slow.to_json()["budgets"] == [{"metric": "convergence_ms", "limit": 300.0, "measured": 812.5, "ok": False,
+                                          "scope": "all events"}]
+    xml = eventrun.junit([fine, slow, lossy], "t1")
+    assert 'tests="3" failures="2"' in xml
+    assert "broke the budget convergence_ms &lt;= 300 (all events): measured 812.5" in xml
+    assert "not every flow recovered after the event; unaffected flows lost 7 packets" in xml
+    assert '<testcase classname="lab.t1" name="srx-power-off on srx1" time="0.060"><system-out>' in xml

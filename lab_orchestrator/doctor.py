@@ -151,7 +151,7 @@ def features_of(topology: object) -> set[str]:
         used.add(FEATURES[4].name)
     if any(s.standby for n in topology.nodes.values() for s in n.interfaces.values()):
         used.add(FEATURES[5].name)
-    if any(n.ikev2_cluster or n.ikev2 for n in topology.nodes.values()):
+    if any(n.ikev2_cluster or n.ikev2 or n.flexvpn_client for n in topology.nodes.values()):
         used.update({FEATURES[6].name, FEATURES[7].name})
     if any(k.ssh_vendor for k in facts) and (topology.ssh is None or topology.ssh.enabled):
         used.add(FEATURES[8].name)

@@ -23,11 +23,14 @@ from typing import Any
 
 from labkit.contracts import HSRP_STATUS, IKEV2_STATUS
 
-from .model import Topology
-from .plantypes import LabPlan, Process
+from .model import Node, Topology
+from .naming import linux_ifname
+from .plantypes import Interface, LabPlan, NodePlan, Process
 
 PROCESS_NAME = "flexvpn"
 CONFIG_NAME = "flexvpn.json"
+CLIENT_PROCESS_NAME = "flexclient"  # an IOS FlexVPN client (crypto ikev2 client flexvpn)
+CLIENT_CONFIG_NAME = "flexclient.json"
 DEFAULT_PSK = "cisco123"  # pre-shared key of the lab's gateways (clients use the same)
 VIP_SYSCTLS = (
     ("net.ipv4.conf.all.arp_ignore", "1"),  # the ARP reply for the VIP comes from the macvlan (virtual MAC)
@@ -44,6 +47,8 @@ def plan_flexvpn(topo: Topology, plan: LabPlan, python: str) -> None:
         spec = topo.nodes[node.name]
         if node.kind != "ios-router":
             continue
+        if spec.flexvpn_client is not None:
+            _plan_client(spec, plan, node, python, interfaces)
         standby = [(alias, s.standby) for alias, s in spec.interfaces.items() if s.standby is not None]
         if not standby and spec.ikev2_cluster is None and spec.ikev2 is None:
             continue
@@ -106,6 +111,31 @@ def plan_flexvpn(topo: Topology, plan: LabPlan, python: str) -> None:
                        for ns in plan.namespaces]
 
 
+def _plan_client(spec: Node, plan: LabPlan, node: NodePlan, python: str,
+                 interfaces: dict[tuple[str, str], Interface]) -> None:
+    """The IOS FlexVPN client of NODE: its daemon's config and Process (dataplane.flexclientd)."""
+    client = spec.flexvpn_client
+    assert client is not None
+    source = interfaces.get((node.name, client.source))
+    if source is None or not source.address:
+        return  # validate reports a tunnel source that is not on a link
+    base = f"nodes/{node.name}"
+    config = {
+        "node": node.name, "lab": plan.name, "name": client.name, "interface": f"Tunnel{client.tunnel}",
+        "device": linux_ifname(f"Tunnel{client.tunnel}"), "source_interface": client.source,
+        "source": str(IPv4Interface(source.address).ip), "peers": [str(p) for p in client.peers],
+        "routes": [str(r) for r in client.routes], "psk": DEFAULT_PSK, "identity": node.name,
+        "ike": "aes256-sha256-ecp256", "esp": client.esp, "max_redirects": client.max_redirects,
+        "dpd_interval": client.dpd_interval, "dpd_retry": client.dpd_retry,
+        "status": f"{plan.state_dir}/{base}/{IKEV2_STATUS}",
+    }
+    name = f"{base}/{CLIENT_CONFIG_NAME}"
+    plan.files[name] = json.dumps(config, indent=2, sort_keys=True) + "\n"
+    node.files.append(name)
+    plan.processes.append(Process(node.name, node.master_ns, CLIENT_PROCESS_NAME,
+                                  (python, "-m", "dataplane.flexclientd", f"{plan.state_dir}/{name}")))
+
+
 # ------------------------------------------------------------------------------------------ show
 def read_status(state_dir: str | Path, node: str, name: str) -> dict[str, Any] | None:
     try:
@@ -134,8 +164,12 @@ def show(state_dir: str | Path, node: str, command: str, now: float | None = Non
         from dataplane.ikev2.gateway import show_sa
 
         return show_sa((status or {}).get("sas", []))
+    if words[-2:] == ["crypto", "session"]:
+        from dataplane.flexclient import show_session
+
+        return show_session(read_status(state_dir, node, IKEV2_STATUS))
     raise ValueError(f"unknown command '{command}' (show standby | show crypto ikev2 cluster | "
-                     f"show crypto ikev2 sa)")
+                     f"show crypto ikev2 sa | show crypto session)")
 
 
 def main(argv: list[str]) -> int:

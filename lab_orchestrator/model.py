@@ -78,6 +78,23 @@ class Ikev2(Strict):
     pool: IPv4Network | None = None
 
 
+class FlexvpnClient(Strict):
+    """`crypto ikev2 client flexvpn NAME` on an IOS-like router: `peer N ADDRESS` in order (the cluster
+    VIP first), `client connect TunnelN` with `tunnel destination dynamic` and `ip address negotiated`,
+    `crypto ikev2 redirect client max-redirects N`, `crypto ikev2 dpd INTERVAL RETRY periodic`."""
+
+    name: Annotated[str, StringConstraints(pattern=r"^[A-Za-z][A-Za-z0-9_-]{0,31}$")] = "flex_client"  # profile name
+    peers: list[IPv4Address] = Field(min_length=1, max_length=10)  # `peer N ADDRESS`, in order: the cluster VIP
+    source: str  # `tunnel source INTERFACE`: the interface whose address IKE and ESP leave from
+    tunnel: int = Field(default=1, ge=0, le=999)  # the Tunnel interface number (`client connect TunnelN`)
+    routes: list[IPv4Network] = []  # `ip route PREFIX TunnelN`: what goes through the tunnel
+    max_redirects: int = Field(default=5, ge=1, le=255)  # redirects followed before giving up (a loop)
+    dpd_interval: int = Field(default=10, ge=2, le=3600)  # seconds without news from the gateway before a DPD check
+    dpd_retry: int = Field(default=2, ge=1, le=60)  # seconds between unanswered DPD checks (5, then the peer is dead)
+    esp: Literal["aes256-sha256", "aes128-sha256", "aes256-sha1", "aes256gcm16", "aes128gcm16"] = \
+        "aes256-sha256"  # the CHILD_SA's transform (IOS: esp-aes 256 esp-sha256-hmac)
+
+
 class Node(Strict):
     kind: NodeKind
     bgp: Bgp | None = None
@@ -94,6 +111,7 @@ class Node(Strict):
     routes: list[StaticRoute] = []
     ikev2_cluster: Ikev2Cluster | None = None
     ikev2: Ikev2 | None = None
+    flexvpn_client: FlexvpnClient | None = None  # ios-router: an IOS FlexVPN client (remote access)
     # srx: false = built (namespaces, links, configuration) but not in service: powered off once the
     # lab is ready, so neither advertised nor health-checked up; `nexthop-add` brings it into service.
     in_service: bool = True

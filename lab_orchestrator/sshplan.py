@@ -87,6 +87,8 @@ def _features(topo: Topology, plan: LabPlan, node: NodePlan) -> dict[str, object
             features["ikev2_cluster"] = spec.ikev2_cluster.model_dump(mode="json")
         if spec.ikev2 is not None:
             features["ikev2"] = spec.ikev2.model_dump(mode="json")
+        if spec.flexvpn_client is not None:
+            features["flexvpn_client"] = spec.flexvpn_client.model_dump(mode="json")
     return features
 
 

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ValidationError
 
 from . import kinds as K
 from . import naming
+from .kinds import get as kind_of
 from .diagnostics import Diagnostic, TopologyInvalid, YamlPath, dotted
 from .model import NAME_PATTERN, Topology
 from .plan import default_mgmt_subnet
@@ -567,8 +568,27 @@ def _check_flexvpn(topo: Topology, src: SourceMap) -> Iterable[Diagnostic]:
                                f"HSRP hello {standby.hello_ms} ms is not below the hold time {standby.hold_ms} ms",
                                "the hold time must exceed the hello interval; RFC 2281 defaults: hello 3000, "
                                "hold 10000")
+        if node.flexvpn_client is not None:
+            yield from _check_flexvpn_client(topo, src, name)
     yield from _check_standby_subnets(topo, src)
     yield from _check_ikev2_pools(topo, src)
+
+
+def _check_flexvpn_client(topo: Topology, src: SourceMap, name: str) -> Iterable[Diagnostic]:
+    node = topo.nodes[name]
+    client = node.flexvpn_client
+    assert client is not None
+    path = ("nodes", name, "flexvpn_client")
+    if not kind_of(node.kind).flexvpn:
+        yield src.diag(path, "a FlexVPN client runs on an ios-router", "kind: ios-router")
+        return
+    if node.ikev2 is not None or node.ikev2_cluster is not None:
+        yield src.diag(path, f"{name} is a FlexVPN gateway already: its IKEv2 and ESP use UDP 500/4500",
+                       "put the client on a router of its own")
+    linked = {e.partition(":")[2] for link in topo.links for e in link.endpoints if e.partition(":")[0] == name}
+    if client.source not in linked:
+        yield src.diag(path + ("source",), f"tunnel source {client.source} is not an interface of {name} on a link",
+                       f"one of: {', '.join(sorted(linked)) or 'none (link the router first)'}")
 
 
 def _interface_addresses(topo: Topology) -> dict[tuple[str, str], IPv4Interface]:

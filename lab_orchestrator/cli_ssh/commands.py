@@ -266,6 +266,7 @@ IOS_COMMANDS: list[Command] = [
     Command(("show", "crypto", "ikev2", "cluster"), "Show IKEv2 cluster information", "ikev2-cluster"),
     Command(("show", "crypto", "ikev2", "sa"), "Shows ikev2 SAs", "ikev2-sa"),
     Command(("show", "crypto", "ipsec", "sa"), "IPSEC SA table", "ipsec-sa"),
+    Command(("show", "crypto", "session"), "Show crypto sessions currently established", "crypto-session"),
     Command(("terminal", "length"), "Set number of lines on a screen", "noop", (
         Param("lines", "Number of lines on screen (0 for no pausing)", "positional", check=is_number),
     )),
@@ -297,6 +298,7 @@ IOS_IMPLS: dict[str, Impl] = {
     "ikev2-cluster": Impl(Needs(status=(IKEV2_STATUS,)), ios.show_crypto_ikev2_cluster),
     "ikev2-sa": Impl(Needs(status=(IKEV2_STATUS,)), ios.show_crypto_ikev2_sa),
     "ipsec-sa": Impl(Needs(status=(IKEV2_STATUS,)), ios.show_crypto_ipsec_sa),
+    "crypto-session": Impl(Needs(status=(IKEV2_STATUS,)), ios.show_crypto_session),
 }
 
 

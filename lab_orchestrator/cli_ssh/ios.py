@@ -353,7 +353,7 @@ def show_crypto_ikev2_cluster(snap: Snapshot, args: Args) -> Output:
 def show_crypto_ikev2_sa(snap: Snapshot, args: Args) -> Output:
     status = snap.status.get(IKEV2_STATUS)
     if not isinstance(status, dict):
-        return _not_there("ikev2" in snap.node.features or "ikev2_cluster" in snap.node.features, "IKEv2")
+        return _not_there(bool({"ikev2", "ikev2_cluster", "flexvpn_client"} & set(snap.node.features)), "IKEv2")
     sas = status.get("sas", [])
     try:
         from dataplane.ikev2 import gateway
@@ -374,7 +374,7 @@ def show_crypto_ikev2_sa(snap: Snapshot, args: Args) -> Output:
 def show_crypto_ipsec_sa(snap: Snapshot, args: Args) -> Output:
     status = snap.status.get(IKEV2_STATUS)
     if not isinstance(status, dict):
-        return _not_there("ikev2" in snap.node.features, "IPsec")
+        return _not_there(bool({"ikev2", "flexvpn_client"} & set(snap.node.features)), "IPsec")
     child = status.get("ipsec_sas")
     if child is None:
         return error("IPsec is not running (the gateway's status has no IPsec SAs yet)")
@@ -406,6 +406,16 @@ def show_crypto_ipsec_sa(snap: Snapshot, args: Args) -> Output:
                   f"        transform: {sa.get('transform', '')} ,",
                   "        in use settings ={Tunnel UDP-Encaps, }", ""]
     return Output("".join(line + "\n" for line in lines), child)
+
+
+def show_crypto_session(snap: Snapshot, args: Args) -> Output:
+    """`show crypto session`: a FlexVPN client's tunnel (where it was redirected) or a gateway's sessions."""
+    status = snap.status.get(IKEV2_STATUS)
+    if not isinstance(status, dict):
+        return _not_there(bool({"ikev2", "flexvpn_client"} & set(snap.node.features)), "IKEv2")
+    from dataplane import flexclient
+
+    return Output(flexclient.show_session(status), status.get("client") or status.get("sas", []))
 
 
 def show_ip_bgp_neighbors(snap: Snapshot, args: Args) -> Output:

@@ -50,6 +50,7 @@ class Kind:
     gateway: bool = False  # originates host prefixes (statics to hosts, announce, default_originate)
     device_config: tuple[str, str] | None = None  # (file name in nodes/NODE/, template)
     ssh_vendor: str | None = None  # the SSH CLI's dialect: "junos" | "ios" | None (no SSH)
+    flexvpn: bool = False  # runs Cisco's FlexVPN features: HSRP, IKEv2 cluster and gateway, FlexVPN client
     # BIRD protocol names carry the role, so export filters can say "from the SRXs" by name:
     # "role": fw_PEER toward a firewall, core_PEER otherwise; "zone": ZONE_PEER; "peer": peer_PEER
     bgp_naming: str = "peer"

@@ -14,4 +14,5 @@ KIND = Kind(
     ssh_vendor="ios",
     graph_column=1,
     clab_kinds=("cisco_iol",),
+    flexvpn=True,
 )

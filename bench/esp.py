@@ -47,6 +47,7 @@ from dataplane.ikev2 import swan  # noqa: E402
 NS = {"a": "espb-a", "b": "espb-b", "c": "espb-c"}
 A, B_A, B_C, C = "198.18.250.1", "198.18.250.2", "198.18.251.1", "198.18.251.2"
 POOL = "172.16.9.0/24"
+NORTH = "198.18.251.0/30"
 VIRTUAL = "172.16.9.1"  # the client's inner address (strongSwan's pool gives its first address)
 PORT = 9000
 MTU = 1400
@@ -249,7 +250,10 @@ def with_ours(direction: str, profile: str, seconds: float) -> dict[str, float]:
 
 def with_strongswan(direction: str, profile: str, seconds: float, folder: Path) -> dict[str, float]:
     gw = swan.responder(NS["b"], folder / "b", B_A, esp="aes256gcm16", pool=POOL, log_level=1)
-    client = swan.initiator(NS["a"], folder / "a", B_A, A, "client", esp="aes256gcm16", remote_ts=f"{C}/32",
+    # The north subnet as the remote selector: it holds an address of the gateway, which kernel-libipsec
+    # needs as the source of the route it installs for the client's virtual IP (with C/32 alone it
+    # fails: "unable to install IPsec policies (SPD)").
+    client = swan.initiator(NS["a"], folder / "a", B_A, A, "client", esp="aes256gcm16", remote_ts=NORTH,
                             install_routes=True)
     try:
         gw.start()

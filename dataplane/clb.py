@@ -343,6 +343,8 @@ def show_cluster(status: dict[str, object] | None, now_wall: float) -> str:
             f"Cluster IP : {status['cluster_ip']}",
             f"Hold time : {status['holdtime_ms']} msec",
             f"Overload limit : {status['overload_limit']}%",
+            *(["Overload mode : strict (an overloaded gateway refuses new IKE SAs)"]
+              if status.get("strict_overload") else []),
             "Codes : '*' Least loaded, '-' Overloaded",
             "Load statistics:",
             f" {'Gateway':<16}{'Role':<8}{'Last-seen':<11}{'Prio':>4}{'Load':>8}{'IKE':>6}{'Ipsec':>7}",
@@ -360,6 +362,8 @@ def show_cluster(status: dict[str, object] | None, now_wall: float) -> str:
         f"Hold time : {status['holdtime_ms']} msec",
         f"Hello-interval : {status['hello_ms']} msec",
         f"Update-interval: {status['update_ms']} msec",
+        *(["Overload mode : strict (an overloaded gateway refuses new IKE SAs)"]
+          if status.get("strict_overload") else []),
         "Load statistics:",
         f"{'Gateway':<16}{'Last-Ack':<11}{'Prio':>4}{'Load':>8}{'IKE':>6}{'IPsec':>7}",
         "-" * 55,
@@ -367,6 +371,7 @@ def show_cluster(status: dict[str, object] | None, now_wall: float) -> str:
     own = status.get("own")
     if isinstance(own, dict):
         ack = "--" if own.get("last_ack_at") is None else _mmss(now_wall - float(own["last_ack_at"]))
-        lines.append(f"{own['address']:<16}{ack:<11}{own['priority']:>4}{float(own['load']):>7.1f}%"
+        code = "-" if own.get("overloaded") else ""
+        lines.append(f"{code}{own['address']:<16}{ack:<11}{own['priority']:>4}{float(own['load']):>7.1f}%"
                      f"{own['ike']:>6}{own['ipsec']:>7}")
     return "\n".join(lines) + "\n"

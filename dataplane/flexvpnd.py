@@ -318,6 +318,7 @@ class Cluster:
         self.weights = clb.Weights(int(spec["weight_system_load"]), int(spec["weight_crypto_load"]))
         self.overload = float(spec["overload_limit"])
         self.shutdown = bool(spec["shutdown"])
+        self.strict = bool(spec.get("strict_overload"))
         self.address = group.address if group else ""
         self.cluster_ip = group.vip.address if group else ""
         self.role = "none"
@@ -555,6 +556,15 @@ class Cluster:
         self.member_timers = [t for t in self.member_timers if not t.cancelled]
         self.member_timers.append(self.daemon.loop.call_later(self.hello, self.send_hello))
 
+    def overloaded_self(self) -> bool:
+        """This gateway's own load at or above the overload limit, or its SAs at max-session (the
+        master's test for a row, on our own figures)."""
+        counts = self.daemon.crypto_counts()
+        own = clb.Gateway(self.address, "Master" if self.role == "master" else "Slave", self.priority,
+                          self.daemon.cpu_percent(), self.daemon.memory_percent(self.spec), self.max_session,
+                          counts["ike"], counts["ipsec"])
+        return own.overloaded(self.daemon.loop.time(), self.weights, self.overload)
+
     def own_load(self) -> clb.Load:
         counts = self.daemon.crypto_counts()
         self.seq += 1
@@ -598,6 +608,7 @@ class Cluster:
             "address": self.address, "holdtime_ms": round(self.holdtime * 1000),
             "hello_ms": round(self.hello * 1000), "update_ms": round(self.update * 1000),
             "overload_limit": int(self.overload), "port": self.port, "events": list(self.events),
+            "strict_overload": self.strict,
             "standby_group": self.spec["standby_group"],
         }
         if self.role == "master" and self.master is not None:
@@ -613,7 +624,7 @@ class Cluster:
             base["status"] = "Up" if self.last_ack is not None else "Down"
             base["own"] = {
                 "address": self.address, "priority": self.priority, "load": round(load, 1),
-                "ike": counts["ike"], "ipsec": counts["ipsec"],
+                "ike": counts["ike"], "ipsec": counts["ipsec"], "overloaded": self.overloaded_self(),
                 "last_ack_at": None if self.last_ack is None else wall - (now - self.last_ack),
             }
         return base
@@ -683,6 +694,10 @@ class Daemon:
         if self.cluster is not None:
             self.cluster.crypto_changed()
         self.status_dirty()
+
+    def admits(self) -> bool:
+        """May this gateway take a new IKE SA? Not while overloaded with the cluster's strict_overload."""
+        return self.cluster is None or not self.cluster.strict or not self.cluster.overloaded_self()
 
     def redirect_target(self, local_address: str) -> str | None:
         """Where the cluster master sends a client that reached LOCAL_ADDRESS (None: serve here)."""

@@ -71,6 +71,9 @@ class Ikev2Cluster(Strict):
     weight_system_load: int = Field(default=100, ge=0, le=100)
     overload_limit: int = Field(default=90, ge=1, le=100)
     shutdown: bool = False
+    # the strict reading of "marked as unavailable and will not accept any more connections": an
+    # overloaded gateway also refuses (drops) new IKE_SA_INITs; default: only skipped by redirects
+    strict_overload: bool = False
 
 
 class Ikev2(Strict):

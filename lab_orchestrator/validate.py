@@ -21,8 +21,8 @@ from pydantic import BaseModel, ValidationError
 
 from . import kinds as K
 from . import naming
-from .kinds import get as kind_of
 from .diagnostics import Diagnostic, TopologyInvalid, YamlPath, dotted
+from .kinds import get as kind_of
 from .model import NAME_PATTERN, Topology
 from .plan import default_mgmt_subnet
 from .yamlsrc import SourceMap, load, read

@@ -187,9 +187,10 @@ RedirectHook = Callable[[str, str, str], "str | None"]  # (local address, peer a
 class Gateway:
     def __init__(self, config: GatewayConfig, redirect: RedirectHook | None = None,
                  clock: Callable[[], float] = time.monotonic, on_change: Callable[[], None] | None = None,
-                 log: Callable[[str], None] | None = None):
+                 log: Callable[[str], None] | None = None, admit: Callable[[], bool] | None = None):
         self.config = config
         self.redirect_hook = redirect
+        self.admit_hook = admit  # False: a new IKE SA is refused (strict overload); redirects still go out
         self.clock = clock
         self.on_change = on_change or (lambda: None)
         self.log = log or (lambda _m: None)
@@ -206,7 +207,7 @@ class Gateway:
                          "invalid_ke": 0, "retransmits": 0, "integrity_failed": 0, "no_redirect_support": 0,
                          "cookies_sent": 0, "cookies_accepted": 0, "cookies_invalid": 0, "half_open_full": 0,
                          "half_open_source_full": 0, "settled": 0,
-                         "inner_malformed": 0}
+                         "inner_malformed": 0, "overload_refused": 0}
         self.certreq = b""
         if config.ca is not None:
             from . import pki
@@ -329,6 +330,9 @@ class Gateway:
                     return [Reply(codec.encode(reply, [notify]), peer, local)]
             else:
                 self.counters["no_redirect_support"] += 1
+        if self.admit_hook is not None and not self.admit_hook():
+            self.counters["overload_refused"] += 1  # dropped, as strongSwan drops past its IKE SA limit
+            return []
         if self.tally["half-open"] >= self.config.max_half_open:
             self.counters["half_open_full"] += 1
             return []

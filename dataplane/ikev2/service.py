@@ -58,7 +58,7 @@ class IkeService:
             redirect=self.spec.get("redirect", "init"), pool_first=self.spec.get("pool_first"),
             pool_last=self.spec.get("pool_last"), cert=cert, key=key, ca=ca)
         self.gateway = gateway.Gateway(config, redirect=self.redirect, on_change=self.daemon.crypto_changed,
-                                       log=self.log)
+                                       log=self.log, admit=self.daemon.admits)
         for port in (500, 4500):
             sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

@@ -87,7 +87,7 @@ def test_lab_up_forwards_and_down_leaves_nothing(shipped: Path, owner: LabOwner,
         ttls = {int(t) for t in re.findall(r"ttl=(\d+)", output)}
         assert ttls == {THROUGH_SRX_TTL}, f"replies did not cross MX -> SRX -> MX: {output}"
     else:  # flexvpn: remote-access client across the WAN router to the cluster's LAN
-        assert shipped.stem == "flexvpn", f"no traffic check for {shipped}"
+        assert shipped.stem in ("flexvpn", "flexvpn-branch"), f"no traffic check for {shipped}"
         ping(facts.name, "client1", "10.10.10.3")
         ping(facts.name, "client1", "10.10.10.1")  # router1's Ethernet0/1
 

@@ -112,14 +112,14 @@ def _plan(path: Path) -> planmod.LabPlan:
 def test_each_ios_client_gets_its_daemon_and_config() -> None:
     plan = _plan(BRANCH)
     procs = [p for p in plan.processes if p.name == flexvpn.CLIENT_PROCESS_NAME]
-    assert [(p.node, p.ns) for p in procs] == [("branch1", "fvbranch-branch1"), ("branch2", "fvbranch-branch2")]
+    assert [(p.node, p.ns) for p in procs] == [("branch1", "fvios-branch1"), ("branch2", "fvios-branch2")]
     assert procs[0].argv == ("python3", "-m", "dataplane.flexclientd",
-                             "/run/lab/fvbranch/nodes/branch1/flexclient.json")
+                             "/run/lab/fvios/nodes/branch1/flexclient.json")
     config = json.loads(plan.files["nodes/branch1/flexclient.json"])
     assert (config["peers"], config["source"], config["device"], config["interface"]) == \
         (["10.10.10.100"], "10.10.20.11", "Tu1", "Tunnel1")
     assert (config["routes"], config["dpd_interval"], config["dpd_retry"]) == (["10.10.10.254/32"], 3, 1)
-    assert config["status"] == "/run/lab/fvbranch/nodes/branch1/ikev2-status.json"
+    assert config["status"] == "/run/lab/fvios/nodes/branch1/ikev2-status.json"
     # the branches run no gateway; the cluster routers no client
     assert {p.node for p in plan.processes if p.name == flexvpn.PROCESS_NAME} == {"router1", "router2", "router3"}
 

@@ -37,6 +37,7 @@ class IkeService:
         self.gateway: gateway.Gateway | None = None
         self.counters = {"esp_dropped": 0, "send_errors": 0, "internal_errors": 0, "keepalives": 0}
         self.esp: EspEngine | None = None
+        self.esp_sources: dict[tuple[str, int], bytes] = {}  # client -> IP_PKTINFO with its SA's local address
         self.debug = bool(spec.get("debug"))
 
     def log(self, message: str) -> None:
@@ -92,8 +93,14 @@ class IkeService:
         self.daemon.loop.watch(fd, selectors.EVENT_READ, lambda _m: engine.tun_readable())
 
     def send_esp(self, peer: tuple[str, int], datagram: bytes) -> None:
+        """ESP leaves from the address the client's IKE SA is with: the VIP for a client the master
+        kept, not the master's own address (which the kernel would choose)."""
+        source = self.esp_sources.get(peer)
         try:
-            self.sockets[4500].sendto(datagram, peer)
+            if source is None:
+                self.sockets[4500].sendto(datagram, peer)
+            else:
+                self.sockets[4500].sendmsg([datagram], [(socket.IPPROTO_IP, IP_PKTINFO, source)], 0, peer)
         except OSError:
             self.counters["send_errors"] += 1
 
@@ -107,6 +114,8 @@ class IkeService:
                 wanted[sa.child.spi_in] = sa
         for spi in [spi for spi in self.esp.table.by_spi if spi not in wanted]:
             self.esp.remove(spi)
+        self.esp_sources = {tunnel_peer(sa): _PKTINFO.pack(0, socket.inet_aton(sa.local[0]), bytes(4))
+                            for sa in wanted.values() if sa.local[0] != "0.0.0.0"}
         for spi, sa in wanted.items():
             if spi not in self.esp.table.by_spi:
                 self.esp.add(tunnel_of(sa))
@@ -220,11 +229,16 @@ def tunnel_of(sa: gateway.IkeSa) -> Tunnel:
     suite, keys = child.suite, child.keys
     inbound = EspSa(child.spi_in, suite.encr, keys.encr_i, suite.integ, keys.integ_i)
     outbound = EspSa(child.spi_out, suite.encr, keys.encr_r, suite.integ, keys.integ_r)
-    peer = sa.peer if sa.peer[1] != 500 else (sa.peer[0], 4500)
+    peer = tunnel_peer(sa)
     remote = tuple(IPv4Network(f"{ts.start}/32") if ts.start == ts.end else _range_net(ts.start, ts.end)
                    for ts in child.ts_i)
     local = tuple(_range_net(ts.start, ts.end) for ts in child.ts_r)
     return Tunnel(sa.peer_id or sa.peer[0], peer, outbound, inbound, remote, local)
+
+
+def tunnel_peer(sa: gateway.IkeSa) -> tuple[str, int]:
+    """Where a CHILD_SA's ESP-in-UDP goes: the peer's IKE port when it floated to 4500, else its 4500."""
+    return sa.peer if sa.peer[1] != 500 else (sa.peer[0], 4500)
 
 
 def transform_name(suite: object) -> str:

@@ -60,6 +60,8 @@ def default_target(plan: LabPlan, event: eventsmod.EventKind) -> str:
     if event.target == "node":  # daemon-crash: the first MX, else the first node running a daemon
         nodes = [n.name for n in plan.nodes if n.kind == "mx"] + [p.node for p in plan.processes]
         return nodes[0]
+    if event.target == "flexvpn-member":  # the last FlexVPN router: the lowest HSRP priority, a member
+        return [p.node for p in plan.processes if p.name == "flexvpn"][-1]
     if event.name == "nexthop-add" and plan.spares:  # a never-seen SRX (or pair) when the lab has one
         return plan.spares[0]
     kinds = {"srx": "srx", "mx": "mx", "mnha-pair": "srx"}

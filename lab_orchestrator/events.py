@@ -14,10 +14,10 @@ from dataclasses import dataclass
 class EventKind:
     name: str
     title: str  # the seed's wording
-    target: str  # srx | mx | mnha-pair | node (any node that runs a daemon)
+    target: str  # srx | mx | mnha-pair | flexvpn-member | node (any node that runs a daemon)
     action: str  # what happens
     restore: str  # how it is undone
-    requires: tuple[str, ...] = ()  # lab features: node kinds, mnha, selector, tlb, srd
+    requires: tuple[str, ...] = ()  # lab features: node kinds, mnha, selector, tlb, srd, flexvpn
     built: bool = True
     why_not_built: str = ""
 
@@ -74,6 +74,12 @@ CATALOG: tuple[EventKind, ...] = (
               "each other and, as Juniper documents no split-brain protection for SRD and the lab invents "
               "none, both become master and advertise without prepend", "the link comes back up (the "
               "preferred master keeps mastership, the other returns to standby)", ("srd",)),
+    EventKind("flexvpn-member-power-off", "FlexVPN cluster member power off (Cisco FlexVPN load balancer)",
+              "flexvpn-member",
+              "a cluster member (not the master) powers off: its clients' tunnels break; the master drops it "
+              "after the CLB hold time, the clients find their peer dead (DPD), connect to the VIP again and "
+              "are redirected to a live member", "power on (it rejoins the cluster as a member, empty)",
+              ("flexvpn",)),
 )
 
 BY_NAME = {event.name: event for event in CATALOG}
@@ -101,6 +107,8 @@ def features(plan: dict[str, object]) -> set[str]:
         have.add("mnha")
     if plan.get("srd"):
         have.add("srd")
+    if any(p["name"] == "flexvpn" for p in processes):
+        have.add("flexvpn")
     return have
 
 

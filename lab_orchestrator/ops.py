@@ -20,7 +20,7 @@ from pyroute2 import IPRoute
 from pyroute2.netlink.exceptions import NetlinkError
 
 from labkit import netnsutil
-from labkit.contracts import SRD_STATUS
+from labkit.contracts import IKEV2_STATUS, SRD_STATUS
 
 from . import kinds, supervisor
 from .diagnostics import LabError
@@ -285,6 +285,13 @@ def inject(state: LabState, plan: LabPlan, event: str, target: str, down_time: f
     if event in ("srx-power-off", "nexthop-delete"):
         power_off(state, plan, target)
         return f"{target} powered off"
+    if event == "flexvpn-member-power-off":
+        members = flexvpn_members(state, plan)
+        if target not in members:
+            raise LabError(f"{target} is no FlexVPN cluster member now (members: {', '.join(members) or 'none'}; "
+                           f"the master is the HSRP Active router)")
+        power_off(state, plan, target)
+        return f"FlexVPN member {target} powered off"
     if event == "nexthop-add":
         if target not in state.down_nodes:
             raise LabError(f"{target} is in service already (`lab fail {target} nexthop-delete` takes it out)")
@@ -321,6 +328,22 @@ def inject(state: LabState, plan: LabPlan, event: str, target: str, down_time: f
         return (f"{target}: every control-plane daemon ({', '.join(names)}) restarted at once "
                 f"(no second routing engine), forwarding state kept")
     raise LabError(f"event {event} cannot be injected here (see `lab events list`)")
+
+
+def flexvpn_members(state: LabState, plan: LabPlan) -> list[str]:
+    """The FlexVPN routers that are cluster members (not the master) now, from their daemons' status."""
+    import json as _json
+
+    out = []
+    for node in sorted({p.node for p in plan.processes if p.name == "flexvpn"}):
+        path = Path(state.state_dir) / "nodes" / node / IKEV2_STATUS
+        try:
+            cluster = _json.loads(path.read_text()).get("cluster") or {}
+        except (OSError, ValueError, AttributeError):
+            continue
+        if cluster.get("role") == "slave" and node not in state.down_nodes:
+            out.append(node)
+    return out
 
 
 def restore(state: LabState, plan: LabPlan, target: str) -> list[str]:

@@ -71,6 +71,8 @@ def event_applies(config: ServerConfig, node: Node, event: str) -> str | None:
         return f"{event} applies to {kind.target} nodes, not to a {node.kind}"
     if kind.target == "mnha-pair" and "mnha" not in node.features:
         return f"{node.name} is in no MNHA pair"
+    if kind.target == "flexvpn-member" and "ikev2_cluster" not in node.features:
+        return f"{node.name} is in no FlexVPN cluster"
     return None
 
 

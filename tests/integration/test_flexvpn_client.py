@@ -126,7 +126,8 @@ def test_member_power_off_brings_its_branch_back_through_the_vip(branch_lab: Lab
         pytest.skip(f"no branch on a member: {statuses}")
     branch, before = on_member[0]
     member = next(n for n, a in ROUTERS.items() if a == before["gateway"])
-    branch_lab.power(member, False)
+    done = branch_lab.lab.fail("flexvpn-member-power-off", member)  # the event `lab fail` runs
+    assert done == f"FlexVPN member {member} powered off", done
     cut = time.monotonic()
     try:
         # DPD 3 s / 1 s: at most 3 s of silence + 6 checks, then IKE again through the VIP
@@ -141,4 +142,4 @@ def test_member_power_off_brings_its_branch_back_through_the_vip(branch_lab: Lab
         assert client(branch_lab, other)["connects"] == statuses[other]["connects"] or \
             statuses[other]["gateway"] == before["gateway"], "a branch on a live gateway reconnected"
     finally:
-        branch_lab.power(member, True)
+        assert branch_lab.lab.restore(member) == [f"{member} powered on"]

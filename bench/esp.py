@@ -354,7 +354,7 @@ def report(rows: Rows, args: argparse.Namespace, when: str) -> str:
             lines.append(f"| {i + 1} | {direction} | {label[profile]} | {impl} | {r['offered_pps']:,.0f} "
                          f"| {r['pps']:,.0f} | {r['mbps']:,.1f} | {r['cpu_us']:.1f} |")
     up = ratio(rows, "up", "1400", "pps")
-    lines += ["", f"Median: **{med(rows, 'up', '1400', 'project', 'pps'):,.0f} pps** "
+    lines += ["", "## Headline", "", f"Median: **{med(rows, 'up', '1400', 'project', 'pps'):,.0f} pps** "
               f"({med(rows, 'up', '1400', 'project', 'mbps'):,.0f} Mbit/s) through one gateway at 1400-byte "
               f"frames, client → north: **{up:.2f}×** strongSwan kernel-libipsec on the same path.", ""]
     return "\n".join(lines)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import select
 import socket
 import struct
 import threading
@@ -11,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import binding
+from .batch import Batch, open_batch
 from .frames import (
     ETH_LEN,
     ETH_P_IP,
@@ -28,6 +30,7 @@ from .spawn import Spawned
 from .stats import Accounting, FlowStats
 
 SRC_ADDRESS = struct.Struct("!I")
+RECV_SLOT = 2048  # bytes per receive slot: a whole 1514-byte frame (the header is at its start anyway)
 
 
 # --------------------------------------------------------------------------- receiver
@@ -46,7 +49,9 @@ class Receiver:
     empty. The sender's core then never wakes this thread per packet (which would cost it more than
     the packet: ~140 vs ~400 kpps measured), but receive times are those of the drain, up to one
     interval late: latency and first/last-seen figures carry that error; loss, duplicates,
-    reordering, gaps and convergence (send times and sequence numbers) do not. 0: block in recv.
+    reordering, gaps and convergence (send times and sequence numbers) do not. 0: wait for the
+    socket (select) and read at once. Either way each read takes up to 64 packets in one
+    recvmmsg call (`batch`), all stamped with the time that call returned.
 
     Packet mode records, per flow, the source address and port its packets arrive with (behind
     CGNAT: the SRX's binding) and every change (report: ``bindings``, ``binding_changes``); with
@@ -153,22 +158,21 @@ class Receiver:
         """Run in a child process; `Spawned.wait_ready()` then `Spawned.stop()` returns the report."""
         return Spawned("receive", self.config(), pass_fds=(self.learn_fd,) if self.learn_fd is not None else ())
 
-    def _loop(self, sock: socket.socket, mode: int) -> None:
-        """The hot loop: recv_into, a clock read, one unpack, one FlowStats.add."""
+    def _loop(self, sock: socket.socket, mode: int, batch: Batch | None = None) -> None:
+        """The hot loop: one recvmmsg fills up to 64 slots of BATCH; per packet a few byte reads,
+        one unpack and one FlowStats.add. Every packet of one call gets the call's receive time."""
         acc = self.accounting
         flows = acc.flows
-        buf = bytearray(65536)
-        recv_into = sock.recv_into
+        if batch is None:
+            batch = open_batch(sock, RECV_SLOT)
+        stage, slot = batch.stage, batch.slot
+        receive, length = batch.receive, batch.length
         unpack = HEADER.unpack_from
         mono = time.monotonic_ns
         poll = self.poll_interval
-        if poll > 0:
-            # Drain, then sleep: the sender's kernel path never has to wake this thread up (a
-            # wakeup per packet costs the sending core more than the packet itself).
-            sock.setblocking(False)
-        else:
-            # A kernel receive timeout (no poll() per packet as a Python socket timeout would add)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", 0, 50_000))
+        # poll > 0: drain, then sleep: the sender's kernel path never has to wake this thread up (a
+        # wakeup per packet costs the sending core more than the packet itself). 0: wait in select.
+        wait = select.select
         sleep = time.sleep
         started = mono()
         deadline = started + int(self.duration * 1e9) if self.duration else 1 << 62
@@ -178,8 +182,7 @@ class Receiver:
         foreign = 0
         packets = 0
         fixed_offset = mode >= 0
-        offset = mode
-        min_len = (offset if fixed_offset else PAYLOAD_OFFSET) + HEADER_LEN
+        min_len = (mode if fixed_offset else PAYLOAD_OFFSET) + HEADER_LEN
         stop_at = 0  # once asked to stop: keep draining what is queued, for at most a second
         # packet mode: each flow's source address and port (its NAT binding behind CGNAT)
         track = not fixed_offset
@@ -192,52 +195,60 @@ class Receiver:
             publisher = binding.Publisher(binding.open_fifo(self.learn_path))
         src_at = SRC_ADDRESS.unpack_from
         while True:
-            try:
-                n = recv_into(buf)
-            except (BlockingIOError, TimeoutError, InterruptedError):
+            got = receive()
+            if not got:
                 now = mono()
                 if self._stop or now >= deadline or (idle_ns and last_rx and now - last_rx >= idle_ns):
                     break
                 if poll > 0:
                     sleep(poll)
+                else:
+                    wait([sock], [], [], 0.05)
                 continue
             rx = mono()
-            if n < min_len:
-                foreign += 1
-                continue
-            if not fixed_offset:
-                # IPv4 (the socket's protocol), UDP, header after the IP options
-                if buf[23] != 17:
+            counted = packets
+            for j in range(got):
+                n = length(j)
+                base = j * slot
+                if n < min_len:
                     foreign += 1
                     continue
-                offset = ETH_LEN + (buf[14] & 0x0F) * 4 + UDP_LEN
-                if n < offset + HEADER_LEN:
+                if fixed_offset:
+                    offset = base + mode
+                else:
+                    # IPv4 (the socket's protocol), UDP, header after the IP options
+                    if stage[base + 23] != 17:
+                        foreign += 1
+                        continue
+                    offset = ETH_LEN + (stage[base + 14] & 0x0F) * 4 + UDP_LEN
+                    if n < offset + HEADER_LEN:
+                        foreign += 1
+                        continue
+                    offset += base
+                magic, flow_id, seq, ts32 = unpack(stage, offset)
+                if magic != MAGIC:
                     foreign += 1
                     continue
-            magic, flow_id, seq, ts32 = unpack(buf, offset)
-            if magic != MAGIC:
-                foreign += 1
-                continue
-            stats = flows.get(flow_id)
-            if stats is None:
-                stats = flows[flow_id] = FlowStats(flow_id)
-            stats.add(seq, rx - ((rx - ts32) & MASK32), rx)
-            if track:
-                key = src_at(buf, ETH_LEN + 12)[0] << 16 | buf[offset - 8] << 8 | buf[offset - 7]
-                if bound.get(flow_id) != key and observe(flow_id, key, rx) and publisher is not None:
-                    publisher.publish(flow_id, key)
-            if not first_rx:
-                first_rx = rx
-            last_rx = rx
-            packets += 1
-            if not packets & 0x3FF:
-                if rx >= deadline:
+                stats = flows.get(flow_id)
+                if stats is None:
+                    stats = flows[flow_id] = FlowStats(flow_id)
+                stats.add(seq, rx - ((rx - ts32) & MASK32), rx)
+                if track:
+                    key = src_at(stage, base + ETH_LEN + 12)[0] << 16 | stage[offset - 8] << 8 | stage[offset - 7]
+                    if bound.get(flow_id) != key and observe(flow_id, key, rx) and publisher is not None:
+                        publisher.publish(flow_id, key)
+                packets += 1
+            if packets != counted:
+                if not first_rx:
+                    first_rx = rx
+                last_rx = rx
+            if rx >= deadline:
+                break
+            if self._stop:
+                if not stop_at:
+                    stop_at = rx + 1_000_000_000
+                elif rx >= stop_at:
                     break
-                if self._stop:
-                    if not stop_at:
-                        stop_at = rx + 1_000_000_000
-                    elif rx >= stop_at:
-                        break
         acc.foreign += foreign
         if publisher is not None:
             self._counters["bindings_dropped"] = publisher.dropped

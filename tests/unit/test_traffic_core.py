@@ -36,6 +36,9 @@ from dataplane.traffic import (
     reverse_flows,
     size_cycle,
 )
+from dataplane.traffic import batch as batchmod
+from dataplane.traffic.batch import LoopBatch, MmsgBatch
+from dataplane.traffic.send import LAG_BUCKET_NS, lag_percentile
 
 SRC_MAC, DST_MAC = "02:00:00:00:00:01", "02:00:00:00:00:02"
 FLOW = Flow(7, "100.64.1.2", "203.0.113.10", 40000, 7000)
@@ -161,7 +164,7 @@ class FakeSocket:
         self.fail = fail or set()
         self.calls = 0
 
-    def send(self, data: bytearray) -> int:
+    def send(self, data: bytearray | memoryview) -> int:
         self.calls += 1
         if self.calls in self.fail:
             raise OSError(errno.ENOBUFS, "No buffer space available")
@@ -177,7 +180,7 @@ def test_sender_loop_round_robin_paced_and_counted() -> None:
     assert sender.count == 400
     fake = FakeSocket(fail={5, 6})
     frames = FrameSet(flows, IMIX, SRC_MAC, DST_MAC)
-    seqs, errors, stats = sender._loop(fake, frames)  # type: ignore[arg-type]
+    seqs, errors, stats = sender._loop(fake, frames, LoopBatch(fake, 2048))  # type: ignore[arg-type]
     assert seqs == [100, 100, 100, 100] and errors == 2 and stats["error_kinds"] == {"ENOBUFS": 2}
     # round robin, per-flow sequence numbers; the failed sends (calls 5 and 6) used theirs up
     expected = [(k % 4, k // 4) for k in range(400) if k not in (4, 5)]
@@ -401,3 +404,142 @@ def test_spawned_receiver_reports_with_the_senders_counts() -> None:
     flow = report["per_flow"][0]
     assert (flow["flow"], flow["received"], flow["lost"], flow["convergence_ms"]) == (7, 4, 2, 20.0)
     assert report["rate_per_flow_pps"] == 100.0 and "state" not in report
+
+
+# --------------------------------------------------------------------------- batched I/O (socket pairs, no root)
+BATCHES = [LoopBatch, *([MmsgBatch] if batchmod.available() else [])]
+
+
+def unix_pair() -> tuple[socket.socket, socket.socket]:
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    b.setblocking(False)
+    return a, b
+
+
+def drain(sock: socket.socket) -> list[bytes]:
+    out = []
+    while True:
+        try:
+            out.append(sock.recv(65536))
+        except BlockingIOError:
+            return out
+
+
+@pytest.mark.parametrize("kind", BATCHES)
+def test_batch_sends_slots_in_order_and_skips_a_refused_one(kind: type[LoopBatch]) -> None:
+    a, b = unix_pair()
+    with a, b:
+        a.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)  # a datagram above it: EMSGSIZE
+        out = kind(a, 16384, 4)
+        lengths = [100, 15000, 60, 1514]
+        for j, n in enumerate(lengths):
+            out.stage[j * 16384:j * 16384 + n] = bytes([j + 1]) * n
+            out.set_length(j, n)
+        assert out.send(4) == [errno.EMSGSIZE]  # the second is refused, the others still go, in order
+        assert [(len(d), d[0]) for d in drain(b)] == [(100, 1), (60, 3), (1514, 4)]
+        assert out.send(1) == [] and drain(b) == [bytes([1]) * 100]  # slots and lengths are kept
+
+
+@pytest.mark.parametrize("kind", BATCHES)
+def test_batch_receives_what_is_queued_without_blocking(kind: type[LoopBatch]) -> None:
+    a, b = unix_pair()
+    with a, b:
+        into = kind(b, 2048, 3)
+        assert into.receive() == 0
+        for n in (70, 1514, 64, 200):
+            a.send(bytes([n % 251]) * n)
+        assert into.receive() == 3  # at most its slots
+        assert [into.length(j) for j in range(3)] == [70, 1514, 64]
+        assert into.stage[2048:2048 + 1514] == bytes([1514 % 251]) * 1514
+        assert into.receive() == 1 and into.length(0) == 200 and into.stage[:200] == bytes([200]) * 200
+        assert into.receive() == 0
+
+
+def test_lag_percentiles_are_bucket_upper_edges() -> None:
+    assert lag_percentile({}, 0.99) == 0.0
+    lags = {0: 980, 3: 15, 40: 5}  # 98 % under 50 us, 1.5 % in 150-200 us, 0.5 % in 2.0-2.05 ms
+    assert lag_percentile(lags, 0.5) == LAG_BUCKET_NS / 1e6
+    assert lag_percentile(lags, 0.99) == 4 * LAG_BUCKET_NS / 1e6
+    assert lag_percentile(lags, 0.999) == 41 * LAG_BUCKET_NS / 1e6
+
+
+@pytest.mark.skipif(not batchmod.available(), reason="no sendmmsg in this C library")
+def test_paced_sender_batches_every_flow_in_order_over_sendmmsg() -> None:
+    a, b = unix_pair()
+    with a, b:
+        a.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
+        b.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+        flows = make_flows(5)
+        sender = Sender(iface="x", flows=flows, rate=2000, duration=0.2, quantum_ms=10)
+        frames = FrameSet(flows, IMIX, SRC_MAC, DST_MAC)
+        started = time.monotonic()
+        seqs, errors, stats = sender._loop(a, frames)
+        elapsed = time.monotonic() - started
+        got = drain(b)
+    assert seqs == [80] * 5 and errors == 0 and len(got) == 400
+    seen: dict[int, list[int]] = {}
+    for data in got:
+        magic, flow_id, seq, _ = HEADER.unpack_from(data, PAYLOAD_OFFSET)
+        assert magic == MAGIC and data[:PAYLOAD_OFFSET] == frames.frame(flow_id, seq)[:PAYLOAD_OFFSET]
+        assert len(data) + 4 == frames.cycle[(seq + flow_id) % len(frames.cycle)]  # the flow's IMIX position
+        seen.setdefault(flow_id, []).append(seq)
+    assert seen == {i: list(range(80)) for i in range(5)}
+    assert elapsed >= 0.18  # paced: 400 packets at 2000 pps
+    # 10 ms quanta at 2000 pps: about 20 packets per call (not one call per packet)
+    assert stats["calls"] < 100 and sum(stats["lags"].values()) == 400
+
+
+def test_a_sender_held_up_reports_how_late_it_was() -> None:
+    class SlowSocket(FakeSocket):
+        def send(self, data: bytearray | memoryview) -> int:
+            if self.calls == 20:
+                time.sleep(0.02)  # one send takes 20 ms: the packets due meanwhile leave late
+            return super().send(data)
+
+    flows = make_flows(4)
+    sender = Sender(iface="fake", flows=flows, rate=2000, count=200, quantum_ms=0)
+    slow = SlowSocket()
+    seqs, errors, stats = sender._loop(slow, FrameSet(flows, IMIX, SRC_MAC, DST_MAC), LoopBatch(slow, 2048))
+    assert seqs == [50] * 4 and errors == 0
+    assert stats["max_lag_ns"] >= 18 * MS and stats["late"] >= 10  # 20 ms at 0.5 ms per packet
+    assert lag_percentile(stats["lags"], 1.0) >= 18  # the histogram holds the worst packet too
+
+
+def test_packet_mode_receiver_parses_batches_and_tracks_bindings() -> None:
+    """Packet mode on frames read in batches: our UDP frames counted per flow, the rest foreign,
+    each flow's source address:port (its NAT binding) recorded with its change."""
+    frames = []
+    for seq in range(3):
+        for flow in (FLOW, Flow(8, "198.51.100.1", "203.0.113.10", 1024, 7000)):
+            if seq == 2 and flow.flow_id == 8:  # flow 8 re-bound on another address and port
+                flow = Flow(8, "198.51.100.17", "203.0.113.10", 2048, 7000)
+            frame = build_frame(flow, 127, SRC_MAC, DST_MAC)
+            patch(frame, seq, time.monotonic_ns())
+            frames.append(bytes(frame))
+    frames.insert(2, bytes(60))  # not IPv4/UDP: foreign
+
+    class Queued(LoopBatch):
+        def __init__(self) -> None:
+            super().__init__(socket.socket(socket.AF_INET, socket.SOCK_DGRAM), 2048, 4)
+            self.queue = list(frames)
+
+        def receive(self) -> int:
+            count = min(self.slots, len(self.queue))
+            for j in range(count):
+                data = self.queue.pop(0)
+                self.stage[j * self.slot:j * self.slot + len(data)] = data
+                self.lengths[j] = len(data)
+            if not count:
+                receiver._stop = True
+            return count
+
+    receiver = Receiver(iface="fake", poll_interval=0.001)
+    queued = Queued()
+    with queued.sock:
+        receiver._loop(queued.sock, -1, queued)
+    report = receiver.report()
+    per_flow = {f["flow"]: f for f in report["per_flow"]}
+    assert report["foreign"] == 1 and per_flow[7]["received"] == 3 and per_flow[8]["received"] == 3
+    assert per_flow[7]["bindings"] == ["100.64.1.2:40000"] and per_flow[7]["binding_changes"] == 0
+    assert per_flow[8]["bindings"] == ["198.51.100.1:1024", "198.51.100.17:2048"]
+    assert per_flow[8]["binding_changes"] == 1

@@ -99,6 +99,7 @@ bench: deps
 	$(VENV_PATH) $(PYTHON) bench/bringup.py --quick
 	$(VENV_PATH) $(PYTHON) bench/chash_dataplane.py --rounds 3 --trials 10
 	$(VENV_PATH) $(PYTHON) bench/chash_dataplane.py --lab topology3 --rounds 3 --trials 20
+	$(VENV_PATH) $(PYTHON) bench/traffic_pacing.py --rounds 3
 	$(VENV_PATH) $(PYTHON) bench/ssh.py --quick
 	$(VENV_PATH) $(PYTHON) bench/traffic_gen.py
 	$(VENV_PATH) $(PYTHON) bench/ha.py --quick

@@ -4,9 +4,12 @@ Frames are built once per flow and frame size before sending: scapy builds one E
 per size, and each flow's frame is that one with the flow's addresses, ports, flow id and IPv4
 header checksum written in (byte-identical to a scapy build of that flow, unit-tested; ~100 times
 faster, so thousands of flows start at once; memory: flows x the sum of the distinct sizes). Per
-packet only the sequence number and the send timestamp are written into the pre-built bytearray
-(one ``struct.pack_into``) and the frame goes out of an AF_PACKET socket with ``send``. No IP
-field changes per packet, so no IP checksum work; the UDP checksum is 0 (allowed for IPv4).
+packet the pre-built frame is copied into a slot of a staging buffer and only its sequence number
+and send timestamp are written there (one ``struct.pack_into``); the packets due leave an AF_PACKET
+socket together, up to 64 in one ``sendmmsg`` call (``batch``: Python has no sendmmsg, ctypes calls
+the C library's; a refused packet is counted and skipped, as with one ``send`` per packet). No IP
+field changes per packet, so no IP checksum work; the UDP checksum is 0 (allowed for IPv4). The
+receiver reads up to 64 packets per ``recvmmsg`` call the same way.
 
 Frame sizes
     A size is the Ethernet frame size as IxNetwork and RFC 2544 count it: destination MAC through
@@ -40,13 +43,15 @@ Payload header (18 bytes, network byte order, right after the UDP header)
 Rate and flows
     The sender sends flows round-robin at a constant aggregate rate R (packets/s), so each of F
     flows gets R/F pps and a loss-derived convergence figure has a resolution of one per-flow
-    interval, F/R seconds. Pacing uses absolute due times (no drift); when ahead it sleeps, so
-    packets may leave in short bursts (well under a millisecond at the rates used here). A send
+    interval, F/R seconds. Pacing uses absolute due times (no drift): the sender sleeps until about
+    ``quantum_ms`` (0.25 ms) worth of packets are due, never before the first of them, and sends
+    them in one call, so packets leave in bursts of that length at most. A send
     that fails (interface down, no buffer) still consumes its sequence number: the receiver counts
     it as lost, as a tester would. A sender that falls behind (CPU contention) sends what it owes
     late, in a burst: packets due during an outage but sent after it are not lost, so a convergence
-    figure is only as good as the schedule. The report's ``max_lag_ms`` / ``late_1ms`` say how late
-    it was; ``realtime=True`` (SCHED_FIFO, paced rates only) keeps it on time on a busy machine.
+    figure is only as good as the schedule. The report's ``max_lag_ms``, ``lag_p50_ms`` /
+    ``lag_p99_ms`` (upper bounds, from a 50 us histogram) and ``late_1ms`` say how late it was;
+    ``realtime=True`` (SCHED_FIFO, paced rates only) keeps it on time on a busy machine.
 
 Receiver accounting, per flow
     received (unique), lost (sequence numbers never seen, up to the highest one seen, plus the
@@ -90,7 +95,7 @@ CLI (JSON on stdout)::
 
 Modules
     ``frames`` (flows, sizes, pre-built frames, the header), ``netio`` (namespaces, next hop, ARP,
-    socket helpers), ``send`` (Sender), ``stats`` (FlowStats, Accounting: pure), ``receive``
+    socket helpers), ``batch`` (sendmmsg/recvmmsg staging buffers), ``send`` (Sender), ``stats`` (FlowStats, Accounting: pure), ``receive``
     (Receiver), ``spawn`` (child processes), ``cli`` (the command line). Everything is re-exported
     here, so ``from dataplane.traffic import Sender`` is the way to use it.
 """

@@ -40,7 +40,7 @@ def _cli_send(args: argparse.Namespace, config: dict[str, Any] | None, out: IO[s
             flows = reverse_flows(flows)
         sender = Sender(iface=args.iface, flows=flows, rate=args.rate, sizes=args.sizes,
                         duration=args.duration, count=args.count, ns=args.netns, dst_mac=args.dst_mac,
-                        cpu=args.cpu, realtime=args.realtime)
+                        cpu=args.cpu, realtime=args.realtime, quantum_ms=args.quantum_ms)
     signal.signal(signal.SIGINT, lambda *_: sender.stop())
     signal.signal(signal.SIGTERM, lambda *_: sender.stop())
     if args.config == "-":
@@ -107,6 +107,8 @@ def main(argv: Sequence[str] | None = None, out: IO[str] | None = None) -> int:
     s.add_argument("--dst-mac", help="next hop MAC (default: route + neighbour table / ARP)")
     s.add_argument("--cpu", type=int, help="pin the sender to this CPU")
     s.add_argument("--realtime", action="store_true", help="SCHED_FIFO while sending (paced rates only)")
+    s.add_argument("--quantum-ms", type=float, default=0.25,
+                   help="paced: send what is due in one call about this often (0: a call per packet)")
     r = sub.add_parser("receive", help="count flows, report loss/reordering/gaps/convergence")
     r.add_argument("--netns", help="namespace to receive in (default: the current one)")
     r.add_argument("--port", type=int, help="UDP port (UDP socket mode)")

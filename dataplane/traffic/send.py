@@ -111,6 +111,8 @@ class Sender:
             raise ValueError("give a duration or a packet count")
         if self.rate < 0:
             raise ValueError("rate must be >= 0")
+        if self.quantum_ms < 0:
+            raise ValueError("quantum_ms must be >= 0")
         if self.count is None and self.rate > 0:
             assert self.duration is not None
             self.count = max(1, round(self.rate * self.duration))

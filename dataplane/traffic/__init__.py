@@ -95,8 +95,9 @@ CLI (JSON on stdout)::
 
 Modules
     ``frames`` (flows, sizes, pre-built frames, the header), ``netio`` (namespaces, next hop, ARP,
-    socket helpers), ``batch`` (sendmmsg/recvmmsg staging buffers), ``send`` (Sender), ``stats`` (FlowStats, Accounting: pure), ``receive``
-    (Receiver), ``spawn`` (child processes), ``cli`` (the command line). Everything is re-exported
+    socket helpers), ``batch`` (sendmmsg/recvmmsg staging buffers), ``send`` (Sender), ``stats``
+    (FlowStats, Accounting: pure), ``receive`` (Receiver), ``spawn`` (child processes), ``cli`` (the
+    command line). Everything is re-exported
     here, so ``from dataplane.traffic import Sender`` is the way to use it.
 """
 

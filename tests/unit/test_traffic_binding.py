@@ -13,6 +13,7 @@ import pytest
 
 from dataplane.traffic import IMIX, PAYLOAD_OFFSET, Flow, FrameSet, Receiver, Sender, build_frame, make_flows
 from dataplane.traffic import binding as bmod
+from dataplane.traffic.batch import LoopBatch
 from dataplane.traffic.binding import Bindings
 from dataplane.traffic.frames import HEADER
 
@@ -63,7 +64,7 @@ class FakeSocket:
     def __init__(self) -> None:
         self.packets: list[tuple[int, int, str, int]] = []  # (flow id, seq, dst, dport)
 
-    def send(self, data: bytearray) -> int:
+    def send(self, data: bytearray | memoryview) -> int:
         _, flow_id, seq, _ = HEADER.unpack_from(data, PAYLOAD_OFFSET)
         dport = int.from_bytes(data[36:38], "big")
         self.packets.append((flow_id, seq, socket.inet_ntoa(bytes(data[30:34])), dport))
@@ -89,7 +90,7 @@ def test_reverse_sender_answers_the_learnt_binding_and_follows_a_rebind() -> Non
 
     thread = threading.Thread(target=later)
     thread.start()
-    seqs, _, _ = sender._loop(fake, frames)  # type: ignore[arg-type]
+    seqs, _, _ = sender._loop(fake, frames, LoopBatch(fake, 2048))  # type: ignore[arg-type]
     thread.join()
     by_flow: dict[int, list[tuple[int, str, int]]] = {}
     for flow_id, seq, dst, dport in fake.packets:
@@ -123,7 +124,7 @@ class FakePacketSocket:
     def fileno(self) -> int:
         return -1
 
-    def recv_into(self, buf: bytearray) -> int:
+    def recv_into(self, buf: bytearray | memoryview, nbytes: int = 0, flags: int = 0) -> int:
         if not self.frames:
             self.receiver._stop = True
             raise BlockingIOError
@@ -144,7 +145,8 @@ def test_packet_mode_receiver_records_and_publishes_translated_sources() -> None
             seq_frames.append(bytes(frame))
     read_end, write_end = os.pipe()
     receiver = Receiver(iface="fake", learn_fd=write_end, poll_interval=0.0001)
-    receiver._loop(FakePacketSocket(seq_frames, receiver), -1)  # type: ignore[arg-type]
+    fake = FakePacketSocket(seq_frames, receiver)
+    receiver._loop(fake, -1, LoopBatch(fake, 2048))  # type: ignore[arg-type]
     published = list(bmod.decode(os.read(read_end, 4096)))
     os.close(read_end)
     assert published == [(0, bmod.key("198.51.100.1", 1024)), (1, bmod.key("198.51.100.1", 1025)),
@@ -175,7 +177,7 @@ def test_bindings_through_a_fifo_reach_a_sender_started_later(tmp_path: Path) ->
     drained, learnt = threading.Event(), threading.Event()
 
     class StillRunning(FakePacketSocket):  # the receiver goes on running once its frames are drained
-        def recv_into(self, buf: bytearray) -> int:
+        def recv_into(self, buf: bytearray | memoryview, nbytes: int = 0, flags: int = 0) -> int:
             if not self.frames:
                 drained.set()
                 if learnt.wait(5):
@@ -183,7 +185,8 @@ def test_bindings_through_a_fifo_reach_a_sender_started_later(tmp_path: Path) ->
                 raise BlockingIOError
             return super().recv_into(buf)
 
-    thread = threading.Thread(target=receiver._loop, args=(StillRunning(frames_in, receiver), -1))
+    still = StillRunning(frames_in, receiver)
+    thread = threading.Thread(target=receiver._loop, args=(still, -1, LoopBatch(still, 2048)))  # type: ignore[arg-type]
     thread.start()
     assert drained.wait(5)
     reverse = [Flow(f.flow_id + 500, f.dst, f.src, f.dport, f.sport) for f in flows]

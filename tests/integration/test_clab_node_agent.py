@@ -58,7 +58,9 @@ class StandInContainers:
 
     def agent(self, node: str, *args: str, timeout: float = 30.0) -> subprocess.CompletedProcess[str]:
         config = self.folder / "nodes" / node / clab_export.NODE_CONFIG_FILE
-        return subprocess.run(["nsenter", "-t", str(self.pid(node)), "-n", "-m", "--wd=" + str(REPO),
+        # -r: the container's root directory too (the one it was started in: differs from the mount
+        # namespace's own root when the tests run in a chroot)
+        return subprocess.run(["nsenter", "-t", str(self.pid(node)), "-n", "-m", "-r", "--wd=" + str(REPO),
                                sys.executable, "-m", "lab_orchestrator.clab_node", *args, str(config)],
                               capture_output=True, text=True, timeout=timeout,
                               env={**os.environ, "PYTHONPATH": str(REPO)})
@@ -71,7 +73,7 @@ class StandInContainers:
 
     def run(self, node: str, *argv: str) -> subprocess.CompletedProcess[str]:
         """ARGV in the container's network and mount namespaces (as `docker exec` would run it)."""
-        return subprocess.run(["nsenter", "-t", str(self.pid(node)), "-n", "-m", *argv], capture_output=True,
+        return subprocess.run(["nsenter", "-t", str(self.pid(node)), "-n", "-m", "-r", *argv], capture_output=True,
                               text=True, timeout=10)
 
     def stop(self) -> None:

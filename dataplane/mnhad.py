@@ -75,16 +75,19 @@ def set_signal_route(address: str, table: int, present: bool) -> None:
 
 
 def cold_sync(config: str) -> None:
-    """Send this node's whole session table to the peer (conntrackd: resync the cache with the
-    kernel table, then a bulk send)."""
-    for command in ("-R", "-B"):
+    """Send this node's whole session table to the peer: conntrackd reads the kernel table into its
+    cache (-R), sends the cache (-B), then empties it (-f internal). The cache must not keep the
+    copies it read back: a copy never sees a packet here, expires, and conntrackd would then tell the
+    peer to delete that session, which the peer may be carrying (new sessions enter the cache again
+    as they open)."""
+    for command in (["-R"], ["-B"], ["-f", "internal"]):
         try:
-            done = subprocess.run(["conntrackd", "-C", config, command], capture_output=True, text=True, timeout=10)
+            done = subprocess.run(["conntrackd", "-C", config, *command], capture_output=True, text=True, timeout=10)
         except (OSError, subprocess.TimeoutExpired) as exc:
-            print(f"{time.strftime('%H:%M:%S')} cold sync: conntrackd {command} failed: {exc}", flush=True)
+            print(f"{time.strftime('%H:%M:%S')} cold sync: conntrackd {' '.join(command)} failed: {exc}", flush=True)
             return
         if done.returncode != 0:
-            print(f"{time.strftime('%H:%M:%S')} cold sync: conntrackd {command} exited {done.returncode}: "
+            print(f"{time.strftime('%H:%M:%S')} cold sync: conntrackd {' '.join(command)} exited {done.returncode}: "
                   f"{(done.stderr or done.stdout).strip()[-300:]}", flush=True)
             return
     print(f"{time.strftime('%H:%M:%S')} cold sync: session table sent to the peer", flush=True)

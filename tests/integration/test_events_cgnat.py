@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import time
 from ipaddress import IPv4Address, IPv4Network
 from pathlib import Path
 
@@ -75,3 +76,41 @@ def test_tlb_mnha_failover_keeps_the_binding(tmp_path: Path) -> None:
     moved = [r for r in link["per_flow"] if r["moved"]]
     assert moved and all(r["srx_after"] == "srx2" for r in moved), "srx1's flows went to its MNHA peer"
     assert not any(r["rebound"] for r in moved), "the synced session kept its binding: not re-bound"
+
+
+def test_dual_mx_chash_pool_owner_returns_with_the_sessions_of_its_peer(tmp_path: Path) -> None:
+    """Topology 2 (dual MX, SRD, MNHA pairs, CHASH), CGNAT. After a pair power-off the pair comes back
+    with new buckets; then one SRX is deleted and added back: its flows fail over to its MNHA peer
+    (keeping their bindings), and some stay there after it returns. It announces its pool again and
+    draws their return traffic: it must have their sessions (MNHA cold sync), or they never recover.
+    By hand, `lab traffic start` answers the bindings the same way."""
+    with RunningLab("e2n", REPO / "labs/topology2-cgnat.yml", tmp_path) as running:
+        events = run_events(running, tmp_path, "mnha-pair-power-off", "nexthop-delete")
+        by_srx = pools(running)
+        lab("traffic", "start", "--lab", running.name, "--flows", "20", "--rate", "1000", "--duration", "20")
+        time.sleep(2)
+        reports = json.loads(lab("traffic", "stop", "--lab", running.name, "--json").stdout)
+    for event in events.values():
+        assert event["passed"] and event["recovered"], event["event"]
+        assert event["reverse"]["flows_never_seen"] == 0
+    delete = events["nexthop-delete"]
+    failed_over = [r for r in delete["per_flow"] if r["carrier_before"] == "srx1"]
+    assert failed_over and all(r["carrier_during"] == "srx2" for r in failed_over), "srx1's flows to its peer"
+    # the synced sessions kept srx1's bindings while srx2 carried them
+    assert all(pool_of(r["bindings"][0], by_srx) == "srx1" for r in failed_over)
+    assert reports["tx-reverse"]["learned_before_start"] == 20, reports["tx-reverse"]
+    assert reports["rx-reverse"]["received"] > 0.9 * reports["rx-forward"]["received"] > 0, reports
+    assert reports["rx-reverse"]["flows_never_seen"] == 0
+
+
+def test_dual_mx_tlb_pair_power_off_spares_the_other_pair(tmp_path: Path) -> None:
+    """Topology 4 (dual MX, SRD, TLB per MNHA pair), CGNAT: a whole pair powers off; the other pair's
+    flows stay where they are and lose nothing, in both directions."""
+    with RunningLab("e4n", REPO / "labs/topology4-cgnat.yml", tmp_path) as running:
+        events = run_events(running, tmp_path, "srx-power-off", "mnha-pair-power-off")
+    pair = events["mnha-pair-power-off"]
+    assert pair["passed"] and pair["reverse"]["flows_never_seen"] == 0
+    other = [r for r in pair["per_flow"] if r["carrier_before"] in ("srx3", "srx4")]
+    assert other, "the other pair carried flows"
+    assert [(r["flow"], r["lost_forward"], r["lost_reverse"]) for r in other if r["lost"]] == []
+    assert not any(r["rebound"] for r in other)

@@ -29,6 +29,7 @@ from .mnhad import bird_configure, has_carrier
 from .srd import Mastership
 
 PORT = 7791
+HOLD_S = 0.5  # a change of health settles this long before it moves mastership (dataplane.srd)
 
 
 def _socket_in(ns: str, family: int, kind: int) -> socket.socket:
@@ -43,7 +44,9 @@ class Daemon:
         self.c = config
         self.interval = int(config["heartbeat_ms"]) / 1000
         self.threshold = int(config["heartbeat_threshold"])
-        self.state = Mastership(config["node"], config["peer"], int(config["priority"]), bool(config["preempt"]))
+        self.state = Mastership(config["node"], config["peer"], int(config["priority"]), bool(config["preempt"]),
+                                hold_s=HOLD_S)
+        self.was_healthy: bool | None = None
         self.started = time.monotonic()
         self.sent = 0
         self.seq = 0
@@ -88,6 +91,9 @@ class Daemon:
     def tick(self, now: float, send: bool) -> None:
         self.link.expire(now, self.interval * self.threshold, has_carrier(self.local, self.c["icl_dev"]))
         healthy = self.healthy()
+        if healthy != self.was_healthy:
+            send = True  # the peer learns of a change of health at once (see dataplane.srd)
+            self.was_healthy = healthy
         if not self.peer.alive and now - self.started < self.interval * self.threshold:
             role = self.state.role  # start-up: let the peer's heartbeats arrive first
         else:

@@ -77,3 +77,52 @@ def test_master_reboot_with_preemption_returns_to_the_configured_master() -> Non
     a2 = Mastership("mx1", "mx2", 200, True)
     settle(a2, b)
     assert a2.master and not b.master
+
+
+def test_a_failure_both_mxs_see_moves_nothing() -> None:
+    """An SRX or a whole MNHA pair powers off: both MXs lose their links to it. Mastership stays
+    (both giving it up would spread the gateways' traffic over both MXs)."""
+    a, b = pair(preempt=True)
+    settle(a, b)
+    for _ in range(4):
+        a.decide(False, PeerView(True, b.role, b.priority, False), True)
+        b.decide(False, PeerView(True, a.role, a.priority, False), True)
+    assert a.master and b.role is Role.BACKUP
+    assert a.transitions[-1][2] != "a monitored interface is down"
+    # the master's links come back a moment before the standby's, or after: nothing moves either
+    b.decide(True, PeerView(True, a.role, a.priority, False), True)
+    a.decide(False, PeerView(True, b.role, b.priority, True), True)
+    assert b.master, "without a hold a healthy peer takes over at once (the daemon holds, below)"
+
+
+def test_a_change_of_health_settles_before_it_moves_mastership() -> None:
+    a = Mastership("mx1", "mx2", 200, True, hold_s=0.5)
+    b = Mastership("mx2", "mx1", 100, True, hold_s=0.5)
+    for now in (0.0, 0.6, 1.2):
+        a.decide(True, view(b), True, now)
+        b.decide(True, view(a), True, now)
+    assert a.master and not b.master
+    # the pair powers off: a sees it at 2.00, b at 2.05, each tells the other at once
+    a.decide(False, PeerView(True, b.role, b.priority, True), True, 2.00)
+    b.decide(False, PeerView(True, a.role, a.priority, False), True, 2.05)
+    for now in (2.06, 2.3, 2.6, 3.0):
+        a.decide(False, PeerView(True, b.role, b.priority, False), True, now)
+        b.decide(False, PeerView(True, a.role, a.priority, False), True, now)
+    assert a.master and b.role is Role.BACKUP
+    # links back on both, a heartbeat apart: still nothing moves
+    b.decide(True, PeerView(True, a.role, a.priority, False), True, 5.00)
+    a.decide(True, PeerView(True, b.role, b.priority, True), True, 5.05)
+    for now in (5.1, 5.6, 6.0):
+        b.decide(True, view(a), True, now)
+        a.decide(True, view(b), True, now)
+    assert a.master and b.role is Role.BACKUP
+    assert all(role is not Role.INELIGIBLE for _, role, _ in a.transitions + b.transitions)
+    # a failure only the master sees (its own link to one SRX): mastership moves once it settled
+    a.decide(False, view(b), True, 8.0)
+    assert a.master, "held"
+    b.decide(True, PeerView(True, a.role, a.priority, False), True, 8.01)
+    assert not b.master, "held"
+    for now in (8.3, 8.6, 8.7):
+        a.decide(False, view(b), True, now)
+        b.decide(True, PeerView(True, a.role, a.priority, False), True, now)
+    assert b.master and a.role is Role.INELIGIBLE

@@ -14,7 +14,6 @@ both of the namespace the daemon runs in.
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 import socket
 import struct
@@ -25,6 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from labkit.configs import MnhaConfig, MonitorConfig
 from labkit.files import write_json
 
 from .daemonkit import PeerLink, heartbeat_loop, resumed_status
@@ -93,25 +93,24 @@ def cold_sync(config: str) -> None:
     print(f"{time.strftime('%H:%M:%S')} cold sync: session table sent to the peer", flush=True)
 
 
-def _monitor(config: dict[str, Any] | None) -> SrgMonitor:
+def _monitor(config: MonitorConfig | None) -> SrgMonitor:
     if not config:
         return SrgMonitor((), 1)
-    dests = tuple(Destination(d["ip"], int(d["weight"]), d["interface"], d["src_ip"]) for d in config["destinations"])
-    obj = MonitorObject(str(config["object"]), dests, int(config["threshold"]), int(config["object_threshold"]))
-    return SrgMonitor((obj,), int(config["srg_threshold"]), int(config["multiplier"]))
+    dests = tuple(Destination(d.ip, d.weight, d.interface, d.src_ip) for d in config.destinations)
+    obj = MonitorObject(config.object, dests, config.threshold, config.object_threshold)
+    return SrgMonitor((obj,), config.srg_threshold, config.multiplier)
 
 
 class Daemon:
-    def __init__(self, config: dict[str, Any]):
+    def __init__(self, config: MnhaConfig):
         self.c = config
-        self.interval = int(config["heartbeat_ms"]) / 1000
-        self.threshold = int(config["heartbeat_threshold"])
-        self.srg1 = Srg1(config["node"], config["peer"], int(config["priority"]), bool(config["preempt"]))
-        self.srg2 = Srg1(config["node"], config["peer"], int(config.get("srg2_priority", 100)),
-                         bool(config["preempt"]))
-        self.monitor = _monitor(config.get("monitor"))
-        self.monitor_devs = {d["ip"]: d["dev"] for d in (config.get("monitor") or {}).get("destinations", [])}
-        self.monitor_interval = int((config.get("monitor") or {}).get("interval_ms", 300)) / 1000
+        self.interval = config.heartbeat_ms / 1000
+        self.threshold = config.heartbeat_threshold
+        self.srg1 = Srg1(config.node, config.peer, config.priority, config.preempt)
+        self.srg2 = Srg1(config.node, config.peer, config.srg2_priority, config.preempt)
+        self.monitor = _monitor(config.monitor)
+        self.monitor_devs = {d.ip: d.dev for d in config.monitor.destinations} if config.monitor else {}
+        self.monitor_interval = (config.monitor.interval_ms if config.monitor else 300) / 1000
         self.next_check = 0.0
         self.srg0_failed = False
         self.started = time.monotonic()
@@ -119,27 +118,27 @@ class Daemon:
         self.sent = 0
         self.seq = 0
         # What BIRD runs with: the role file as it is now (rendered at plan time, rewritten since).
-        text = Path(config["role_file"]).read_text()
+        text = Path(config.role_file).read_text()
         self.bird_state = ("SRG1_ACTIVE = 1" in text, "SRG2_ACTIVE = 1" in text, "SRG0_SIGNAL = 1" in text)
         self.probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind((config["local_ip"], PORT))
+        self.sock.bind((config.local_ip, PORT))
         self.sock.setblocking(False)
-        self.link = PeerLink(self.sock, config["peer"], config["peer_ip"])
+        self.link = PeerLink(self.sock, config.peer, config.peer_ip)
         self.peer_was_alive = False
         self.cold_sync_due: list[float] = []
         self.cold_syncs = 0
-        self.resume(resumed_status(config["status_file"]))
+        self.resume(resumed_status(config.status_file))
 
     def resume(self, previous: dict[str, Any] | None) -> None:
         """Restarted after a crash: take up the SRG1 (and SRG2) roles held before, their history and
         SRG0's monitored state, instead of electing anew: the pair keeps its roles, BIRD its
         advertisements and the signal route stays as it is."""
-        if previous is None or self.c["mode"] == "srg0":
+        if previous is None or self.c.mode == "srg0":
             return
         groups = [(self.srg1, previous.get("srg1"))]
-        if self.c["mode"] == "srg1+srg2":
+        if self.c.mode == "srg1+srg2":
             groups.append((self.srg2, previous.get("srg2")))
         taken = []
         for group, data in groups:
@@ -160,17 +159,17 @@ class Daemon:
             print(f"{time.strftime('%H:%M:%S')} resumed as {self.resumed} after a restart", flush=True)
 
     def healthy(self) -> bool:
-        return all(has_carrier(self.probe, dev) for dev in self.c["monitored"])
+        return all(has_carrier(self.probe, dev) for dev in self.c.monitored)
 
     def icl_up(self) -> bool:
-        return has_carrier(self.probe, self.c["icl_dev"])
+        return has_carrier(self.probe, self.c.icl_dev)
 
     def tick(self, now: float, send: bool) -> None:
         # Silence for threshold x interval, or the ICL losing carrier (the peer powered off, or the
         # link cut: the split-brain rule below tells them apart), means no peer over the ICL.
         self.link.expire(now, self.interval * self.threshold, self.icl_up())
         self.schedule_cold_sync(now)
-        seen = route_to(self.c["peer_loopback"], self.c["icl_dev"])
+        seen = route_to(self.c.peer_loopback, self.c.icl_dev)
         if now >= self.next_check:  # SRG0 monitoring, every minimum-interval
             self.next_check = now + self.monitor_interval
             results = {ip: has_carrier(self.probe, dev) for ip, dev in self.monitor_devs.items()}
@@ -182,23 +181,23 @@ class Daemon:
         # A monitored failure also makes the node unhealthy for the SRG1/SRG2 elections.
         healthy = self.healthy() and not self.srg0_failed
         starting = not self.peer.alive and now - self.started < self.interval * self.threshold
-        if self.c["mode"] == "srg0":
+        if self.c.mode == "srg0":
             role = role2 = Role.ACTIVE
         elif starting:
             role, role2 = self.srg1.role, self.srg2.role  # start-up: let the peer's heartbeats arrive
         else:
             role = self.srg1.decide(healthy, self.peer, seen, now)
             role2 = self.srg2.decide(healthy, self.peer.srg2(), seen, now) \
-                if self.c["mode"] == "srg1+srg2" else Role.BACKUP
+                if self.c.mode == "srg1+srg2" else Role.BACKUP
         if role is not Role.INIT:
             self.apply(role, role2)
         if not send:
             return
         self.seq += 1
-        srg2 = (role2, self.srg2.priority) if self.c["mode"] == "srg1+srg2" else None
+        srg2 = (role2, self.srg2.priority) if self.c.mode == "srg1+srg2" else None
         try:
-            self.sock.sendto(encode_heartbeat(self.c["node"], role, self.srg1.priority, healthy, self.seq, srg2),
-                             (self.c["peer_ip"], PORT))
+            self.sock.sendto(encode_heartbeat(self.c.node, role, self.srg1.priority, healthy, self.seq, srg2),
+                             (self.c.peer_ip, PORT))
             self.sent += 1
         except OSError:
             pass  # ICL down: the peer will notice the silence
@@ -212,7 +211,7 @@ class Daemon:
         back from the kernel (-R), then sent whole (-B). Without it a CGNAT flow that failed over here
         and stays here loses its return traffic once the peer announces its NAT pool again."""
         alive = self.peer.alive
-        if alive and not self.peer_was_alive and self.c.get("sync_config"):
+        if alive and not self.peer_was_alive and self.c.sync_config:
             self.cold_sync_due = [now + delay for delay in COLD_SYNC_DELAYS]
         self.peer_was_alive = alive
         if not alive:
@@ -220,7 +219,7 @@ class Daemon:
         elif self.cold_sync_due and now >= self.cold_sync_due[0]:
             self.cold_sync_due.pop(0)
             self.cold_syncs += 1
-            threading.Thread(target=cold_sync, args=(self.c["sync_config"],), daemon=True).start()
+            threading.Thread(target=cold_sync, args=(self.c.sync_config,), daemon=True).start()
 
     def receive(self, now: float) -> None:
         self.link.drain(now)
@@ -236,13 +235,13 @@ class Daemon:
         if state == self.bird_state:
             return
         if state[2] != self.bird_state[2]:
-            set_signal_route(self.c["signal_route"], int(self.c["signal_table"]), state[2])
-        Path(self.c["role_file"]).write_text(
+            set_signal_route(self.c.signal_route, self.c.signal_table, state[2])
+        Path(self.c.role_file).write_text(
             f"define SRG1_ACTIVE = {int(state[0])};  # {role.value}\n"
             f"define SRG2_ACTIVE = {int(state[1])};  # {role2.value}\n"
-            f"define SRG0_SIGNAL = {int(state[2])};  # signal route {self.c['signal_route']}\n")
+            f"define SRG0_SIGNAL = {int(state[2])};  # signal route {self.c.signal_route}\n")
         try:
-            reply = bird_configure(self.c["bird_socket"])
+            reply = bird_configure(self.c.bird_socket)
             self.bird_state = state
         except Exception as exc:  # noqa: BLE001 - BIRD restarting: it reads the file when it starts
             reply = f"configure failed: {exc}"
@@ -251,17 +250,17 @@ class Daemon:
 
     def write_status(self, now: float, healthy: bool, seen: bool) -> None:
         status = {
-            "node": self.c["node"], "peer": self.c["peer"], "mode": self.c["mode"], "pid": os.getpid(),
-            "updated_at": time.time(), "icl": {"device": self.c["icl_dev"], "up": self.icl_up(),
-                                               "peer_ip": self.c["peer_ip"]},
-            "heartbeat": {"interval_ms": self.c["heartbeat_ms"], "threshold": self.threshold,
+            "node": self.c.node, "peer": self.c.peer, "mode": self.c.mode, "pid": os.getpid(),
+            "updated_at": time.time(), "icl": {"device": self.c.icl_dev, "up": self.icl_up(),
+                                               "peer_ip": self.c.peer_ip},
+            "heartbeat": {"interval_ms": self.c.heartbeat_ms, "threshold": self.threshold,
                           "sent": self.sent, "received": self.link.received, "errors": self.link.bad,
                           "peer_alive": self.peer.alive,
                           "last_heard_s_ago": round(now - self.link.heard, 3) if self.link.heard else None},
             "healthy": healthy, "peer_seen_in_network": seen, "resumed": self.resumed,
             "cold_syncs": self.cold_syncs,
             "srg0": {"role": "ineligible" if self.srg0_failed else "active", "signal_route":
-                     {"prefix": f"{self.c['signal_route']}/32", "table": self.c["signal_table"],
+                     {"prefix": f"{self.c.signal_route}/32", "table": self.c.signal_table,
                       "installed": self.srg0_failed},
                      "monitor": None if not self.monitor.objects else {
                          "srg_threshold": self.monitor.srg_threshold, "srg_weight": self.monitor.srg_weight(),
@@ -280,14 +279,14 @@ class Daemon:
                      "peer_role": self.peer.srg2_role.value if self.peer.alive else "unknown",
                      "transitions": [{"at": at, "role": r.value, "why": why}
                                      for at, r, why in self.srg2.transitions]}
-            if self.c["mode"] == "srg1+srg2" else None,
-            "srg1": {"role": self.srg1.role.value if self.c["mode"] != "srg0" else "active",
+            if self.c.mode == "srg1+srg2" else None,
+            "srg1": {"role": self.srg1.role.value if self.c.mode != "srg0" else "active",
                      "priority": self.srg1.priority, "preempt": self.srg1.preempt,
                      "peer_role": self.peer.role.value if self.peer.alive else "unknown",
                      "transitions": [{"at": at, "role": r.value, "why": why}
                                      for at, r, why in self.srg1.transitions]},
         }
-        write_json(self.c["status_file"], status)
+        write_json(self.c.status_file, status)
 
     def run(self) -> None:
         heartbeat_loop(self.interval, {self.sock: self.receive}, self.tick)
@@ -297,8 +296,8 @@ def main(argv: list[str]) -> int:
     if len(argv) != 2:
         print("usage: python -m dataplane.mnhad CONFIG.json", file=sys.stderr)
         return 2
-    config = json.loads(Path(argv[1]).read_text())
-    print(f"mnhad {config['node']}: pair with {config['peer']}, {config['mode']}, priority {config['priority']}",
+    config = MnhaConfig.read(argv[1])
+    print(f"mnhad {config.node}: pair with {config.peer}, {config.mode}, priority {config.priority}",
           flush=True)
     Daemon(config).run()
     return 0

@@ -13,7 +13,6 @@ the control socket (what `request services redundancy-set id 1 switchover` sends
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import socket
 import sys
@@ -21,6 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from labkit.configs import SrdConfig
 from labkit.files import write_json
 
 from .daemonkit import PeerLink, heartbeat_loop, resumed_status
@@ -40,31 +40,30 @@ def _socket_in(ns: str, family: int, kind: int) -> socket.socket:
 
 
 class Daemon:
-    def __init__(self, config: dict[str, Any]):
+    def __init__(self, config: SrdConfig):
         self.c = config
-        self.interval = int(config["heartbeat_ms"]) / 1000
-        self.threshold = int(config["heartbeat_threshold"])
-        self.state = Mastership(config["node"], config["peer"], int(config["priority"]), bool(config["preempt"]),
-                                hold_s=HOLD_S)
+        self.interval = config.heartbeat_ms / 1000
+        self.threshold = config.heartbeat_threshold
+        self.state = Mastership(config.node, config.peer, config.priority, config.preempt, hold_s=HOLD_S)
         self.was_healthy: bool | None = None
         self.started = time.monotonic()
         self.sent = 0
         self.seq = 0
-        self.probes = {ns: _socket_in(ns, socket.AF_INET, socket.SOCK_DGRAM) for ns in config["monitored"]}
+        self.probes = {ns: _socket_in(ns, socket.AF_INET, socket.SOCK_DGRAM) for ns in config.monitored}
         self.local = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind((config["local_ip"], PORT))
+        self.sock.bind((config.local_ip, PORT))
         self.sock.setblocking(False)
-        self.link = PeerLink(self.sock, config["peer"], config["peer_ip"])
-        control = Path(config["control_socket"])
+        self.link = PeerLink(self.sock, config.peer, config.peer_ip)
+        control = Path(config.control_socket)
         control.unlink(missing_ok=True)
         self.control = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self.control.bind(str(control))
-        self.bird_master = "SRD_MASTER = 1" in Path(config["role_file"]).read_text()
+        self.bird_master = "SRD_MASTER = 1" in Path(config.role_file).read_text()
         self.signal_installed: bool | None = None
         self.resumed: str | None = None  # the role taken up from the previous instance, after a crash
-        self.resume(resumed_status(config["status_file"]))
+        self.resume(resumed_status(config.status_file))
 
     def resume(self, previous: dict[str, Any] | None) -> None:
         """Restarted after a crash: take up the mastership, priority (a CLI switchover changes it) and
@@ -86,10 +85,10 @@ class Daemon:
               flush=True)
 
     def healthy(self) -> bool:
-        return all(has_carrier(self.probes[ns], dev) for ns, devs in self.c["monitored"].items() for dev in devs)
+        return all(has_carrier(self.probes[ns], dev) for ns, devs in self.c.monitored.items() for dev in devs)
 
     def tick(self, now: float, send: bool) -> None:
-        self.link.expire(now, self.interval * self.threshold, has_carrier(self.local, self.c["icl_dev"]))
+        self.link.expire(now, self.interval * self.threshold, has_carrier(self.local, self.c.icl_dev))
         healthy = self.healthy()
         if healthy != self.was_healthy:
             send = True  # the peer learns of a change of health at once (see dataplane.srd)
@@ -104,8 +103,8 @@ class Daemon:
         if send:
             self.seq += 1
             with contextlib.suppress(OSError):
-                self.sock.sendto(encode_heartbeat(self.c["node"], role, self.state.priority, healthy, self.seq),
-                                 (self.c["peer_ip"], PORT))
+                self.sock.sendto(encode_heartbeat(self.c.node, role, self.state.priority, healthy, self.seq),
+                                 (self.c.peer_ip, PORT))
                 self.sent += 1
             self.write_status(now, healthy)
 
@@ -130,9 +129,9 @@ class Daemon:
             self.signal_installed = master
         if master == self.bird_master:
             return
-        Path(self.c["role_file"]).write_text(f"define SRD_MASTER = {1 if master else 0};\n")
+        Path(self.c.role_file).write_text(f"define SRD_MASTER = {1 if master else 0};\n")
         replies = []
-        for sock in self.c["bird_sockets"]:
+        for sock in self.c.bird_sockets:
             try:
                 replies.append(bird_configure(sock))
             except Exception as exc:  # noqa: BLE001 - a BIRD restarting reads the file when it starts
@@ -146,30 +145,30 @@ class Daemon:
 
         from labkit import netnsutil
 
-        for ns in self.c["signal_namespaces"]:
+        for ns in self.c.signal_namespaces:
             with netnsutil.entered(ns):
                 ipr = IPRoute()
             try:
                 if install:  # replace: never a moment without it (BIRD's policies test it)
-                    ipr.route("replace", dst=self.c["signal_route"], dst_len=32, type="blackhole", proto=4)
+                    ipr.route("replace", dst=self.c.signal_route, dst_len=32, type="blackhole", proto=4)
                 else:
                     with contextlib.suppress(Exception):
-                        ipr.route("del", dst=self.c["signal_route"], dst_len=32, type="blackhole")
+                        ipr.route("del", dst=self.c.signal_route, dst_len=32, type="blackhole")
             finally:
                 ipr.close()
 
     def write_status(self, now: float, healthy: bool) -> None:
         status = {
-            "node": self.c["node"], "peer": self.c["peer"], "pid": os.getpid(), "updated_at": time.time(),
+            "node": self.c.node, "peer": self.c.peer, "pid": os.getpid(), "updated_at": time.time(),
             "role": "master" if self.state.role is Role.ACTIVE else self.state.role.value.replace("backup", "standby"),
             "priority": self.state.priority, "preempt": self.state.preempt, "healthy": healthy,
-            "signal_route": {"prefix": f"{self.c['signal_route']}/32", "installed": bool(self.signal_installed)},
+            "signal_route": {"prefix": f"{self.c.signal_route}/32", "installed": bool(self.signal_installed)},
             "peer_role": ("master" if self.peer.role is Role.ACTIVE else "standby") if self.peer.alive else "unknown",
             "heartbeat": {"sent": self.sent, "received": self.link.received, "errors": self.link.bad,
                           "peer_alive": self.peer.alive}, "resumed": self.resumed,
             "transitions": [{"at": at, "role": r.value, "why": why} for at, r, why in self.state.transitions],
         }
-        write_json(self.c["status_file"], status)
+        write_json(self.c.status_file, status)
 
     def run(self) -> None:
         heartbeat_loop(self.interval, {self.sock: self.receive, self.control: self.command}, self.tick)
@@ -179,8 +178,8 @@ def main(argv: list[str]) -> int:
     if len(argv) != 2:
         print("usage: python -m dataplane.srdd CONFIG.json", file=sys.stderr)
         return 2
-    config = json.loads(Path(argv[1]).read_text())
-    print(f"srdd {config['node']}: pair with {config['peer']}, priority {config['priority']}", flush=True)
+    config = SrdConfig.read(argv[1])
+    print(f"srdd {config.node}: pair with {config.peer}, priority {config.priority}", flush=True)
     Daemon(config).run()
     return 0
 

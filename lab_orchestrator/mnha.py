@@ -7,9 +7,9 @@ both ways by conntrackd in FTFW mode over the ICL. See docs/mnha.md.
 
 from __future__ import annotations
 
-import json
 from ipaddress import IPv4Interface
 
+from labkit.configs import MnhaConfig
 from labkit.contracts import MNHA_STATUS
 
 from .model import Topology
@@ -107,7 +107,7 @@ def _plan_daemon(topo: Topology, plan: LabPlan, mode: str, node: str, peer: str,
     pair = next(p for p in topo.mnha if node in p.nodes)
     active = srg1_initially_active(topo, node)
     srg2 = pair.mode == "srg1+srg2" and active is False
-    config = {
+    config = MnhaConfig.model_validate({
         "node": node, "peer": peer, "mode": mode,
         "priority": ACTIVE_PRIORITY if active or (active is None and node == pair.nodes[0]) else BACKUP_PRIORITY,
         "preempt": pair.preempt, "heartbeat_ms": pair.heartbeat_ms, "heartbeat_threshold": pair.heartbeat_threshold,
@@ -123,9 +123,9 @@ def _plan_daemon(topo: Topology, plan: LabPlan, mode: str, node: str, peer: str,
         "srg2_priority": BACKUP_PRIORITY if active else ACTIVE_PRIORITY,
         # cold sync: when the peer comes back, this node's whole session table is sent to it
         "sync_config": f"{plan.state_dir}/nodes/{node}/conntrackd.conf" if pair.sync else None,
-    }
+    })
     name = f"nodes/{node}/mnha.json"
-    plan.files[name] = json.dumps(config, indent=2, sort_keys=True) + "\n"
+    plan.files[name] = config.to_json()
     plan.files[role_file(plan, node)] = role_defines(active is not False, srg2, False)
     node_plan.files += [name, role_file(plan, node)]
     plan.processes.append(Process(node, node_plan.master_ns, "mnhad",

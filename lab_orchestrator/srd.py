@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import json
 from ipaddress import IPv4Interface
 
+from labkit.configs import SrdConfig
 from labkit.contracts import SRD_STATUS
 
 from .model import Topology
@@ -42,20 +42,20 @@ def plan_srd(topo: Topology, plan: LabPlan, python: str) -> None:
         node_plan = plan.node(node)
         instances = [ns for ns in node_plan.namespaces if ns != node_plan.master_ns]
         master = bool(initially_master(topo, node))
-        config = {
-            "node": node, "peer": peer, "priority": MASTER_PRIORITY if master else STANDBY_PRIORITY,
-            "preempt": srd.preempt, "heartbeat_ms": srd.heartbeat_ms, "heartbeat_threshold": srd.heartbeat_threshold,
-            "icl_dev": local.name, "local_ip": str(IPv4Interface(local.address or "0.0.0.0/32").ip),
-            "peer_ip": str(IPv4Interface(remote.address or "0.0.0.0/32").ip),
-            "monitored": {ns: sorted(i.name for i in plan.interfaces() if i.ns == ns) for ns in instances},
-            "bird_sockets": [p.control_socket for p in plan.processes if p.node == node and p.control_socket],
-            "role_file": f"{plan.state_dir}/{role_file(node)}",
-            "signal_namespaces": instances, "signal_route": signal_route(topo),
-            "control_socket": f"{plan.state_dir}/nodes/{node}/srd.sock",
-            "status_file": f"{plan.state_dir}/nodes/{node}/{SRD_STATUS}",
-        }
+        config = SrdConfig(
+            node=node, peer=peer, priority=MASTER_PRIORITY if master else STANDBY_PRIORITY,
+            preempt=srd.preempt, heartbeat_ms=srd.heartbeat_ms, heartbeat_threshold=srd.heartbeat_threshold,
+            icl_dev=local.name, local_ip=str(IPv4Interface(local.address or "0.0.0.0/32").ip),
+            peer_ip=str(IPv4Interface(remote.address or "0.0.0.0/32").ip),
+            monitored={ns: sorted(i.name for i in plan.interfaces() if i.ns == ns) for ns in instances},
+            bird_sockets=[p.control_socket for p in plan.processes if p.node == node and p.control_socket],
+            role_file=f"{plan.state_dir}/{role_file(node)}",
+            signal_namespaces=instances, signal_route=signal_route(topo),
+            control_socket=f"{plan.state_dir}/nodes/{node}/srd.sock",
+            status_file=f"{plan.state_dir}/nodes/{node}/{SRD_STATUS}",
+        )
         name = f"nodes/{node}/srd.json"
-        plan.files[name] = json.dumps(config, indent=2, sort_keys=True) + "\n"
+        plan.files[name] = config.to_json()
         plan.files[role_file(node)] = f"define SRD_MASTER = {1 if master else 0};\n"
         node_plan.files += [name, role_file(node)]
         plan.processes.append(Process(node, node_plan.master_ns, "srdd",

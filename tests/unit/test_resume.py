@@ -15,6 +15,7 @@ from dataplane.health import HealthState, ProfileHealth
 from dataplane.hsrp import GroupConfig, HsrpMachine, State
 from dataplane.mnha import Role, Srg1
 from dataplane.srd import Mastership
+from labkit.configs import MnhaConfig
 
 
 def _status(tmp_path: Path, data: dict[str, Any]) -> Path:
@@ -36,7 +37,7 @@ def test_resumed_status_only_with_the_supervisor_flag(tmp_path: Path, monkeypatc
 
 def _mnhad(mode: str) -> mnhad.Daemon:
     daemon = mnhad.Daemon.__new__(mnhad.Daemon)
-    daemon.c = {"mode": mode}
+    daemon.c = MnhaConfig.model_construct(mode=mode)
     daemon.srg1 = Srg1("srx2", "srx1", 100, True)
     daemon.srg2 = Srg1("srx2", "srx1", 200, True)
     daemon.srg0_failed = False

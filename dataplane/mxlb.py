@@ -33,6 +33,7 @@ from typing import Any
 from pyroute2 import IPRoute
 from pyroute2.netlink.rtnl import RTMGRP_IPV4_ROUTE, RTMGRP_LINK
 
+from labkit import unixsock
 from labkit.files import write_json
 
 from .chash import SelectorTable
@@ -251,11 +252,7 @@ class Daemon(SelectorCore):
     # ------------------------------------------------------------ health (TLB), from the monitor
     def open_health(self) -> None:
         """The socket the health monitor (dataplane.healthd) sends each round's state to."""
-        path = Path(self.config["health_socket"])
-        path.unlink(missing_ok=True)
-        self.health_sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        self.health_sock.bind(str(path))
-        self.health_sock.setblocking(False)
+        self.health_sock = unixsock.bind_datagram(self.config["health_socket"], blocking=False)
 
     def absorb_health(self) -> None:
         assert self.health_sock is not None

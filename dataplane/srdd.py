@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from labkit import unixsock
 from labkit.configs import SrdConfig
 from labkit.files import write_json
 
@@ -56,10 +57,7 @@ class Daemon:
         self.sock.bind((config.local_ip, PORT))
         self.sock.setblocking(False)
         self.link = PeerLink(self.sock, config.peer, config.peer_ip)
-        control = Path(config.control_socket)
-        control.unlink(missing_ok=True)
-        self.control = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        self.control.bind(str(control))
+        self.control = unixsock.bind_datagram(config.control_socket)
         self.bird_master = "SRD_MASTER = 1" in Path(config.role_file).read_text()
         self.signal_installed: bool | None = None
         self.resumed: str | None = None  # the role taken up from the previous instance, after a crash

@@ -19,7 +19,7 @@ from typing import Any
 from pyroute2 import IPRoute
 from pyroute2.netlink.exceptions import NetlinkError
 
-from labkit import netnsutil
+from labkit import netnsutil, unixsock
 from labkit.contracts import IKEV2_STATUS, SRD_STATUS
 
 from . import kinds, supervisor
@@ -376,13 +376,10 @@ def srd_master(state: LabState, plan: LabPlan) -> str | None:
 
 def switchover(state: LabState, plan: LabPlan) -> str:
     """`request services redundancy-set id 1 switchover` on the current master MX."""
-    import socket as _socket
-
     if not plan.srd:
         raise LabError(f"lab {plan.name} has no SRD pair")
     master = srd_master(state, plan)
     if master is None:
         raise LabError("no MX is SRD master right now (see `lab redundancy`)")
-    with _socket.socket(_socket.AF_UNIX, _socket.SOCK_DGRAM) as sock:
-        sock.sendto(b"switchover", str(Path(state.state_dir) / "nodes" / master / "srd.sock"))
+    unixsock.send_datagram(Path(state.state_dir) / "nodes" / master / "srd.sock", b"switchover")
     return master

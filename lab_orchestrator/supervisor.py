@@ -21,7 +21,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import sys
 import time
 from collections.abc import Sequence
@@ -29,7 +28,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from labkit import netnsutil
+from labkit import netnsutil, unixsock
 
 from .diagnostics import LabError
 
@@ -303,16 +302,7 @@ class Supervisor:
             self._call({"op": "shutdown"}, timeout=5.0)
 
     def _call(self, request: dict[str, Any], timeout: float = 5.0) -> dict[str, Any]:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-            sock.settimeout(timeout)
-            sock.connect(str(self.socket_path))
-            sock.sendall(json.dumps(request).encode() + b"\n")
-            data = b""
-            while not data.endswith(b"\n"):
-                chunk = sock.recv(65536)
-                if not chunk:
-                    break
-                data += chunk
+        data = unixsock.request(self.socket_path, request, timeout)
         if not data:
             raise LabError("the lab supervisor closed the connection")
         reply: dict[str, Any] = json.loads(data)

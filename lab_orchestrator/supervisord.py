@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from labkit import unixsock
 from labkit.files import write_json
 
 from .diagnostics import LabError
@@ -225,19 +226,14 @@ def serve(state_dir: Path) -> None:
             try:
                 with conn:
                     conn.settimeout(5.0)
-                    data = b""
-                    while not data.endswith(b"\n"):
-                        chunk = conn.recv(65536)
-                        if not chunk:
-                            break
-                        data += chunk
+                    data = unixsock.read_line(conn)
                     try:
                         reply = sup.handle(json.loads(data))
                     except (ValueError, KeyError, TypeError) as exc:
                         reply = {"ok": False, "error": f"bad request: {exc}"}
                     if reply.get("bye"):
                         stopping = True
-                    conn.sendall(json.dumps(reply).encode() + b"\n")
+                    unixsock.send_json_line(conn, reply)
             except OSError:
                 continue
         sup.reap()

@@ -143,7 +143,7 @@ def test_mnhad_cold_syncs_a_returning_peer(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setattr("threading.Thread", lambda target, args, daemon: SimpleNamespace(
         start=lambda: target(*args)))
     daemon = _mnhad("srg0")
-    daemon.c["sync_config"] = "/run/lab/x/nodes/srx2/conntrackd.conf"
+    daemon.c = MnhaConfig.model_construct(mode="srg0", sync_config="/run/lab/x/nodes/srx2/conntrackd.conf")
     daemon.peer_was_alive, daemon.cold_sync_due, daemon.cold_syncs = False, [], 0
     view = SimpleNamespace(alive=False)
     daemon.link = SimpleNamespace(view=view)  # type: ignore[assignment]
@@ -152,7 +152,7 @@ def test_mnhad_cold_syncs_a_returning_peer(monkeypatch: pytest.MonkeyPatch) -> N
     view.alive = True  # heartbeats again
     for now in (10.1, 10.3, 10.6, 11.0, 12.1, 13.0, 20.0):
         daemon.schedule_cold_sync(now)
-    assert pushed == [daemon.c["sync_config"]] * 2 and daemon.cold_syncs == 2
+    assert pushed == [daemon.c.sync_config] * 2 and daemon.cold_syncs == 2
     view.alive = False  # gone before the second push: nothing pending
     daemon.schedule_cold_sync(21.0)
     view.alive = True

@@ -161,7 +161,7 @@ def test_mnhad_cold_syncs_a_returning_peer(monkeypatch: pytest.MonkeyPatch) -> N
     daemon.schedule_cold_sync(22.2)
     daemon.schedule_cold_sync(30.0)
     assert daemon.cold_syncs == 2 and daemon.cold_sync_due == []
-    daemon.c["sync_config"] = None  # a pair without session sync has nothing to push
+    daemon.c = MnhaConfig.model_construct(mode="srg0", sync_config=None)  # no session sync: nothing to push
     view.alive = True
     daemon.schedule_cold_sync(31.0)
     daemon.schedule_cold_sync(40.0)

@@ -27,9 +27,9 @@ from dataplane.nft import Nft, NftError
 from labkit.contracts import MXLB_STATUS
 
 from . import events as eventsmod
-from . import movers, ops, sessions, trafficsetup
+from . import kinds, movers, ops, sessions, trafficsetup
 from .eventresult import DAEMON_RETURN_S, DaemonCrash, EventResult
-from .plan import LabPlan
+from .plan import LabPlan, NodePlan
 from .state import LabState
 from .trafficsetup import REVERSE_ID_OFFSET, endpoints
 
@@ -56,16 +56,21 @@ class TrafficSpec:
     sender_cpu: int | None = None  # pin both senders to this CPU (with realtime: the other CPUs stay free)
 
 
+def _mxs(plan: LabPlan) -> list[NodePlan]:
+    """The load balancers (MX) of the lab, in plan order."""
+    return [n for n in plan.nodes if kinds.get(n.kind).load_balancer]
+
+
 def default_target(plan: LabPlan, event: eventsmod.EventKind) -> str:
     if event.target == "node":  # daemon-crash: the first MX, else the first node running a daemon
-        nodes = [n.name for n in plan.nodes if n.kind == "mx"] + [p.node for p in plan.processes]
+        nodes = [n.name for n in _mxs(plan)] + [p.node for p in plan.processes]
         return nodes[0]
     if event.target == "flexvpn-member":  # the last FlexVPN router: the lowest HSRP priority, a member
         return [p.node for p in plan.processes if p.name == "flexvpn"][-1]
     if event.name == "nexthop-add" and plan.spares:  # a never-seen SRX (or pair) when the lab has one
         return plan.spares[0]
-    kinds = {"srx": "srx", "mx": "mx", "mnha-pair": "srx"}
-    return next(n.name for n in plan.nodes if n.kind == kinds[event.target] and n.name not in plan.spares)
+    kind_of_target = {"srx": "srx", "mx": "mx", "mnha-pair": "srx"}
+    return next(n.name for n in plan.nodes if n.kind == kind_of_target[event.target] and n.name not in plan.spares)
 
 
 
@@ -169,7 +174,7 @@ def _session_counts(plan: LabPlan) -> dict[tuple[str, int], dict[str, int]]:
     from concurrent.futures import ThreadPoolExecutor
 
     counts: dict[tuple[str, int], dict[str, int]] = {}
-    srxs = [node for node in plan.nodes if node.kind == "srx"]
+    srxs = [node for node in plan.nodes if kinds.get(node.kind).firewall]
     with ThreadPoolExecutor(max_workers=max(1, len(srxs))) as pool:
         tables = list(pool.map(lambda node: _read_sessions(node.master_ns), srxs))
     for node, table in zip(srxs, tables, strict=True):
@@ -196,7 +201,7 @@ def carriers(plan: LabPlan, gap: float = 0.4) -> dict[tuple[str, int], str]:
 
 def selector_status_files(state: LabState, plan: LabPlan) -> dict[str, Path]:
     """MX -> the status file its selector daemon publishes its table in."""
-    return {n.name: Path(state.state_dir) / "nodes" / n.name / "mxlb-status.json" for n in plan.nodes if n.kind == "mx"}
+    return {n.name: Path(state.state_dir) / "nodes" / n.name / "mxlb-status.json" for n in _mxs(plan)}
 
 
 @dataclass
@@ -254,7 +259,7 @@ def expected_movers(state: LabState, plan: LabPlan, samples: list[movers.TableSa
     if not samples or "event" not in marks:
         return None
     config = next((json.loads(p.read_text()) for p in
-                   (Path(state.state_dir) / "nodes" / n.name / "mxlb.json" for n in plan.nodes if n.kind == "mx")
+                   (Path(state.state_dir) / "nodes" / n.name / "mxlb.json" for n in _mxs(plan))
                    if p.exists()), None)
     if config is None:
         return None
@@ -305,7 +310,7 @@ def run_event(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target
     if event.name == "nexthop-add" and target not in state.down_nodes:
         ops.power_off(state, plan, target)  # out of service first: the event puts it (back) in
         time.sleep(1.0)
-    mx_ns = [ns for n in plan.nodes if n.kind == "mx" for ns in n.namespaces if ns.endswith("-trust-vr")]
+    mx_ns = [ns for n in _mxs(plan) for ns in n.namespaces if ns.endswith("-trust-vr")]
     # CGNAT: the server sees each flow's NAT binding, not the subscriber; the forward receiver
     # publishes the bindings on a FIFO and the reverse sender answers them (and follows a re-bind).
     nat = plan.use_case == "cgnat"
@@ -401,7 +406,7 @@ def _since(ns: int | None, marks: dict[str, float]) -> float | None:
 def wait_settled(state: LabState, plan: LabPlan, timeout: float, quiet: float = 2.0) -> float:
     """Until no MX selector has changed its table for QUIET seconds (a returning SRX has passed its
     health checks or its routes are back): the monotonic time it happened, or at the TIMEOUT."""
-    files = [Path(state.state_dir) / "nodes" / n.name / MXLB_STATUS for n in plan.nodes if n.kind == "mx"]
+    files = [Path(state.state_dir) / "nodes" / n.name / MXLB_STATUS for n in _mxs(plan)]
     deadline = time.monotonic() + timeout
     last: list[int] = []
     quiet_since = time.monotonic()

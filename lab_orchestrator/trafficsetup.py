@@ -16,6 +16,7 @@ from pathlib import Path
 from dataplane.traffic import Receiver, Sender, make_flows, reverse_flows
 from dataplane.traffic.frames import Flow
 
+from . import kinds
 from .diagnostics import LabError
 from .plan import LabPlan
 
@@ -35,7 +36,7 @@ class Endpoints:
 
 def endpoints(plan: LabPlan) -> Endpoints:
     """The subscriber host (behind the trust side) and the server host (behind the untrust side)."""
-    hosts = {n.name: n for n in plan.nodes if n.kind == "host"}
+    hosts = {n.name: n for n in plan.nodes if kinds.get(n.kind).end_host}
     ifaces = {i.node: i for i in plan.interfaces() if i.node in hosts}
     client = server = None
     for name, iface in ifaces.items():

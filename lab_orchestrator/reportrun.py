@@ -336,6 +336,40 @@ def render_again(json_file: Path, outputs: Outputs) -> dict[str, Any]:
     return doc
 
 
+def with_running_labs(loaded: Any, labs: list[str]) -> Any:
+    """--lab NAME of a running lab the plan does not list: add it (every event, unless --event)."""
+    from . import testplan
+    from .state import LabState, state_dir
+    from .validate import load_topology
+
+    known = {load_topology(loaded.topology_path(e)).topology.name for e in loaded.plan.labs}
+    extra = []
+    for name in labs:
+        if name in known:
+            continue
+        if not (state_dir(name) / "state.json").exists():
+            continue  # expand() says the plan has no such lab
+        source = Path(LabState.load(state_dir(name)).source)
+        extra.append(testplan.LabEntry(topology=str(source.resolve())))
+    if not extra:
+        return loaded
+    plan = loaded.plan.model_copy(update={"labs": [*loaded.plan.labs, *extra]})
+    return testplan.LoadedPlan(plan, loaded.file, loaded.source)
+
+
+def judge_budgets(doc: dict[str, Any], budgets: list[Any], outputs: Outputs) -> tuple[dict[str, Any], list[str]]:
+    """Mark the cases that broke a budget as failed (saying which), write the outputs again; the
+    document as rendered and one line per broken budget."""
+    from . import budgets as budgetsmod
+
+    broken = budgetsmod.apply_to_report(doc, budgets)
+    doc["budgets"] = [{"metric": b.metric, "limit": b.limit, "event": b.event} for b in budgets]
+    doc["summary"] = reportgen.summary(doc)
+    outputs.folder.mkdir(parents=True, exist_ok=True)
+    outputs.json.write_text(json.dumps(doc, indent=1) + "\n")
+    return render_again(outputs.json, outputs), list(broken)
+
+
 def describe(record: dict[str, Any]) -> str:
     f = reportgen.figures(record)
     if record.get("result") is None:

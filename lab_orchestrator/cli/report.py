@@ -78,7 +78,7 @@ def report(
             _finish(doc, json_out, outputs)
             return
         loaded = testplan.load_plan(plan_file or testplan.DEFAULT_PLAN)
-        loaded = _with_running_labs(loaded, lab)
+        loaded = reportrun.with_running_labs(loaded, lab)
         traffic = loaded.plan.traffic.model_copy(update={k: v for k, v in (
             ("flows", flows), ("rate_per_flow", rate_per_flow), ("sizes", sizes), ("receiver", receiver))
             if v is not None})
@@ -110,27 +110,6 @@ def report(
         _finish(doc, json_out, outputs)
 
     guarded(run)
-
-
-def _with_running_labs(loaded: Any, labs: list[str]) -> Any:
-    """--lab NAME of a running lab the plan does not list: add it (every event, unless --event)."""
-    from .. import testplan
-    from ..state import LabState, state_dir
-    from ..validate import load_topology
-
-    known = {load_topology(loaded.topology_path(e)).topology.name for e in loaded.plan.labs}
-    extra = []
-    for name in labs:
-        if name in known:
-            continue
-        if not (state_dir(name) / "state.json").exists():
-            continue  # expand() says the plan has no such lab
-        source = Path(LabState.load(state_dir(name)).source)
-        extra.append(testplan.LabEntry(topology=str(source.resolve())))
-    if not extra:
-        return loaded
-    plan = loaded.plan.model_copy(update={"labs": [*loaded.plan.labs, *extra]})
-    return testplan.LoadedPlan(plan, loaded.file, loaded.source)
 
 
 def _run_with_progress(loaded: Any, cases: list[Any], traffic: Any, outputs: Any, command: str,
@@ -171,17 +150,12 @@ def _run_with_progress(loaded: Any, cases: list[Any], traffic: Any, outputs: Any
 
 
 def _judge_budgets(doc: dict[str, Any], budgets: list[Any], outputs: Any) -> dict[str, Any]:
-    """Mark the cases that broke a budget as failed, say which, and write the outputs again."""
-    from .. import budgets as budgetsmod
-    from .. import reportgen, reportrun
+    from .. import reportrun
 
-    for line in budgetsmod.apply_to_report(doc, budgets):
+    doc, broken = reportrun.judge_budgets(doc, budgets, outputs)
+    for line in broken:
         err.print(f"[red]budget:[/] {line}", highlight=False, soft_wrap=True)
-    doc["budgets"] = [{"metric": b.metric, "limit": b.limit, "event": b.event} for b in budgets]
-    doc["summary"] = reportgen.summary(doc)
-    outputs.folder.mkdir(parents=True, exist_ok=True)
-    outputs.json.write_text(json.dumps(doc, indent=1) + "\n")
-    return reportrun.render_again(outputs.json, outputs)
+    return doc
 
 
 def _finish(doc: dict[str, Any], json_out: bool, outputs: Any) -> None:

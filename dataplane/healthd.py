@@ -22,9 +22,9 @@ import os
 import socket
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
+from labkit.configs import SelectorConfig
 from labkit.files import write_json
 
 from .daemonkit import StopFlag, resumed_status
@@ -126,7 +126,8 @@ def main(argv: list[str]) -> int:
     if len(argv) != 2:
         print("usage: python -m dataplane.healthd MXLB-CONFIG.json", file=sys.stderr)
         return 2
-    config = json.loads(Path(argv[1]).read_text())
+    # the selector's typed configuration (labkit.configs.SelectorConfig), checked whole at start
+    config = SelectorConfig.read(argv[1]).model_dump(mode="json")
     if config.get("mode") != "tlb":
         print(f"healthd {config['node']}: no TLB on this MX, nothing to monitor", file=sys.stderr)
         return 2

@@ -27,13 +27,13 @@ import sys
 import time
 from collections.abc import Mapping
 from ipaddress import IPv4Network
-from pathlib import Path
 from typing import Any
 
 from pyroute2 import IPRoute
 from pyroute2.netlink.rtnl import RTMGRP_IPV4_ROUTE, RTMGRP_LINK
 
 from labkit import unixsock
+from labkit.configs import SelectorConfig
 from labkit.files import write_json
 
 from .chash import SelectorTable
@@ -82,43 +82,39 @@ def _route_nexthops(ipr: IPRoute, prefix: str) -> set[str]:
 class Daemon(SelectorCore):
     """The selector's kernel side: netlink reads, the nft map, TLB tables and fallback route, status."""
 
-    def __init__(self, config: dict[str, Any]):
+    def __init__(self, config: SelectorConfig):
         self.config = config
-        self.selectors: list[dict[str, Any]] = config["selectors"]
+        self.selectors = config.selectors
         members: dict[str, MemberState] = {}
-        health = config.get("health") or {}
         self.targets: dict[str, str] = {}
-        self.profiles: list[dict[str, Any]] = list(health.get("profiles", []))
+        self.profiles = config.profiles
         for selector in self.selectors:
-            for m in selector["members"]:
-                m.setdefault("hops", [{"node": m["name"], "dev": m["dev"], "nexthop": m["nexthop"]}])
-                state = members.setdefault(m["name"], MemberState(m["name"], int(m["mark"])))
-                if config["mode"] == "tlb" and state.health is None:
-                    state.health = ProfileHealth({p["name"]: HealthState(int(p["failures"]), int(p["recoveries"]))
+            for m in selector.members:
+                state = members.setdefault(m.name, MemberState(m.name, m.mark))
+                if config.mode == "tlb" and state.health is None:
+                    state.health = ProfileHealth({p.name: HealthState(p.failures, p.recoveries)
                                                   for p in self.profiles})
-                    self.targets[m["name"]] = m["loopback"]
-        super().__init__(list(config["order"]), int(config["buckets"]), config["mode"], config.get("peers", {}),
-                         str(config.get("restore_policy", "proportional")), members)
+                    self.targets[m.name] = m.loopback
+        super().__init__(config.order, config.buckets, config.mode, config.peers, config.restore_policy, members)
         self.nft = Nft()
-        self.health_config = health
         self.health_sock: socket.socket | None = None
         self.mark_of = {name: state.mark for name, state in self.members.items()}
         self.name_of = {state.mark: name for name, state in self.members.items()}
-        self.query = {s["side"]: _open_in(s["ns"], 0) for s in self.selectors}
+        self.query = {s.side: _open_in(s.ns, 0) for s in self.selectors}
         # A link of an SRX serves every member that SRX carries (both real-services of an srg1+srg2 pair).
         self.dev_member: dict[str, dict[str, list[str]]] = {}
         for sel in self.selectors:
-            devs = self.dev_member.setdefault(sel["side"], {})
-            for m in sel["members"]:
-                for hop in m["hops"]:
-                    devs.setdefault(hop["dev"], []).append(m["name"])
-        self.member_cfg = {(sel["side"], m["name"]): m for sel in self.selectors for m in sel["members"]}
-        self.dev_up: dict[str, dict[str, bool]] = {sel["side"]: {} for sel in self.selectors}
+            devs = self.dev_member.setdefault(sel.side, {})
+            for m in sel.members:
+                for hop in m.hops:
+                    devs.setdefault(hop.dev, []).append(m.name)
+        self.member_cfg = {(sel.side, m.name): m for sel in self.selectors for m in sel.members}
+        self.dev_up: dict[str, dict[str, bool]] = {sel.side: {} for sel in self.selectors}
         # TLB per pair: which SRX of the pair carries it on each side (BGP decides, see pick_hop).
-        self.route_hops: dict[str, dict[str, set[str]]] = {sel["side"]: {} for sel in self.selectors}
-        self.chosen: dict[str, dict[str, str]] = {sel["side"]: {} for sel in self.selectors}
-        self.table_base = int(config.get("mark_table_base", 100))
-        self.watch = {s["side"]: _open_in(s["ns"], RTMGRP_LINK | RTMGRP_IPV4_ROUTE) for s in self.selectors}
+        self.route_hops: dict[str, dict[str, set[str]]] = {sel.side: {} for sel in self.selectors}
+        self.chosen: dict[str, dict[str, str]] = {sel.side: {} for sel in self.selectors}
+        self.table_base = config.mark_table_base
+        self.watch = {s.side: _open_in(s.ns, RTMGRP_LINK | RTMGRP_IPV4_ROUTE) for s in self.selectors}
         self.fallback_route: dict[str, str | None] = {}
         self.counters: dict[str, dict[str, dict[str, int]]] = {}
         self.last_route_event = time.monotonic()
@@ -128,27 +124,27 @@ class Daemon(SelectorCore):
     # ------------------------------------------------------------ kernel reads
     def observe(self) -> None:
         for selector in self.selectors:
-            side = selector["side"]
+            side = selector.side
             ipr = self.query[side]
             flags = _link_flags(ipr)
             hops: set[str] = set()
-            for prefix in selector["watch_prefixes"]:
+            for prefix in selector.watch_prefixes:
                 hops |= _route_nexthops(ipr, prefix)
-            for m in selector["members"]:
-                state = self.members[m["name"]]
-                for hop in m["hops"]:
-                    f = flags.get(hop["dev"], 0)
-                    self.dev_up[side][hop["dev"]] = bool(f & IFF_UP) and bool(f & IFF_LOWER_UP)
-                state.carrier[side] = any(self.dev_up[side][h["dev"]] for h in m["hops"])
+            for m in selector.members:
+                state = self.members[m.name]
+                for hop in m.hops:
+                    f = flags.get(hop.dev, 0)
+                    self.dev_up[side][hop.dev] = bool(f & IFF_UP) and bool(f & IFF_LOWER_UP)
+                state.carrier[side] = any(self.dev_up[side][h.dev] for h in m.hops)
                 if not state.carrier[side]:
                     state.lost_carrier(time.monotonic())
-                if len(m["hops"]) > 1:
-                    self.route_hops[side][m["name"]] = _route_nexthops(ipr, f"{m['loopback']}/32")
+                if len(m.hops) > 1:
+                    self.route_hops[side][m.name] = _route_nexthops(ipr, f"{m.loopback}/32")
                 if not hops and side in state.routed:
                     # The watched route is gone through every SRX: the destination vanished (e.g. the
                     # subscriber gateway withdrew it), not the SRXs. Keep their standing.
                     continue
-                state.set_routed(side, m["nexthop"] in hops, time.monotonic())
+                state.set_routed(side, m.nexthop in hops, time.monotonic())
         self.routes_seen(time.monotonic())
 
     def programmed(self, ns: str) -> SelectorTable | None:
@@ -174,8 +170,8 @@ class Daemon(SelectorCore):
                 up = event == "RTM_NEWLINK" and bool(flags & IFF_UP) and bool(flags & IFF_LOWER_UP)
                 for member in self.dev_member[side].get(dev, []):
                     self.dev_up[side][dev] = up
-                    hops = self.member_cfg[(side, member)]["hops"]
-                    carrier = any(self.dev_up[side].get(h["dev"], False) for h in hops)
+                    hops = self.member_cfg[(side, member)].hops
+                    carrier = any(self.dev_up[side].get(h.dev, False) for h in hops)
                     self.members[member].carrier[side] = carrier
                     if not carrier:
                         self.members[member].lost_carrier(time.monotonic())
@@ -189,7 +185,7 @@ class Daemon(SelectorCore):
         commands = map_commands(self.table, table, self.mark_of)
         for selector in self.selectors:
             if commands:
-                self.nft.run(commands, ns=selector["ns"])
+                self.nft.run(commands, ns=selector.ns)
         self.last_programmed = time.time()
         if self.mode == "tlb":
             self.program_fallback(table)
@@ -198,48 +194,48 @@ class Daemon(SelectorCore):
     def program_hops(self) -> None:
         """TLB per pair: point each real-service's table at the SRX chosen by pick_hop."""
         for selector in self.selectors:
-            side, ipr = selector["side"], self.query[selector["side"]]
-            for m in selector["members"]:
-                if len(m["hops"]) < 2:
+            side, ipr = selector.side, self.query[selector.side]
+            for m in selector.members:
+                if len(m.hops) < 2:
                     continue
-                hop = pick_hop(m["hops"], self.dev_up[side], self.route_hops[side].get(m["name"], set()))
-                if hop is None or self.chosen[side].get(m["name"]) == hop["nexthop"]:
+                hop = pick_hop(m.hops, self.dev_up[side], self.route_hops[side].get(m.name, set()))
+                if hop is None or self.chosen[side].get(m.name) == hop.nexthop:
                     continue
-                oif = ipr.link_lookup(ifname=hop["dev"])
+                oif = ipr.link_lookup(ifname=hop.dev)
                 try:
-                    ipr.route("replace", dst="0.0.0.0", dst_len=0, table=self.table_base + (int(m["mark"]) & 0xFF),
-                              gateway=hop["nexthop"], oif=oif[0] if oif else None)
+                    ipr.route("replace", dst="0.0.0.0", dst_len=0, table=self.table_base + (m.mark & 0xFF),
+                              gateway=hop.nexthop, oif=oif[0] if oif else None)
                 except Exception as exc:  # noqa: BLE001 - the link went down meanwhile: next event retries
-                    print(f"{time.strftime('%H:%M:%S')} {m['name']} {side}: via {hop['node']} failed: {exc}",
+                    print(f"{time.strftime('%H:%M:%S')} {m.name} {side}: via {hop.node} failed: {exc}",
                           flush=True)
                     continue
-                before = self.chosen[side].get(m["name"])
-                self.chosen[side][m["name"]] = hop["nexthop"]
+                before = self.chosen[side].get(m.name)
+                self.chosen[side][m.name] = hop.nexthop
                 if before is not None:
-                    print(f"{time.strftime('%H:%M:%S')} {m['name']} {side}: now via {hop['node']}", flush=True)
-                    self.note(f"{m['name']} {side} via {hop['node']}", time.time())
+                    print(f"{time.strftime('%H:%M:%S')} {m.name} {side}: now via {hop.node}", flush=True)
+                    self.note(f"{m.name} {side} via {hop.node}", time.time())
 
     def program_fallback(self, table: SelectorTable) -> None:
         """TLB: the forwarding instance's default route exists only while an SRX is healthy (the
         blackhole under it, at the highest metric, is static: with no SRX, traffic dies here)."""
         for selector in self.selectors:
-            side, ipr = selector["side"], self.query[selector["side"]]
-            first = next((m for m in selector["members"] if m["name"] in table.members()), None)
-            want = first["nexthop"] if first else None
+            side, ipr = selector.side, self.query[selector.side]
+            first = next((m for m in selector.members if m.name in table.members()), None)
+            want = first.nexthop if first else None
             if self.fallback_route.get(side, "?") == want:
                 continue
             with contextlib.suppress(Exception):  # absent already
-                ipr.route("del", dst="0.0.0.0", dst_len=0, table=self.config["fallback_table"], priority=1)
+                ipr.route("del", dst="0.0.0.0", dst_len=0, table=self.config.fallback_table, priority=1)
             if first is not None:
-                oif = ipr.link_lookup(ifname=first["dev"])
-                ipr.route("add", dst="0.0.0.0", dst_len=0, table=self.config["fallback_table"], priority=1,
-                          gateway=first["nexthop"], oif=oif[0] if oif else None)
+                oif = ipr.link_lookup(ifname=first.dev)
+                ipr.route("add", dst="0.0.0.0", dst_len=0, table=self.config.fallback_table, priority=1,
+                          gateway=first.nexthop, oif=oif[0] if oif else None)
             self.fallback_route[side] = want
 
     def read_counters(self) -> None:
         for selector in self.selectors:
             try:
-                data = self.nft.json("list counters table ip mxlb", ns=selector["ns"])
+                data = self.nft.json("list counters table ip mxlb", ns=selector.ns)
             except NftError:
                 continue
             side: dict[str, dict[str, int]] = {}
@@ -247,12 +243,12 @@ class Daemon(SelectorCore):
                 counter = item.get("counter")
                 if counter:
                     side[counter["name"]] = {"packets": counter["packets"], "bytes": counter["bytes"]}
-            self.counters[selector["side"]] = side
+            self.counters[selector.side] = side
 
     # ------------------------------------------------------------ health (TLB), from the monitor
     def open_health(self) -> None:
         """The socket the health monitor (dataplane.healthd) sends each round's state to."""
-        self.health_sock = unixsock.bind_datagram(self.config["health_socket"], blocking=False)
+        self.health_sock = unixsock.bind_datagram(self.config.health_socket, blocking=False)
 
     def absorb_health(self) -> None:
         assert self.health_sock is not None
@@ -272,14 +268,14 @@ class Daemon(SelectorCore):
 
     def resume_health(self) -> None:
         """Restarted after a crash: the monitor's last published state, before its next round."""
-        previous = resumed_status(self.config["health_status_file"])
+        previous = resumed_status(self.config.health_status_file)
         if previous is not None:
             with contextlib.suppress(ValueError, KeyError, TypeError, AttributeError):
                 self.health_report(previous)
 
     def adopt_programmed(self) -> None:
         """Start-up: take the programmed map as the current table if it is one of ours."""
-        tables = [self.programmed(s["ns"]) for s in self.selectors]
+        tables = [self.programmed(s.ns) for s in self.selectors]
         self.observe()
         if not self.adopt(tables):
             self.table = self.initial()
@@ -300,7 +296,7 @@ class Daemon(SelectorCore):
     def write_status(self) -> None:
         counts = self.table.counts() if self.table.n_buckets else {}
         status = {
-            "node": self.config["node"], "mode": self.mode, "buckets": self.buckets,
+            "node": self.config.node, "mode": self.mode, "buckets": self.buckets,
             "pid": os.getpid(), "updated_at": time.time(),
             "last_event_at": self.last_event, "last_programmed_at": self.last_programmed,
             "changes": self.changes,
@@ -314,8 +310,8 @@ class Daemon(SelectorCore):
                     "profiles": {name: {"up": p.up, "last_result": p.last_result, "probes": p.probes}
                                  for name, p in state.health.states.items()},
                 },
-                "via": {side: next((h["node"] for h in self.member_cfg[(side, name)]["hops"]
-                                    if h["nexthop"] == self.chosen[side].get(name)), None)
+                "via": {side: next((h.node for h in self.member_cfg[(side, name)].hops
+                                    if h.nexthop == self.chosen[side].get(name)), None)
                         for side in self.chosen if (side, name) in self.member_cfg},
                 "counters": {side: values.get(name, {"packets": 0, "bytes": 0})
                              for side, values in self.counters.items()},
@@ -325,7 +321,7 @@ class Daemon(SelectorCore):
             if self.mode == "tlb" else None,
             "table": list(self.table.buckets), "history": self.history,
         }
-        write_json(self.config["status_file"], status)
+        write_json(self.config.status_file, status)
 
     # ------------------------------------------------------------ loop
     def run(self) -> None:
@@ -384,10 +380,10 @@ def main(argv: list[str]) -> int:
     if len(argv) != 2:
         print("usage: python -m dataplane.mxlb CONFIG.json", file=sys.stderr)
         return 2
-    config = json.loads(Path(argv[1]).read_text())
+    config = SelectorConfig.read(argv[1])
     daemon = Daemon(config)
-    print(f"mxlb {config['node']}: mode {config['mode']}, {len(daemon.members)} SRX, "
-          f"{config['buckets']} buckets", flush=True)
+    print(f"mxlb {config.node}: mode {config.mode}, {len(daemon.members)} SRX, "
+          f"{config.buckets} buckets", flush=True)
     daemon.run()
     return 0
 

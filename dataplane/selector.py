@@ -20,6 +20,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from labkit.configs import Hop
+
 from .chash import SelectorTable, build_initial, plain_ecmp, reconcile_pairs
 from .health import ProfileHealth
 
@@ -282,14 +284,13 @@ def read_map(elements: Iterable[tuple[int, int]], buckets: int, name_of: Mapping
     return SelectorTable(tuple(name_of[found[b]] for b in range(buckets)))
 
 
-def pick_hop(hops: Sequence[dict[str, Any]], dev_up: Mapping[str, bool],
-             routed: Iterable[str]) -> dict[str, Any] | None:
+def pick_hop(hops: Sequence[Hop], dev_up: Mapping[str, bool], routed: Iterable[str]) -> Hop | None:
     """The SRX of the pair that carries a real-service on a side: the first, in pair order, whose
     link is up and whose next hop BGP has in the route to the real-service address (an SRX that
     lost activeness prepends 3x and leaves that route); without such a route, the first with
     its link up (a link going down is acted on at once, before BGP)."""
     via = set(routed)
-    up = [h for h in hops if dev_up.get(h["dev"], False)]
-    preferred = [h for h in up if h["nexthop"] in via]
+    up = [h for h in hops if dev_up.get(h.dev, False)]
+    preferred = [h for h in up if h.nexthop in via]
     chosen = preferred or up
     return chosen[0] if chosen else None

@@ -16,10 +16,11 @@ source on the trust side and by destination on the untrust side) and in how an S
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
 from ipaddress import IPv4Interface
+from typing import Literal
 
 from dataplane.chash import build_initial
+from labkit.configs import HealthProfile, Hop, Member, Selector, SelectorConfig
 from labkit.contracts import HEALTH_STATUS, MXLB_CONFIG, MXLB_STATUS
 
 from . import kinds
@@ -31,60 +32,6 @@ TLB_BIT = 0x100
 FALLBACK_TABLE = 199  # the TLB forwarding instance: blackhole unless an SRX is healthy
 RULE_PRIORITY_BASE = 1000
 SIDES = (("TRUST-VR", "trust", "saddr"), ("UNTRUST-VR", "untrust", "daddr"))
-
-
-@dataclass(frozen=True)
-class Hop:
-    """One SRX through which a member (a TLB real-service of a pair) is reached on this side."""
-
-    node: str
-    dev: str
-    nexthop: str
-
-
-@dataclass(frozen=True)
-class Member:
-    """A selector entry: an SRX (ECMP, TLB per SRX) or a TLB real-service (an MNHA pair's address on
-    lo0.1 of both nodes, or lo0.2 for the SRG2 of an srg1+srg2 pair; a standalone SRX's own loopback)."""
-
-    name: str
-    mark: int
-    dev: str  # the first hop's (the initial route of the member's table)
-    nexthop: str
-    loopback: str  # health-check target (TLB): the real-service address
-    hops: tuple[Hop, ...] = ()  # every SRX that can carry it, in pair order; BGP picks among them
-
-
-@dataclass(frozen=True)
-class Selector:
-    side: str  # trust | untrust
-    ns: str
-    hash_field: str  # saddr | daddr
-    ingress: tuple[str, ...]  # core-facing interfaces whose traffic is steered
-    match_prefixes: tuple[str, ...]  # TLB filter-based forwarding; empty: everything from ingress
-    watch_prefixes: tuple[str, ...]  # routes whose BGP next hops say an SRX is alive (ECMP)
-    members: tuple[Member, ...]
-
-
-@dataclass(frozen=True)
-class SelectorConfig:
-    node: str
-    mode: str  # chash | ecmp | tlb
-    buckets: int
-    seed: int
-    order: tuple[str, ...]
-    selectors: tuple[Selector, ...]
-    status_file: str
-    fallback_table: int
-    health: dict[str, object]
-    peers: dict[str, str]  # MNHA pair peer of each SRX: a failed SRX's buckets go to its peer
-    mark_table_base: int = MARK_TABLE_BASE  # member with mark M: table base + (M & 0xff)
-    health_status_file: str = ""  # TLB: the health monitor's published state (dataplane.healthd)
-    health_socket: str = ""  # TLB: where the monitor sends each round's state to the selector
-    restore_policy: str = "proportional"  # a returning member: an equal share from each, or its old buckets
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self), indent=2, sort_keys=True) + "\n"
 
 
 def srx_order(topo: Topology) -> list[str]:
@@ -116,7 +63,8 @@ def mark_of(position: int) -> int:
 
 
 def plan_selectors(topo: Topology, plan: LabPlan, python: str) -> None:
-    mode = {"ecmp-chash": "chash", "ecmp": "ecmp", "tlb": "tlb"}[topo.services.load_balancing]
+    modes: dict[str, Literal["chash", "ecmp", "tlb"]] = {"ecmp-chash": "chash", "ecmp": "ecmp", "tlb": "tlb"}
+    mode = modes[topo.services.load_balancing]
     services = real_services(topo, plan)
     order = [name for name, _, _ in services]
     marks = {name: mark_of(index + 1) for index, name in enumerate(order)}
@@ -135,20 +83,18 @@ def plan_selectors(topo: Topology, plan: LabPlan, python: str) -> None:
             if selector.members:
                 selectors.append(selector)
                 _kernel_side(plan, node, selector, topo)
-        profiles = []
-        for check in topo.services.health_checks:
-            profile = check.model_dump()
-            profile["timeout_ms"] = profile["timeout_ms"] or profile["interval_ms"]
-            profile["port"] = profile["port"] or {"tcp": 8088, "http": 80, "udp": 7}.get(check.type)
-            profile["name"] = f"{check.type}-profile"
-            profiles.append(profile)
-        health: dict[str, object] = {"profiles": profiles}
+        profiles = tuple(HealthProfile(
+            **check.model_dump(exclude={"timeout_ms", "port"}), name=f"{check.type}-profile",
+            timeout_ms=check.timeout_ms or check.interval_ms,
+            port=check.port or {"tcp": 8088, "http": 80, "udp": 7}.get(check.type))
+            for check in topo.services.health_checks)
         config = SelectorConfig(
             node=node.name, mode=mode, buckets=topo.services.buckets, seed=topo.services.hash_seed,
             order=tuple(order), selectors=tuple(selectors),
             status_file=f"{plan.state_dir}/nodes/{node.name}/{MXLB_STATUS}",
-            fallback_table=FALLBACK_TABLE, health=health if mode == "tlb" else {},
+            fallback_table=FALLBACK_TABLE, health={"profiles": profiles} if mode == "tlb" else {},
             # Per SRX, a failed SRX's buckets go to its MNHA peer; per pair, the pair is the member.
+            mark_table_base=MARK_TABLE_BASE,
             peers={a: b for pair in plan.mnha for a, b in (pair, pair[::-1])} if order == srx_order(topo) else {},
             health_status_file=f"{plan.state_dir}/nodes/{node.name}/{HEALTH_STATUS}" if mode == "tlb" else "",
             health_socket=f"{plan.state_dir}/nodes/{node.name}/mxlb-health.sock" if mode == "tlb" else "",
@@ -208,16 +154,18 @@ def _selector(plan: LabPlan, node: NodePlan, instance: str, side: str, field: st
             continue
         peer = plan.peer_of(iface)
         if iface.peer_node in srxs:
-            hops[iface.peer_node] = Hop(iface.peer_node, iface.name,
-                                        str(IPv4Interface(peer.address).ip) if peer.address else "")
+            hops[iface.peer_node] = Hop(node=iface.peer_node, dev=iface.name,
+                                        nexthop=str(IPv4Interface(peer.address).ip) if peer.address else "")
         else:
             ingress.append(iface.name)
     members = []
     for name, carriers, address in services:
         reach = tuple(hops[c] for c in carriers if c in hops)
         if reach:
-            members.append(Member(name, marks[name], reach[0].dev, reach[0].nexthop, address, reach))
-    return Selector(side, ns, field, tuple(sorted(ingress)), match, watch, tuple(members))
+            members.append(Member(name=name, mark=marks[name], dev=reach[0].dev, nexthop=reach[0].nexthop,
+                                  loopback=address, hops=reach))
+    return Selector(side=side, ns=ns, hash_field=field, ingress=tuple(sorted(ingress)), match_prefixes=match,
+                    watch_prefixes=watch, members=tuple(members))
 
 
 def _kernel_side(plan: LabPlan, node: NodePlan, selector: Selector, topo: Topology) -> None:

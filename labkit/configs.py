@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 C = TypeVar("C", bound="DaemonConfig")
 
@@ -100,3 +100,75 @@ class MnhaConfig(DaemonConfig):
     signal_table: int
     # cold sync: when the peer comes back, this node's whole session table is sent to it (conntrackd)
     sync_config: str | None
+
+
+class _Part(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Hop(_Part):
+    """One SRX through which a member (a TLB real-service of a pair) is reached on one side."""
+
+    node: str
+    dev: str
+    nexthop: str
+
+
+class Member(_Part):
+    """A selector entry: an SRX (ECMP, TLB per SRX) or a TLB real-service (an MNHA pair's address on
+    lo0.1 of both nodes, or lo0.2 for the SRG2 of an srg1+srg2 pair; a standalone SRX's own loopback)."""
+
+    name: str
+    mark: int
+    dev: str  # the first hop's (the initial route of the member's table)
+    nexthop: str
+    loopback: str  # health-check target (TLB): the real-service address
+    hops: tuple[Hop, ...] = Field(min_length=1)  # every SRX that can carry it, in pair order; BGP picks
+
+
+class Selector(_Part):
+    """The selector of one routing instance (side) of the MX."""
+
+    side: str  # trust | untrust
+    ns: str
+    hash_field: str  # saddr | daddr
+    ingress: tuple[str, ...]  # core-facing interfaces whose traffic is steered
+    match_prefixes: tuple[str, ...]  # TLB filter-based forwarding; empty: everything from ingress
+    watch_prefixes: tuple[str, ...]  # routes whose BGP next hops say an SRX is alive (ECMP)
+    members: tuple[Member, ...]
+
+
+class HealthProfile(_Part):
+    """A TLB network-monitoring profile (the topology's services.health_checks, filled in)."""
+
+    name: str
+    type: Literal["icmp", "tcp", "udp", "http"]
+    port: int | None
+    interval_ms: int
+    timeout_ms: int
+    failures: int
+    recoveries: int
+    http_path: str
+
+
+class SelectorConfig(DaemonConfig):
+    """dataplane.mxlb (the MX selector) and, with TLB, dataplane.healthd (its monitor) on one MX."""
+
+    node: str
+    mode: Literal["chash", "ecmp", "tlb"]
+    buckets: int
+    seed: int
+    order: tuple[str, ...]  # the members in the topology's SRX order (the JVD's unilist)
+    selectors: tuple[Selector, ...]
+    status_file: str
+    fallback_table: int
+    health: dict[Literal["profiles"], tuple[HealthProfile, ...]]  # TLB: {"profiles": [...]}; else {}
+    peers: dict[str, str]  # MNHA pair peer of each SRX: a failed SRX's buckets go to its peer
+    mark_table_base: int = 100  # member with mark M: table base + (M & 0xff)
+    health_status_file: str = ""  # TLB: the health monitor's published state (dataplane.healthd)
+    health_socket: str = ""  # TLB: where the monitor sends each round's state to the selector
+    restore_policy: str = "proportional"  # a returning member: an equal share from each, or its old buckets
+
+    @property
+    def profiles(self) -> tuple[HealthProfile, ...]:
+        return self.health.get("profiles", ())

@@ -9,7 +9,7 @@ import pytest
 from pydantic import ValidationError
 
 from lab_orchestrator.api.topology import plan as plan_topology
-from labkit.configs import MnhaConfig, SrdConfig
+from labkit.configs import MnhaConfig, SelectorConfig, SrdConfig
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -19,7 +19,10 @@ def _files(lab: str) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("lab, suffix, model", [("topology2", "srd.json", SrdConfig),
-                                                ("topology3", "mnha.json", MnhaConfig)])
+                                                ("topology3", "mnha.json", MnhaConfig),
+                                                ("topology1", "mxlb.json", SelectorConfig),
+                                                ("topology3", "mxlb.json", SelectorConfig),
+                                                ("topology4-cgnat", "mxlb.json", SelectorConfig)])
 def test_the_planned_config_reads_back_with_the_daemons_type(lab: str, suffix: str, model: type) -> None:
     written = {name: text for name, text in _files(lab).items() if name.endswith(suffix)}
     assert written, f"{lab} plans no {suffix}"
@@ -45,3 +48,16 @@ def test_an_mnha_mode_outside_the_model_is_refused() -> None:
     text = next(t for n, t in _files("topology3").items() if n.endswith("mnha.json"))
     with pytest.raises(ValidationError, match="mode"):
         MnhaConfig.model_validate({**json.loads(text), "mode": "srg3"})
+
+
+def test_a_selector_member_needs_a_hop_and_tlb_profiles_are_typed() -> None:
+    text = next(t for n, t in _files("topology3").items() if n.endswith("mxlb.json"))
+    data = json.loads(text)
+    config = SelectorConfig.model_validate(data)
+    assert config.mode == "tlb" and [p.name for p in config.profiles] == ["icmp-profile", "tcp-profile"]
+    data["selectors"][0]["members"][0]["hops"] = []
+    with pytest.raises(ValidationError, match="hops"):
+        SelectorConfig.model_validate(data)
+    plain = next(t for n, t in _files("topology1").items() if n.endswith("mxlb.json"))
+    ecmp = SelectorConfig.model_validate_json(plain)
+    assert ecmp.health == {} and ecmp.profiles == ()

@@ -20,6 +20,7 @@ from dataplane.selector import (
     pick_hop,
     read_map,
 )
+from labkit.configs import Hop
 
 ORDER = ["srx1", "srx2", "srx3", "srx4"]
 BUCKETS = 64
@@ -348,7 +349,7 @@ def test_read_map_refuses_a_map_that_is_not_ours(elements: list[tuple[int, int]]
 
 
 # ------------------------------------------------------------ TLB pair: which SRX carries it
-HOPS = [{"node": "srx1", "dev": "ae1", "nexthop": "10.0.0.1"}, {"node": "srx2", "dev": "ae2", "nexthop": "10.0.0.3"}]
+HOPS = [Hop(node="srx1", dev="ae1", nexthop="10.0.0.1"), Hop(node="srx2", dev="ae2", nexthop="10.0.0.3")]
 
 
 def test_pick_hop_prefers_the_srx_bgp_routes_through() -> None:

@@ -23,6 +23,7 @@ from typing import Any
 
 from labkit.contracts import HSRP_STATUS, IKEV2_STATUS
 
+from . import kinds
 from .model import Node, Topology
 from .naming import linux_ifname
 from .plantypes import Interface, LabPlan, NodePlan, Process
@@ -45,7 +46,7 @@ def plan_flexvpn(topo: Topology, plan: LabPlan, python: str) -> None:
     vip_namespaces: set[str] = set()
     for node in plan.nodes:
         spec = topo.nodes[node.name]
-        if node.kind != "ios-router":
+        if not kinds.get(node.kind).flexvpn:
             continue
         if spec.flexvpn_client is not None:
             _plan_client(spec, plan, node, python, interfaces)

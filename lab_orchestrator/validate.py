@@ -88,7 +88,7 @@ def _check_nodes(topo: Topology, src: SourceMap) -> Iterable[Diagnostic]:
             yield src.diag(path + ("gateway",), "only a host has a default gateway", "routers learn routes by BGP")
         if node.loopback is not None and kind.end_host:
             yield src.diag(path + ("loopback",), "a host has no loopback address", "give it prefixes instead")
-        if node.ikev2 is not None and node.kind != "ios-router":
+        if node.ikev2 is not None and not kind.flexvpn:
             yield src.diag(path + ("ikev2",), "IKEv2 redirect runs on an ios-router")
         linked = {e.partition(":")[2] for link in topo.links for e in link.endpoints if e.partition(":")[0] == name}
         for ifname in node.interfaces:
@@ -353,14 +353,14 @@ def _check_flexvpn(topo: Topology, src: SourceMap) -> Iterable[Diagnostic]:
     for name, node in topo.nodes.items():
         groups = {s.standby.name for s in node.interfaces.values() if s.standby and s.standby.name}
         if node.ikev2_cluster is not None:
-            if node.kind != "ios-router":
+            if not K.get(node.kind).flexvpn:
                 yield src.diag(("nodes", name, "ikev2_cluster"), "an IKEv2 cluster runs on an ios-router")
             elif node.ikev2_cluster.standby_group not in groups:
                 yield src.diag(("nodes", name, "ikev2_cluster", "standby_group"),
                                f"standby group '{node.ikev2_cluster.standby_group}' is not configured on {name}",
                                "name an HSRP group with interfaces.IF.standby.name")
         for ifname, settings in node.interfaces.items():
-            if settings.standby is not None and node.kind != "ios-router":
+            if settings.standby is not None and not K.get(node.kind).flexvpn:
                 yield src.diag(("nodes", name, "interfaces", ifname, "standby"), "HSRP runs on an ios-router")
             standby = settings.standby
             if standby is not None and standby.hello_ms >= standby.hold_ms:

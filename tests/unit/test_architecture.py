@@ -201,8 +201,9 @@ def test_the_plan_is_built_by_its_listed_phases() -> None:
 # (or a template) lowers the count (then lower it here too).
 KIND_LITERAL = re.compile(r"""["'](mx|srx|ios-router|host)["']""")
 KIND_HOMES = ("lab_orchestrator/kinds/", "lab_orchestrator/templates/", "lab_orchestrator/model.py")
-# 176 at first; 153 after plan and render; 49 after graph, sshplan, cli_ssh, mxlb, validate, eventrun (some are words)
-KIND_LITERAL_LIMIT = 49
+# 176 at first; 153 after plan and render; 45 after graph, sshplan, cli_ssh, mxlb, validate, eventrun, flexvpn
+# (what remains: the event catalog's targets in events.py and eventrun.py, and words like args["host"])
+KIND_LITERAL_LIMIT = 45
 
 
 def _kind_literals() -> Counter[str]:

@@ -10,6 +10,7 @@ per link up or down) and is unit-tested without a lab.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
@@ -122,6 +123,71 @@ def picture(raw: dict[str, Any], previous: dict[str, Any] | None = None) -> dict
     return {"at": raw["at"], "lab": raw["lab"], "status": status["status"], "ready": status["ready"],
             "problems": status["problems"], "nodes": nodes, "links": links,
             "members": sorted(members.values(), key=lambda m: m["name"]), "packets": packets}
+
+
+def fail_event(kind: str) -> str | None:
+    """The event the views' "fail" runs on a node of KIND: its power-off, else its reboot (None: none)."""
+    from .events import CATALOG
+
+    for suffix in ("-power-off", "-reboot"):
+        for event in CATALOG:
+            if event.built and event.target == kind and event.name.endswith(suffix):
+                return event.name
+    return None
+
+
+def act(lab: Lab, action: str, node: str) -> str:
+    """A view's action on the running lab: fail NODE (its power-off), restore NODE, or an SRD switchover."""
+    lab.refresh()
+    if action == "switchover":
+        return f"switchover requested on {lab.switchover()}"
+    kinds = {n.name: n.kind for n in lab.plan().nodes}
+    if node not in kinds:
+        raise ValueError(f"lab {lab.name} has no node {node!r}")
+    if action == "fail":
+        event = fail_event(kinds[node])
+        if event is None:
+            raise ValueError(f"{node} is a {kinds[node]}: only SRX and MX nodes can be failed from here")
+        return lab.fail(event, node)
+    if action == "restore":
+        return "; ".join(lab.restore(node)) or f"nothing to restore on {node}"
+    raise ValueError(f"unknown action {action!r} (fail, restore, switchover)")
+
+
+RECORDS = ("state.json", "processes.json")  # what a failure event or the supervisor rewrites on a change
+POLL_S = 0.1  # how often the views look at RECORDS between two full reads
+
+
+def stamp(lab: Lab) -> tuple[int, ...]:
+    """A cheap fingerprint (modification times) of the lab's record and process table: the views read the
+    whole state again as soon as it changes (a power-off, a daemon crash), not only on their next tick."""
+    stamps = []
+    for name in RECORDS:
+        try:
+            stamps.append((lab.state_dir / name).stat().st_mtime_ns)
+        except OSError:
+            stamps.append(0)
+    return tuple(stamps)
+
+
+class Ticker:
+    """When to read again: every PERIOD seconds, and at once when `stamp` changes (checked every POLL_S)."""
+
+    def __init__(self, lab: Lab, period: float):
+        self.lab, self.period = lab, period
+        self.last = stamp(lab)
+
+    def wait(self, stop: Callable[[float], bool]) -> bool:
+        """Wait for the next read; STOP(seconds) waits up to that long and says whether to stop instead."""
+        deadline = time.monotonic() + self.period
+        while True:
+            left = deadline - time.monotonic()
+            if stop(max(0.0, min(POLL_S, left))):
+                return False
+            now = stamp(self.lab)
+            if now != self.last or time.monotonic() >= deadline:
+                self.last = now
+                return True
 
 
 def read(lab: Lab, previous: dict[str, Any] | None = None) -> dict[str, Any]:

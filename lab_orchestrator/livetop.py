@@ -9,9 +9,11 @@ Without a terminal (a pipe, a log) it prints one line per second instead.
 from __future__ import annotations
 
 import contextlib
+import os
 import select
 import sys
 import termios
+import threading
 import time
 import tty
 from collections.abc import Iterator
@@ -44,10 +46,10 @@ def roles(node: dict[str, Any]) -> str:
     return ", ".join(p for p in parts if p)
 
 
-def render(state: dict[str, Any]) -> Group:
+def render(state: dict[str, Any], prompt: str = "q quits") -> Group:
     head = Text.assemble((f"lab {state['lab']} ", "bold"),
                          (state["status"], "green" if state["ready"] else "bold red"),
-                         f"  {time.strftime('%H:%M:%S', time.localtime(state['at']))}  (q quits)")
+                         f"  {time.strftime('%H:%M:%S', time.localtime(state['at']))}  ", (prompt, "bold cyan"))
     nodes = Table("node", "kind", "state", "BGP", "roles", "restarts", expand=True)
     for n in state["nodes"]:
         bgp = f"{n['bgp_established']}/{n['bgp_sessions']}" if n["bgp_sessions"] else "-"
@@ -73,6 +75,60 @@ def line(state: dict[str, Any]) -> str:
     return f"{stamp} {state['lab']} {state['status']} {nodes} {members}"
 
 
+class Keys:
+    """The keys of `lab top` (pure): `q` quits; `f` / `r` ask for a node name (typed, Enter), then for a
+    confirmation (`y`), and only then hand out the action. Esc (or any key but `y` at the question) cancels."""
+
+    def __init__(self, nodes: list[str]):
+        self.nodes = nodes
+        self.mode = ""  # "" | "fail" | "restore" (typing a node) | "confirm"
+        self.action = ""
+        self.typed = ""
+        self.message = "f fail  r restore  q quit"
+
+    def feed(self, key: str) -> tuple[str, str] | None:
+        """One key; returns ("quit", "") or (action, node) when confirmed, else None."""
+        if self.mode == "":
+            if key in ("q", "Q"):
+                return ("quit", "")
+            if key in ("f", "r"):
+                self.mode = self.action = "fail" if key == "f" else "restore"
+                self.typed = ""
+            return None
+        if key == "\x1b":  # Esc
+            self.mode, self.message = "", "cancelled"
+            return None
+        if self.mode == "confirm":
+            self.mode = ""
+            if key in ("y", "Y"):
+                self.message = f"{self.action} {self.typed}: running..."
+                return (self.action, self.typed)
+            self.message = "cancelled"
+            return None
+        if key in ("\r", "\n"):
+            if self.typed in self.nodes:
+                self.mode = "confirm"
+            else:
+                self.mode, self.message = "", f"no node {self.typed!r}"
+        elif key in ("\x7f", "\b"):
+            self.typed = self.typed[:-1]
+        elif key == "\t":  # complete a unique prefix
+            matches = [n for n in self.nodes if n.startswith(self.typed)]
+            if len(matches) == 1:
+                self.typed = matches[0]
+        elif key.isprintable():
+            self.typed += key
+        return None
+
+    def prompt(self) -> str:
+        if self.mode in ("fail", "restore"):
+            return f"{self.mode} which node? {self.typed}_  (Enter, Tab completes, Esc cancels)"
+        if self.mode == "confirm":
+            what = "power off" if self.action == "fail" else "restore"
+            return f"{what} {self.typed}? y/N"
+        return self.message
+
+
 @contextlib.contextmanager
 def _keys() -> Iterator[None]:
     fd = sys.stdin.fileno()
@@ -84,26 +140,57 @@ def _keys() -> Iterator[None]:
         termios.tcsetattr(fd, termios.TCSADRAIN, saved)
 
 
-def _quit_pressed(timeout: float) -> bool:
+def _key(timeout: float) -> str | None:
+    """One key pressed within TIMEOUT seconds (None: none)."""
     ready, _, _ = select.select([sys.stdin], [], [], timeout)
-    return bool(ready) and sys.stdin.read(1) in ("q", "Q")
+    if not ready:
+        return None
+    return os.read(sys.stdin.fileno(), 1).decode(errors="replace") or None
 
 
 def run(lab: Lab, console: Console, iterations: int | None = None) -> None:
     state = livestate.read(lab)
     count = 0
+    ticker = livestate.Ticker(lab, REFRESH_S)
     if not (console.is_terminal and sys.stdin.isatty()):
-        while iterations is None or count < iterations:
-            time.sleep(1.0)
+        ticker.period = 1.0
+
+        def nap(seconds: float) -> bool:
+            time.sleep(seconds)
+            return False
+
+        while (iterations is None or count < iterations) and ticker.wait(nap):
             state = livestate.read(lab, state)
             sys.stdout.write(line(state) + "\n")
             sys.stdout.flush()
             count += 1
         return
-    with _keys(), Live(render(state), console=console, screen=True, auto_refresh=False) as live:
-        while iterations is None or count < iterations:
-            if _quit_pressed(REFRESH_S):
-                return
+    keys = Keys([n["name"] for n in state["nodes"]])
+    pending: list[str] = []  # results of actions running in the background
+
+    def perform(action: str, node: str) -> None:
+        try:
+            pending.append(f"{action} {node}: {livestate.act(lab, action, node)}")
+        except Exception as exc:  # noqa: BLE001 - shown on the screen, the view goes on
+            pending.append(f"{action} {node} failed: {exc}")
+
+    def stop(timeout: float) -> bool:
+        """Wait for a key up to TIMEOUT; True when the view is to end."""
+        key = _key(timeout)
+        if key is None:
+            return False
+        chosen = keys.feed(key)
+        if chosen == ("quit", ""):
+            return True
+        if chosen is not None:
+            threading.Thread(target=perform, args=chosen, daemon=True).start()
+        live.update(render(state, keys.prompt()), refresh=True)
+        return False
+
+    with _keys(), Live(render(state, keys.prompt()), console=console, screen=True, auto_refresh=False) as live:
+        while (iterations is None or count < iterations) and ticker.wait(stop):
+            while pending:
+                keys.message = pending.pop(0)
             state = livestate.read(lab, state)
-            live.update(render(state), refresh=True)
+            live.update(render(state, keys.prompt()), refresh=True)
             count += 1

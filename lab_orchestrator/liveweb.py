@@ -70,7 +70,8 @@ class Live:
         self.stopping = threading.Event()
 
     def run(self) -> None:
-        while not self.stopping.wait(REFRESH_S):
+        ticker = livestate.Ticker(self.lab, REFRESH_S)
+        while ticker.wait(self.stopping.wait):
             try:
                 state = livestate.read(self.lab, self.state)
             except Exception as exc:  # noqa: BLE001 - the lab went down: say so on the page
@@ -135,23 +136,12 @@ def make_handler(live: Live, layout: dict[str, Any], allow_actions: bool) -> typ
             length = int(self.headers.get("Content-Length") or 0)
             try:
                 request = json.loads(self.rfile.read(length))
-                done = act(live.lab, str(request["action"]), str(request.get("node", "")))
+                done = livestate.act(live.lab, str(request["action"]), str(request.get("node", "")))
                 self._send(200, json.dumps({"ok": True, "done": done}).encode(), "application/json")
             except Exception as exc:  # noqa: BLE001 - said to the page, the server goes on
                 self._send(400, json.dumps({"ok": False, "error": str(exc)}).encode(), "application/json")
 
     return Handler
-
-
-def act(lab: Lab, action: str, node: str) -> str:
-    lab.refresh()
-    if action == "fail":
-        return lab.fail("srx-power-off" if node.startswith(SRX) else "mx-reboot", node)
-    if action == "restore":
-        return "; ".join(lab.restore(node)) or f"nothing to restore on {node}"
-    if action == "switchover":
-        return f"switchover requested on {lab.switchover()}"
-    raise ValueError(f"unknown action {action}")
 
 
 def serve(lab: Lab, host: str = "127.0.0.1", port: int = 8040, allow_actions: bool = False,

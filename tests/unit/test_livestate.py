@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from lab_orchestrator import livestate, livetop
@@ -38,3 +39,52 @@ def test_picture_states_shares_pps_and_links() -> None:
     drained = livestate.picture(_raw(11.0, 600, []), second)
     assert {n["name"]: n["state"] for n in drained["nodes"]}["srx2"] == "drained"
     assert "srx2=failed" in livetop.line(second) and "srx1:100%/1000pps" in livetop.line(second)
+
+
+def test_keys_ask_a_node_then_a_confirmation_before_any_action() -> None:
+    keys = livetop.Keys(["mx1", "srx1", "srx2"])
+    assert keys.feed("x") is None and keys.mode == ""
+    for key in "fsrx2":
+        assert keys.feed(key) is None
+    assert "fail which node? srx2" in keys.prompt()
+    assert keys.feed("\r") is None and keys.prompt() == "power off srx2? y/N"
+    assert keys.feed("y") == ("fail", "srx2")
+    # anything but y at the question cancels; an unknown node is refused; Esc cancels while typing
+    for key in ("r", "m", "\t", "\r"):
+        assert keys.feed(key) is None
+    assert keys.prompt() == "restore mx1? y/N"
+    assert keys.feed("n") is None and keys.prompt() == "cancelled"
+    for key in ("f", "s", "r", "x", "\x7f", "\x7f", "q", "\r"):
+        assert keys.feed(key) is None
+    assert keys.prompt() == "no node 'sq'"
+    for key in ("f", "\x1b"):
+        assert keys.feed(key) is None
+    assert keys.mode == "" and keys.feed("q") == ("quit", "")
+
+
+def test_fail_event_is_the_kinds_power_off_else_its_reboot() -> None:
+    assert livestate.fail_event("srx") == "srx-power-off"
+    assert livestate.fail_event("mx") == "mx-reboot"
+    assert livestate.fail_event("host") is None
+
+
+class _FakeLab:
+    def __init__(self, state_dir: Any):
+        self.state_dir = state_dir
+
+
+def test_ticker_reads_again_at_once_when_the_record_changes(tmp_path: Any) -> None:
+    (tmp_path / "state.json").write_text("{}")
+    ticker = livestate.Ticker(_FakeLab(tmp_path), period=60.0)  # type: ignore[arg-type]
+    waited: list[float] = []
+
+    def stop(seconds: float) -> bool:
+        waited.append(seconds)
+        if len(waited) == 3:  # the record changes while the view waits
+            (tmp_path / "state.json").write_text('{"down_nodes": ["srx2"]}')
+            os.utime(tmp_path / "state.json", ns=(1, 1))
+        return len(waited) > 10
+
+    assert ticker.wait(stop) is True and len(waited) == 3
+    assert all(s <= livestate.POLL_S for s in waited)
+    assert ticker.wait(lambda s: True) is False  # asked to stop: no read

@@ -9,6 +9,8 @@ PYTHON := $(VENV)/bin/python
 # replaced only when absent or already a link to a lab virtualenv (see deps-link)
 LINK ?= /usr/local/bin/lab
 APT_PACKAGES = python3 python3-venv iproute2 nftables bird2 conntrack conntrackd iputils-ping graphviz tshark iperf3 openssh-client sshpass procps strongswan-charon strongswan-swanctl libcharon-extra-plugins libstrongswan-standard-plugins
+# used only by the live-view tests (`lab web` in headless Chromium, `lab top` in tmux); they skip without them
+TEST_APT_PACKAGES = chromium tmux
 DEMO_LAB ?= labs/topology3.yml
 # what `make test` runs after lint (e.g. TESTS=tests/unit)
 TESTS ?= tests
@@ -32,7 +34,7 @@ help:
 deps: deps-apt deps-python deps-link
 
 deps-apt:
-	@$(MAKE) -s apt-install PACKAGES="$(APT_PACKAGES)"
+	@$(MAKE) -s apt-install PACKAGES="$(APT_PACKAGES) $(TEST_APT_PACKAGES)"
 
 apt-install:
 	@missing=""; for p in $(PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -88,7 +90,7 @@ test-fresh:
 	.ci/test-fresh all
 
 print-apt-packages:
-	@echo $(APT_PACKAGES)
+	@echo $(APT_PACKAGES) $(TEST_APT_PACKAGES)
 
 demo: deps
 	@$(VENV_PATH) $(PYTHON) -m lab_orchestrator.demo $(DEMO_LAB)

@@ -12,8 +12,9 @@ from .common import app, guarded, out
 def top(
     lab: str | None = typer.Argument(None, help="Lab name (default: the only running lab)."),
 ) -> None:
-    """A live terminal view (twice a second): node states, BGP, SRG/SRD/HSRP roles, restarts, each selector
-    member's share and packets/s. `q` quits; without a terminal, one line per second."""
+    """A live terminal view (twice a second, and at once when a node fails): node states, BGP, SRG/SRD/HSRP
+    roles, restarts, each selector member's share and packets/s. Keys: `f` / `r` fail (power off) / restore a
+    node (asks its name, then a confirmation), `q` quits. Without a terminal: one line per second."""
     from .. import livetop
 
     def run() -> None:

@@ -148,8 +148,15 @@ class Chromium:
                 raise BrowserError(f"after {timeout} s still false: {expression} (last: {value!r})")
             time.sleep(interval)
 
-    def screenshot(self, path: Path) -> Path:
-        data = self.call("Page.captureScreenshot", {"format": "png"}, timeout=30)["data"]
+    def screenshot(self, path: Path, selector: str | None = None) -> Path:
+        """A PNG of the page (or of the element SELECTOR only) into PATH."""
+        params: dict[str, Any] = {"format": "png"}
+        if selector is not None:
+            box = self.evaluate(f"(r => [r.x, r.y, r.width, r.height])(document.querySelector({selector!r})"
+                                ".getBoundingClientRect())")
+            params.update(clip={"x": box[0], "y": box[1], "width": box[2], "height": box[3], "scale": 1},
+                          captureBeyondViewport=True)
+        data = self.call("Page.captureScreenshot", params, timeout=30)["data"]
         path.write_bytes(base64.b64decode(data))
         return path
 

@@ -1,7 +1,8 @@
 """The live state of a running lab, for `lab top` and `lab web`: one read, one JSON-able picture.
 
 `collect(lab)` reads what the lab already publishes, through the Lab API (`lab status`: nodes, daemons,
-BGP, readiness; the selector, MNHA, SRD, HSRP and CLB status files that the daemons write); it starts
+BGP, readiness; the selector, MNHA, SRD, HSRP and CLB status files that the daemons write; the recent
+events with their verdicts, eventlog); it starts
 no daemon and asks none. `picture(raw, previous)` is pure: it turns that read into what the views draw
 (per node a state and a colour class, per SRX its buckets and packets per second from the MX counters,
 per link up or down) and is unit-tested without a lab.
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from labkit.contracts import HSRP_STATUS, IKEV2_STATUS, MXLB_STATUS
 
+from . import eventlog
 from .kinds.host import KIND as _HOST
 from .kinds.ios_router import KIND as _IOS
 from .kinds.mx import KIND as _MX
@@ -25,6 +27,9 @@ MX, SRX, IOS, HOST = _MX.name, _SRX.name, _IOS.name, _HOST.name
 
 if TYPE_CHECKING:
     from .api import Lab
+
+
+RECENT_EVENTS = 6  # the views show the last few events (newest first)
 
 
 def _read(lab: Lab, node: str, name: str) -> dict[str, Any] | None:
@@ -44,7 +49,8 @@ def collect(lab: Lab) -> dict[str, Any]:
                            "down_links": [list(p) for p in lab.state.down_links],
                            "links": [[v.a.node, v.b.node, v.a.zone or v.b.zone or ""] for v in plan.veths
                                      if v.a.node != v.b.node],
-                           "redundancy": lab.redundancy(), "selectors": {}, "hsrp": {}, "clb": {}}
+                           "redundancy": lab.redundancy(), "selectors": {}, "hsrp": {}, "clb": {},
+                           "events": eventlog.read(lab.state_dir)}
     for node in plan.nodes:
         if node.kind == MX:
             raw["selectors"][node.name] = _read(lab, node.name, MXLB_STATUS)
@@ -120,9 +126,11 @@ def picture(raw: dict[str, Any], previous: dict[str, Any] | None = None) -> dict
     for a, b, zone in raw["links"]:
         failed = a in down or b in down or [a, b] in raw["down_links"] or [b, a] in raw["down_links"]
         links.append({"a": a, "b": b, "zone": zone, "up": not failed})
+    events = [{k: e.get(k) for k in ("event", "target", "started", "finished", "verdict", "detail")}
+              for e in raw.get("events", [])[-RECENT_EVENTS:]][::-1]
     return {"at": raw["at"], "lab": raw["lab"], "status": status["status"], "ready": status["ready"],
             "problems": status["problems"], "nodes": nodes, "links": links,
-            "members": sorted(members.values(), key=lambda m: m["name"]), "packets": packets}
+            "members": sorted(members.values(), key=lambda m: m["name"]), "packets": packets, "events": events}
 
 
 def fail_event(kind: str) -> str | None:
@@ -154,7 +162,8 @@ def act(lab: Lab, action: str, node: str) -> str:
     raise ValueError(f"unknown action {action!r} (fail, restore, switchover)")
 
 
-RECORDS = ("state.json", "processes.json")  # what a failure event or the supervisor rewrites on a change
+# what a failure event, the supervisor or an event run rewrites on a change
+RECORDS = ("state.json", "processes.json", eventlog.LOG_NAME)
 POLL_S = 0.1  # how often the views look at RECORDS between two full reads
 
 

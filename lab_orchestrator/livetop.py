@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from .api import Lab
 
 REFRESH_S = 0.5
+VERDICT_STYLE = {"passed": "green", "failed": "bold red", "error": "bold red", "running": "bold yellow"}
 STYLE = {"up": "green", "failed": "bold red", "degraded": "yellow", "drained": "cyan"}
 
 
@@ -59,11 +60,18 @@ def render(state: dict[str, Any], prompt: str = "q quits") -> Group:
     for m in state["members"]:
         members.add_row(m["name"], Text("yes", "green") if m["alive"] else Text("no", "bold red"),
                         f"{100 * m['share']:.1f} %", f"{m['pps']:.0f}")
+    events = Table("event", "target", "at", "verdict", "", expand=True)
+    for e in state.get("events", []):
+        at = time.strftime("%H:%M:%S", time.localtime(e["started"])) if e.get("started") else ""
+        events.add_row(e["event"], e["target"], at, Text(e["verdict"], VERDICT_STYLE.get(e["verdict"], "")),
+                       e.get("detail") or "")
     parts: list[Any] = [head]
     parts += [Text(f"not ready: {p}", "red") for p in state["problems"]]
     parts.append(nodes)
     if state["members"]:
         parts.append(members)
+    if state.get("events"):
+        parts.append(events)
     return Group(*parts)
 
 

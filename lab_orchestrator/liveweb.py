@@ -26,6 +26,7 @@ MX, SRX, IOS, HOST = _MX.name, _SRX.name, _IOS.name, _HOST.name
 
 if TYPE_CHECKING:
     from .api import Lab
+    from .model import Topology
 
 REFRESH_S = 0.5
 
@@ -39,7 +40,6 @@ def page_text() -> str:
 
 def drawing(lab: Lab) -> dict[str, Any]:
     """Where each node goes (graph.layout of the lab's topology; a grid by kind if it cannot be read)."""
-    from . import graph
     from .validate import load_topology
 
     try:
@@ -51,6 +51,13 @@ def drawing(lab: Lab) -> dict[str, Any]:
                  for n in plan.nodes]
         edges = [{"a": v.a.node, "b": v.b.node, "zone": v.a.zone or ""} for v in plan.veths if v.a.node != v.b.node]
         return {"nodes": nodes, "edges": edges, "boxes": {}}
+    return layout_of(topo)
+
+
+def layout_of(topo: Topology) -> dict[str, Any]:
+    """The page's drawing of a topology (pure): `lab graph`'s columns, edges and pair boxes."""
+    from . import graph
+
     layout = graph.layout(topo)
     nodes = [{"id": ident, "node": ident.split("__")[0], "label": label.replace("\n", " "), "column": column,
               "kind": kind} for ident, (label, column, kind) in layout.nodes.items()]

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from labkit import netnsutil
 from labkit.contracts import MNHA_STATUS, MXLB_STATUS, SRD_STATUS
 
-from .. import hostcheck
+from .. import eventlog, hostcheck
 from ..diagnostics import LabError
 from ..state import LabState, running_labs, state_dir
 
@@ -258,17 +258,23 @@ class Lab:
             name = daemon or ops.default_daemon(self.state, node)
             seconds = ops.crash_daemon(self.state, node, name)
             if seconds is None:
+                eventlog.record(self.state_dir, event, node, "error", f"{name} not running again after 10 s")
                 raise LabError(f"{node}/{name} killed (SIGKILL) but not running again after 10 s; "
                                f"see `lab status` and its log")
-            return f"{node}/{name} killed (SIGKILL); the supervisor had it running again after {seconds:.2f} s"
-        return ops.inject(self.state, self.plan(), event, node, down_time=down_time, peer=peer)
+            done = f"{node}/{name} killed (SIGKILL); the supervisor had it running again after {seconds:.2f} s"
+        else:
+            done = ops.inject(self.state, self.plan(), event, node, down_time=down_time, peer=peer)
+        eventlog.record(self.state_dir, event, node, "done", done)
+        return done
 
     def restore(self, node: str) -> list[str]:
         """Undo lasting failure events on a node (power on, failed links up); what was done."""
         from .. import ops
 
         hostcheck.require_root()
-        return ops.restore(self.state, self.plan(), node)
+        done = ops.restore(self.state, self.plan(), node)
+        eventlog.record(self.state_dir, "restore", node, "done", "; ".join(done) or "nothing to restore")
+        return done
 
     def restart(self, node: str, process: str, kill: bool = False) -> Restarted:
         """Stop one daemon (SIGKILL with kill) and start the same command again under the supervisor."""
@@ -344,7 +350,14 @@ class Lab:
         from .. import eventrun
         from .. import events as eventsmod
 
-        result = eventrun.run_event(self.state, self.plan(), eventsmod.BY_NAME[event], target, spec,
-                                    progress=progress, daemon=daemon)
+        started = time.time()
+        ident = eventlog.record(self.state_dir, event, target, "running", "under traffic", started)
+        try:
+            result = eventrun.run_event(self.state, self.plan(), eventsmod.BY_NAME[event], target, spec,
+                                        progress=progress, daemon=daemon)
+        except BaseException as exc:
+            eventlog.record(self.state_dir, event, target, "error", str(exc) or type(exc).__name__, started, ident)
+            raise
         self.refresh()
+        eventlog.record(self.state_dir, event, target, *eventlog.summary(result), started=started, ident=ident)
         return result

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
+import pytest
+
 from lab_orchestrator import livestate, livetop
 
 
@@ -88,3 +90,41 @@ def test_ticker_reads_again_at_once_when_the_record_changes(tmp_path: Any) -> No
     assert ticker.wait(stop) is True and len(waited) == 3
     assert all(s <= livestate.POLL_S for s in waited)
     assert ticker.wait(lambda s: True) is False  # asked to stop: no read
+
+
+def test_event_log_keeps_the_last_entries_and_a_run_is_rewritten_when_judged(tmp_path: Any) -> None:
+    from lab_orchestrator import eventlog
+
+    assert eventlog.read(tmp_path) == []
+    ident = eventlog.record(tmp_path, "srx-power-off", "srx2", "running", "under traffic", started=100.0)
+    verdict, line = eventlog.summary({"passed": False, "recovered": True, "affected_flows": 50,
+                                      "convergence_ms": {"max": 412.4}, "packets_lost_by_unaffected_flows": 3})
+    assert verdict == "failed" and line == "convergence 412 ms, 50 flows affected, unaffected loss 3, recovered"
+    eventlog.record(tmp_path, "srx-power-off", "srx2", verdict, line, started=100.0, ident=ident)
+    entries = eventlog.read(tmp_path)
+    assert len(entries) == 1 and entries[0]["verdict"] == "failed" and entries[0]["started"] == 100.0
+    assert entries[0]["finished"] is not None
+    for i in range(eventlog.KEEP + 3):
+        eventlog.record(tmp_path, "restore", f"srx{i}", "done")
+    entries = eventlog.read(tmp_path)
+    assert len(entries) == eventlog.KEEP and entries[-1]["target"] == f"srx{eventlog.KEEP + 2}"
+    with pytest.raises(ValueError, match="maybe"):
+        eventlog.record(tmp_path, "restore", "srx1", "maybe")
+    (tmp_path / eventlog.LOG_NAME).write_text("{not json")
+    assert eventlog.read(tmp_path) == []
+
+
+def test_picture_shows_the_recent_events_newest_first() -> None:
+    raw = _raw(10.0, 0, [])
+    raw["events"] = [{"id": str(i), "event": "srx-power-off", "target": f"srx{i}", "started": float(i),
+                      "finished": None, "verdict": "running" if i == 9 else "passed", "detail": ""}
+                     for i in range(10)]
+    state = livestate.picture(raw)
+    assert [e["target"] for e in state["events"]] == [f"srx{i}" for i in range(9, 9 - livestate.RECENT_EVENTS, -1)]
+    assert state["events"][0]["verdict"] == "running"
+    from rich.console import Console
+
+    console = Console(width=140, record=True, file=open(os.devnull, "w"))  # noqa: SIM115
+    console.print(livetop.render(state))
+    text = console.export_text()
+    assert "srx9" in text and "running" in text and "srx3" not in text

@@ -1,0 +1,105 @@
+"""The `lab web` page in headless Chromium against a made-up live state (no lab, no root): every node of
+topology3 drawn and coloured, tables filled, and a pushed state (server-sent events) applied in place."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from http.server import ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from headless import Chromium, chromium_problem
+
+from lab_orchestrator import livestate, liveweb
+from lab_orchestrator.validate import load_topology
+
+REPO = Path(__file__).resolve().parents[2]
+TOPOLOGY = load_topology(REPO / "labs" / "topology3.yml").topology
+
+
+def raw_state(at: float, down: list[str], events: list[dict[str, Any]]) -> dict[str, Any]:
+    """What livestate.collect would read from a running topology3, made up."""
+    daemon = {"name": "bird", "running": True, "state": "running", "restarts": 0}
+    nodes = [{"name": name, "kind": node.kind, "daemons": [] if name in down else [daemon],
+              "bgp": [] if name in down else [{"info": "Established"}]} for name, node in TOPOLOGY.nodes.items()]
+    members = [{"name": m, "alive": "srx2" not in down or m != "MNHA_SRX1", "buckets": 128,
+                "counters": {"trust": {"packets": int(at * 1000)}}} for m in ("MNHA_SRX1", "MNHA_SRX3")]
+    return {"at": at, "lab": "t3", "down_nodes": down, "down_links": [],
+            "status": {"status": "ready", "ready": True, "problems": [], "nodes": nodes},
+            "links": [["mx1", "srx2", "trust"], ["mx1", "srx1", "trust"]],
+            "redundancy": {"mnha": {"srx1": {"srg1": {"role": "active"}}, "srx2": {"srg1": {"role": "backup"}}},
+                           "srd": {}},
+            "selectors": {"mx1": {"mode": "tlb", "buckets": 256, "members": members}}, "hsrp": {}, "clb": {},
+            "events": events}
+
+
+class FakeLive(liveweb.Live):
+    """liveweb.Live without a lab: the test pushes each state."""
+
+    def __init__(self, state: dict[str, Any]):  # noqa: D107 - no lab to read
+        self.state, self.history, self.version = state, [], 0
+        self.changed = threading.Condition()
+        self.stopping = threading.Event()
+
+    def push(self, state: dict[str, Any]) -> None:
+        with self.changed:
+            self.state = state
+            self.version += 1
+            self.changed.notify_all()
+
+
+@pytest.fixture
+def page() -> Iterator[tuple[str, FakeLive]]:
+    reason = chromium_problem()
+    if reason:
+        pytest.skip(reason)
+    first = livestate.picture(raw_state(10.0, [], []))
+    live = FakeLive(first)
+    server = ThreadingHTTPServer(("127.0.0.1", 0),
+                                 liveweb.make_handler(live, liveweb.layout_of(TOPOLOGY), allow_actions=False))
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/", live
+    finally:
+        live.stopping.set()
+        with live.changed:
+            live.changed.notify_all()
+        server.shutdown()
+        server.server_close()
+
+
+STATE = "document.querySelector('g.node[data-node=\"{}\"]').dataset.state"
+
+
+def test_page_draws_every_node_and_applies_pushed_states(page: tuple[str, FakeLive]) -> None:
+    url, live = page
+    with Chromium() as browser:
+        browser.open(url)
+        drawn, _ = browser.wait_for("Array.from(document.querySelectorAll('g.node[data-state]'))"
+                                    ".map(g => g.dataset.node)", timeout=20)
+        assert sorted(set(drawn)) == sorted(TOPOLOGY.nodes)
+        assert browser.evaluate(STATE.format("srx2")) == "up"
+        assert browser.evaluate("document.querySelector('g.node[data-node=\"srx1\"] text.role').textContent") \
+            == "SRG1 active"
+        assert browser.evaluate("document.querySelectorAll('#members tbody tr').length") == 2
+        assert browser.evaluate("document.querySelectorAll('#events tbody tr').length") == 0
+        assert browser.evaluate("document.querySelectorAll('button').length") == 0  # read-only page
+        run = {"id": "1", "event": "srx-power-off", "target": "srx2", "started": 11.0, "finished": None,
+               "verdict": "running", "detail": "under <traffic>"}
+        live.push(livestate.picture(raw_state(11.0, ["srx2"], [run]), live.state))
+        browser.wait_for(STATE.format("srx2") + " === 'failed'", timeout=10)
+        assert browser.evaluate(STATE.format("srx1")) == "up"
+        assert browser.evaluate("document.querySelectorAll('line.link.down').length") >= 1
+        assert browser.evaluate("document.querySelector('#events tbody td.running').textContent") == "running"
+        # the detail is text, not markup
+        assert browser.evaluate("document.querySelector('#events tbody tr').lastElementChild.textContent") \
+            == "under <traffic>"
+        assert browser.evaluate("performance.getEntriesByType('navigation').length") == 1
+        judged = {**run, "verdict": "passed", "finished": 14.0, "detail": "convergence 120 ms"}
+        live.push(livestate.picture(raw_state(12.0, [], [judged]), live.state))
+        browser.wait_for(STATE.format("srx2") + " === 'up'", timeout=10)
+        browser.wait_for("document.querySelector('#events tbody td.passed') !== null", timeout=10)
+        assert browser.evaluate("document.querySelectorAll('line.link.down').length") == 0

@@ -188,9 +188,25 @@ def test_top_in_tmux_shows_every_srx_and_a_power_off_live(lab: PlanFacts) -> Non
             screen, _ = pane.wait_for(lambda s: top_rows(s).get("srx2") == "failed",
                                       timeout=max(0.0, SHOWN_WITHIN_S - (time.monotonic() - returned)))
             assert top_rows(screen)["srx1"] == "up"
+            pane.wait_for(lambda s: "srx-power-off" in s, timeout=5)  # the recent events list it
+            # restore through the keys: asked for the node, then for a confirmation; "n" does nothing
+            pane.keys("r")
+            pane.keys("-l", "srx2")
+            pane.keys("Enter")
+            pane.wait_for(lambda s: "restore srx2? y/N" in s, timeout=5)
+            pane.keys("n")
+            pane.wait_for(lambda s: "cancelled" in s, timeout=5)
+            time.sleep(1.0)  # (nothing may happen: give it the time to go wrong)
+            assert top_rows(pane.screen()).get("srx2") == "failed"
+            pane.keys("r")
+            pane.keys("-l", "srx2")
+            pane.keys("Enter")
+            pane.wait_for(lambda s: "restore srx2? y/N" in s, timeout=5)
+            pane.keys("y")
+            pane.wait_for(lambda s: top_rows(s).get("srx2") not in (None, "failed"), timeout=30)
+            pane.wait_for(lambda s: "srx2 powered on" in s, timeout=30)
         finally:
-            restore_srx2()
-        pane.wait_for(lambda s: top_rows(s).get("srx2") not in (None, "failed"), timeout=15)
+            restore_srx2()  # (nothing left to do when the keys did it)
         pane.keys("q")
         deadline = time.monotonic() + 10
         while not pane.dead() and time.monotonic() < deadline:

@@ -16,7 +16,7 @@ import termios
 import threading
 import time
 import tty
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console, Group
@@ -84,21 +84,24 @@ def line(state: dict[str, Any]) -> str:
 
 
 class Keys:
-    """The keys of `lab top` (pure): `q` quits; `f` / `r` ask for a node name (typed, Enter), then for a
-    confirmation (`y`), and only then hand out the action. Esc (or any key but `y` at the question) cancels."""
+    """The keys of `lab top` (pure): `q` quits, `l` goes to the next running lab; `f` / `r` ask for a node
+    name (typed, Enter), then for a confirmation (`y`), and only then hand out the action. Esc (or any key but
+    `y` at the question) cancels."""
 
     def __init__(self, nodes: list[str]):
         self.nodes = nodes
         self.mode = ""  # "" | "fail" | "restore" (typing a node) | "confirm"
         self.action = ""
         self.typed = ""
-        self.message = "f fail  r restore  q quit"
+        self.message = "f fail  r restore  l next lab  q quit"
 
     def feed(self, key: str) -> tuple[str, str] | None:
         """One key; returns ("quit", "") or (action, node) when confirmed, else None."""
         if self.mode == "":
             if key in ("q", "Q"):
                 return ("quit", "")
+            if key == "l":
+                return ("next-lab", "")
             if key in ("f", "r"):
                 self.mode = self.action = "fail" if key == "f" else "restore"
                 self.typed = ""
@@ -156,7 +159,9 @@ def _key(timeout: float) -> str | None:
     return os.read(sys.stdin.fileno(), 1).decode(errors="replace") or None
 
 
-def run(lab: Lab, console: Console, iterations: int | None = None) -> None:
+def run(lab: Lab, console: Console, iterations: int | None = None,
+        labs: Callable[[], list[Lab]] | None = None) -> None:
+    """The view of LAB until `q` (ITERATIONS reads at most); LABS lists the running labs for `l`."""
     state = livestate.read(lab)
     count = 0
     ticker = livestate.Ticker(lab, REFRESH_S)
@@ -173,32 +178,71 @@ def run(lab: Lab, console: Console, iterations: int | None = None) -> None:
             sys.stdout.flush()
             count += 1
         return
-    keys = Keys([n["name"] for n in state["nodes"]])
-    pending: list[str] = []  # results of actions running in the background
+    screen = _Screen(lab, state, labs or (lambda: [lab]))
+    with _keys(), Live(screen.render(), console=console, screen=True, auto_refresh=False) as live:
+        screen.live = live
+        while iterations is None or count < iterations:
+            if not screen.ticker.wait(screen.stop):
+                if screen.quit:
+                    return
+                screen.switch()
+            screen.refresh()
+            count += 1
 
-    def perform(action: str, node: str) -> None:
+
+class _Screen:
+    """The full-screen view: one lab at a time, its keys, the results of actions done in the background."""
+
+    def __init__(self, lab: Lab, state: dict[str, Any], labs: Callable[[], list[Lab]]):
+        self.labs, self.lab, self.state = labs, lab, state
+        self.ticker = livestate.Ticker(lab, REFRESH_S)
+        self.keys = Keys([n["name"] for n in state["nodes"]])
+        self.pending: list[str] = []
+        self.quit = False
+        self.live: Live | None = None
+
+    def render(self) -> Group:
+        return render(self.state, self.keys.prompt())
+
+    def refresh(self) -> None:
+        while self.pending:
+            self.keys.message = self.pending.pop(0)
+        self.state = livestate.read(self.lab, self.state)
+        if self.live is not None:
+            self.live.update(self.render(), refresh=True)
+
+    def switch(self) -> None:
+        """To the next running lab (in name order, around)."""
+        names = sorted(((other.name, other) for other in self.labs()), key=lambda p: p[0])
+        if not names:
+            self.keys.message = "no lab is running"
+            return
+        later = [other for name, other in names if name > self.lab.name]
+        self.lab = later[0] if later else names[0][1]
+        self.state = livestate.read(self.lab)
+        self.ticker = livestate.Ticker(self.lab, REFRESH_S)
+        self.keys = Keys([n["name"] for n in self.state["nodes"]])
+        self.keys.message = f"lab {self.lab.name} ({len(names)} running; l: next)"
+
+    def perform(self, action: str, node: str) -> None:
         try:
-            pending.append(f"{action} {node}: {livestate.act(lab, action, node)}")
+            self.pending.append(f"{action} {node}: {livestate.act(self.lab, action, node)}")
         except Exception as exc:  # noqa: BLE001 - shown on the screen, the view goes on
-            pending.append(f"{action} {node} failed: {exc}")
+            self.pending.append(f"{action} {node} failed: {exc}")
 
-    def stop(timeout: float) -> bool:
-        """Wait for a key up to TIMEOUT; True when the view is to end."""
+    def stop(self, timeout: float) -> bool:
+        """Wait for a key up to TIMEOUT; True when the view stops waiting (quit, or another lab)."""
         key = _key(timeout)
         if key is None:
             return False
-        chosen = keys.feed(key)
+        chosen = self.keys.feed(key)
         if chosen == ("quit", ""):
+            self.quit = True
+            return True
+        if chosen == ("next-lab", ""):
             return True
         if chosen is not None:
-            threading.Thread(target=perform, args=chosen, daemon=True).start()
-        live.update(render(state, keys.prompt()), refresh=True)
+            threading.Thread(target=self.perform, args=chosen, daemon=True).start()
+        if self.live is not None:
+            self.live.update(self.render(), refresh=True)
         return False
-
-    with _keys(), Live(render(state, keys.prompt()), console=console, screen=True, auto_refresh=False) as live:
-        while (iterations is None or count < iterations) and ticker.wait(stop):
-            while pending:
-                keys.message = pending.pop(0)
-            state = livestate.read(lab, state)
-            live.update(render(state, keys.prompt()), refresh=True)
-            count += 1

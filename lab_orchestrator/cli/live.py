@@ -5,21 +5,26 @@ from __future__ import annotations
 import typer
 
 from .. import api
+from ..diagnostics import LabError
 from .common import app, guarded, out
 
 
 @app.command()
 def top(
-    lab: str | None = typer.Argument(None, help="Lab name (default: the only running lab)."),
+    lab: str | None = typer.Argument(None, help="Lab name (default: the first running lab; `l` goes to the next)."),
 ) -> None:
     """A live terminal view (twice a second, and at once when a node fails): node states, BGP, SRG/SRD/HSRP
-    roles, restarts, each selector member's share and packets/s. Keys: `f` / `r` fail (power off) / restore a
-    node (asks its name, then a confirmation), `q` quits. Without a terminal: one line per second."""
+    roles, restarts, each selector member's share and packets/s, recent events. Keys: `f` / `r` fail (power off) /
+    restore a node (asks its name, then a confirmation), `l` next running lab, `q` quits. Without a terminal:
+    one line per second."""
     from .. import livetop
 
     def run() -> None:
+        running = api.labs(lab)
+        if not running:
+            raise LabError("no lab is running (`lab up labs/topology3.yml`)")
         try:
-            livetop.run(api.pick(lab), out)
+            livetop.run(sorted(running, key=lambda r: r.name)[0], out, labs=api.labs)
         except KeyboardInterrupt:
             return
 

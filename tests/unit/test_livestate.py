@@ -62,6 +62,10 @@ def test_keys_ask_a_node_then_a_confirmation_before_any_action() -> None:
     for key in ("f", "\x1b"):
         assert keys.feed(key) is None
     assert keys.mode == "" and keys.feed("q") == ("quit", "")
+    assert keys.feed("l") == ("next-lab", "")
+    for key in ("f", "l"):  # while typing a name, l is a letter
+        assert keys.feed(key) is None
+    assert keys.typed == "l"
 
 
 def test_fail_event_is_the_kinds_power_off_else_its_reboot() -> None:

@@ -116,11 +116,12 @@ def node_states(state: dict[str, Any]) -> dict[str, str]:
 
 
 def wait_lab_settled(base: str, timeout: float = 30.0) -> dict[str, Any]:
-    """The JSON endpoint once every SRX is up again (after a restore the daemons take a moment)."""
+    """The JSON endpoint once every SRX is up and the selector has published its members."""
     deadline = time.monotonic() + timeout
     while True:
         state: dict[str, Any] = json.loads(get(base + "/state.json"))
-        if all(node_states(state).get(s) == "up" for s in SRXS) or time.monotonic() > deadline:
+        settled = all(node_states(state).get(s) == "up" for s in SRXS) and len(state["members"]) == 2
+        if settled or time.monotonic() > deadline:
             return state
         time.sleep(0.2)
 

@@ -70,6 +70,16 @@ def _member_packets(selectors: dict[str, Any]) -> dict[str, int]:
     return totals
 
 
+def roles(node: dict[str, Any]) -> str:
+    """A node's roles in one line: SRG0 (an SRG0-only pair) or SRG1/SRG2, SRD, HSRP, CLB, selector mode."""
+    srg0 = f"SRG0 {node['srg0']}" if node.get("srg0") and node.get("mnha_mode") == "srg0" else ""
+    parts = [srg0, f"SRG1 {node['srg1']}" if node.get("srg1") else "",
+             f"SRG2 {node['srg2']}" if node.get("srg2") else "",
+             f"SRD {node['srd']}" if node.get("srd") else "", f"HSRP {node['hsrp']}" if node.get("hsrp") else "",
+             f"CLB {node['clb']}" if node.get("clb") else "", str(node.get("mode") or "")]
+    return ", ".join(p for p in parts if p)
+
+
 def picture(raw: dict[str, Any], previous: dict[str, Any] | None = None) -> dict[str, Any]:
     """What the views draw, from one `collect` (and the previous picture, for packets per second)."""
     status = raw["status"]
@@ -106,8 +116,11 @@ def picture(raw: dict[str, Any], previous: dict[str, Any] | None = None) -> dict
         state = "failed" if name in down else "degraded" if row["daemons_down"] else "up"
         if kind == SRX:
             role = mnha.get(name) or {}
+            row["mnha_mode"] = role.get("mode")
             row["srg0"] = (role.get("srg0") or {}).get("role")
-            row["srg1"] = (role.get("srg1") or {}).get("role")
+            # in an SRG0-only pair both nodes are active and the SRG1 role is a placeholder: not shown
+            row["srg1"] = (role.get("srg1") or {}).get("role") if role.get("mode") != "srg0" else None
+            row["srg2"] = (role.get("srg2") or {}).get("role")
             mine = members.get(name)
             if mine is not None:
                 row.update(buckets=mine["buckets"], share=mine["share"], pps=mine["pps"])
@@ -120,7 +133,12 @@ def picture(raw: dict[str, Any], previous: dict[str, Any] | None = None) -> dict
             groups = (raw["hsrp"].get(name) or {}).get("groups") or []
             row["hsrp"] = groups[0].get("state") if groups else None
             row["clb"] = ((raw["clb"].get(name) or {}).get("cluster") or {}).get("role")
+        if state == "failed":  # a powered-off box holds no role (its daemons' last status files remain)
+            for key in ("srg0", "srg1", "srg2", "srd", "hsrp", "clb"):
+                if row.get(key) is not None:
+                    row[key] = None
         row["state"] = state
+        row["roles"] = roles(row)
         nodes.append(row)
     links = []
     for a, b, zone in raw["links"]:

@@ -40,13 +40,6 @@ VERDICT_STYLE = {"passed": "green", "failed": "bold red", "error": "bold red", "
 STYLE = {"up": "green", "failed": "bold red", "degraded": "yellow", "drained": "cyan"}
 
 
-def roles(node: dict[str, Any]) -> str:
-    parts = [f"SRG1 {node['srg1']}" if node.get("srg1") else "", f"SRD {node['srd']}" if node.get("srd") else "",
-             f"HSRP {node['hsrp']}" if node.get("hsrp") else "", f"CLB {node['clb']}" if node.get("clb") else "",
-             str(node.get("mode") or "")]
-    return ", ".join(p for p in parts if p)
-
-
 def render(state: dict[str, Any], prompt: str = "q quits") -> Group:
     head = Text.assemble((f"lab {state['lab']} ", "bold"),
                          (state["status"], "green" if state["ready"] else "bold red"),
@@ -54,7 +47,7 @@ def render(state: dict[str, Any], prompt: str = "q quits") -> Group:
     nodes = Table("node", "kind", "state", "BGP", "roles", "restarts", expand=True)
     for n in state["nodes"]:
         bgp = f"{n['bgp_established']}/{n['bgp_sessions']}" if n["bgp_sessions"] else "-"
-        nodes.add_row(n["name"], n["kind"], Text(n["state"], STYLE.get(n["state"], "")), bgp, roles(n),
+        nodes.add_row(n["name"], n["kind"], Text(n["state"], STYLE.get(n["state"], "")), bgp, n.get("roles", ""),
                       str(n["restarts"] or ""))
     members = Table("selector member", "alive", "share", "pps", expand=True)
     for m in state["members"]:

@@ -180,18 +180,23 @@ def top_rows(screen: str) -> dict[str, str]:
     return rows
 
 
+def power_offs(screen: str) -> int:
+    """Rows of the recent events table naming srx2's power-off."""
+    return sum(1 for line in screen.splitlines() if "srx-power-off" in line and "srx2" in line)
+
+
 def test_top_in_tmux_shows_every_srx_and_a_power_off_live(lab: PlanFacts) -> None:
     reason = tmux_problem()
     if reason:
         pytest.skip(reason)
-    with Tmux(lab_argv("top", NAME), width=140, height=40, cwd=REPO) as pane:
-        pane.wait_for(lambda s: all(top_rows(s).get(x) == "up" for x in SRXS), timeout=30)
+    with Tmux(lab_argv("top", NAME), width=150, height=60, cwd=REPO) as pane:
+        before, _ = pane.wait_for(lambda s: all(top_rows(s).get(x) == "up" for x in SRXS), timeout=30)
         try:
             returned = power_off_srx2()
             screen, _ = pane.wait_for(lambda s: top_rows(s).get("srx2") == "failed",
                                       timeout=max(0.0, SHOWN_WITHIN_S - (time.monotonic() - returned)))
             assert top_rows(screen)["srx1"] == "up"
-            pane.wait_for(lambda s: "srx-power-off" in s, timeout=5)  # the recent events list it
+            pane.wait_for(lambda s: power_offs(s) == power_offs(before) + 1, timeout=5)  # in the recent events
             # restore through the keys: asked for the node, then for a confirmation; "n" does nothing
             pane.keys("r")
             pane.keys("-l", "srx2")

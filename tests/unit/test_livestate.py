@@ -132,3 +132,16 @@ def test_picture_shows_the_recent_events_newest_first() -> None:
     console.print(livetop.render(state))
     text = console.export_text()
     assert "srx9" in text and "running" in text and "srx3" not in text
+
+
+def test_roles_follow_the_mnha_mode_and_a_failed_node_has_none() -> None:
+    raw = _raw(10.0, 0, ["srx2"])
+    raw["redundancy"]["mnha"] = {
+        "srx1": {"mode": "srg0", "srg0": {"role": "active"}, "srg1": {"role": "active"}},
+        "srx2": {"mode": "srg0", "srg0": {"role": "active"}, "srg1": {"role": "active"}}}
+    nodes = {n["name"]: n for n in livestate.picture(raw)["nodes"]}
+    assert nodes["srx1"]["roles"] == "SRG0 active" and nodes["srx1"]["srg1"] is None
+    assert nodes["srx2"]["roles"] == "" and nodes["srx2"]["srg0"] is None  # powered off: stale file ignored
+    assert nodes["mx1"]["roles"] == "SRD master, chash"
+    raw["redundancy"]["mnha"]["srx1"] = {"mode": "srg1", "srg0": {"role": "active"}, "srg1": {"role": "backup"}}
+    assert {n["name"]: n for n in livestate.picture(raw)["nodes"]}["srx1"]["roles"] == "SRG1 backup"

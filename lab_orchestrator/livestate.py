@@ -80,13 +80,39 @@ def roles(node: dict[str, Any]) -> str:
     return ", ".join(p for p in parts if p)
 
 
+HOLD_RATE_S = 3.0  # a member's last rate stays shown this long while its counters do not move
+
+
+def _counted_at(raw: dict[str, Any]) -> float:
+    """When the selectors' counters were read (their status time; this read's time if they say none)."""
+    times = [float(sel["updated_at"]) for sel in raw["selectors"].values() if sel and sel.get("updated_at")]
+    return max(times) if times else float(raw["at"])
+
+
+def _rates(packets: dict[str, int], counted_at: float, now: float,
+           before: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+    """Packets per second per member between the last two different counter readings. The selector reads
+    its counters about once a second and the views twice a second: a rate over each view tick would swing
+    between 0 and twice the truth, so a reading that has not moved keeps the last rate (HOLD_RATE_S)."""
+    out: dict[str, dict[str, float]] = {}
+    for name, count in packets.items():
+        last = before.get(name)
+        if last is None or count < last["packets"]:  # first sight, or counters reset (a restarted daemon)
+            out[name] = {"at": counted_at, "packets": count, "pps": 0.0}
+        elif count != last["packets"] and counted_at > last["at"]:
+            out[name] = {"at": counted_at, "packets": count,
+                         "pps": round((count - last["packets"]) / (counted_at - last["at"]), 1)}
+        else:
+            out[name] = {**last, "pps": last["pps"] if now - last["at"] <= HOLD_RATE_S else 0.0}
+    return out
+
+
 def picture(raw: dict[str, Any], previous: dict[str, Any] | None = None) -> dict[str, Any]:
     """What the views draw, from one `collect` (and the previous picture, for packets per second)."""
     status = raw["status"]
     down = set(raw["down_nodes"])
     packets = _member_packets(raw["selectors"])
-    dt = raw["at"] - previous["at"] if previous else 0.0
-    before = (previous or {}).get("packets", {})
+    rates = _rates(packets, _counted_at(raw), raw["at"], (previous or {}).get("rates", {}))
     members: dict[str, dict[str, Any]] = {}
     total = 0
     for sel in raw["selectors"].values():
@@ -100,7 +126,7 @@ def picture(raw: dict[str, Any], previous: dict[str, Any] | None = None) -> dict
     for row in members.values():
         row["share"] = round(row["buckets"] / total, 4) if total else 0.0
         name = row["name"]
-        row["pps"] = round(max(0, packets.get(name, 0) - before.get(name, 0)) / dt, 1) if dt > 0 else 0.0
+        row["pps"] = rates.get(name, {}).get("pps", 0.0)
     mnha = raw["redundancy"].get("mnha", {})
     srd = raw["redundancy"].get("srd", {})
     nodes = []
@@ -148,7 +174,8 @@ def picture(raw: dict[str, Any], previous: dict[str, Any] | None = None) -> dict
               for e in raw.get("events", [])[-RECENT_EVENTS:]][::-1]
     return {"at": raw["at"], "lab": raw["lab"], "status": status["status"], "ready": status["ready"],
             "problems": status["problems"], "nodes": nodes, "links": links,
-            "members": sorted(members.values(), key=lambda m: m["name"]), "packets": packets, "events": events}
+            "members": sorted(members.values(), key=lambda m: m["name"]), "packets": packets, "rates": rates,
+            "events": events}
 
 
 def fail_event(kind: str) -> str | None:

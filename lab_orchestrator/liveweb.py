@@ -59,10 +59,16 @@ def layout_of(topo: Topology) -> dict[str, Any]:
     from . import graph
 
     layout = graph.layout(topo)
-    nodes = [{"id": ident, "node": ident.split("__")[0], "label": label.replace("\n", " "), "column": column,
+    nodes = [{"id": ident, "node": ident.split("__")[0], "label": _short(label, kind), "column": column,
               "kind": kind} for ident, (label, column, kind) in layout.nodes.items()]
     edges = [{"a": a, "b": b, "zone": zone, "tip": tip} for a, b, zone, tip in layout.edges]
     return {"nodes": nodes, "edges": edges, "boxes": layout.boxes}
+
+
+def _short(label: str, kind: str) -> str:
+    """`lab graph`'s label on one line, without the kind (the page shows it as the node's tooltip)."""
+    lines = label.split("\n")
+    return " ".join(lines[:-1] if len(lines) > 1 and lines[-1] == kind else lines)
 
 
 class Live:

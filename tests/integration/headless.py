@@ -13,6 +13,7 @@ import contextlib
 import json
 import os
 import queue
+import shlex
 import shutil
 import subprocess
 import tempfile
@@ -191,7 +192,9 @@ class Tmux:
         args = ["new-session", "-d", "-s", self.name, "-x", str(width), "-y", str(height)]
         for item in environment:
             args += ["-e", item]
-        self._tmux(*args, subprocess.list2cmdline(command), cwd=cwd)
+        # the pane's program must size itself from the pane: without a terminal of its own, the tmux client
+        # passes COLUMNS=80 / LINES=24 into the new session's environment, which rich would believe
+        self._tmux(*args, shlex.join(["env", "-u", "COLUMNS", "-u", "LINES", *command]), cwd=cwd)
         self._tmux("set-option", "-t", self.name, "remain-on-exit", "on")
 
     def _tmux(self, *args: str, cwd: Path | None = None) -> str:

@@ -145,3 +145,21 @@ def test_roles_follow_the_mnha_mode_and_a_failed_node_has_none() -> None:
     assert nodes["mx1"]["roles"] == "SRD master, chash"
     raw["redundancy"]["mnha"]["srx1"] = {"mode": "srg1", "srg0": {"role": "active"}, "srg1": {"role": "backup"}}
     assert {n["name"]: n for n in livestate.picture(raw)["nodes"]}["srx1"]["roles"] == "SRG1 backup"
+
+
+def test_rate_holds_between_counter_readings_and_uses_their_time() -> None:
+    def at(view: float, counted: float, packets: int) -> dict[str, Any]:
+        raw = _raw(view, packets, [])
+        raw["selectors"]["mx1"]["updated_at"] = counted
+        return raw
+
+    state = livestate.picture(at(100.0, 99.9, 1000))
+    pps = []
+    # the selector reads its counters once a second (at x.9), the view looks twice a second
+    for view, counted, packets in ((100.5, 99.9, 1000), (101.0, 100.9, 2000), (101.5, 100.9, 2000),
+                                   (102.0, 101.9, 3000), (105.5, 101.9, 3000)):
+        state = livestate.picture(at(view, counted, packets), state)
+        pps.append({m["name"]: m["pps"] for m in state["members"]}["srx1"])
+    assert pps == [0.0, 1000.0, 1000.0, 1000.0, 0.0]  # steady, and 0 once the counters stop for long
+    state = livestate.picture(at(106.0, 105.9, 10), state)  # counters reset (the selector restarted)
+    assert {m["name"]: m["pps"] for m in state["members"]}["srx1"] == 0.0

@@ -89,7 +89,7 @@ def main() -> int:
                 if time.monotonic() > deadline:
                     raise SystemExit("lab web did not answer") from None
                 time.sleep(0.2)
-        with Chromium(width=1360, height=700) as browser, Tmux([*LAB, "top", name], width=118, height=30,
+        with Chromium(width=1360, height=700) as browser, Tmux([*LAB, "top", name], width=118, height=42,
                                                              cwd=ROOT) as pane:
             browser.open(base)
             browser.wait_for("document.querySelectorAll('g.node[data-state]').length > 0", timeout=30)

@@ -359,5 +359,6 @@ class Lab:
             eventlog.record(self.state_dir, event, target, "error", str(exc) or type(exc).__name__, started, ident)
             raise
         self.refresh()
-        eventlog.record(self.state_dir, event, target, *eventlog.summary(result), started=started, ident=ident)
+        verdict, detail = eventlog.summary(result.to_json())
+        eventlog.record(self.state_dir, event, target, verdict, detail, started=started, ident=ident)
         return result

@@ -1,6 +1,7 @@
 """IOS-like FlexVPN clients (`flexvpn_client`, labs/flexvpn-branch.yml) on real namespaces.
 
-One lab (`fvcli`: the shipped file with 1 s / 3 s HSRP timers, router3 with `strict_overload`):
+One lab (`fvcli`: the shipped file with 1 s / 3 s HSRP timers, router1 (the master) with slave
+priority 1, router3 with `strict_overload`):
 branch1 and branch2 connect to the cluster VIP by themselves, are redirected by the master (IKE_SA_INIT)
 to a member, get their Tunnel1 address from its pool and ping the northbound router through ESP; `show
 crypto session` and `show crypto ikev2 sa` on the branch say where it was redirected. router3, filled
@@ -32,8 +33,12 @@ def branch_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     tmp = tmp_path_factory.mktemp("fvcli")
     source = tmp / "source.yml"
     text = fast((REPO / "labs/flexvpn-branch.yml").read_text())
-    router3 = "    ikev2_cluster: {standby_group: group1, max_session: 10}\n    ikev2: {redirect: init, pool: 172.16.3"
-    assert router3 in text
+    cluster = "    ikev2_cluster: {standby_group: group1, max_session: 10}\n    ikev2: {redirect: init, pool: 172.16."
+    router1, router3 = cluster + "1", cluster + "3"
+    assert router1 in text and router3 in text
+    # router1 (the master) with slave priority 1: its load counts double, so with equal SAs a member is
+    # always the least loaded (the guide's advice: make the master the most loaded gateway)
+    text = text.replace(router1, router1.replace("max_session: 10}", "max_session: 10, priority: 1}"))
     source.write_text(text.replace(router3, router3.replace("max_session: 10}", "max_session: 10, "
                                                                                 "strict_overload: true}")))
     path = copy_lab(source, "fvcli", tmp)
@@ -73,7 +78,7 @@ def test_ios_clients_are_redirected_and_ping_north_through_esp(branch_lab: Lab) 
     elected(branch_lab, 30)
     # The branches connected at `lab up`, as soon as the VIP answered: before the members had joined
     # the cluster, so the master kept them. Started again now (their IKE SAs deleted), they meet the
-    # whole cluster: the master has the load of nothing, the members neither, and ties go to a member.
+    # whole cluster, where a member is always less loaded than the master (priority 1).
     for branch in BRANCHES:
         wait_for(lambda b=branch: up(branch_lab, b), 30, f"{branch}'s first tunnel up")
         branch_lab.lab.restart(branch, "flexclient")

@@ -2,8 +2,8 @@
 
 labs/flexvpn-branch.yml (lab `fvfail`, HSRP hello 1 s / hold 3 s, the master's slave priority 1 so
 that it is the most loaded gateway; the branches' DPD 3 s / 1 s): once the cluster is whole the
-branches' client daemons are started again, so the master redirects both to members. Each branch then pings the northbound router (10.10.10.254) through its Tunnel1 every 20 ms,
-from whatever address its tunnel has (read from its status file: the address changes when it
+branches' client daemons are started again, so the master redirects both to members. Each branch
+then pings the northbound router (10.10.10.254) through its Tunnel1 every 20 ms, from whatever address its tunnel has (read from its status file: the address changes when it
 reconnects to another member). Then the member of branch1 powers off (`flexvpn-member-power-off`,
 the event `lab fail` runs): per branch, the outage is the longest gap between answers, and the
 answers lost. The affected branch needs its DPD to fail (3 s without news, then 6 checks 1 s
@@ -216,7 +216,8 @@ def main() -> int:
         text = topology_text(ROOT / "labs" / "flexvpn-branch.yml", NAME)
         text = text.replace("name: group1}}", "name: group1, hello_ms: 1000, hold_ms: 3000}}")
         # the master's slave priority 1 (its load counts double): the branches go to members
-        master = "    ikev2_cluster: {standby_group: group1, max_session: 10}\n    ikev2: {redirect: init, pool: 172.16.1"
+        master = ("    ikev2_cluster: {standby_group: group1, max_session: 10}\n"
+                  "    ikev2: {redirect: init, pool: 172.16.1")
         if master not in text:
             raise BenchError("labs/flexvpn-branch.yml changed: router1's cluster line not found")
         source.write_text(text.replace(master, master.replace("max_session: 10}", "max_session: 10, priority: 1}")))

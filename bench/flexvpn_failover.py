@@ -4,11 +4,12 @@ labs/flexvpn-branch.yml (lab `fvfail`, HSRP hello 1 s / hold 3 s, the master's s
 that it is the most loaded gateway; the branches' DPD 3 s / 1 s): once the cluster is whole the
 branches' client daemons are started again, so the master redirects both to members. Each branch
 then pings the northbound router (10.10.10.254) through its Tunnel1 every 20 ms, from whatever
-address its tunnel has (read from its status file: the address changes when it reconnects to another member). Then the member of branch1 powers off (`flexvpn-member-power-off`,
-the event `lab fail` runs): per branch, the outage is the longest gap between answers, and the
-answers lost. The affected branch needs its DPD to fail (3 s without news, then 6 checks 1 s
-apart), IKEv2 through the VIP and a redirect; the other branch must lose nothing. The member is
-powered on again between rounds. Writes docs/benchmarks-flexvpn-failover.md.
+address its tunnel has (read from its status file: the address changes when it reconnects to
+another member). Then the member of branch1 powers off (`flexvpn-member-power-off`, the event
+`lab fail` runs): per branch, the outage is the longest gap between answers, and the answers lost.
+The affected branch needs its DPD to fail (3 s without news, then 6 checks 1 s apart), IKEv2
+through the VIP and a redirect; the other branch must lose nothing. The member is powered on again
+between rounds. Writes docs/benchmarks-flexvpn-failover.md.
 
     python3 bench/flexvpn_failover.py [--rounds 3]      (root; about 1.5 minutes per round)
 """

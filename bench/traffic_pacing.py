@@ -8,8 +8,9 @@ this shared machine hit all alike):
 1. paced two-way IMIX, 200 flows x 500 pps in each direction (a 2 ms per-flow interval: the
    resolution a convergence figure needs), forward from the client, reverse from the server (the
    same 5-tuples, through the sessions the forward packets opened), receivers in packet mode as
-   `lab events run` uses them; once with SCHED_FIFO senders, once as the events runner starts them
-   by default (ordinary priority). Per sender: its lateness against the schedule (max and p99 of
+   `lab events run` uses them; once with SCHED_FIFO senders (as `lab events run` and `lab report`
+   start them by default), once at ordinary priority; and the same at 200 flows x 200 pps (5 ms,
+   `lab events run`'s default rate). Per sender: its lateness against the schedule (max and p99 of
    its packets, measured when the call that sent them returned), sent / target, and the loss the
    receivers counted;
 2. full speed, one direction, 200 flows (sender pinned to CPU 0, UDP-socket receiver on CPU 1),
@@ -156,8 +157,8 @@ def render(res: dict[str, Any]) -> str:
     rows = []
     for key, label, per_flow in (
             ("paced_rt", "SCHED_FIFO senders", PER_FLOW),
-            ("paced_default", "senders at normal priority (the events runner's default)", PER_FLOW),
-            ("paced_rt_200", "SCHED_FIFO senders", 200),
+            ("paced_default", "senders at normal priority", PER_FLOW),
+            ("paced_rt_200", "SCHED_FIFO senders (`lab events run`'s default)", 200),
             ("paced_default_200", "senders at normal priority", 200)):
         goal_ms = 1000 / per_flow  # one per-flow interval
         if not s.get(key):
@@ -240,7 +241,11 @@ def main() -> int:
     ap.add_argument("--full-seconds", type=float, default=2.0, help="length of each full-speed run")
     ap.add_argument("--json", action="store_true", help="print the raw results too")
     ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--render", type=Path, help="only write the document from a --json output of an earlier run")
     args = ap.parse_args()
+    if args.render:
+        write_doc(render(json.loads(args.render.read_text())), args.out)
+        return 0
     if os.geteuid() != 0:
         print("needs root (namespaces, AF_PACKET)", file=sys.stderr)
         return 2

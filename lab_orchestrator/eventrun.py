@@ -42,7 +42,7 @@ Progress = Callable[[str], None]
 @dataclass
 class TrafficSpec:
     flows: int = 200
-    rate: float = 10000.0  # aggregate packets/s in each direction
+    rate: float = 40000.0  # aggregate packets/s in each direction: 200 flows x 200 pps, a 5 ms resolution
     sizes: str = "imix"
     reverse: bool = True
     warmup: float = 2.0  # seconds of traffic before the event
@@ -52,7 +52,7 @@ class TrafficSpec:
     # packet: count frames reaching the receiving host's interface (AF_PACKET, before its netfilter);
     # socket: count what a UDP socket of the receiving host gets (after its netfilter)
     receiver: str = "packet"
-    realtime: bool = False  # senders SCHED_FIFO (keeps their schedule when the machine is busy)
+    realtime: bool = True  # senders SCHED_FIFO (keeps their schedule when the machine is busy)
     sender_cpu: int | None = None  # pin both senders to this CPU (with realtime: the other CPUs stay free)
 
 

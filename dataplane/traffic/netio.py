@@ -120,14 +120,19 @@ def bind_socket(sock: socket.socket, address: tuple[str, int], ns: str | None) -
 
 
 @contextlib.contextmanager
-def set_realtime(enabled: bool) -> Iterator[None]:
-    """SCHED_FIFO (priority 10) for the calling thread for the body."""
+def set_realtime(enabled: bool) -> Iterator[bool]:
+    """SCHED_FIFO (priority 10) for the calling thread for the body; yields whether it was granted
+    (without the privilege the body runs at normal priority)."""
     if not enabled:
-        yield
+        yield False
         return
-    os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(10))  # 0: the calling thread
     try:
-        yield
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(10))  # 0: the calling thread
+    except PermissionError:
+        yield False
+        return
+    try:
+        yield True
     finally:
         os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
 

@@ -145,8 +145,10 @@ class Sender:
         pin_cpu(self.cpu)
         if self.realtime and self.rate <= 0:
             raise ValueError("realtime needs a paced rate (at full speed it would monopolise a CPU)")
-        with set_realtime(self.realtime), in_netns(self.ns):
-            return self._run()
+        with set_realtime(self.realtime) as granted, in_netns(self.ns):
+            report = self._run()
+        report["realtime"] = granted
+        return report
 
     def start(self) -> Sender:
         """Run in a background thread; `join()` returns the report."""

@@ -108,6 +108,7 @@ bench: deps
 	$(VENV_PATH) $(PYTHON) bench/flexvpn.py --quick
 	$(VENV_PATH) $(PYTHON) bench/ikev2_flood.py --quick --write
 	$(VENV_PATH) $(PYTHON) bench/esp.py --rounds 3 --seconds 3
+	$(VENV_PATH) $(PYTHON) bench/flexvpn_failover.py --rounds 3
 	$(PYTHON) bench/summary.py   # docs/benchmarks.md from the detail files the scripts wrote
 
 clean:

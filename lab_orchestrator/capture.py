@@ -128,21 +128,28 @@ def parse_pcap(data: bytes, keep: Callable[[int], bool] = lambda _: True) -> tup
 def compare(result: dict[str, Any], forward: dict[int, FlowCapture], reverse: dict[int, FlowCapture] | None,
             rate_per_flow: float) -> list[dict[str, Any]]:
     """Per flow and direction: the generator's loss and the capture's, the longest gaps, and
-    whether they differ by more than one packet interval. The generator's gap figure is the
-    longer of the flow's two directions, so the capture's is compared the same way."""
+    whether they differ by more than one packet interval. Each direction is held against its own
+    figures (`max_gap_forward_ms` / `max_gap_reverse_ms` of the generator's row): a loss in one
+    direction says nothing about the other. A row with only the generator's per-flow gap (the
+    longer of its two directions, older reports) is compared with the longer of the capture's."""
     interval_ms = 1000.0 / rate_per_flow
     rows = []
     for row in result.get("per_flow", []):
         fid = int(row["flow"])
         f = forward.get(fid)
         b = reverse.get(fid + REVERSE_ID_OFFSET) if reverse is not None else None
-        cap_gap = max((c.max_gap_s * 1000 for c in (f, b) if c is not None), default=None)
-        gen_gap = row.get("max_gap_ms")
-        gap_differs = cap_gap is not None and gen_gap is not None and abs(cap_gap - float(gen_gap)) > interval_ms
-        directions = [("forward", f, row.get("lost_forward"))]
+        per_direction = "max_gap_forward_ms" in row
+        directions = [("forward", f, row.get("lost_forward"), row.get("max_gap_forward_ms"))]
         if reverse is not None:
-            directions.append(("reverse", b, row.get("lost_reverse")))
-        for name, cap, gen_lost in directions:
+            directions.append(("reverse", b, row.get("lost_reverse"), row.get("max_gap_reverse_ms")))
+        for name, cap, gen_lost, own_gap in directions:
+            if per_direction:
+                cap_gap = cap.max_gap_s * 1000 if cap is not None else None
+                gen_gap = own_gap
+            else:
+                cap_gap = max((c.max_gap_s * 1000 for c in (f, b) if c is not None), default=None)
+                gen_gap = row.get("max_gap_ms")
+            gap_differs = cap_gap is not None and gen_gap is not None and abs(cap_gap - float(gen_gap)) > interval_ms
             cap_lost = cap.lost if cap is not None else None
             loss_differs = cap_lost is None or gen_lost is None or abs(cap_lost - int(gen_lost)) > 1
             rows.append({"flow": fid, "direction": name, "generator_lost": gen_lost, "capture_lost": cap_lost,

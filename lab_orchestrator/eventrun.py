@@ -470,6 +470,9 @@ def analyse(event: eventsmod.EventKind, target: str, summary: str, flows: list[A
             "lost_forward": int(fwd.get("lost", 0)), "lost_reverse": int(back.get("lost", 0)),
             "convergence_ms": round(max(int(fwd.get("lost", 0)), int(back.get("lost", 0))) / per_flow * 1000, 3),
             "max_gap_ms": max(float(fwd.get("max_gap_ms") or 0), float(back.get("max_gap_ms") or 0)),
+            # each direction's own longest gap (a capture of one direction is compared with its own)
+            "max_gap_forward_ms": float(fwd.get("max_gap_ms") or 0),
+            "max_gap_reverse_ms": float(back.get("max_gap_ms") or 0) if report_r is not None else None,
             # where each direction's longest gap started, in seconds from the event
             "gap_at_s": [_since(d.get("max_gap_start_ns"), marks) for d in (fwd, back)],
             "recovered": all(last and end - last < max(1e9, 5e9 / per_flow) for last, end in ends_seen),

@@ -99,6 +99,29 @@ def test_compare_flags_flows_beyond_one_interval() -> None:
     assert summary["flagged"] == 1 and summary["flows"][0]["flow"] == 1
 
 
+def test_each_direction_is_held_against_its_own_figures() -> None:
+    """A drop behind the capture in the forward direction only (every 4th packet of flow 1, the
+    generator's receiver misses them): the forward row differs, the reverse row, whose figures
+    agree, does not, even though the forward gap is twice the interval."""
+    fwd, _ = capture.parse_pcap(pcap(traffic(flows=2)))
+    rev, _ = capture.parse_pcap(pcap([(t, _frame(capture.REVERSE_ID_OFFSET + f, s)) for f in range(2)
+                                      for s, t in enumerate(1000.0 + i * 0.005 for i in range(100))]))
+    result = {"per_flow": [
+        {"flow": 0, "lost_forward": 0, "lost_reverse": 0, "max_gap_ms": 5.0,
+         "max_gap_forward_ms": 5.0, "max_gap_reverse_ms": 5.0},
+        {"flow": 1, "lost_forward": 25, "lost_reverse": 0, "max_gap_ms": 11.0,
+         "max_gap_forward_ms": 11.0, "max_gap_reverse_ms": 5.0},
+    ]}
+    rows = capture.compare(result, fwd, rev, 200.0)
+    assert {(r["flow"], r["direction"]) for r in rows if r["differs"]} == {(1, "forward")}
+    back = next(r for r in rows if r["flow"] == 1 and r["direction"] == "reverse")
+    assert back["generator_gap_ms"] == 5.0 and back["capture_gap_ms"] == pytest.approx(5.0, abs=0.01)
+    # a gap of one direction alone (no loss) is flagged on that direction only
+    result["per_flow"][1].update(lost_forward=0, max_gap_forward_ms=40.0)
+    rows = capture.compare(result, fwd, rev, 200.0)
+    assert {(r["flow"], r["direction"]) for r in rows if r["differs"]} == {(1, "forward")}
+
+
 def test_a_flow_the_capture_never_saw_differs() -> None:
     rows = capture.compare(_result({7: (0, 0)}, {7: 5.0}), {}, None, 200.0)
     assert rows == [{"flow": 7, "direction": "forward", "generator_lost": 0, "capture_lost": None,

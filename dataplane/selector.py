@@ -46,6 +46,10 @@ class MemberState:
     # TLB, after a carrier loss: each profile's probe count then; the member is out until the
     # monitor reports `recoveries` successful probes of every profile made since.
     proving: dict[str, int] | None = None
+    # ECMP, after a carrier loss: out until its BGP next hop is back (held down), even while the
+    # route gate is still closed (start-up): carrier alone would re-add an SRX whose sessions are
+    # still down, and take it out again when the gate opens.
+    rerouting: bool = False
 
     @property
     def routed_everywhere(self) -> bool:
@@ -59,7 +63,7 @@ class MemberState:
             return False
         if self.health is not None:
             return self.health.up and self.proving is None
-        if routes_decide:
+        if routes_decide or self.rerouting:
             return self.in_ecmp
         return True
 
@@ -69,6 +73,8 @@ class MemberState:
         that just came back (rebooted, not yet routing) would be handed flows it drops."""
         self.in_ecmp = False
         self.changed_at = time.monotonic() if now is None else now
+        if self.health is None:
+            self.rerouting = True
         if self.health is not None:
             self.proving = {name: state.probes for name, state in self.health.states.items()}
             if self.health.up:
@@ -92,6 +98,8 @@ class MemberState:
             return False
         if now - self.changed_at >= ROUTE_HOLD_S:
             self.in_ecmp = routed
+            if routed:
+                self.rerouting = False
             return False
         return True
 
@@ -167,7 +175,9 @@ class SelectorCore:
         decide = self.routes_decide(now)
         self.pending_hold = False
         for state in self.members.values():
-            if not decide:  # before the gate opens carrier decides; afterwards routes, held down
+            # before the gate opens carrier decides (except for a member back from a carrier loss);
+            # afterwards routes, held down
+            if not decide and not state.rerouting:
                 state.in_ecmp = state.routed_everywhere
             elif state.hold_down(now):
                 self.pending_hold = True

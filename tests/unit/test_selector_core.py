@@ -170,6 +170,47 @@ def test_before_the_gate_a_withdrawn_route_does_not_take_a_member_out() -> None:
     assert not selector.members["srx2"].in_ecmp, "remembered as out of the ECMP set"
 
 
+def test_before_the_gate_a_member_back_from_a_carrier_loss_waits_for_its_routes() -> None:
+    """Start-up, the gate still closed (routes churning): an SRX whose link flapped is not re-added on
+    carrier alone (its BGP sessions are down; the gate opening would take it out again), but once its
+    next hop is back and has held ROUTE_HOLD_S."""
+    selector = core()
+    selector.routes_seen(0.0)
+    srx2 = selector.members["srx2"]
+    srx2.carrier["trust"] = False
+    srx2.lost_carrier(1.0)
+    assert set(selector.desired(1.0).members()) == {"srx1", "srx3", "srx4"}
+    selector.commit(selector.desired(1.0), "carrier lost", 1.0)
+    # BGP withdraws its next hop, the link comes back, routes still churning: the gate stays closed
+    srx2.set_routed("untrust", False, 1.2)
+    srx2.carrier["trust"] = True
+    for now in (1.5, 2.0, 2.5):
+        selector.route_event(now)
+        assert not selector.routes_decide(now)
+        assert "srx2" not in selector.desired(now).members(), "carrier alone does not bring it back"
+    # its sessions are back: routed again, held down before it is re-added
+    srx2.set_routed("untrust", True, 3.0)
+    selector.route_event(3.0)
+    assert "srx2" not in selector.desired(3.0 + ROUTE_HOLD_S / 2).members() and selector.pending_hold
+    back = selector.desired(3.0 + ROUTE_HOLD_S)
+    assert set(back.members()) == set(ORDER) and not srx2.rerouting
+    selector.commit(back, "routes back", 4.0)
+    # the gate opening later changes nothing
+    assert selector.routes_decide(3.0 + ROUTE_SETTLE_S) and selector.desired(3.0 + ROUTE_SETTLE_S) == back
+
+
+def test_before_the_gate_a_carrier_blip_shorter_than_bgp_returns_after_the_hold_down() -> None:
+    selector = core()
+    selector.routes_seen(0.0)
+    srx4 = selector.members["srx4"]
+    srx4.carrier["untrust"] = False
+    srx4.lost_carrier(1.0)
+    assert "srx4" not in selector.desired(1.0).members()
+    srx4.carrier["untrust"] = True  # its routes never left
+    assert "srx4" not in selector.desired(1.2).members()
+    assert "srx4" in selector.desired(1.0 + ROUTE_HOLD_S).members()
+
+
 # ------------------------------------------------------------ the table
 def test_a_failed_member_moves_only_its_buckets() -> None:
     selector = core()

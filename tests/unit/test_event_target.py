@@ -1,0 +1,37 @@
+"""The node an event hits when none is named: in an SRD lab, the MX events hit the current master."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from lab_orchestrator import api
+from lab_orchestrator.api.running import Lab
+from lab_orchestrator.state import LabState
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def lab_with_master(tmp_path: Path, master: str | None) -> Lab:
+    plan = api.plan(REPO / "labs/topology2.yml", state_root=str(tmp_path))
+    state = LabState(plan.name, plan.source, str(tmp_path), "ready", [], "", [], "", "")
+    lab = Lab(state)
+    lab._plan = plan
+    for mx in ("mx1", "mx2"):
+        (tmp_path / "nodes" / mx).mkdir(parents=True, exist_ok=True)
+        role = "master" if mx == master else "standby"
+        (tmp_path / "nodes" / mx / "srd-status.json").write_text(json.dumps({"role": role}))
+    return lab
+
+
+def test_mx_events_hit_the_srd_master(tmp_path: Path) -> None:
+    lab = lab_with_master(tmp_path, "mx2")  # e.g. after mx1 rebooted: no preemption, mx2 stays master
+    assert lab.event_target("restart-routing") == "mx2"
+    assert lab.event_target("gres") == "mx2" and lab.event_target("mx-reboot") == "mx2"
+    assert lab.event_target("restart-routing", "mx1") == "mx1", "a named target is kept"
+    assert lab.event_target("srx-power-off") == "srx1"
+
+
+def test_without_a_master_the_first_mx(tmp_path: Path) -> None:
+    lab = lab_with_master(tmp_path, None)
+    assert lab.event_target("restart-routing") == "mx1"

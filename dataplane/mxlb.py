@@ -40,7 +40,7 @@ from .chash import SelectorTable
 from .daemonkit import StopFlag, resumed_status
 from .health import HealthState, ProfileHealth
 from .nft import Nft, NftError
-from .selector import MemberState, SelectorCore, map_commands, pick_hop, read_map
+from .selector import MemberState, SelectorCore, map_commands, pick_hop, read_map, routed_everywhere
 
 __all__ = ["Daemon", "MemberState", "main"]
 
@@ -198,7 +198,10 @@ class Daemon(SelectorCore):
             for m in selector.members:
                 if len(m.hops) < 2:
                     continue
-                hop = pick_hop(m.hops, self.dev_up[side], self.route_hops[side].get(m.name, set()))
+                everywhere = routed_everywhere(
+                    m.name, {other: self.member_cfg[(other, m.name)].hops for other in self.route_hops
+                             if (other, m.name) in self.member_cfg}, self.dev_up, self.route_hops)
+                hop = pick_hop(m.hops, self.dev_up[side], self.route_hops[side].get(m.name, set()), everywhere)
                 if hop is None or self.chosen[side].get(m.name) == hop.nexthop:
                     continue
                 oif = ipr.link_lookup(ifname=hop.dev)

@@ -294,13 +294,32 @@ def read_map(elements: Iterable[tuple[int, int]], buckets: int, name_of: Mapping
     return SelectorTable(tuple(name_of[found[b]] for b in range(buckets)))
 
 
-def pick_hop(hops: Sequence[Hop], dev_up: Mapping[str, bool], routed: Iterable[str]) -> Hop | None:
+def pick_hop(hops: Sequence[Hop], dev_up: Mapping[str, bool], routed: Iterable[str],
+             everywhere: set[str] | None = None) -> Hop | None:
     """The SRX of the pair that carries a real-service on a side: the first, in pair order, whose
     link is up and whose next hop BGP has in the route to the real-service address (an SRX that
-    lost activeness prepends 3x and leaves that route); without such a route, the first with
-    its link up (a link going down is acted on at once, before BGP)."""
+    lost activeness prepends 3x and leaves that route), preferring one that is so on every side
+    (EVERYWHERE: see `routed_everywhere`); without such a route, the first with its link up (a
+    link going down is acted on at once, before BGP)."""
     via = set(routed)
     up = [h for h in hops if dev_up.get(h.dev, False)]
     preferred = [h for h in up if h.nexthop in via]
-    chosen = preferred or up
+    both = [h for h in preferred if everywhere is None or h.node in everywhere]
+    chosen = both or preferred or up
     return chosen[0] if chosen else None
+
+
+def routed_everywhere(name: str, hops_by_side: Mapping[str, Sequence[Hop]],
+                      dev_up: Mapping[str, Mapping[str, bool]], routes: Mapping[str, Mapping[str, set[str]]]
+                      ) -> set[str] | None:
+    """The SRXs of pair member NAME that have their link up and are in BGP's route to its address on
+    every side (None: no side has a route yet). The same SRX both ways: one whose links just came
+    back may have its trust session up before its untrust one (no route to the servers yet), and
+    would drop the forward traffic sent to it meanwhile."""
+    out: set[str] | None = None
+    for side, hops in hops_by_side.items():
+        if name not in routes.get(side, {}):
+            continue
+        nodes = {h.node for h in hops if h.nexthop in routes[side][name] and dev_up.get(side, {}).get(h.dev)}
+        out = nodes if out is None else out & nodes
+    return out

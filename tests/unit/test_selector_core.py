@@ -19,6 +19,7 @@ from dataplane.selector import (
     map_commands,
     pick_hop,
     read_map,
+    routed_everywhere,
 )
 from labkit.configs import Hop
 
@@ -403,3 +404,25 @@ def test_pick_hop_falls_back_to_the_first_link_up() -> None:
     assert pick_hop(HOPS, {"ae1": True, "ae2": True}, set()) == HOPS[0]
     assert pick_hop(HOPS, {"ae1": False, "ae2": True}, {"10.0.0.1"}) == HOPS[1]
     assert pick_hop(HOPS, {}, {"10.0.0.1"}) is None
+
+
+def test_a_pair_returns_to_the_node_routed_on_both_sides() -> None:
+    """srx1's links came back: its trust session is up (in the trust route), its untrust one not yet.
+    The pair stays on srx2 both ways until srx1 is in the route on both sides, then returns."""
+    sides = {"trust": HOPS, "untrust": [Hop(node="srx1", dev="ae11", nexthop="10.1.0.1"),
+                                       Hop(node="srx2", dev="ae12", nexthop="10.1.0.3")]}
+    up = {"trust": {"ae1": True, "ae2": True}, "untrust": {"ae11": True, "ae12": True}}
+    routes = {"trust": {"P": {"10.0.0.1", "10.0.0.3"}}, "untrust": {"P": {"10.1.0.3"}}}
+    both = routed_everywhere("P", sides, up, routes)
+    assert both == {"srx2"}
+    assert pick_hop(sides["trust"], up["trust"], routes["trust"]["P"], both).node == "srx2"  # type: ignore[union-attr]
+    assert pick_hop(sides["untrust"], up["untrust"], routes["untrust"]["P"], both).node == "srx2"  # type: ignore[union-attr]
+    routes["untrust"]["P"].add("10.1.0.1")
+    both = routed_everywhere("P", sides, up, routes)
+    assert both == {"srx1", "srx2"}
+    assert pick_hop(sides["trust"], up["trust"], routes["trust"]["P"], both).node == "srx1"  # type: ignore[union-attr]
+    # a link down on one side takes the node out on both
+    up["untrust"]["ae11"] = False
+    both = routed_everywhere("P", sides, up, routes)
+    assert pick_hop(sides["trust"], up["trust"], routes["trust"]["P"], both).node == "srx2"  # type: ignore[union-attr]
+    assert routed_everywhere("P", sides, up, {"trust": {}, "untrust": {}}) is None, "no route yet: no preference"

@@ -119,3 +119,32 @@ def test_nexthop_add_of_a_never_seen_srx_moves_one_share_of_the_table(tmp_path: 
         {r["flow"] for r in rows if r["expected_mover"]["add"]}
     quiet = [r for r in rows if not r["expected_mover"]["add"]]
     assert quiet and sum(loss[r["flow"]] for r in quiet) == 0
+
+
+@pytest.mark.parametrize(("name", "load_balancing", "members"), [("vq3", "ecmp-chash", [4, 6])])
+def test_nexthop_add_of_a_never_seen_mnha_pair(tmp_path: Path, name: str, load_balancing: str | None,
+                                               members: list[int]) -> None:
+    """topology3 with a third MNHA pair built but not in service: `nexthop-add` brings both nodes in for
+    the first time. TLB (one real-service per pair): the pair takes 1/(N+1) of the table; ECMP CHASH
+    (one next hop per SRX): its two SRXs take 2/(N+2). Within 1 % + one bucket; only those flows move,
+    none lose a packet in the capture."""
+    from tests.unit.test_spares import spare_pair_topology
+
+    source = spare_pair_topology(tmp_path, load_balancing, name=name)
+    event, loss = run_captured(name, tmp_path, ["nexthop-add"], source=source)
+    lossy = [(r["flow"], r["carrier_before"], r["carrier_during"], r["expected_mover"], r["lost_forward"],
+              r["lost_reverse"], r["gap_at_s"], r["recovered"])
+             for r in event["per_flow"] if r["lost"] or not r["recovered"]]
+    assert event["target"] == "srx5" and event["passed"], (event["phases"], event["recovered"], lossy)
+    assert "srx5/srx6 in service" in event["action"]
+    add = event["phases"]["add"]
+    share = (members[1] - members[0]) / members[1]
+    assert add["members"] == members and add["bucket_share_ideal"] == round(share, 5)
+    assert abs(add["bucket_share_moved"] - share) <= 0.01 + 1 / add["buckets"], add
+    assert 0 < add["expected_movers"] == add["movers"] and add["unexpected_movers"] == 0
+    rows = event["per_flow"]
+    assert all(r["carrier_before"] not in ("srx5", "srx6") for r in rows), "no flow was ever on the new pair"
+    assert {r["flow"] for r in rows if r["carrier_during"] in ("srx5", "srx6")} == \
+        {r["flow"] for r in rows if r["expected_mover"]["add"]}
+    quiet = [r for r in rows if not r["expected_mover"]["add"]]
+    assert quiet and sum(loss[r["flow"]] for r in quiet) == 0

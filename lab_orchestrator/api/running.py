@@ -343,16 +343,14 @@ class Lab:
 
         if target:
             return target
-        kind = eventsmod.BY_NAME[event]
-        if kind.target == "mx" and self.plan().srd:
+        default = eventrun.default_target(self.plan(), eventsmod.BY_NAME[event])
+        if default in self.plan().srd:
             # the JVD's MX events hit the primary: the current SRD master (after an MX reboot without
             # preemption that is the other MX), not the standby, which forwards nothing
             from .. import ops
 
-            master = ops.srd_master(self.state, self.plan())
-            if master is not None:
-                return master
-        return eventrun.default_target(self.plan(), kind)
+            return ops.srd_master(self.state, self.plan()) or default
+        return default
 
     def run_event(self, event: str, target: str, spec: TrafficSpec,
                   progress: Callable[[str], None] = lambda _: None, daemon: str | None = None) -> EventResult:

@@ -163,3 +163,15 @@ def test_rate_holds_between_counter_readings_and_uses_their_time() -> None:
     assert pps == [0.0, 1000.0, 1000.0, 1000.0, 0.0]  # steady, and 0 once the counters stop for long
     state = livestate.picture(at(106.0, 105.9, 10), state)  # counters reset (the selector restarted)
     assert {m["name"]: m["pps"] for m in state["members"]}["srx1"] == 0.0
+
+
+def test_event_log_summary_reads_an_event_runs_typed_result() -> None:
+    from test_eventresult import sample
+
+    from lab_orchestrator import eventlog
+    from lab_orchestrator.eventresult import EventResult
+
+    result = EventResult.from_json(sample())
+    assert eventlog.summary(result.to_json()) == (
+        "passed" if result.passed else "failed",
+        "convergence 60 ms, 1 flows affected, unaffected loss 0, recovered")

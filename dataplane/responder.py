@@ -15,27 +15,25 @@ ICMP needs no responder: the SRX's kernel answers echo requests.
 from __future__ import annotations
 
 import contextlib
-import json
 import select
 import socket
 import sys
-from pathlib import Path
-from typing import Any
+
+from labkit.configs import ResponderConfig
 
 from .daemonkit import StopFlag
 
 HTTP_OK = b"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 3\r\nConnection: close\r\n\r\nok\n"
 
 
-def open_sockets(config: dict[str, Any]) -> dict[socket.socket, tuple[str, str, int]]:
+def open_sockets(config: ResponderConfig) -> dict[socket.socket, tuple[str, str, int]]:
     """(kind, node, port) of each socket: kind tcp | http | udp."""
     from labkit import netnsutil
 
     out: dict[socket.socket, tuple[str, str, int]] = {}
-    for node in config["nodes"]:
-        with netnsutil.entered(node["ns"]):
-            for kind, ports in (("tcp", node.get("tcp", [])), ("http", node.get("http", [])),
-                                ("udp", node.get("udp", []))):
+    for node in config.nodes:
+        with netnsutil.entered(node.ns):
+            for kind, ports in (("tcp", node.tcp), ("http", node.http), ("udp", node.udp)):
                 for port in ports:
                     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM if kind == "udp" else socket.SOCK_STREAM)
                     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -43,7 +41,7 @@ def open_sockets(config: dict[str, Any]) -> dict[socket.socket, tuple[str, str, 
                     if kind != "udp":
                         sock.listen(64)
                     sock.setblocking(False)
-                    out[sock] = (kind, node["name"], int(port))
+                    out[sock] = (kind, node.name, int(port))
     return out
 
 
@@ -96,10 +94,10 @@ def main(argv: list[str]) -> int:
         print("usage: python -m dataplane.responder CONFIG.json", file=sys.stderr)
         return 2
     leave_node_namespace()
-    config = json.loads(Path(argv[1]).read_text())
+    config = ResponderConfig.read(argv[1])
     sockets = open_sockets(config)
     summary = sorted({f"{kind}/{port}" for kind, _, port in sockets.values()})
-    print(f"responder: {len(config['nodes'])} SRX, {', '.join(summary)}", flush=True)
+    print(f"responder: {len(config.nodes)} SRX, {', '.join(summary)}", flush=True)
     stopping = StopFlag()
     while not stopping:
         try:

@@ -15,12 +15,11 @@ source on the trust side and by destination on the untrust side) and in how an S
 
 from __future__ import annotations
 
-import json
 from ipaddress import IPv4Interface
 from typing import Literal
 
 from dataplane.chash import build_initial
-from labkit.configs import HealthProfile, Hop, Member, Selector, SelectorConfig
+from labkit.configs import HealthProfile, Hop, Member, ResponderConfig, ResponderNode, Selector, SelectorConfig
 from labkit.contracts import HEALTH_STATUS, MXLB_CONFIG, MXLB_STATUS
 
 from . import kinds
@@ -126,8 +125,9 @@ def plan_responder(topo: Topology, plan: LabPlan, python: str) -> None:
                  - {c.port or 80 for c in checks if c.type == "http"})
     http = sorted({c.port or 80 for c in checks if c.type == "http"})
     udp = sorted({c.port or 7 for c in checks if c.type == "udp"})
-    config = {"nodes": [{"name": n.name, "ns": n.master_ns, "tcp": tcp, "http": http, "udp": udp} for n in srxs]}
-    plan.files[RESPONDER_FILE] = json.dumps(config, indent=2, sort_keys=True) + "\n"
+    config = ResponderConfig(nodes=tuple(ResponderNode(name=n.name, ns=n.master_ns, tcp=tuple(tcp), http=tuple(http),
+                                                       udp=tuple(udp)) for n in srxs))
+    plan.files[RESPONDER_FILE] = config.to_json()
     plan.processes.append(Process("_lab", srxs[0].master_ns, "responder",
                                   (python, "-m", "dataplane.responder", f"{plan.state_dir}/{RESPONDER_FILE}")))
 

@@ -172,3 +172,19 @@ class SelectorConfig(DaemonConfig):
     @property
     def profiles(self) -> tuple[HealthProfile, ...]:
         return self.health.get("profiles", ())
+
+
+class ResponderNode(_Part):
+    """The check ports answered in one SRX's namespace."""
+
+    name: str
+    ns: str
+    tcp: tuple[int, ...]
+    http: tuple[int, ...]
+    udp: tuple[int, ...]
+
+
+class ResponderConfig(DaemonConfig):
+    """dataplane.responder: one process for the lab, answering the TLB health checks of every SRX."""
+
+    nodes: tuple[ResponderNode, ...]

@@ -9,7 +9,7 @@ import pytest
 from pydantic import ValidationError
 
 from lab_orchestrator.api.topology import plan as plan_topology
-from labkit.configs import MnhaConfig, SelectorConfig, SrdConfig
+from labkit.configs import MnhaConfig, ResponderConfig, SelectorConfig, SrdConfig
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -22,7 +22,8 @@ def _files(lab: str) -> dict[str, str]:
                                                 ("topology3", "mnha.json", MnhaConfig),
                                                 ("topology1", "mxlb.json", SelectorConfig),
                                                 ("topology3", "mxlb.json", SelectorConfig),
-                                                ("topology4-cgnat", "mxlb.json", SelectorConfig)])
+                                                ("topology4-cgnat", "mxlb.json", SelectorConfig),
+                                                ("topology3", "responder.json", ResponderConfig)])
 def test_the_planned_config_reads_back_with_the_daemons_type(lab: str, suffix: str, model: type) -> None:
     written = {name: text for name, text in _files(lab).items() if name.endswith(suffix)}
     assert written, f"{lab} plans no {suffix}"

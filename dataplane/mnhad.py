@@ -31,9 +31,9 @@ from .daemonkit import PeerLink, heartbeat_loop, resumed_status
 from .mnha import Destination, MonitorObject, PeerView, Role, Srg1, SrgMonitor, encode_heartbeat
 
 PORT = 7790
-# Cold sync: seconds after the peer came back (its session daemon starts right after this daemon,
-# so a second push covers a slow start); BGP brings it traffic a second or more later.
-COLD_SYNC_DELAYS = (0.5, 2.0)
+# Cold sync: seconds after the peer came back (its session daemon starts just before its MNHA daemon;
+# the later pushes cover a slow start); BGP brings it return traffic about a second later.
+COLD_SYNC_DELAYS = (0.2, 0.5, 0.9, 2.0)
 SIOCGIFFLAGS = 0x8913
 IFF_UP, IFF_RUNNING = 0x1, 0x40
 

@@ -79,11 +79,9 @@ def monitor_config(topo: Topology, plan: LabPlan, node: str) -> dict[str, object
 def plan_mnha(topo: Topology, plan: LabPlan, python: str = "python3") -> None:
     env = environment()
     for pair in topo.mnha:
-        for node, peer in (pair.nodes, pair.nodes[::-1]):
-            _plan_daemon(topo, plan, pair.mode, node, peer, python)
-        if not pair.sync:
-            continue
-        for node, peer in (pair.nodes, pair.nodes[::-1]):
+        # conntrackd first: a node that powers on runs its daemons in this order, and its peer sends
+        # it the whole session table (cold sync) once its MNHA daemon is heard
+        for node, peer in (pair.nodes, pair.nodes[::-1]) if pair.sync else ():
             local, remote = icl_of(plan, node, peer)
             node_plan = plan.node(node)
             own = sorted({str(IPv4Interface(i.address).ip) for i in plan.interfaces()
@@ -99,6 +97,8 @@ def plan_mnha(topo: Topology, plan: LabPlan, python: str = "python3") -> None:
             plan.processes.append(Process(node, node_plan.master_ns, "conntrackd",
                                           ("conntrackd", "-C", f"{plan.state_dir}/{name}"),
                                           stale_files=(f"{plan.state_dir}/nodes/{node}/conntrackd.lock",)))
+        for node, peer in (pair.nodes, pair.nodes[::-1]):
+            _plan_daemon(topo, plan, pair.mode, node, peer, python)
 
 
 def _plan_daemon(topo: Topology, plan: LabPlan, mode: str, node: str, peer: str, python: str) -> None:

@@ -134,8 +134,8 @@ def test_hsrp_active_resumes_active_with_a_hello() -> None:
 
 
 def test_mnhad_cold_syncs_a_returning_peer(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The peer comes back (power on, reboot): this node sends it its whole session table, twice
-    (its session daemon may start after its MNHA daemon), and not again while it stays."""
+    """The peer comes back (power on, reboot): this node sends it its whole session table, a few
+    times over its first seconds (its session daemon may start slowly), and not again while it stays."""
     from types import SimpleNamespace
 
     pushed: list[str] = []
@@ -152,7 +152,8 @@ def test_mnhad_cold_syncs_a_returning_peer(monkeypatch: pytest.MonkeyPatch) -> N
     view.alive = True  # heartbeats again
     for now in (10.1, 10.3, 10.6, 11.0, 12.1, 13.0, 20.0):
         daemon.schedule_cold_sync(now)
-    assert pushed == [daemon.c.sync_config] * 2 and daemon.cold_syncs == 2
+    pushes = len(mnhad.COLD_SYNC_DELAYS)
+    assert pushes >= 2 and pushed == [daemon.c.sync_config] * pushes and daemon.cold_syncs == pushes
     view.alive = False  # gone before the second push: nothing pending
     daemon.schedule_cold_sync(21.0)
     view.alive = True
@@ -160,9 +161,9 @@ def test_mnhad_cold_syncs_a_returning_peer(monkeypatch: pytest.MonkeyPatch) -> N
     view.alive = False
     daemon.schedule_cold_sync(22.2)
     daemon.schedule_cold_sync(30.0)
-    assert daemon.cold_syncs == 2 and daemon.cold_sync_due == []
+    assert daemon.cold_syncs == pushes and daemon.cold_sync_due == [], "gone again before the first push"
     daemon.c = MnhaConfig.model_construct(mode="srg0", sync_config=None)  # no session sync: nothing to push
     view.alive = True
     daemon.schedule_cold_sync(31.0)
     daemon.schedule_cold_sync(40.0)
-    assert daemon.cold_syncs == 2
+    assert daemon.cold_syncs == pushes

@@ -107,6 +107,13 @@ def _rates(packets: dict[str, int], counted_at: float, now: float,
     return out
 
 
+def actions(node: dict[str, Any]) -> list[str]:
+    """What a view may do to a node: fail / restore (nodes with a power-off or reboot event), switchover (the
+    SRD master)."""
+    out = ["fail", "restore"] if fail_event(node["kind"]) else []
+    return out + (["switchover"] if node.get("srd") == "master" else [])
+
+
 def picture(raw: dict[str, Any], previous: dict[str, Any] | None = None) -> dict[str, Any]:
     """What the views draw, from one `collect` (and the previous picture, for packets per second)."""
     status = raw["status"]
@@ -165,6 +172,7 @@ def picture(raw: dict[str, Any], previous: dict[str, Any] | None = None) -> dict
                     row[key] = None
         row["state"] = state
         row["roles"] = roles(row)
+        row["actions"] = actions(row)
         nodes.append(row)
     links = []
     for a, b, zone in raw["links"]:

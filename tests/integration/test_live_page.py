@@ -3,6 +3,7 @@ topology3 drawn and coloured, tables filled, and a pushed state (server-sent eve
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Iterator
 from http.server import ThreadingHTTPServer
@@ -52,13 +53,19 @@ class FakeLive(liveweb.Live):
 
 @pytest.fixture
 def page() -> Iterator[tuple[str, FakeLive]]:
+    with serving(allow_actions=False) as served:
+        yield served
+
+
+@contextlib.contextmanager
+def serving(allow_actions: bool) -> Iterator[tuple[str, FakeLive]]:
     reason = chromium_problem()
     if reason:
         pytest.skip(reason)
     first = livestate.picture(raw_state(10.0, [], []))
     live = FakeLive(first)
     server = ThreadingHTTPServer(("127.0.0.1", 0),
-                                 liveweb.make_handler(live, liveweb.layout_of(TOPOLOGY), allow_actions=False))
+                                 liveweb.make_handler(live, liveweb.layout_of(TOPOLOGY), allow_actions))
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True).start()
     try:
@@ -103,3 +110,14 @@ def test_page_draws_every_node_and_applies_pushed_states(page: tuple[str, FakeLi
         browser.wait_for(STATE.format("srx2") + " === 'up'", timeout=10)
         browser.wait_for("document.querySelector('#events tbody td.passed') !== null", timeout=10)
         assert browser.evaluate("document.querySelectorAll('line.link.down').length") == 0
+
+
+def test_page_with_actions_offers_them_per_node() -> None:
+    with serving(allow_actions=True) as (url, _), Chromium() as browser:
+        browser.open(url)
+        browser.wait_for("document.querySelectorAll('#nodes tbody tr').length > 0", timeout=20)
+        buttons = browser.evaluate("Object.fromEntries(Array.from(document.querySelectorAll('#nodes tbody tr'))"
+                                   ".map(r => [r.id.slice(4), Array.from(r.querySelectorAll('button'))"
+                                   ".map(b => b.textContent)]))")
+        assert buttons["srx2"] == ["fail", "restore"] and buttons["mx1"] == ["fail", "restore"]
+        assert buttons["client"] == [] and buttons["gw-trust"] == []

@@ -175,3 +175,12 @@ def test_event_log_summary_reads_an_event_runs_typed_result() -> None:
     assert eventlog.summary(result.to_json()) == (
         "passed" if result.passed else "failed",
         "convergence 60 ms, 1 flows affected, unaffected loss 0, recovered")
+
+
+def test_actions_per_node_kind_and_role() -> None:
+    assert livestate.actions({"kind": "srx"}) == ["fail", "restore"]
+    assert livestate.actions({"kind": "host"}) == []
+    assert livestate.actions({"kind": "mx", "srd": "master"}) == ["fail", "restore", "switchover"]
+    assert livestate.actions({"kind": "mx", "srd": "standby"}) == ["fail", "restore"]
+    nodes = {n["name"]: n for n in livestate.picture(_raw(10.0, 0, []))["nodes"]}
+    assert nodes["mx1"]["actions"] == ["fail", "restore", "switchover"]  # _raw's mx1 is the SRD master

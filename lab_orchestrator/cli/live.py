@@ -37,7 +37,8 @@ def web(
     port: int = typer.Option(8040, "--port", "-p", help="TCP port."),
     host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on (default: this machine only)."),
     allow_actions: bool = typer.Option(False, "--allow-actions",
-                                       help="Show fail/restore buttons (otherwise the page is read-only)."),
+                                       help="Show fail/restore (and SRD switchover) buttons, each with a "
+                                            "confirmation (otherwise the page is read-only)."),
 ) -> None:
     """A live web page of the lab: the topology coloured by state, selector shares and packets/s with
     sparklines, updated by server-sent events; /state.json for scripts. Nothing is fetched from the network."""

@@ -61,6 +61,8 @@ class FlowRow(_Model):
     lost_reverse: int
     convergence_ms: float
     max_gap_ms: float
+    max_gap_forward_ms: float = 0.0  # each direction's longest gap (a capture compares each with its own)
+    max_gap_reverse_ms: float | None = None  # None: no reverse traffic
     gap_at_s: list[float | None]  # where each direction's longest gap started, seconds from the event
     recovered: bool
     moved: bool

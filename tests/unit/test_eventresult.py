@@ -23,6 +23,7 @@ def row(flow: int, before: str = "srx1", after: str = "srx2", lost: int = 3) -> 
             "carrier_after": before, "srx_before": before, "srx_after": after,
             "expected_mover": {"event": True, "restore": True}, "mover": {"event": True, "restore": None},
             "lost_forward": lost, "lost_reverse": 0, "convergence_ms": lost * 20.0, "max_gap_ms": 61.5,
+            "max_gap_forward_ms": 61.5, "max_gap_reverse_ms": 0.0,
             "gap_at_s": [0.05, None], "recovered": True, "moved": before != after, "moved_on_restore": False,
             "bindings": ["198.51.100.1:40000", "198.51.100.17:1024"], "rebound": True, "lost": lost}
 
@@ -100,3 +101,23 @@ def test_budgets_and_junit_read_the_model() -> None:
     assert "broke the budget convergence_ms &lt;= 300 (all events): measured 812.5" in xml
     assert "not every flow recovered after the event; unaffected flows lost 7 packets" in xml
     assert '<testcase classname="lab.t1" name="srx-power-off on srx1" time="0.060"><system-out>' in xml
+
+
+def test_the_runner_s_own_analysis_is_a_valid_result() -> None:
+    """What `analyse` builds from receiver reports validates against the model (every per-flow key known)."""
+    from dataplane.traffic import make_flows
+    from lab_orchestrator.events import BY_NAME
+
+    flows = make_flows(2, "100.64.0.0/16", "203.0.113.10")
+    keys = [(f.src, f.sport) for f in flows]
+    report_f = {"per_flow": [{"flow": f.flow_id, "lost": 2 * i, "max_gap_ms": 40.0 * i, "last_seen_ns": 10**9}
+                             for i, f in enumerate(flows)]}
+    report_r = {"per_flow": [{"flow": f.flow_id + eventrun.REVERSE_ID_OFFSET, "lost": 0, "max_gap_ms": 20.0,
+                              "last_seen_ns": 10**9} for f in flows]}
+    result = eventrun.analyse(BY_NAME["srx-power-off"], "srx1", "srx1 powered off", flows,
+                              {keys[0]: "srx2", keys[1]: "srx1"}, {keys[0]: "srx2", keys[1]: "srx2"}, report_f,
+                              report_r, {"end_ns": 10**9}, 50.0, {"event": 0.5}, eventrun.Sampler([]),
+                              eventrun.TrafficSpec(), sent_r={"end_ns": 10**9})
+    rows = result.model_dump()["per_flow"]
+    assert [r["max_gap_forward_ms"] for r in rows] == [0.0, 40.0] and rows[1]["max_gap_reverse_ms"] == 20.0
+    assert result.flows_moved == 1 and result.packets_lost_by_unaffected_flows == 0

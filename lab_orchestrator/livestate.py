@@ -40,6 +40,18 @@ def _read(lab: Lab, node: str, name: str) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
+def _session_count(ns: str) -> int | None:
+    """Sessions (conntrack entries, synchronised copies included) in namespace NS; None if unreadable."""
+    from labkit import netnsutil
+
+    try:
+        # /proc/sys/net answers for the namespace of the thread that opens it
+        with netnsutil.entered(ns), open("/proc/sys/net/netfilter/nf_conntrack_count") as count:
+            return int(count.read())
+    except (OSError, ValueError):
+        return None
+
+
 def collect(lab: Lab) -> dict[str, Any]:
     """Everything the live views show, read once from the running lab."""
     lab.refresh()
@@ -50,8 +62,10 @@ def collect(lab: Lab) -> dict[str, Any]:
                            "links": [[v.a.node, v.b.node, v.a.zone or v.b.zone or ""] for v in plan.veths
                                      if v.a.node != v.b.node],
                            "redundancy": lab.redundancy(), "selectors": {}, "hsrp": {}, "clb": {},
-                           "events": eventlog.read(lab.state_dir)}
+                           "events": eventlog.read(lab.state_dir), "sessions": {}}
     for node in plan.nodes:
+        if node.kind == SRX and node.name not in lab.state.down_nodes:
+            raw["sessions"][node.name] = _session_count(lab.ns(node.name))
         if node.kind == MX:
             raw["selectors"][node.name] = _read(lab, node.name, MXLB_STATUS)
         if node.kind == IOS:
@@ -145,6 +159,7 @@ def picture(raw: dict[str, Any], previous: dict[str, Any] | None = None) -> dict
             "bgp_established": sum(1 for s in node["bgp"] if str(s["info"]).startswith("Established")),
             "daemons_down": [d["name"] for d in daemons if not d["running"] and d["state"] != "stopped"],
             "restarts": sum(int(d.get("restarts", 0)) for d in daemons),
+            "sessions": raw.get("sessions", {}).get(name),
         }
         state = "failed" if name in down else "degraded" if row["daemons_down"] else "up"
         if kind == SRX:

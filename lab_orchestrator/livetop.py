@@ -44,10 +44,11 @@ def render(state: dict[str, Any], prompt: str = "q quits") -> Group:
     head = Text.assemble((f"lab {state['lab']} ", "bold"),
                          (state["status"], "green" if state["ready"] else "bold red"),
                          f"  {time.strftime('%H:%M:%S', time.localtime(state['at']))}  ", (prompt, "bold cyan"))
-    nodes = Table("node", "kind", "state", "BGP", "roles", "restarts", expand=True)
+    nodes = Table("node", "kind", "state", "BGP", "sessions", "roles", "restarts", expand=True)
     for n in state["nodes"]:
         bgp = f"{n['bgp_established']}/{n['bgp_sessions']}" if n["bgp_sessions"] else "-"
-        nodes.add_row(n["name"], n["kind"], Text(n["state"], STYLE.get(n["state"], "")), bgp, n.get("roles", ""),
+        nodes.add_row(n["name"], n["kind"], Text(n["state"], STYLE.get(n["state"], "")), bgp,
+                      "" if n.get("sessions") is None else str(n["sessions"]), n.get("roles", ""),
                       str(n["restarts"] or ""))
     members = Table("selector member", "alive", "share", "pps", expand=True)
     for m in state["members"]:

@@ -140,6 +140,8 @@ def test_web_page_draws_the_lab_and_shows_a_power_off_live(lab: PlanFacts, web: 
     nodes = [n for n in node_states(state) if n != LAB_WIDE]
     assert sorted(nodes) == sorted(lab.nodes)
     assert all(node_states(state)[s] == "up" for s in SRXS), state["nodes"]
+    sessions = {n["name"]: n["sessions"] for n in state["nodes"] if n["name"] in SRXS}
+    assert all(isinstance(count, int) and count >= 0 for count in sessions.values()), sessions
     assert {(link["a"], link["b"]) for link in state["links"]} >= {("mx1", s) for s in SRXS}
     assert {m["name"] for m in state["members"]} == {"MNHA_SRX1", "MNHA_SRX3"}  # topology3: TLB per pair
     assert json.loads(get(web + "/layout.json"))["nodes"]
@@ -171,11 +173,11 @@ def test_web_page_draws_the_lab_and_shows_a_power_off_live(lab: PlanFacts, web: 
 
 def top_rows(screen: str) -> dict[str, str]:
     """node -> its state column, from the node table of `lab top` on the screen (rich's box lines; the
-    selector member table has four columns, the node table six)."""
+    selector member table has four columns, the events table five, the node table seven)."""
     rows = {}
     for line in screen.splitlines():
         cells = [c.strip() for c in re.split(r"[│┃]", line)][1:-1]
-        if len(cells) == 6 and cells[0] in SRXS + ("mx1",):
+        if len(cells) == 7 and cells[0] in SRXS + ("mx1",):
             rows[cells[0]] = cells[2]
     return rows
 

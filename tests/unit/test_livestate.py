@@ -184,3 +184,10 @@ def test_actions_per_node_kind_and_role() -> None:
     assert livestate.actions({"kind": "mx", "srd": "standby"}) == ["fail", "restore"]
     nodes = {n["name"]: n for n in livestate.picture(_raw(10.0, 0, []))["nodes"]}
     assert nodes["mx1"]["actions"] == ["fail", "restore", "switchover"]  # _raw's mx1 is the SRD master
+
+
+def test_sessions_per_srx_are_shown_when_read() -> None:
+    raw = _raw(10.0, 0, ["srx2"])
+    raw["sessions"] = {"srx1": 42}
+    nodes = {n["name"]: n for n in livestate.picture(raw)["nodes"]}
+    assert nodes["srx1"]["sessions"] == 42 and nodes["srx2"]["sessions"] is None

@@ -111,10 +111,16 @@ def test_thirty_tunnel_clients_pass_traffic_through_esp_only(esp_lab: Lab, tmp_p
 SNIFF = """
 import socket, sys, threading, time
 from scapy.all import AsyncSniffer, UDP
-sniffer = AsyncSniffer(iface="eth1", filter="udp dst port 4500 and greater 100", count=1, store=True)
-sniffer.start(); time.sleep(0.5)
+listening = threading.Event()  # set by scapy once its socket is open and filtered
+sniffer = AsyncSniffer(iface="eth1", filter="udp dst port 4500 and greater 100", count=1, store=True,
+                       started_callback=listening.set)
+sniffer.start()
+if not listening.wait(30):
+    sys.exit("the sniffer's socket did not open in 30 s")
 print("ready", flush=True)
-sniffer.join(timeout=10)
+sniffer.join(timeout=20)
+if not sniffer.results:
+    sys.exit("nothing captured in 20 s")
 packet = sniffer.results[0]
 print(bytes(packet[UDP].payload).hex(), packet[UDP].dport, packet["IP"].dst, flush=True)
 """

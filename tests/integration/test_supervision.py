@@ -95,7 +95,8 @@ def test_a_daemon_in_backoff_makes_the_lab_not_ready(t4: RunningLab) -> None:
     config.rename(aside)
     try:
         lab("fail", "--lab", NAME, "mx2", "daemon-crash", "--daemon", "healthd", check=False)
-        deadline = time.monotonic() + 5
+        # each `lab status` is a Python start (a second or more on a loaded host): poll with margins
+        deadline = time.monotonic() + 15
         seen = status()
         while time.monotonic() < deadline and daemon(seen, "mx2", "healthd")["state"] != "backoff":
             time.sleep(0.05)
@@ -103,7 +104,7 @@ def test_a_daemon_in_backoff_makes_the_lab_not_ready(t4: RunningLab) -> None:
         assert seen["status"] == "degraded" and not seen["ready"]
         assert any(p.startswith("mx2/healthd down (exit status") for p in seen["problems"]), seen["problems"]
         # between two crashes the restarted daemon runs for a moment: read the text until it shows it down
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + 15
         text = lab("status", NAME).stdout
         while "not ready: mx2/healthd down" not in text and time.monotonic() < deadline:
             time.sleep(0.1)
@@ -111,7 +112,7 @@ def test_a_daemon_in_backoff_makes_the_lab_not_ready(t4: RunningLab) -> None:
         assert "degraded" in text and "not ready: mx2/healthd down" in text
     finally:
         aside.rename(config)
-    report = wait_ready()
+    report = wait_ready(60)  # the backoff has grown meanwhile (doubling, at most 30 s)
     assert report["ready"] and report["status"] == "ready", report["problems"]
     assert int(daemon(report, "mx2", "healthd")["restarts"]) >= 2  # type: ignore[call-overload]
 

@@ -298,6 +298,39 @@ def _slot(state: LabState, node: str, name: str) -> Any:
     return next((s for s in supervisor.Supervisor(state.state_dir).table() if s.key == (node, name)), None)
 
 
+def members_pending(config: dict[str, Any], status: dict[str, Any], down: set[str]) -> list[str]:
+    """The selector members of one MX (its mxlb config and status) that have an SRX in service but
+    are not in its table yet (a TLB real-service still passing its first health checks)."""
+    table = {m["name"]: bool(m.get("alive")) and int(m.get("buckets") or 0) > 0 for m in status.get("members", [])}
+    pending = []
+    for selector in config.get("selectors", []):
+        for member in selector.get("members", []):
+            nodes = {h["node"] for h in member.get("hops", [])} or {member["name"]}
+            if nodes - down and not table.get(member["name"], False) and member["name"] not in pending:
+                pending.append(member["name"])
+    return pending
+
+
+def wait_selectors_ready(state: LabState, plan: LabPlan, timeout: float = 10.0) -> list[str]:
+    """Before the traffic starts: until every MX's selector has each member with an SRX in service
+    (a lab just up may still be passing its health checks; flows moving then would count as
+    losses of unaffected flows). Returns what was still pending at the TIMEOUT (nothing: ready)."""
+    root = Path(state.state_dir) / "nodes"
+    deadline = time.monotonic() + timeout
+    while True:
+        pending: list[str] = []
+        for node in (n.name for n in _mxs(plan) if n.name not in state.down_nodes):
+            try:
+                config = json.loads((root / node / "mxlb.json").read_text())
+                status = json.loads((root / node / MXLB_STATUS).read_text())
+            except (OSError, ValueError):
+                continue
+            pending += [f"{node}:{m}" for m in members_pending(config, status, set(state.down_nodes))]
+        if not pending or time.monotonic() >= deadline:
+            return pending
+        time.sleep(0.1)
+
+
 def run_event(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target: str, spec: TrafficSpec,
               progress: Progress = lambda _: None, daemon: str | None = None) -> EventResult:
     ends = endpoints(plan)
@@ -310,6 +343,9 @@ def run_event(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target
     if event.name == "nexthop-add" and target not in state.down_nodes:
         ops.power_off(state, plan, target)  # out of service first: the event puts it (back) in
         time.sleep(1.0)
+    waiting = wait_selectors_ready(state, plan)
+    if waiting:
+        progress(f"selector members still not ready after 10 s: {', '.join(waiting)}")
     mx_ns = [ns for n in _mxs(plan) for ns in n.namespaces if ns.endswith("-trust-vr")]
     # CGNAT: the server sees each flow's NAT binding, not the subscriber; the forward receiver
     # publishes the bindings on a FIFO and the reverse sender answers them (and follows a re-bind).

@@ -121,3 +121,22 @@ def test_the_runner_s_own_analysis_is_a_valid_result() -> None:
     rows = result.model_dump()["per_flow"]
     assert [r["max_gap_forward_ms"] for r in rows] == [0.0, 40.0] and rows[1]["max_gap_reverse_ms"] == 20.0
     assert result.flows_moved == 1 and result.packets_lost_by_unaffected_flows == 0
+
+
+def test_traffic_waits_for_selector_members_with_an_srx_in_service() -> None:
+    """A TLB lab just up may still be passing its health checks: the events runner waits for every
+    member that has an SRX in service (a pair counts while one of its nodes is)."""
+    def member(name: str, *nodes: str) -> dict[str, Any]:
+        return {"name": name, "hops": [{"node": n} for n in nodes]}
+
+    config = {"selectors": [{"members": [member("MNHA_SRX1", "srx1", "srx2"), member("MNHA_SRX3", "srx3", "srx4")]},
+                            {"members": [member("MNHA_SRX1", "srx1", "srx2")]}]}
+    status = {"members": [{"name": "MNHA_SRX1", "alive": True, "buckets": 3200},
+                          {"name": "MNHA_SRX3", "alive": False, "buckets": 0}]}
+    assert eventrun.members_pending(config, status, set()) == ["MNHA_SRX3"]
+    assert eventrun.members_pending(config, status, {"srx3"}) == ["MNHA_SRX3"], "srx4 still in service"
+    assert eventrun.members_pending(config, status, {"srx3", "srx4"}) == [], "the whole pair is down"
+    chash = {"selectors": [{"members": [{"name": "srx1"}, {"name": "srx2"}]}]}
+    assert eventrun.members_pending(chash, {"members": [{"name": "srx1", "alive": True, "buckets": 1}]},
+                                    set()) == ["srx2"]
+    assert eventrun.members_pending(chash, {"members": []}, {"srx1", "srx2"}) == []

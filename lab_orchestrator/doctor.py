@@ -301,7 +301,10 @@ def _probe_in(box: _Sandbox) -> list[CheckResult]:
     indexed = box.ipc("link", "add", "a1", "index", "50", "type", "veth", "peer", "name", "b1", "index", "60")
     if indexed is None and box.ip is not None:
         shown = subprocess.run([box.ip, "-n", box.name, "-o", "link", "show", "b1"], capture_output=True, text=True)
-        indexed = None if shown.stdout.startswith("60:") else f"asked for ifindex 60, got {shown.stdout[:4]!r}"
+        if shown.returncode != 0:  # e.g. in a chroot whose root is not a mount point: `ip -n` cannot enter
+            indexed = f"`ip -n {box.name}` failed: {shown.stderr.strip() or shown.returncode}"
+        else:
+            indexed = None if shown.stdout.startswith("60:") else f"asked for ifindex 60, got {shown.stdout[:4]!r}"
     record("veth-ifindex", indexed, "ifindex 50/60 as asked")
     for cmd in (("addr", "add", "198.18.0.0/31", "dev", "a0"), ("addr", "add", "198.18.0.2/31", "dev", "a1"),
                 ("link", "set", "a0", "up"), ("link", "set", "b0", "up"), ("link", "set", "a1", "up"),

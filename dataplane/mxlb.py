@@ -316,6 +316,10 @@ class Daemon(SelectorCore):
                 "via": {side: next((h.node for h in self.member_cfg[(side, name)].hops
                                     if h.nexthop == self.chosen[side].get(name)), None)
                         for side in self.chosen if (side, name) in self.member_cfg},
+                # every side of a pair real-service goes through the SRX BGP prefers (TLB per pair)
+                "via_settled": all(len(self.member_cfg[(side, name)].hops) < 2 or
+                                   self.chosen[side].get(name) in self.route_hops[side].get(name, set())
+                                   for side in self.chosen if (side, name) in self.member_cfg),
                 "counters": {side: values.get(name, {"packets": 0, "bytes": 0})
                              for side, values in self.counters.items()},
             } for name, state in sorted(self.members.items(), key=lambda kv: kv[1].mark)],

@@ -18,8 +18,10 @@ import contextlib
 import select
 import socket
 import sys
+from pathlib import Path
 
 from labkit.configs import ResponderConfig
+from labkit.contracts import RESPONDER_READY
 
 from .daemonkit import StopFlag
 
@@ -94,8 +96,11 @@ def main(argv: list[str]) -> int:
         print("usage: python -m dataplane.responder CONFIG.json", file=sys.stderr)
         return 2
     leave_node_namespace()
+    ready_file = Path(argv[1]).parent / RESPONDER_READY
+    ready_file.unlink(missing_ok=True)  # a restarted responder: not listening yet
     config = ResponderConfig.read(argv[1])
     sockets = open_sockets(config)
+    ready_file.write_text(f"{len(sockets)} sockets\n")  # every socket listens: the TLB probes can pass
     summary = sorted({f"{kind}/{port}" for kind, _, port in sockets.values()})
     print(f"responder: {len(config.nodes)} SRX, {', '.join(summary)}", flush=True)
     stopping = StopFlag()

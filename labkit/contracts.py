@@ -13,5 +13,7 @@ MNHA_STATUS = "mnha-status.json"  # dataplane.mnhad: SRG roles, ICL, heartbeats
 SRD_STATUS = "srd-status.json"  # dataplane.srdd: mastership, signal route
 HSRP_STATUS = "hsrp-status.json"  # dataplane.flexvpnd: HSRP groups
 IKEV2_STATUS = "ikev2-status.json"  # dataplane.flexvpnd: CLB cluster and IKEv2 SAs
+# dataplane.responder, next to its configuration: every listening socket is open (what `lab up` waits for)
+RESPONDER_READY = "responder.ready"
 
 STATUS_FILES = (MXLB_STATUS, MNHA_STATUS, SRD_STATUS, HSRP_STATUS, IKEV2_STATUS)

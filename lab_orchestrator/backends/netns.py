@@ -8,6 +8,7 @@ see docs/architecture.md on carrier detection), one `nft -f` for the root guard 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import subprocess
 import time
@@ -23,8 +24,9 @@ from pyroute2.netlink.rtnl import RTM_NEWLINK
 from pyroute2.netlink.rtnl.ifinfmsg import ifinfmsg
 
 from labkit import birdctl, netnsutil
+from labkit.contracts import MXLB_STATUS, RESPONDER_READY
 
-from .. import supervisor
+from .. import readiness, supervisor
 from ..diagnostics import LabError
 from ..plan import Interface, LabPlan, Route
 from ..state import LabState
@@ -40,6 +42,7 @@ class NetnsBackend:
     def __init__(self, progress: Progress = _quiet):
         self.progress = progress
         self._sockets: dict[str, IPRoute] = {}
+        self._probe_baseline: dict[str, dict[str, int]] = {}  # MX -> TLB probe counts (readiness)
 
     # ---------------------------------------------------------------- up
     def up(self, plan: LabPlan, ready_timeout: float = 30.0) -> LabState:
@@ -264,6 +267,7 @@ class NetnsBackend:
 
     def _wait_ready(self, plan: LabPlan, state: LabState, timeout: float) -> None:
         self.progress("bgp", f"waiting for {len(plan.sessions)} BGP sessions")
+        self._probe_baseline = {}
         deadline = time.monotonic() + timeout
         pending: list[str] = []
         while time.monotonic() < deadline:
@@ -303,6 +307,27 @@ class NetnsBackend:
             routes = self.ipr(expected.ns).get_routes(dst_len=net.prefixlen, table=254)
             if not any(_route_dst(r) == str(net.network_address) for r in routes):
                 pending.append(f"route {expected.prefix} missing in {expected.ns}")
+        if pending:
+            return pending
+        if any(p.name == "responder" for p in plan.processes) and not (Path(plan.state_dir) / RESPONDER_READY).exists():
+            return ["health-check responder not listening yet"]
+        return self._selectors_pending(plan)
+
+    def _selectors_pending(self, plan: LabPlan) -> list[str]:
+        """Each MX selector forwards as the lab means to (lab_orchestrator.readiness); the first
+        time everything else is ready, the TLB probe counts are the baseline fresh probes count from."""
+        pending = []
+        for node in sorted({p.node for p in plan.processes if p.name == "mxlb"}):
+            path = Path(plan.state_dir) / "nodes" / node / MXLB_STATUS
+            try:
+                selector = json.loads(path.read_text())
+            except (OSError, ValueError):
+                selector = None
+            if selector is not None and node not in self._probe_baseline:
+                self._probe_baseline[node] = readiness.probe_counts(selector)
+                if selector.get("mode") == "tlb":
+                    self.progress("health", f"{node}: waiting for health checks on the reachable lab")
+            pending += readiness.selector_pending(node, selector, self._probe_baseline.get(node))
         return pending
 
     # ---------------------------------------------------------------- down

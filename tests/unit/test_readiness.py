@@ -10,8 +10,10 @@ from lab_orchestrator import readiness
 def tlb(probes: int, up: bool = True, buckets: int = 100, via_settled: bool = True,
         result: str = "ok") -> dict[str, Any]:
     return {"mode": "tlb", "members": [
-        {"name": name, "buckets": buckets if up or name != "MNHA_SRX3" else 0, "via_settled": via_settled if name == "MNHA_SRX1" else True,
-         "health": {"up": up if name == "MNHA_SRX3" else True, "last_result": result if name == "MNHA_SRX3" else "ok",
+        {"name": name, "buckets": buckets if up or name != "MNHA_SRX3" else 0,
+         "via_settled": via_settled if name == "MNHA_SRX1" else True,
+         "health": {"up": up if name == "MNHA_SRX3" else True,
+                    "last_result": result if name == "MNHA_SRX3" else "ok",
                     "profiles": {"icmp-profile": {"probes": probes}, "tcp-profile": {"probes": probes}}}}
         for name in ("MNHA_SRX1", "MNHA_SRX3")]}
 

@@ -8,7 +8,9 @@ VENV ?= .venv
 PYTHON := $(VENV)/bin/python
 # replaced only when absent or already a link to a lab virtualenv (see deps-link)
 LINK ?= /usr/local/bin/lab
-APT_PACKAGES = python3 python3-venv iproute2 nftables bird2 conntrack conntrackd iputils-ping graphviz tshark iperf3 openssh-client sshpass procps strongswan-charon strongswan-swanctl libcharon-extra-plugins libstrongswan-standard-plugins
+# netbase: /etc/protocols, without which conntrackd's protocol filter (TCP, UDP, ICMP) is empty and MNHA
+# syncs no session (minimal images such as debootstrap minbase lack it)
+APT_PACKAGES = python3 python3-venv iproute2 nftables bird2 conntrack conntrackd netbase iputils-ping graphviz tshark iperf3 openssh-client sshpass procps strongswan-charon strongswan-swanctl libcharon-extra-plugins libstrongswan-standard-plugins
 # used only by the live-view tests (`lab web` in headless Chromium, `lab top` in tmux); they skip without them
 TEST_APT_PACKAGES = chromium tmux
 DEMO_LAB ?= labs/topology3.yml

@@ -65,11 +65,12 @@ class TunnelTable:
         return len(self.by_spi)
 
     def route(self, address: IPv4Address) -> Tunnel | None:
-        """The tunnel whose selectors hold the address (see by_source), most specific first."""
+        """The tunnel whose selectors hold the address (see by_source), most specific first; between
+        equally specific ones the one added last (a rekeyed CHILD_SA takes over from its predecessor)."""
         best, best_len = None, -1
         for tunnel in self.by_spi.values():
             for net in tunnel.local if self.by_source else tunnel.remote:
-                if net.prefixlen > best_len and address in net:
+                if net.prefixlen >= best_len and address in net:
                     best, best_len = tunnel, net.prefixlen
         return best
 

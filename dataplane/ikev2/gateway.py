@@ -11,8 +11,8 @@ Exchanges served:
   the same kind; CP (an address from the local pool); one CHILD_SA (ESP, tunnel mode) with traffic
   selectors narrowed to the assigned address. With redirect `auth`, the answer after mutual
   authentication is IDr, AUTH and N(REDIRECT) without nonce; that IKE SA is then deleted.
-* INFORMATIONAL (Delete of the IKE SA or the CHILD_SA, liveness), CREATE_CHILD_SA (refused:
-  NO_ADDITIONAL_SAS).
+* INFORMATIONAL (Delete of the IKE SA or a CHILD_SA, liveness); CREATE_CHILD_SA rekeying the
+  CHILD_SA (without PFS; the old one stays until deleted), anything else refused (NO_ADDITIONAL_SAS).
 
 Hostile initiators (RFC 7296 sections 2.1, 2.6 and 2.12):
 
@@ -176,6 +176,7 @@ class IkeSa:
     local_auth: int = 0
     address: str | None = None
     child: ChildSa | None = None
+    retiring: list[ChildSa] = field(default_factory=list)  # rekeyed CHILD_SAs, until the initiator deletes them
     established_at: float | None = None
     redirected_to: str | None = None
     in_table: bool = False
@@ -207,7 +208,8 @@ class Gateway:
                          "invalid_ke": 0, "retransmits": 0, "integrity_failed": 0, "no_redirect_support": 0,
                          "cookies_sent": 0, "cookies_accepted": 0, "cookies_invalid": 0, "half_open_full": 0,
                          "half_open_source_full": 0, "settled": 0,
-                         "inner_malformed": 0, "overload_refused": 0}
+                         "inner_malformed": 0, "overload_refused": 0, "child_rekeys": 0,
+                         "create_child_refused": 0}
         self.certreq = b""
         if config.ca is not None:
             from . import pki
@@ -428,7 +430,7 @@ class Gateway:
         elif header.exchange == codec.INFORMATIONAL:
             out = self._informational(sa, inner)
         elif header.exchange == codec.CREATE_CHILD_SA:
-            out = [codec.NotifyPayload(codec.NO_ADDITIONAL_SAS)]
+            out = self._create_child(sa, inner)
         else:
             return []
         reply = codec.Header(sa.spi_i, sa.spi_r, codec.SK, header.exchange, codec.FLAG_RESPONSE, header.message_id)
@@ -540,6 +542,34 @@ class Gateway:
         self._set_child(sa, ChildSa(spi, peer_spi, suite, keys, narrowed_i, ts_r.selectors))
         return [codec.SaPayload((proposal,)), codec.TsPayload(narrowed_i, True), codec.TsPayload(ts_r.selectors, False)]
 
+    def _create_child(self, sa: IkeSa, inner: list[codec.Payload]) -> list[codec.Payload]:
+        """CREATE_CHILD_SA that rekeys the CHILD_SA (RFC 7296 1.3.3, without PFS): a new SA with
+        keys from SK_d and the new nonces; the old one carries on until the initiator deletes it.
+        A further CHILD_SA or an IKE SA rekey is refused (NO_ADDITIONAL_SAS)."""
+        rekey = next((p for p in inner if isinstance(p, codec.NotifyPayload) and p.type == codec.REKEY_SA), None)
+        proposals = next((p for p in inner if isinstance(p, codec.SaPayload)), None)
+        nonce = next((p for p in inner if isinstance(p, codec.NoncePayload)), None)
+        old = sa.child
+        if rekey is None or old is None or rekey.protocol != codec.PROTO_ESP or rekey.spi != old.spi_out \
+                or proposals is None or nonce is None or not NONCE_MIN <= len(nonce.data) <= NONCE_MAX:
+            self.counters["create_child_refused"] += 1
+            return [codec.NotifyPayload(codec.NO_ADDITIONAL_SAS)]
+        spi = os.urandom(4)
+        chosen = crypto.select_esp(proposals.proposals, spi)
+        if chosen is None or any(isinstance(p, codec.KePayload) for p in inner):  # PFS is not offered
+            self.counters["create_child_refused"] += 1
+            return [codec.NotifyPayload(codec.NO_PROPOSAL_CHOSEN)]
+        proposal, suite, peer_spi = chosen
+        nonce_r = os.urandom(32)
+        assert sa.suite.prf is not None
+        keys = crypto.derive_child_keys(sa.suite.prf, sa.keys.sk_d, suite, nonce.data, nonce_r)
+        sa.retiring.append(old)
+        self._set_child(sa, ChildSa(spi, peer_spi, suite, keys, old.ts_i, old.ts_r))
+        self.counters["child_rekeys"] += 1
+        self.log(f"IKE SA {sa.spi_i.hex()}/{sa.spi_r.hex()}: CHILD_SA {old.spi_in.hex()} rekeyed as {spi.hex()}")
+        return [codec.SaPayload((proposal,)), codec.NoncePayload(nonce_r), codec.TsPayload(old.ts_i, True),
+                codec.TsPayload(old.ts_r, False)]
+
     def _our_id(self, inner: list[codec.Payload], local: tuple[str, int]) -> codec.IdPayload:
         """The identity the initiator asked for (IDr) when it is one of ours, else the local address."""
         wanted = next((p for p in inner if isinstance(p, codec.IdPayload) and not p.initiator), None)
@@ -564,9 +594,15 @@ class Gateway:
                     self._set_state(sa, "deleted")
                     self.counters["deleted"] += 1
                     return []
-                if p.protocol == codec.PROTO_ESP and sa.child is not None and sa.child.spi_out in p.spis:
-                    out.append(codec.DeletePayload(codec.PROTO_ESP, (sa.child.spi_in,)))
+                if p.protocol != codec.PROTO_ESP:
+                    continue
+                gone = [c for c in sa.retiring if c.spi_out in p.spis]
+                sa.retiring = [c for c in sa.retiring if c not in gone]
+                if sa.child is not None and sa.child.spi_out in p.spis:
+                    gone.append(sa.child)
                     self._set_child(sa, None)
+                if gone:
+                    out.append(codec.DeletePayload(codec.PROTO_ESP, tuple(c.spi_in for c in gone)))
         return out
 
     def _settle(self, sa: IkeSa) -> None:

@@ -105,22 +105,24 @@ class IkeService:
             self.counters["send_errors"] += 1
 
     def sync_tunnels(self) -> None:
-        """Make the ESP tunnels those of the established IKE SAs' CHILD_SAs (after every change)."""
+        """Make the ESP tunnels those of the established IKE SAs' CHILD_SAs (after every change): the
+        current one, and one rekeyed away until the initiator deletes it (it may still send with it).
+        A rekeyed SA is added after the one it replaces, so outbound traffic takes the new one."""
         if self.esp is None or self.gateway is None:
             return
-        wanted: dict[bytes, gateway.IkeSa] = {}
+        wanted: dict[bytes, tuple[gateway.IkeSa, gateway.ChildSa]] = {}
         for sa in self.gateway.sas.values():
-            if sa.state == "established" and sa.child is not None:
-                wanted[sa.child.spi_in] = sa
+            if sa.state == "established":
+                for child in (*sa.retiring, *((sa.child,) if sa.child is not None else ())):
+                    wanted[child.spi_in] = (sa, child)
         for spi in [spi for spi in self.esp.table.by_spi if spi not in wanted]:
             self.esp.remove(spi)
         self.esp_sources = {tunnel_peer(sa): _PKTINFO.pack(0, socket.inet_aton(sa.local[0]), bytes(4))
-                            for sa in wanted.values() if sa.local[0] != "0.0.0.0"}
-        for spi, sa in wanted.items():
+                            for sa, _ in wanted.values() if sa.local[0] != "0.0.0.0"}
+        for spi, (sa, child) in wanted.items():
             if spi not in self.esp.table.by_spi:
-                self.esp.add(tunnel_of(sa))
-                assert sa.child is not None
-                sa.child.installed = True
+                self.esp.add(tunnel_of(sa, child))
+                child.installed = True
 
     def redirect(self, local: str, peer: str, exchange: str) -> str | None:
         target: str | None = self.daemon.redirect_target(local)
@@ -220,11 +222,11 @@ class IkeService:
         return out
 
 
-def tunnel_of(sa: gateway.IkeSa) -> Tunnel:
+def tunnel_of(sa: gateway.IkeSa, child: gateway.ChildSa | None = None) -> Tunnel:
     """The ESP tunnel of an established IKE SA's CHILD_SA, as the responder sees it: inbound keys are
     the initiator's (KEYMAT starts with them, RFC 7296 2.17), ESP-in-UDP to the peer's IKE port when
-    it floated to 4500, else to its port 4500."""
-    child = sa.child
+    it floated to 4500, else to its port 4500. CHILD: one of its CHILD_SAs (default: the current one)."""
+    child = child or sa.child
     assert child is not None
     suite, keys = child.suite, child.keys
     inbound = EspSa(child.spi_in, suite.encr, keys.encr_i, suite.integ, keys.integ_i)

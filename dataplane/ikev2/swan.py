@@ -131,10 +131,10 @@ def strongswan_conf(folder: Path, port: int = 500, extra: str = "", log_level: i
 def initiator(ns: str, folder: Path, gateway: str, local: str, identity: str, psk: str | None = "cisco123",
               cert: tuple[bytes, bytes, bytes] | None = None, proposal: str = "aes256-sha256-ecp256",
               esp: str = "aes256-sha256", vip: bool = True, remote_ts: str = "0.0.0.0/0",
-              install_routes: bool = False) -> Peer:
+              install_routes: bool = False, child_rekey_s: int = 0) -> Peer:
     """A strongSwan road warrior towards GATEWAY: PSK, or CERT = (CA PEM, certificate PEM, key PEM).
     With INSTALL_ROUTES, charon routes REMOTE_TS into kernel-libipsec's TUN device (from the virtual
-    address), so traffic to it crosses the tunnel."""
+    address), so traffic to it crosses the tunnel. CHILD_REKEY_S: rekey the CHILD_SA that often (0: never)."""
     folder.mkdir(parents=True, exist_ok=True)
     for sub in ("x509ca", "x509", "private"):
         (folder / sub).mkdir(exist_ok=True)
@@ -168,7 +168,7 @@ def initiator(ns: str, folder: Path, gateway: str, local: str, identity: str, ps
       net {{
         remote_ts = {remote_ts}
         esp_proposals = {esp}
-        rekey_time = 0
+        rekey_time = {child_rekey_s}s
         start_action = none
       }}
     }}

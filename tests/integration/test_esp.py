@@ -183,3 +183,33 @@ def test_strongswan_libipsec_client_pings_through_a_member(esp_lab: Lab, tmp_pat
     finally:
         peer.stop()
     assert CLIENT1 != CLIENT2
+
+
+@needs_swan
+def test_strongswan_rekeys_its_child_sa_and_traffic_goes_on(esp_lab: Lab, tmp_path: Path) -> None:
+    elected(esp_lab, 30)
+    peer = swan.initiator(esp_lab.ns("client2"), tmp_path / "swan", VIP, CLIENT2, "client2", esp="aes256gcm16",
+                          remote_ts=f"{NORTH}/32", install_routes=True, child_rekey_s=6)
+    peer.start()
+    try:
+        result = peer.initiate()
+        assert result.returncode == 0, result.stdout + result.stderr
+        gateway = re.search(r"IKE_SA gw\[\d+\] established between \S+\.\.\.([\d.]+)\[", result.stdout)
+        assert gateway, result.stdout
+        node = next((n for n, a in ROUTERS.items() if a == gateway.group(1)), "router1")  # the VIP: the master
+        assert wait_until(lambda: ping(esp_lab, "client2", None, count=3), 10, "ping before the rekey")
+        first = wait_until(lambda: [sa for sa in ipsec_sas(esp_lab)[node] if sa["remote"] == CLIENT2], 5,
+                           "the member's CHILD_SA")[0]["spi_in"]
+        # strongSwan rekeys within 6 s (minus up to 10 % at random) and then deletes the old CHILD_SA
+        counters = wait_until(lambda: (c := esp_lab.ike(node)["gateway_counters"])["child_rekeys"] >= 1 and c, 20,
+                              "the CHILD_SA rekeyed")
+        assert counters["create_child_refused"] == 0, counters
+        wait_until(lambda: [sa for sa in ipsec_sas(esp_lab)[node] if sa["remote"] == CLIENT2
+                            and sa["spi_in"] != first], 10, "the new CHILD_SA in show crypto ipsec sa")
+        wait_until(lambda: first not in [t["spi_in"] for t in esp_lab.ike(node)["esp"]["tunnels"]], 10,
+                   "the old CHILD_SA's tunnel gone (strongSwan deleted it)")
+        assert wait_until(lambda: ping(esp_lab, "client2", None, count=3), 10, "ping after the rekey")
+        assert wait_until(lambda: [sa for sa in ipsec_sas(esp_lab)[node] if sa["remote"] == CLIENT2
+                                   and sa["decaps"] >= 1 and sa["encaps"] >= 1], 5, "the new SA carries it")
+    finally:
+        peer.stop()

@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from ipaddress import IPv4Address
 from typing import Any
 
-from . import codec, crypto
+from . import codec, crypto, rekey
 from .codec import IkeError
 
 HALF_OPEN_TIMEOUT = 30.0
@@ -543,31 +543,17 @@ class Gateway:
         return [codec.SaPayload((proposal,)), codec.TsPayload(narrowed_i, True), codec.TsPayload(ts_r.selectors, False)]
 
     def _create_child(self, sa: IkeSa, inner: list[codec.Payload]) -> list[codec.Payload]:
-        """CREATE_CHILD_SA that rekeys the CHILD_SA (RFC 7296 1.3.3, without PFS): a new SA with
-        keys from SK_d and the new nonces; the old one carries on until the initiator deletes it.
-        A further CHILD_SA or an IKE SA rekey is refused (NO_ADDITIONAL_SAS)."""
-        rekey = next((p for p in inner if isinstance(p, codec.NotifyPayload) and p.type == codec.REKEY_SA), None)
-        proposals = next((p for p in inner if isinstance(p, codec.SaPayload)), None)
-        nonce = next((p for p in inner if isinstance(p, codec.NoncePayload)), None)
+        """CREATE_CHILD_SA: only a rekey of our CHILD_SA (dataplane.ikev2.rekey); the old SA stays until deleted."""
         old = sa.child
-        if rekey is None or old is None or rekey.protocol != codec.PROTO_ESP or rekey.spi != old.spi_out \
-                or proposals is None or nonce is None or not NONCE_MIN <= len(nonce.data) <= NONCE_MAX:
-            self.counters["create_child_refused"] += 1
-            return [codec.NotifyPayload(codec.NO_ADDITIONAL_SAS)]
-        spi = os.urandom(4)
-        chosen = crypto.select_esp(proposals.proposals, spi)
-        if chosen is None or any(isinstance(p, codec.KePayload) for p in inner):  # PFS is not offered
-            self.counters["create_child_refused"] += 1
-            return [codec.NotifyPayload(codec.NO_PROPOSAL_CHOSEN)]
-        proposal, suite, peer_spi = chosen
-        nonce_r = os.urandom(32)
         assert sa.suite.prf is not None
-        keys = crypto.derive_child_keys(sa.suite.prf, sa.keys.sk_d, suite, nonce.data, nonce_r)
+        got = rekey.respond(inner, old.spi_out if old is not None else None, sa.suite.prf, sa.keys.sk_d)
+        if isinstance(got, int) or old is None:
+            self.counters["create_child_refused"] += 1
+            return [codec.NotifyPayload(got if isinstance(got, int) else codec.NO_ADDITIONAL_SAS)]
         sa.retiring.append(old)
-        self._set_child(sa, ChildSa(spi, peer_spi, suite, keys, old.ts_i, old.ts_r))
+        self._set_child(sa, ChildSa(got.spi, got.peer_spi, got.suite, got.keys, old.ts_i, old.ts_r))
         self.counters["child_rekeys"] += 1
-        self.log(f"IKE SA {sa.spi_i.hex()}/{sa.spi_r.hex()}: CHILD_SA {old.spi_in.hex()} rekeyed as {spi.hex()}")
-        return [codec.SaPayload((proposal,)), codec.NoncePayload(nonce_r), codec.TsPayload(old.ts_i, True),
+        return [codec.SaPayload((got.proposal,)), codec.NoncePayload(got.nonce_r), codec.TsPayload(old.ts_i, True),
                 codec.TsPayload(old.ts_r, False)]
 
     def _our_id(self, inner: list[codec.Payload], local: tuple[str, int]) -> codec.IdPayload:

@@ -12,7 +12,7 @@ Exchanges served:
   selectors narrowed to the assigned address. With redirect `auth`, the answer after mutual
   authentication is IDr, AUTH and N(REDIRECT) without nonce; that IKE SA is then deleted.
 * INFORMATIONAL (Delete of the IKE SA or a CHILD_SA, liveness); CREATE_CHILD_SA rekeying the
-  CHILD_SA (without PFS; the old one stays until deleted), anything else refused (NO_ADDITIONAL_SAS).
+  CHILD_SA or making a new one when there is none (no PFS), anything else refused (NO_ADDITIONAL_SAS).
 
 Hostile initiators (RFC 7296 sections 2.1, 2.6 and 2.12):
 
@@ -209,7 +209,7 @@ class Gateway:
                          "cookies_sent": 0, "cookies_accepted": 0, "cookies_invalid": 0, "half_open_full": 0,
                          "half_open_source_full": 0, "settled": 0,
                          "inner_malformed": 0, "overload_refused": 0, "child_rekeys": 0,
-                         "create_child_refused": 0}
+                         "children_created": 0, "create_child_refused": 0}
         self.certreq = b""
         if config.ca is not None:
             from . import pki
@@ -543,18 +543,19 @@ class Gateway:
         return [codec.SaPayload((proposal,)), codec.TsPayload(narrowed_i, True), codec.TsPayload(ts_r.selectors, False)]
 
     def _create_child(self, sa: IkeSa, inner: list[codec.Payload]) -> list[codec.Payload]:
-        """CREATE_CHILD_SA: only a rekey of our CHILD_SA (dataplane.ikev2.rekey); the old SA stays until deleted."""
+        """CREATE_CHILD_SA: a rekey of our CHILD_SA, or a new one when it has none (dataplane.ikev2.rekey)."""
         old = sa.child
         assert sa.suite.prf is not None
-        got = rekey.respond(inner, old.spi_out if old is not None else None, sa.suite.prf, sa.keys.sk_d)
-        if isinstance(got, int) or old is None:
+        got = rekey.respond(inner, (old.spi_out, old.ts_i, old.ts_r) if old is not None else None, sa.address,
+                            sa.suite.prf, sa.keys.sk_d)
+        if isinstance(got, int):
             self.counters["create_child_refused"] += 1
-            return [codec.NotifyPayload(got if isinstance(got, int) else codec.NO_ADDITIONAL_SAS)]
-        sa.retiring.append(old)
-        self._set_child(sa, ChildSa(got.spi, got.peer_spi, got.suite, got.keys, old.ts_i, old.ts_r))
-        self.counters["child_rekeys"] += 1
-        return [codec.SaPayload((got.proposal,)), codec.NoncePayload(got.nonce_r), codec.TsPayload(old.ts_i, True),
-                codec.TsPayload(old.ts_r, False)]
+            return [codec.NotifyPayload(got)]
+        sa.retiring += [old] if old is not None else []
+        self._set_child(sa, ChildSa(got.spi, got.peer_spi, got.suite, got.keys, got.ts_i, got.ts_r))
+        self.counters["child_rekeys" if got.rekey else "children_created"] += 1
+        return [codec.SaPayload((got.proposal,)), codec.NoncePayload(got.nonce_r), codec.TsPayload(got.ts_i, True),
+                codec.TsPayload(got.ts_r, False)]
 
     def _our_id(self, inner: list[codec.Payload], local: tuple[str, int]) -> codec.IdPayload:
         """The identity the initiator asked for (IDr) when it is one of ours, else the local address."""

@@ -169,6 +169,7 @@ def initiator(ns: str, folder: Path, gateway: str, local: str, identity: str, ps
         remote_ts = {remote_ts}
         esp_proposals = {esp}
         rekey_time = {child_rekey_s}s
+        {f'life_time = {3 * child_rekey_s}s' if child_rekey_s else ''}
         start_action = none
       }}
     }}

@@ -104,3 +104,28 @@ def test_only_a_rekey_of_our_child_sa_is_accepted() -> None:
         codec.TsPayload(EVERYTHING, True), codec.TsPayload(EVERYTHING, False)])
     assert answer(gw, ini, pfs) == [codec.NotifyPayload(codec.NO_PROPOSAL_CHOSEN)]
     assert sa.child is old and sa.retiring == [] and gw.counters["create_child_refused"] == 3
+
+
+def test_a_new_child_sa_once_the_old_one_is_gone() -> None:
+    """strongSwan with kernel-libipsec lets its CHILD_SA expire, deletes it and asks for a new one
+    (CREATE_CHILD_SA without REKEY_SA): granted, narrowed to the IKE SA's address."""
+    gw, ini, sa = established()
+    assert answer(gw, ini, request(ini, codec.INFORMATIONAL, [codec.DeletePayload(codec.PROTO_ESP,
+                                                                                  (ini.child_spi,))]))
+    assert sa.child is None and gw.counts()["ipsec"] == 0
+    nonce_i = os.urandom(32)
+    new = request(ini, codec.CREATE_CHILD_SA, [
+        codec.SaPayload((crypto.esp_proposal(ESP, os.urandom(4)),)), codec.NoncePayload(nonce_i),
+        codec.TsPayload(EVERYTHING, True), codec.TsPayload(EVERYTHING, False)])
+    inner = answer(gw, ini, new)
+    ts_i = next(p for p in inner if isinstance(p, codec.TsPayload) and p.initiator)
+    nonce_r = next(p for p in inner if isinstance(p, codec.NoncePayload)).data
+    assert ts_i.selectors[0].start == ts_i.selectors[0].end == sa.address == "172.16.3.1"
+    assert sa.child is not None and sa.retiring == [] and gw.counters["children_created"] == 1
+    assert ini.suite is not None and ini.suite.prf is not None and ini.keys is not None
+    assert sa.child.keys == crypto.derive_child_keys(ini.suite.prf, ini.keys.sk_d, ESP, nonce_i, nonce_r)
+    assert gw.counts()["ipsec"] == 2
+    no_ts = request(ini, codec.CREATE_CHILD_SA, [
+        codec.NotifyPayload(codec.REKEY_SA, b"", codec.PROTO_ESP, b"\x09\x09\x09\x09"),
+        codec.SaPayload((crypto.esp_proposal(ESP, os.urandom(4)),)), codec.NoncePayload(os.urandom(32))])
+    assert answer(gw, ini, no_ts) == [codec.NotifyPayload(codec.NO_ADDITIONAL_SAS)]  # names no SA of ours

@@ -171,9 +171,12 @@ def test_strongswan_libipsec_client_pings_through_a_member(esp_lab: Lab, tmp_pat
     try:
         result = peer.initiate()
         assert result.returncode == 0, result.stdout + result.stderr
+        # redirected to a member, or kept by the master when it is the least loaded gateway (its SA is
+        # then with the VIP); test_flexvpn checks the redirect itself
         redirected = re.search(r"redirected to (\S+)", result.stdout)
-        assert redirected, result.stdout
-        node = next(n for n, a in ROUTERS.items() if a == redirected.group(1))
+        assert redirected or "established between 10.10.20.7[client2]...10.10.10.100[" in result.stdout, \
+            result.stdout
+        node = next(n for n, a in ROUTERS.items() if a == redirected.group(1)) if redirected else "router1"
         vip = re.search(r"installing new virtual IP (\S+)", result.stdout)
         assert vip, result.stdout
         assert wait_until(lambda: ping(esp_lab, "client2", None, count=3), 10, "ping through strongSwan's tunnel")

@@ -98,8 +98,7 @@ def test_dual_mx_chash_pool_owner_returns_with_the_sessions_of_its_peer(tmp_path
     assert failed_over and all(r["carrier_during"] == "srx2" for r in failed_over), "srx1's flows to its peer"
     # the synced sessions kept their bindings while srx2 carried them (from the pair's pools: a flow
     # may run on a session its peer opened)
-    assert all(len(r["bindings"]) == 1 and pool_of(r["bindings"][0], by_srx) in ("srx1", "srx2")
-               for r in failed_over if r["carrier_after"] in ("srx1", "srx2")), failed_over
+    assert all(pool_of(r["bindings"][0], by_srx) in ("srx1", "srx2") for r in failed_over), failed_over
     assert reports["tx-reverse"]["learned_before_start"] == 20, reports["tx-reverse"]
     # every answer reached its flow (the reverse sender starts a moment after the forward one)
     assert reports["rx-reverse"]["received"] > 0.5 * reports["rx-forward"]["received"] > 0, reports

@@ -26,14 +26,15 @@ from typing import Any
 from dataplane.nft import Nft, NftError
 from labkit.contracts import MXLB_STATUS
 
+from . import bgpready, kinds, movers, ops, sessions, trafficsetup
 from . import events as eventsmod
-from . import kinds, movers, ops, sessions, trafficsetup
 from .eventresult import DAEMON_RETURN_S, DaemonCrash, EventResult
 from .plan import LabPlan, NodePlan
 from .state import LabState
 from .trafficsetup import REVERSE_ID_OFFSET, endpoints
 
 MAX_EXTRA_S = 30.0
+BGP_WHOLE_S = 20.0  # before an event: every BGP session up and no BIRD still in graceful-restart recovery
 LASTING = {"srx-link-failure", "srx-power-off", "mnha-pair-power-off", "nexthop-delete", "srd-link-failure"}
 
 Progress = Callable[[str], None]
@@ -346,6 +347,9 @@ def run_event(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target
     waiting = wait_selectors_ready(state, plan)
     if waiting:
         progress(f"selector members still not ready after 10 s: {', '.join(waiting)}")
+    unsettled = bgpready.wait_whole(plan, set(state.down_nodes), timeout=BGP_WHOLE_S)
+    if unsettled:
+        progress(f"BGP still not whole after {BGP_WHOLE_S:.0f} s: {', '.join(unsettled[:4])}")
     mx_ns = [ns for n in _mxs(plan) for ns in n.namespaces if ns.endswith("-trust-vr")]
     # CGNAT: the server sees each flow's NAT binding, not the subscriber; the forward receiver
     # publishes the bindings on a FIFO and the reverse sender answers them (and follows a re-bind).

@@ -72,13 +72,17 @@ class RunningLab:
         result: dict[str, object] = json.loads(out)
         return result
 
-    def carriers(self, port: int) -> dict[str, str]:
-        """Subscriber address -> the SRX whose session table holds its flow (source port PORT)."""
+    def carriers(self, port: int, group: dict[str, int] | None = None) -> dict[str, str]:
+        """Subscriber address -> the SRX whose session table holds its flow (source port PORT). With GROUP
+        (SRX -> its MNHA pair), a flow that switched node within its pair (TLB steers a pair's real-service
+        to either node; the sessions are synced) is allowed: the first node found is kept."""
         where: dict[str, str] = {}
         for srx in SRX:
             for s in sessions.read(self.ns(srx)):
                 # packets == 0: a copy synchronised from the MNHA peer, not the SRX that carried it
                 if s.protocol == "udp" and s.source_port == port and s.packets > 0:
+                    if s.source in where and group and group[where[s.source]] == group[srx]:
+                        continue
                     assert s.source not in where, f"{s.source} has a session on {where[s.source]} and {srx}"
                     where[s.source] = srx
         return where

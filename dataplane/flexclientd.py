@@ -27,8 +27,7 @@ from typing import Any
 
 from labkit.files import write_json
 
-from .esp import encap
-from .esp.engine import EspEngine
+from .esp.engine import EspEngine, drain_udp
 from .flexclient import ClientStatus, Liveness, PeerList
 from .ikev2 import codec, crypto
 from .ikev2.client import ClientConfig, Initiator, Runner, parse_suite
@@ -295,18 +294,8 @@ class Client:
                     if key.data == "tun":
                         engine.tun_readable()
                         continue
-                    for _ in range(256):
-                        try:
-                            data, source = runner.sock.recvfrom(65535)
-                        except (BlockingIOError, InterruptedError):
-                            break
-                        kind = encap.classify(data)
-                        if kind == "esp":
-                            engine.from_network(data, source)
-                        elif kind == "ike":
-                            self.ike_message(data[4:], time.monotonic())
-                        if self.engine is not engine:
-                            break
+                    drain_udp(runner.sock, engine, lambda m: self.ike_message(m, time.monotonic()),
+                              stop=lambda: self.engine is not engine)
                     if self.engine is not engine:
                         break
                 if self.engine is engine:

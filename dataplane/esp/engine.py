@@ -10,9 +10,11 @@ no ESP transform (XFRM states with proto esp fail), so the path exists only for 
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import Callable
 from ipaddress import IPv4Network
 
+from . import encap
 from .tunnel import Tunnel, TunnelTable
 
 Send = Callable[[tuple[str, int], bytes], None]
@@ -88,3 +90,21 @@ class EspEngine:
     def status(self) -> dict[str, object]:
         return {"device": self.device, "counters": {**self.counters, **self.table.counters.as_dict()},
                 "tunnels": [t.status() for t in self.table.by_spi.values()]}
+
+
+def drain_udp(sock: socket.socket, engine: EspEngine, on_ike: Callable[[bytes], None] | None = None,
+              stop: Callable[[], bool] = lambda: False, batch: int = 256) -> None:
+    """Read what the UDP 4500 socket has queued (at most BATCH datagrams): ESP to the engine, IKE
+    (non-ESP marker stripped) to ON_IKE. STOP is asked after each datagram (the engine may be replaced)."""
+    for _ in range(batch):
+        try:
+            data, source = sock.recvfrom(65535)
+        except (BlockingIOError, InterruptedError):
+            return
+        kind = encap.classify(data)
+        if kind == "esp":
+            engine.from_network(data, source)
+        elif kind == "ike" and on_ike is not None:
+            on_ike(data[4:])
+        if stop():
+            return

@@ -20,8 +20,7 @@ import time
 from dataclasses import asdict
 from ipaddress import IPv4Network
 
-from ..esp import encap
-from ..esp.engine import EspEngine
+from ..esp.engine import EspEngine, drain_udp
 from ..esp.sa import EspSa
 from ..esp.tunnel import Tunnel
 from .client import ClientConfig, Runner, parse_suite
@@ -62,13 +61,7 @@ def carry(runner: Runner, engine: EspEngine, seconds: float | None) -> None:
             if key.data == "tun":
                 engine.tun_readable()
                 continue
-            for _ in range(256):
-                try:
-                    data, source = runner.sock.recvfrom(65535)
-                except (BlockingIOError, InterruptedError):
-                    break
-                if encap.classify(data) == "esp":
-                    engine.from_network(data, source)
+            drain_udp(runner.sock, engine)
     selector.close()
 
 

@@ -1,0 +1,84 @@
+"""docs/events-results.md is made from the kept event-run reports (bench/events_results.py)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+_spec = importlib.util.spec_from_file_location("bench_events_results", REPO / "bench" / "events_results.py")
+assert _spec is not None and _spec.loader is not None
+er = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(er)
+
+
+def _flow(flow: int, lost_r: int = 0, expected: bool = False, carrier: str = "srx3") -> dict[str, Any]:
+    return {"flow": flow, "src": f"100.64.0.{flow + 1}", "carrier_before": carrier, "carrier_during": carrier,
+            "carrier_after": carrier, "lost_forward": 0, "lost_reverse": lost_r, "lost": lost_r,
+            "gap_at_s": [1.0, 6.1], "expected_mover": {"event": expected, "restore": False}, "moved": False,
+            "rebound": False, "max_gap_ms": 40.0}
+
+
+def _event(name: str, passed: bool, flows: list[dict[str, Any]], unaffected: int = 0) -> dict[str, Any]:
+    return {"event": name, "target": "mx2", "passed": passed, "recovered": True, "flows": 60,
+            "affected_flows": 32, "unaffected_flows": 28, "convergence_ms": {"max": 20.0, "median": 20.0},
+            "longest_gap_ms": 42.0, "packets_lost_by_unaffected_flows": unaffected, "flows_moved": 17,
+            "flows_moved_ideal": 0, "flows_rebound": 0,
+            "phases": {"event": {"expected_movers": 32, "movers": 17, "unexpected_movers": 0, "cross_mx_movers": 32}},
+            "verdict_from": "selector tables", "tables_missed": 0, "resolution_ms": 20.0,
+            "marks": {"event": 100.0, "restore": 101.5, "settled": 103.5}, "timeline": [[100.1, {"srx1": 1.0}]],
+            "per_flow": flows}
+
+
+def test_trim_keeps_figures_and_only_the_flows_that_lost_packets() -> None:
+    report = {"lab": "t2-srg1", "events": [_event("srd-link-failure", False, [_flow(1), _flow(8, 1)], 1)]}
+    (event,) = er.trim(report)
+    assert "timeline" not in event and "per_flow" not in event
+    assert [row["flow"] for row in event["lossy_flows"]] == [8]
+    assert event["marks_s"] == {"event": 0.0, "restore": 1.5, "settled": 3.5}
+    assert event["failure_reasons"] == ["unaffected flows lost 1 packets"]
+
+
+def test_render_summarises_each_lab_and_names_what_failed(tmp_path: Path) -> None:
+    kept = {
+        "topology2-srg1": {"description": "dual MX", "started": "2026-12-01 21:44", "ended": "2026-12-01 21:49",
+                           "commit": "abc1234", "rc": 1, "machine": None,
+                           "events": er.trim({"events": [_event("srd-switchover", True, []),
+                                                         _event("srd-link-failure", False, [_flow(8, 1)], 1)]})},
+        "topology1": {"description": "single MX", "started": "2026-12-01 22:00", "ended": "2026-12-01 22:04",
+                      "commit": "abc1234", "rc": 0, "machine": None,
+                      "events": er.trim({"events": [_event("srx-power-off", True, [_flow(3, 2, expected=True)])]})},
+    }
+    text = er.render(kept)
+    summary = text[text.index("## Summary"):]
+    # the shipped order (topology1 first), passed / run, and why a failure failed
+    assert summary.index("[topology1]") < summary.index("[topology2-srg1]")
+    assert "| 1 / 1 | - |" in summary
+    assert "| 1 / 2 | srd-link-failure: unaffected flows lost 1 packets |" in summary
+    assert "## topology2-srg1: 1 / 2 passed" in text
+    assert "| srd-link-failure | mx2 | **FAIL** | 32 / 60 | 20 | 1 | 17 (0) | 32 / 17 / 0 | 32 |" in text
+    assert "flow 8 (100.64.0.9, srx3 → srx3): lost 0 forward, 1 reverse" in text
+    assert "Not run yet: topology2, topology3" in text
+
+
+def test_the_document_keeps_its_notes_and_the_kept_reports_make_it(tmp_path: Path) -> None:
+    old = "# old\n\n" + er.NOTES_MARKER + "\n\nWhy flows lost packets.\n"
+    new = er.document({}, old)
+    assert new.endswith(er.NOTES_MARKER + "\n\nWhy flows lost packets.\n")
+    # the committed document is what the committed reports make
+    doc = (REPO / "docs" / "events-results.md").read_text()
+    assert doc == er.document(er.load_kept(), doc), \
+        "docs/events-results.md is stale: python3 bench/events_results.py write"
+
+
+def test_kept_reports_are_one_event_per_line_and_read_back(tmp_path: Path, monkeypatch: Any) -> None:
+    monkeypatch.setattr(er, "KEPT", tmp_path)
+    report = {"events": [_event("gres", True, []), _event("srd-link-failure", False, [_flow(8, 1)], 1)]}
+    er.record("topology2-srg1", report, "2026-12-01 21:44", "2026-12-01 21:49", "abc1234", 1, None)
+    text = (tmp_path / "topology2-srg1.json").read_text()
+    assert sum(line.startswith('{"event":') for line in text.splitlines()) == 2 and len(text.splitlines()) < 20
+    back = json.loads(text)
+    assert [e["event"] for e in back["events"]] == ["gres", "srd-link-failure"]
+    assert back["rc"] == 1 and back["commit"] == "abc1234"

@@ -88,7 +88,7 @@ from ha_observe import (  # noqa: E402
 from ha_report import DOC, PARTS, machine, markdown  # noqa: E402
 
 from dataplane.traffic import Receiver, Sender, make_flows  # noqa: E402
-from lab_orchestrator import eventrun, ops  # noqa: E402
+from lab_orchestrator import ops, trafficsetup  # noqa: E402
 
 
 def measure_failover(out: dict[str, Any], workdir: Path, runs: int, flows_n: int, rate: float, sizes: str) -> None:
@@ -98,7 +98,7 @@ def measure_failover(out: dict[str, Any], workdir: Path, runs: int, flows_n: int
     with Lab("bh1", srg1_text("bh1"), workdir) as bh1:
         wait_for("SRG1 roles active/backup and selector on srx1+srx3", lambda: srg1_settled(bh1), 30)
         plan = bh1.plan()
-        flows = make_flows(flows_n, "100.64.32.0/20", eventrun.endpoints(plan).server_address)
+        flows = make_flows(flows_n, "100.64.32.0/20", trafficsetup.endpoints(plan).server_address)
         hb = json.loads((bh1.state_dir / "nodes/srx1/mnha.json").read_text())
         out["heartbeat"] = {"interval_ms": hb["heartbeat_ms"], "threshold": hb["heartbeat_threshold"]}
         where: dict[str, str] = {}
@@ -203,7 +203,7 @@ def sync_run(lab_: Lab, sport: int, sessions: int, per_second: float, dport: int
              ) -> tuple[dict[str, Any], list[float], list[float]]:
     """SESSIONS new sessions (one datagram from each of as many addresses, source port SPORT) at
     PER_SECOND; (sample, sync lags ms, send -> carrier ms)."""
-    ends = eventrun.endpoints(lab_.plan())
+    ends = trafficsetup.endpoints(lab_.plan())
     flows = make_flows(sessions, "100.64.64.0/18", ends.server_address, sport=sport, dport=dport)
     wall_offset = time.time() - time.monotonic()
     # one packet per flow, flows in order, 1 / PER_SECOND apart
@@ -249,7 +249,7 @@ def measure_sync(out: dict[str, Any], workdir: Path, runs: int, sessions: int = 
         wait_for("TLB selector on all four SRX", lambda: selector_members(bh3) == set(PEER), 30)
         for srx in PEER:  # per-namespace sysctl, in our own lab: entries created from now on carry it
             lab("exec", "--lab", bh3.name, srx, "--", "sysctl", "-qw", "net.netfilter.nf_conntrack_timestamp=1")
-        ends = eventrun.endpoints(bh3.plan())
+        ends = trafficsetup.endpoints(bh3.plan())
         sink = Receiver(port=dport, ns=ends.server_ns).spawn()  # a listener: no ICMP port unreachable back
         try:
             sink.wait_ready()
@@ -294,7 +294,7 @@ def measure_srd(out: dict[str, Any], workdir: Path, runs: int, flows_n: int, rat
         wait_for("mx1 master, gateways on mx1", lambda: srd_settled(bh2, "mx1"), 30)
         wait_for("selector on all four SRX", lambda: selector_members(bh2) == set(PEER), 30)
         plan = bh2.plan()
-        flows = make_flows(flows_n, "100.64.32.0/20", eventrun.endpoints(plan).server_address)
+        flows = make_flows(flows_n, "100.64.32.0/20", trafficsetup.endpoints(plan).server_address)
         cfg = json.loads((bh2.state_dir / "nodes/mx1/srd.json").read_text())
         out["heartbeat"] = {"interval_ms": cfg["heartbeat_ms"], "threshold": cfg["heartbeat_threshold"]}
         for run in range(runs):

@@ -26,7 +26,7 @@ from common import (  # noqa: E402
 )
 
 from dataplane.traffic import Flow, Receiver, Sender, Spawned, reverse_flows  # noqa: E402
-from lab_orchestrator import eventrun  # noqa: E402
+from lab_orchestrator import eventwatch, trafficsetup  # noqa: E402
 from lab_orchestrator.plan import LabPlan  # noqa: E402
 from lab_orchestrator.state import LabState  # noqa: E402
 
@@ -77,7 +77,7 @@ class Traffic:
     """Two-way UDP flows at a known rate, started now, stopped by `stop()` (per-flow figures)."""
 
     def __init__(self, plan: LabPlan, flows: list[Flow], rate: float, sizes: str, max_seconds: float = 120.0):
-        self.ends = eventrun.endpoints(plan)
+        self.ends = trafficsetup.endpoints(plan)
         self.flows = flows
         self.rate = rate
         self.per_flow = rate / len(flows)
@@ -167,10 +167,10 @@ def window(plan: LabPlan, flows: list[Flow], rate: float, sizes: str, warmup: fl
     traffic = Traffic(plan, flows, rate, sizes).start()
     try:
         time.sleep(max(0.0, warmup - 0.7))
-        before = eventrun.carriers(plan, gap=0.4)
+        before = eventwatch.carriers(plan, gap=0.4)
         facts = action()
         time.sleep(max(0.0, after - 0.5))
-        after_ = eventrun.carriers(plan, gap=0.4)
+        after_ = eventwatch.carriers(plan, gap=0.4)
     except BaseException:
         traffic.kill()
         raise

@@ -5,7 +5,7 @@ event, `--budget srx-power-off:convergence_ms=500` for that event only (it overr
 for that metric). Each event's report gets its budget verdicts; `violations` says in one line each
 which event broke which budget with what it measured. Pure: no I/O, unit-tested.
 
-Metrics (of an event's report, see `eventrun.verdict`):
+Metrics (of an event's report, see `eventverdict.analyse`):
 - `convergence_ms`: the longest loss-derived convergence of an affected flow (lost / per-flow rate);
 - `unaffected_loss`: packets lost by flows the event should not touch. An MX-target event (mx-reboot,
   restart-routing, gres...) touches every flow, since every flow crosses that MX: all its flows count as

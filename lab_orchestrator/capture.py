@@ -39,7 +39,7 @@ PCAP_MAGIC_NS = 0xA1B23C4D
 LINKTYPE_ETHERNET = 1
 SNAPLEN = 96  # enough for Ethernet + IPv4 with options + UDP + the 14 bytes read of the payload
 PAYLOAD_MAGIC = 0x5447
-REVERSE_ID_OFFSET = 100000  # reverse flows carry the forward flow's id + this (see eventrun)
+REVERSE_ID_OFFSET = 100000  # reverse flows carry the forward flow's id + this (see trafficsetup)
 
 
 class CaptureError(Exception):

@@ -1,6 +1,6 @@
 """The result of one failure event run under traffic (`lab events run`, `lab report`), typed.
 
-`eventrun.run_event` builds it, the CLI prints it, `eventrun.junit` / `eventrun.plot` and the JSON
+`eventrun.run_event` builds it (`eventverdict.analyse`), the CLI prints it, `eventverdict.junit` / `.plot` and the JSON
 writers read it. `to_json()` gives the documented JSON form (docs/events.md: same keys, same order
 as always; the optional parts `daemon_crash`, `flows_moved_on_restore`,
 `flows_moved_on_restore_ideal_max` and `budgets` only when they apply), `from_json()` reads it back

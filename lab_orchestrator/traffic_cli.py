@@ -20,7 +20,7 @@ from dataplane.traffic import Accounting
 
 from . import kinds, supervisor, trafficsetup
 from .diagnostics import LabError
-from .eventrun import Sampler
+from .eventwatch import Sampler
 from .ops import load_plan
 from .state import LabState
 

@@ -220,16 +220,16 @@ def down_containerlab(backend: ContainerlabBackend, record: ClabRecord) -> float
 
 def events_junit(results: list[EventResult], lab: str) -> str:
     """JUnit XML of an events run: one test case per event."""
-    from .. import eventrun
+    from .. import eventverdict
 
-    return eventrun.junit(results, lab)
+    return eventverdict.junit(results, lab)
 
 
 def events_plot(results: list[EventResult], path: Path) -> None:
     """A PNG timeline of packets/s per SRX around each event."""
-    from .. import eventrun
+    from .. import eventverdict
 
-    eventrun.plot(results, path)
+    eventverdict.plot(results, path)
 
 
 def traffic_spec(**kwargs: Any) -> TrafficSpec:

@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from lab_orchestrator import budgets, eventrun
+from lab_orchestrator import budgets, eventverdict, eventwatch
 from lab_orchestrator.eventresult import EventResult
+from lab_orchestrator.trafficsetup import REVERSE_ID_OFFSET
 
 KEYS = ["event", "title", "target", "action", "flows", "rate_per_flow_pps", "resolution_ms", "affected_flows",
         "unaffected_flows", "convergence_ms", "longest_gap_ms", "packets_lost_by_unaffected_flows", "flows_moved",
@@ -96,7 +97,7 @@ def test_budgets_and_junit_read_the_model() -> None:
     assert lossy.failure_reasons() == ["not every flow recovered after the event", "unaffected flows lost 7 packets"]
     assert slow.to_json()["budgets"] == [{"metric": "convergence_ms", "limit": 300.0, "measured": 812.5, "ok": False,
                                           "scope": "all events"}]
-    xml = eventrun.junit([fine, slow, lossy], "t1")
+    xml = eventverdict.junit([fine, slow, lossy], "t1")
     assert 'tests="3" failures="2"' in xml
     assert "broke the budget convergence_ms &lt;= 300 (all events): measured 812.5" in xml
     assert "not every flow recovered after the event; unaffected flows lost 7 packets" in xml
@@ -112,12 +113,12 @@ def test_the_runner_s_own_analysis_is_a_valid_result() -> None:
     keys = [(f.src, f.sport) for f in flows]
     report_f = {"per_flow": [{"flow": f.flow_id, "lost": 2 * i, "max_gap_ms": 40.0 * i, "last_seen_ns": 10**9}
                              for i, f in enumerate(flows)]}
-    report_r = {"per_flow": [{"flow": f.flow_id + eventrun.REVERSE_ID_OFFSET, "lost": 0, "max_gap_ms": 20.0,
+    report_r = {"per_flow": [{"flow": f.flow_id + REVERSE_ID_OFFSET, "lost": 0, "max_gap_ms": 20.0,
                               "last_seen_ns": 10**9} for f in flows]}
-    result = eventrun.analyse(BY_NAME["srx-power-off"], "srx1", "srx1 powered off", flows,
+    result = eventverdict.analyse(BY_NAME["srx-power-off"], "srx1", "srx1 powered off", flows,
                               {keys[0]: "srx2", keys[1]: "srx1"}, {keys[0]: "srx2", keys[1]: "srx2"}, report_f,
-                              report_r, {"end_ns": 10**9}, 50.0, {"event": 0.5}, eventrun.Sampler([]),
-                              eventrun.TrafficSpec(), sent_r={"end_ns": 10**9})
+                              report_r, {"end_ns": 10**9}, 50.0, {"event": 0.5}, eventwatch.Sampler([]),
+                              sent_r={"end_ns": 10**9})
     rows = result.model_dump()["per_flow"]
     assert [r["max_gap_forward_ms"] for r in rows] == [0.0, 40.0] and rows[1]["max_gap_reverse_ms"] == 20.0
     assert result.flows_moved == 1 and result.packets_lost_by_unaffected_flows == 0
@@ -133,10 +134,10 @@ def test_traffic_waits_for_selector_members_with_an_srx_in_service() -> None:
                             {"members": [member("MNHA_SRX1", "srx1", "srx2")]}]}
     status = {"members": [{"name": "MNHA_SRX1", "alive": True, "buckets": 3200},
                           {"name": "MNHA_SRX3", "alive": False, "buckets": 0}]}
-    assert eventrun.members_pending(config, status, set()) == ["MNHA_SRX3"]
-    assert eventrun.members_pending(config, status, {"srx3"}) == ["MNHA_SRX3"], "srx4 still in service"
-    assert eventrun.members_pending(config, status, {"srx3", "srx4"}) == [], "the whole pair is down"
+    assert eventwatch.members_pending(config, status, set()) == ["MNHA_SRX3"]
+    assert eventwatch.members_pending(config, status, {"srx3"}) == ["MNHA_SRX3"], "srx4 still in service"
+    assert eventwatch.members_pending(config, status, {"srx3", "srx4"}) == [], "the whole pair is down"
     chash = {"selectors": [{"members": [{"name": "srx1"}, {"name": "srx2"}]}]}
-    assert eventrun.members_pending(chash, {"members": [{"name": "srx1", "alive": True, "buckets": 1}]},
+    assert eventwatch.members_pending(chash, {"members": [{"name": "srx1", "alive": True, "buckets": 1}]},
                                     set()) == ["srx2"]
-    assert eventrun.members_pending(chash, {"members": []}, {"srx1", "srx2"}) == []
+    assert eventwatch.members_pending(chash, {"members": []}, {"srx1", "srx2"}) == []

@@ -1,0 +1,304 @@
+"""What a running lab shows while a failure event runs under traffic (`eventrun`), read from the lab.
+
+Which SRX carries each flow (its conntrack packet counters growing), the packets each MX delivers per
+SRX over time (its per-SRX nft counters), every selector table the MXs publish (`mxlb` status files)
+and the flows those tables say must move; and the two waits around an event: the selectors ready
+before the traffic starts, quiet again after the event.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dataplane.nft import Nft, NftError
+from labkit.contracts import MXLB_STATUS
+
+from . import kinds, movers, sessions
+from .plan import LabPlan, NodePlan
+from .state import LabState
+
+
+def load_balancers(plan: LabPlan) -> list[NodePlan]:
+    """The load balancers (MX) of the lab, in plan order."""
+    return [n for n in plan.nodes if kinds.get(n.kind).load_balancer]
+
+
+def _mx_forwards(plan: LabPlan, mx: str, gap: float = 0.3) -> bool:
+    """Does this MX carry any of the traffic now (its per-SRX counters grow)?"""
+    namespaces = next((n.namespaces for n in plan.nodes if n.name == mx), [])
+
+    def total(nft: Nft) -> int:
+        packets = 0
+        for ns in namespaces:
+            try:
+                data = nft.json("list counters table ip mxlb", ns=ns)
+            except NftError:
+                continue
+            packets += sum(i["counter"]["packets"] for i in data.get("nftables", []) if "counter" in i)
+        return packets
+
+    nft = Nft()
+    try:
+        first = total(nft)
+        time.sleep(gap)
+        return total(nft) > first
+    finally:
+        nft.close()
+
+
+def carried_by(plan: LabPlan, target: str) -> set[str] | None:
+    """The SRXs whose flows a daemon crash on TARGET may touch (None: every flow): an SRX its own; an
+    MX every flow if it forwards any traffic, none if it does not (an SRD standby); a gateway every
+    flow; the lab-wide SSH server none."""
+    kind = {n.name: n.kind for n in plan.nodes}.get(target)
+    if kind == "srx":
+        return {target}
+    if kind == "mx":
+        return None if _mx_forwards(plan, target) else set()
+    if kind is None:
+        return set()
+    return None
+
+
+@dataclass
+class Sampler:
+    """Delivered packets per SRX over time, from the MX's per-SRX counters (trust side)."""
+
+    namespaces: list[str]
+    interval: float = 0.1
+    samples: list[tuple[int, dict[str, int]]] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+
+    def start(self) -> Sampler:
+        threading.Thread(target=self._run, daemon=True, name="sampler").start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _run(self) -> None:
+        nft = Nft()
+        try:
+            while not self._stop.is_set():
+                totals: dict[str, int] = {}
+                for ns in self.namespaces:
+                    try:
+                        data = nft.json("list counters table ip mxlb", ns=ns)
+                    except NftError:
+                        continue
+                    for item in data.get("nftables", []):
+                        counter = item.get("counter")
+                        if counter:
+                            totals[counter["name"]] = totals.get(counter["name"], 0) + counter["packets"]
+                self.samples.append((time.monotonic_ns(), totals))
+                self._stop.wait(self.interval)
+        finally:
+            nft.close()
+
+    def rates(self) -> list[tuple[float, dict[str, float]]]:
+        out = []
+        for (t0, a), (t1, b) in zip(self.samples, self.samples[1:], strict=False):
+            dt = (t1 - t0) / 1e9
+            if dt > 0:
+                out.append((t1 / 1e9, {k: max(0, b.get(k, 0) - a.get(k, 0)) / dt for k in b}))
+        return out
+
+
+def _read_sessions(ns: str) -> list[sessions.Session]:
+    """One SRX's conntrack table. nsenter rather than a fork-time setns hook: safe to run from
+    threads, so every SRX is read at once (one after the other took ~0.5 s on an 8-SRX lab)."""
+    from labkit import netnsutil
+
+    try:
+        done = subprocess.run(["nsenter", f"--net={netnsutil.path(ns)}", "conntrack", "-L"], capture_output=True,
+                              text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return sessions.parse_conntrack(done.stdout)
+
+
+def _session_counts(plan: LabPlan) -> dict[tuple[str, int], dict[str, int]]:
+    """(subscriber address, its port) -> {srx: packets} from every SRX's conntrack."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    counts: dict[tuple[str, int], dict[str, int]] = {}
+    srxs = [node for node in plan.nodes if kinds.get(node.kind).firewall]
+    with ThreadPoolExecutor(max_workers=max(1, len(srxs))) as pool:
+        tables = list(pool.map(lambda node: _read_sessions(node.master_ns), srxs))
+    for node, table in zip(srxs, tables, strict=True):
+        for s in table:
+            if s.protocol == "udp":
+                counts.setdefault((s.source, s.source_port), {})[node.name] = s.packets
+    return counts
+
+
+def carriers(plan: LabPlan, gap: float = 0.4) -> dict[tuple[str, int], str]:
+    """Which SRX carries each flow now: the one whose session counter grows."""
+    first = _session_counts(plan)
+    time.sleep(gap)
+    second = _session_counts(plan)
+    out = {}
+    for key, now in second.items():
+        before = first.get(key, {})
+        growth = {srx: packets - before.get(srx, 0) for srx, packets in now.items()}
+        best = max(growth, key=lambda srx: growth[srx])
+        if growth[best] > 0:
+            out[key] = best
+    return out
+
+
+def selector_status_files(state: LabState, plan: LabPlan) -> dict[str, Path]:
+    """MX -> the status file its selector daemon publishes its table in."""
+    return {n.name: Path(state.state_dir) / "nodes" / n.name / "mxlb-status.json" for n in load_balancers(plan)}
+
+
+@dataclass
+class TableWatcher:
+    """Every selector table each MX publishes while an event runs (polled every INTERVAL s)."""
+
+    files: dict[str, Path]
+    interval: float = 0.02
+    samples: list[movers.TableSample] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def start(self) -> TableWatcher:
+        self.poll()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="tables")
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(2)
+        self.poll()
+
+    def poll(self) -> None:
+        last = {s.node: s for s in self.samples}
+        for node, path in self.files.items():
+            try:
+                data = json.loads(path.read_text())
+                changes, table = int(data["changes"]), tuple(data.get("table") or ())
+                # TLB per MNHA pair: the member is the pair, and which SRX of it carries the
+                # real-service (BGP decides) is part of where a bucket's flows go
+                via = {m["name"]: "/".join(str(v) for _, v in sorted((m.get("via") or {}).items()))
+                       for m in data.get("members", [])}
+            except (OSError, ValueError, KeyError, TypeError, AttributeError):
+                continue
+            if any(via.values()):
+                table = tuple(f"{name}{movers.VIA}{via.get(name, '')}" for name in table)
+            seen = last.get(node)
+            if seen is None or seen.table != table:
+                self.samples.append(movers.TableSample(time.monotonic_ns() / 1e9, node, table, changes))
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.poll()
+
+
+PHASE_NAMES = {"nexthop-add": "add", "nexthop-delete": "delete"}
+
+
+def expected_movers(state: LabState, plan: LabPlan, samples: list[movers.TableSample], flows: list[Any],
+                    marks: dict[str, float], event: str) -> dict[str, Any] | None:
+    """Per phase (the event, its restore): the flow ids whose bucket changed member in an MX
+    selector's table, the ideal count, and the tables seen; None when no table was readable."""
+    if not samples or "event" not in marks:
+        return None
+    config = next((json.loads(p.read_text()) for p in
+                   (Path(state.state_dir) / "nodes" / n.name / "mxlb.json" for n in load_balancers(plan))
+                   if p.exists()), None)
+    if config is None:
+        return None
+    buckets_of = movers.flow_buckets({f.flow_id: f.src for f in flows}, int(config["buckets"]), int(config["seed"]))
+    phases = [movers.Phase(PHASE_NAMES.get(event, "event"), marks["event"], marks.get("restore", float("inf")))]
+    if "restore" in marks:
+        phases.append(movers.Phase("restore", marks["restore"]))
+    out: dict[str, Any] = {"missed_tables": movers.missed_tables(samples), "phases": {}}
+    for phase in phases:
+        moved = movers.phase_movers(samples, phase, buckets_of)
+        # two MXs whose tables disagree: a flow whose gateway switches MX changes SRX
+        disagree = movers.disagreeing_buckets(samples, phase)
+        crossing = {flow for flow, b in buckets_of.items() if b in disagree}
+        node = samples[0].node
+        frame = movers.window([s for s in samples if s.node == node], phase)
+        first, last = (movers.member_count(frame[0].table), movers.member_count(frame[-1].table)) if frame else (0, 0)
+        # a member leaving moves its share of the members before; one joining, its share of those after
+        members = first if last < first else last
+        tables = [s.table for s in frame]
+        changed = len(movers.changed_buckets(tables))
+        size = max((len(t) for t in tables), default=0)
+        out["phases"][phase.name] = {"movers": moved | crossing, "cross_mx": crossing - moved,
+                                     "ideal": movers.share_ideal(len(flows), members, abs(first - last))
+                                     if first != last else 0, "members": [first, last],
+                                     # on the table itself: the share of buckets that changed member vs
+                                     # the members that left or joined over the larger set (1/N for one)
+                                     "bucket_share_moved": round(changed / size, 5) if size else None,
+                                     "bucket_share_ideal": movers.share_of_change(first, last),
+                                     "buckets": size}
+    return out
+
+
+
+def members_pending(config: dict[str, Any], status: dict[str, Any], down: set[str]) -> list[str]:
+    """The selector members of one MX (its mxlb config and status) that have an SRX in service but
+    are not in its table yet (a TLB real-service still passing its first health checks)."""
+    table = {m["name"]: bool(m.get("alive")) and int(m.get("buckets") or 0) > 0 for m in status.get("members", [])}
+    pending = []
+    for selector in config.get("selectors", []):
+        for member in selector.get("members", []):
+            nodes = {h["node"] for h in member.get("hops", [])} or {member["name"]}
+            if nodes - down and not table.get(member["name"], False) and member["name"] not in pending:
+                pending.append(member["name"])
+    return pending
+
+
+def wait_selectors_ready(state: LabState, plan: LabPlan, timeout: float = 10.0) -> list[str]:
+    """Before the traffic starts: until every MX's selector has each member with an SRX in service
+    (a lab just up may still be passing its health checks; flows moving then would count as
+    losses of unaffected flows). Returns what was still pending at the TIMEOUT (nothing: ready)."""
+    root = Path(state.state_dir) / "nodes"
+    deadline = time.monotonic() + timeout
+    while True:
+        pending: list[str] = []
+        for node in (n.name for n in load_balancers(plan) if n.name not in state.down_nodes):
+            try:
+                config = json.loads((root / node / "mxlb.json").read_text())
+                status = json.loads((root / node / MXLB_STATUS).read_text())
+            except (OSError, ValueError):
+                continue
+            pending += [f"{node}:{m}" for m in members_pending(config, status, set(state.down_nodes))]
+        if not pending or time.monotonic() >= deadline:
+            return pending
+        time.sleep(0.1)
+
+
+
+def wait_settled(state: LabState, plan: LabPlan, timeout: float, quiet: float = 2.0) -> float:
+    """Until no MX selector has changed its table for QUIET seconds (a returning SRX has passed its
+    health checks or its routes are back): the monotonic time it happened, or at the TIMEOUT."""
+    files = [Path(state.state_dir) / "nodes" / n.name / MXLB_STATUS for n in load_balancers(plan)]
+    deadline = time.monotonic() + timeout
+    last: list[int] = []
+    quiet_since = time.monotonic()
+    while time.monotonic() < deadline:
+        now: list[int] = []
+        for path in files:
+            try:
+                now.append(int(json.loads(path.read_text())["changes"]))
+            except (OSError, ValueError, KeyError):
+                now.append(-1)
+        if now != last:
+            last, quiet_since = now, time.monotonic()
+        elif time.monotonic() - quiet_since >= quiet:
+            break
+        time.sleep(0.1)
+    return time.monotonic_ns() / 1e9
+

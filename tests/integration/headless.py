@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import functools
 import json
 import os
 import queue
@@ -25,13 +26,28 @@ from typing import Any
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome")
 
 
+@functools.cache
 def chromium_path() -> str | None:
-    return next((p for p in map(shutil.which, CHROMIUM_NAMES) if p), None)
+    """The first Chromium that runs. On Ubuntu 22.04+ the `chromium` package is a wrapper for the snap,
+    which fails where snapd is absent (a chroot, a container): found on the PATH but not a browser."""
+    return next((p for p in map(shutil.which, CHROMIUM_NAMES) if p and _runs(p)), None)
+
+
+def _runs(path: str) -> bool:
+    try:
+        done = subprocess.run([path, "--headless", "--version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return done.returncode == 0 and ("Chromium" in done.stdout or "Chrome" in done.stdout)
 
 
 def chromium_problem() -> str | None:
     """Why the browser tests cannot run here, or None."""
     if chromium_path() is None:
+        found = [p for p in map(shutil.which, CHROMIUM_NAMES) if p]
+        if found:
+            return (f"{found[0]} does not run as a browser (Ubuntu's chromium package needs the snap and "
+                    f"snapd): install the chromium snap or Google Chrome")
         return "needs Chromium for the headless browser check (Debian package chromium: make deps)"
     return None
 

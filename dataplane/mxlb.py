@@ -33,14 +33,16 @@ from pyroute2 import IPRoute
 from pyroute2.netlink.rtnl import RTMGRP_IPV4_ROUTE, RTMGRP_LINK
 
 from labkit import unixsock
-from labkit.configs import SelectorConfig
+from labkit.configs import Selector, SelectorConfig
 from labkit.files import write_json
 
 from .chash import SelectorTable
 from .daemonkit import StopFlag, resumed_status
 from .health import HealthState, ProfileHealth
 from .nft import Nft, NftError
-from .selector import MemberState, SelectorCore, map_commands, pick_hop, read_map, routed_everywhere
+from .selcounters import SelectorCounters
+from .selector import MemberState, SelectorCore, map_commands, map_updates, pick_hop, read_map, routed_everywhere
+from .tcsel import TcSelector
 
 __all__ = ["Daemon", "MemberState", "main"]
 
@@ -97,6 +99,11 @@ class Daemon(SelectorCore):
                     self.targets[m.name] = m.loopback
         super().__init__(config.order, config.buckets, config.mode, config.peers, config.restore_policy, members)
         self.nft = Nft()
+        # The eBPF backend: one tc program and bucket array per side instead of the nft map.
+        self.tc = {s.side: TcSelector(s.ns, s.ingress, s.hash_field, config.buckets, config.seed, s.match_prefixes)
+                   for s in self.selectors} if config.backend == "ebpf" else {}
+        self.counter_reader = SelectorCounters([config], sides={s.ns: self.tc[s.side] for s in self.selectors
+                                                                if s.side in self.tc})
         self.health_sock: socket.socket | None = None
         self.mark_of = {name: state.mark for name, state in self.members.items()}
         self.name_of = {state.mark: name for name, state in self.members.items()}
@@ -147,10 +154,12 @@ class Daemon(SelectorCore):
                 state.set_routed(side, m.nexthop in hops, time.monotonic())
         self.routes_seen(time.monotonic())
 
-    def programmed(self, ns: str) -> SelectorTable | None:
+    def programmed(self, selector: Selector) -> SelectorTable | None:
         """The map as the kernel has it now (None if it does not describe our members)."""
+        if selector.side in self.tc:
+            return read_map(self.tc[selector.side].read(), self.buckets, self.name_of)
         try:
-            data = self.nft.json("list map ip mxlb sel", ns=ns)
+            data = self.nft.json("list map ip mxlb sel", ns=selector.ns)
         except NftError:
             return None
         for item in data.get("nftables", []):
@@ -182,7 +191,11 @@ class Daemon(SelectorCore):
 
     # ------------------------------------------------------------ kernel writes
     def program(self, table: SelectorTable, reason: str) -> None:
-        commands = map_commands(self.table, table, self.mark_of)
+        if self.tc:
+            updates = map_updates(self.table, table, self.mark_of, self.buckets)
+            for side in self.tc.values():
+                side.write(updates)
+        commands = "" if self.tc else map_commands(self.table, table, self.mark_of)
         for selector in self.selectors:
             if commands:
                 self.nft.run(commands, ns=selector.ns)
@@ -236,17 +249,10 @@ class Daemon(SelectorCore):
             self.fallback_route[side] = want
 
     def read_counters(self) -> None:
+        values = self.counter_reader.read()
         for selector in self.selectors:
-            try:
-                data = self.nft.json("list counters table ip mxlb", ns=selector.ns)
-            except NftError:
-                continue
-            side: dict[str, dict[str, int]] = {}
-            for item in data.get("nftables", []):
-                counter = item.get("counter")
-                if counter:
-                    side[counter["name"]] = {"packets": counter["packets"], "bytes": counter["bytes"]}
-            self.counters[selector.side] = side
+            if selector.ns in values:
+                self.counters[selector.side] = values[selector.ns]
 
     # ------------------------------------------------------------ health (TLB), from the monitor
     def open_health(self) -> None:
@@ -277,12 +283,16 @@ class Daemon(SelectorCore):
                 self.health_report(previous)
 
     def adopt_programmed(self) -> None:
-        """Start-up: take the programmed map as the current table if it is one of ours."""
-        tables = [self.programmed(s.ns) for s in self.selectors]
+        """Start-up: take the programmed map as the current table if it is one of ours (eBPF: the
+        program is put on the ingress interfaces first, with the initial table, unless it is there)."""
+        for side in self.tc.values():
+            side.attach(map_updates(SelectorTable(), self.initial(), self.mark_of, self.buckets))
+        tables = [self.programmed(s) for s in self.selectors]
         self.observe()
         if not self.adopt(tables):
-            self.table = self.initial()
-            self.program(self.table, "initial table (programmed map missing or inconsistent)")
+            # eBPF: whatever the array holds is not ours, rewrite it whole (nft: the ruleset has it)
+            self.table = SelectorTable() if self.tc else self.initial()
+            self.program(self.initial(), "initial table (programmed map missing or inconsistent)")
 
     def step(self, reason: str) -> bool:
         self.observe()

@@ -9,7 +9,8 @@ no netlink, no clock: every time is an argument (monotonic seconds), so each rul
 - `SelectorCore`: the route gate (carrier alone decides while BGP converges after start-up), the
   MNHA takeover (a leaving SRX's peer takes its buckets before BGP says so), the table
   (`dataplane.chash`), the monitor's reports, adopting a programmed map on start.
-- `map_commands` / `read_map`: the nft map as a diff of two tables, and back from its elements.
+- `map_commands` / `map_updates` / `read_map`: the nft map (or the eBPF selector's array) as a diff of
+  two tables, and back from its elements.
 - `pick_hop`: which SRX of an MNHA pair carries a TLB real-service.
 """
 
@@ -281,6 +282,17 @@ def map_commands(old: SelectorTable, new: SelectorTable, mark_of: Mapping[str, i
         elements = ", ".join(f"{b} : {mark_of[name]}" for b, name in enumerate(new.buckets))
         return f"flush map ip mxlb sel; add element ip mxlb sel {{ {elements} }}"
     return "flush map ip mxlb sel"
+
+
+def map_updates(old: SelectorTable, new: SelectorTable, mark_of: Mapping[str, int], size: int) -> list[tuple[int, int]]:
+    """The (bucket, mark) writes that turn the eBPF selector's array of SIZE buckets holding OLD into
+    NEW (the same table as `map_commands`; mark 0 is what a missing nft element is: no member)."""
+    if new.n_buckets and old.n_buckets == new.n_buckets:
+        return [(b, mark_of[now]) for b, (was, now) in enumerate(zip(old.buckets, new.buckets, strict=True))
+                if was != now]
+    if new.n_buckets:
+        return [(b, mark_of[name]) for b, name in enumerate(new.buckets)]
+    return [(b, 0) for b in range(size)]
 
 
 def read_map(elements: Iterable[tuple[int, int]], buckets: int, name_of: Mapping[int, str]) -> SelectorTable | None:

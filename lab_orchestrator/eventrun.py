@@ -29,6 +29,7 @@ from .eventwatch import (
     carriers,
     expected_movers,
     load_balancers,
+    selector_configs,
     selector_status_files,
     wait_selectors_ready,
     wait_settled,
@@ -111,7 +112,7 @@ def run_event(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target
                                  socket_mode=spec.receiver == "socket", realtime=spec.realtime,
                                  cpu=spec.sender_cpu)
     flows = setup.flows
-    sampler = Sampler(mx_ns).start()
+    sampler = Sampler(mx_ns, selector_configs(plan)).start()
     watcher = TableWatcher(selector_status_files(state, plan)).start()
     rx_f = tx_f = rx_r = tx_r = None
     marks: dict[str, float] = {}

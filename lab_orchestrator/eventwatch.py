@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dataplane.nft import Nft, NftError
-from labkit.contracts import MXLB_STATUS
+from dataplane.selcounters import SelectorCounters
+from labkit.configs import SelectorConfig
+from labkit.contracts import MXLB_CONFIG, MXLB_STATUS
 
 from . import kinds, movers, sessions
 from .plan import LabPlan, NodePlan
@@ -29,27 +30,29 @@ def load_balancers(plan: LabPlan) -> list[NodePlan]:
     return [n for n in plan.nodes if kinds.get(n.kind).load_balancer]
 
 
+def selector_configs(plan: LabPlan, mxs: list[str] | None = None) -> list[SelectorConfig]:
+    """The selector daemon's configuration of each MX (of MXS), as written into the state folder."""
+    out = []
+    for node in load_balancers(plan):
+        path = Path(plan.state_dir) / "nodes" / node.name / MXLB_CONFIG
+        if (mxs is None or node.name in mxs) and path.exists():
+            out.append(SelectorConfig.read(path))
+    return out
+
+
 def _mx_forwards(plan: LabPlan, mx: str, gap: float = 0.3) -> bool:
     """Does this MX carry any of the traffic now (its per-SRX counters grow)?"""
-    namespaces = next((n.namespaces for n in plan.nodes if n.name == mx), [])
 
-    def total(nft: Nft) -> int:
-        packets = 0
-        for ns in namespaces:
-            try:
-                data = nft.json("list counters table ip mxlb", ns=ns)
-            except NftError:
-                continue
-            packets += sum(i["counter"]["packets"] for i in data.get("nftables", []) if "counter" in i)
-        return packets
+    def total(reader: SelectorCounters) -> int:
+        return sum(c["packets"] for side in reader.read().values() for c in side.values())
 
-    nft = Nft()
+    reader = SelectorCounters(selector_configs(plan, [mx]))
     try:
-        first = total(nft)
+        first = total(reader)
         time.sleep(gap)
-        return total(nft) > first
+        return total(reader) > first
     finally:
-        nft.close()
+        reader.close()
 
 
 def carried_by(plan: LabPlan, target: str) -> set[str] | None:
@@ -71,6 +74,7 @@ class Sampler:
     """Delivered packets per SRX over time, from the MX's per-SRX counters (trust side)."""
 
     namespaces: list[str]
+    configs: list[SelectorConfig]  # the MXs' selector configurations (which backend counts where)
     interval: float = 0.1
     samples: list[tuple[int, dict[str, int]]] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -83,23 +87,17 @@ class Sampler:
         self._stop.set()
 
     def _run(self) -> None:
-        nft = Nft()
+        reader = SelectorCounters(self.configs, self.namespaces)
         try:
             while not self._stop.is_set():
                 totals: dict[str, int] = {}
-                for ns in self.namespaces:
-                    try:
-                        data = nft.json("list counters table ip mxlb", ns=ns)
-                    except NftError:
-                        continue
-                    for item in data.get("nftables", []):
-                        counter = item.get("counter")
-                        if counter:
-                            totals[counter["name"]] = totals.get(counter["name"], 0) + counter["packets"]
+                for side in reader.read().values():
+                    for name, counter in side.items():
+                        totals[name] = totals.get(name, 0) + counter["packets"]
                 self.samples.append((time.monotonic_ns(), totals))
                 self._stop.wait(self.interval)
         finally:
-            nft.close()
+            reader.close()
 
     def rates(self) -> list[tuple[float, dict[str, float]]]:
         out = []

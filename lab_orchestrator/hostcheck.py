@@ -7,7 +7,9 @@ import shutil
 from ipaddress import IPv4Network
 from pathlib import Path
 
+from . import kinds
 from .diagnostics import LabError
+from .model import Topology
 
 # tool -> (what it is for, Debian package)
 TOOLS = {
@@ -40,6 +42,21 @@ def require_kernel() -> None:
     """Namespaces and veth are the minimum; say so in one sentence when absent."""
     if not Path("/proc/self/ns/net").exists():
         raise LabError("this kernel has no network namespaces (CONFIG_NET_NS); the lab cannot run here")
+
+
+def require_selector(topo: Topology) -> None:
+    """`services.selector: ebpf` needs bpf(2), cls_bpf and tc on this host: refuse the lab before
+    anything is built, naming what is missing."""
+    if topo.services.selector != "ebpf" or not any(kinds.get(n.kind).load_balancer for n in topo.nodes.values()):
+        return
+    from dataplane import tcsel
+
+    hint = "use `services.selector: nftables` (the default) on this host"
+    if shutil.which("tc") is None:
+        raise LabError(f"services.selector: ebpf needs the `tc` tool (apt-get install -y iproute2); {hint}")
+    reason = tcsel.probe()
+    if reason is not None:
+        raise LabError(f"services.selector: ebpf: {reason}; {hint}")
 
 
 def root_routes(exclude_devices: tuple[str, ...] = ()) -> list[IPv4Network]:

@@ -218,6 +218,9 @@ class Services(Strict):
     # share from every member (an ECMP addition, as Junos does); "keep-buckets" gets back exactly
     # the buckets it had, so only the flows that moved away move back.
     restore_policy: Literal["proportional", "keep-buckets"] = "proportional"
+    # How the MX computes the bucket: an nftables rule (the default) or a tc eBPF program on the same
+    # interfaces (same jhash, seed, buckets and map semantics; less per-packet cost; needs BPF and cls_bpf).
+    selector: Literal["nftables", "ebpf"] = "nftables"
 
 
 class SshUser(Strict):

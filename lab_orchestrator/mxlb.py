@@ -97,7 +97,7 @@ def plan_selectors(topo: Topology, plan: LabPlan, python: str) -> None:
             peers={a: b for pair in plan.mnha for a, b in (pair, pair[::-1])} if order == srx_order(topo) else {},
             health_status_file=f"{plan.state_dir}/nodes/{node.name}/{HEALTH_STATUS}" if mode == "tlb" else "",
             health_socket=f"{plan.state_dir}/nodes/{node.name}/mxlb-health.sock" if mode == "tlb" else "",
-            restore_policy=topo.services.restore_policy,
+            restore_policy=topo.services.restore_policy, backend=topo.services.selector,
         )
         conf = f"nodes/{node.name}/{MXLB_CONFIG}"
         plan.files[conf] = config.to_json()
@@ -169,11 +169,15 @@ def _selector(plan: LabPlan, node: NodePlan, instance: str, side: str, field: st
 
 
 def _kernel_side(plan: LabPlan, node: NodePlan, selector: Selector, topo: Topology) -> None:
-    """The static part: nft table with the initial map and per-SRX counters, policy rules, tables.
+    """The static part: policy rules and tables, and (nftables backend) the nft table with the initial
+    map and per-SRX counters; the eBPF backend's program is loaded by the daemon.
 
     Packets for the MX itself (BGP from a gateway) are marked too, harmlessly: the `local` table is
     looked up before the fwmark rules, so no `fib daddr type local` test is needed on the hot path.
     """
+    _marks_and_tables(plan, selector)
+    if topo.services.selector == "ebpf":
+        return  # dataplane.mxlb puts the tc program (dataplane.tcprog) on the ingress interfaces itself
     buckets, seed = topo.services.buckets, topo.services.hash_seed
     initial = build_initial([m.name for m in selector.members], buckets)
     by_name = {m.name: m.mark for m in selector.members}
@@ -211,6 +215,11 @@ def _kernel_side(plan: LabPlan, node: NodePlan, selector: Selector, topo: Topolo
     )
     node.files.append(name)
     plan.rulesets.append(Ruleset(node.name, selector.ns, name))
+
+
+def _marks_and_tables(plan: LabPlan, selector: Selector) -> None:
+    """A policy rule per member mark to the member's table (default via that SRX); the bare mark to
+    the blackhole table. The same for both selector backends."""
     for member in selector.members:
         table = MARK_TABLE_BASE + (member.mark & 0xFF)
         plan.rules.append(Rule(selector.ns, member.mark, table, RULE_PRIORITY_BASE + (member.mark & 0xFF)))

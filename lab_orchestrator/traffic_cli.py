@@ -20,7 +20,7 @@ from dataplane.traffic import Accounting
 
 from . import kinds, supervisor, trafficsetup
 from .diagnostics import LabError
-from .eventwatch import Sampler
+from .eventwatch import Sampler, selector_configs
 from .ops import load_plan
 from .state import LabState
 
@@ -109,7 +109,7 @@ def stats(state: LabState, seconds: float = 1.0) -> dict[str, Any]:
     plan = load_plan(state)
     mx_ns = [ns for n in plan.nodes if kinds.get(n.kind).load_balancer
              for ns in n.namespaces if ns.endswith("-trust-vr")]
-    sampler = Sampler(mx_ns, interval=seconds).start()
+    sampler = Sampler(mx_ns, selector_configs(plan), interval=seconds).start()
     time.sleep(seconds * 1.6)
     sampler.stop()
     rates = sampler.rates()

@@ -168,6 +168,7 @@ class SelectorConfig(DaemonConfig):
     health_status_file: str = ""  # TLB: the health monitor's published state (dataplane.healthd)
     health_socket: str = ""  # TLB: where the monitor sends each round's state to the selector
     restore_policy: str = "proportional"  # a returning member: an equal share from each, or its old buckets
+    backend: Literal["nftables", "ebpf"] = "nftables"  # the map the daemon programs: nft map or tc eBPF program
 
     @property
     def profiles(self) -> tuple[HealthProfile, ...]:

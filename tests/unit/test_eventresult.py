@@ -117,7 +117,7 @@ def test_the_runner_s_own_analysis_is_a_valid_result() -> None:
                               "last_seen_ns": 10**9} for f in flows]}
     result = eventverdict.analyse(BY_NAME["srx-power-off"], "srx1", "srx1 powered off", flows,
                               {keys[0]: "srx2", keys[1]: "srx1"}, {keys[0]: "srx2", keys[1]: "srx2"}, report_f,
-                              report_r, {"end_ns": 10**9}, 50.0, {"event": 0.5}, eventwatch.Sampler([]),
+                              report_r, {"end_ns": 10**9}, 50.0, {"event": 0.5}, eventwatch.Sampler([], []),
                               sent_r={"end_ns": 10**9})
     rows = result.model_dump()["per_flow"]
     assert [r["max_gap_forward_ms"] for r in rows] == [0.0, 40.0] and rows[1]["max_gap_reverse_ms"] == 20.0

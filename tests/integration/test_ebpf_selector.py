@@ -1,0 +1,185 @@
+"""The eBPF selector against the nftables one: same bucket, same member, for the same packets (root).
+
+The program runs through BPF_PROG_TEST_RUN (no namespace needed) on frames built here; the nftables
+twin is the MX's own rule (`meta mark set 0x100 meta mark set jhash ip FIELD mod N seed S map @sel`)
+in a throwaway network namespace (`unshare --net`, gone with its process), fed with real packets.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import socket
+import struct
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import pytest
+
+from dataplane import bpfsys, nfthash, tcprog
+from dataplane.chash import SelectorTable, build_initial, remove_member
+
+pytestmark = [
+    pytest.mark.root,
+    pytest.mark.skipif(os.geteuid() != 0, reason="needs root for bpf(2)"),
+]
+
+MARKS = {"srx1": 0x101, "srx2": 0x102, "srx3": 0x103, "srx4": 0x104}
+
+
+def frame(src: str, dst: str, ethertype: int = 0x0800) -> bytes:
+    ip = bytes([0x45, 0, 0, 28, 0, 0, 0, 0, 64, 17, 0, 0]) + socket.inet_aton(src) + socket.inet_aton(dst)
+    return b"\x02" * 6 + b"\x04" * 6 + struct.pack(">H", ethertype) + ip + b"\0" * 8
+
+
+class Program:
+    """One loaded selector program with its bucket array holding a table."""
+
+    def __init__(self, field: str, buckets: int, seed: int, prefixes: tuple[str, ...] = ()):
+        self.buckets = buckets
+        self.sel = bpfsys.map_create(bpfsys.MAP_TYPE_ARRAY, 4, 4, buckets, "sel")
+        self.cnt = bpfsys.map_create(bpfsys.MAP_TYPE_PERCPU_ARRAY, 4, tcprog.COUNTER_SIZE, tcprog.COUNTERS, "cnt")
+        self.prog = bpfsys.prog_load(tcprog.selector_program(field, buckets, seed, prefixes, self.sel, self.cnt),
+                                     "test_selector")
+
+    def load_table(self, table: SelectorTable, empty: set[int] = frozenset()) -> None:  # type: ignore[assignment]
+        bpfsys.array_update(self.sel, [(b, 0 if b in empty else MARKS[name]) for b, name in enumerate(table.buckets)])
+
+    def mark(self, packet: bytes) -> int:
+        retval, mark = bpfsys.test_run(self.prog, packet)
+        assert retval == tcprog.TC_ACT_OK, "the selector never drops or redirects"
+        return mark
+
+    def close(self) -> None:
+        for fd in (self.prog, self.sel, self.cnt):
+            os.close(fd)
+
+
+@pytest.fixture
+def program() -> Iterator[type[Program]]:
+    made: list[Program] = []
+
+    def make(*args: object, **kwargs: object) -> Program:
+        p = Program(*args, **kwargs)  # type: ignore[arg-type]
+        made.append(p)
+        return p
+
+    yield make  # type: ignore[misc]
+    for p in made:
+        p.close()
+
+
+def addresses(count: int, seed: int) -> list[str]:
+    rng = random.Random(seed)
+    return [socket.inet_ntoa(struct.pack(">I", rng.getrandbits(32))) for _ in range(count)]
+
+
+@pytest.mark.parametrize(("field", "buckets", "seed"), [
+    ("saddr", 6400, 0x5EED), ("daddr", 6400, 0x5EED), ("saddr", 64, 0), ("daddr", 7, 0xFFFFFFFF),
+    ("saddr", 65536, 0x12345678), ("daddr", 2, 1),
+])
+def test_member_is_the_table_s_member_of_the_nfthash_bucket(program: type[Program], field: str, buckets: int,
+                                                             seed: int) -> None:
+    prog = program(field, buckets, seed)
+    table = remove_member(build_initial(list(MARKS), buckets), "srx3", list(MARKS)) if buckets >= 4 else \
+        build_initial(["srx1", "srx2"], buckets)
+    prog.load_table(table)
+    sources, destinations = addresses(1500, buckets), addresses(1500, seed)
+    for src, dst in zip(sources, destinations, strict=True):
+        key = src if field == "saddr" else dst
+        want = MARKS[table.buckets[nfthash.bucket(key, buckets, seed)]]
+        assert prog.mark(frame(src, dst)) == want, f"{src} -> {dst}"
+
+
+def test_an_empty_bucket_leaves_the_steering_mark_and_other_frames_are_untouched(program: type[Program]) -> None:
+    prog = program("saddr", 64, 0x5EED)
+    table = build_initial(list(MARKS), 64)
+    empty = {nfthash.bucket("100.64.0.1", 64, 0x5EED)}
+    prog.load_table(table, empty)
+    assert prog.mark(frame("100.64.0.1", "203.0.113.9")) == tcprog.TLB_BIT, "no member: the blackhole mark"
+    assert prog.mark(frame("100.64.0.1", "203.0.113.9", ethertype=0x0806)) == 0, "not IPv4: not steered"
+    # (the kernel's test run refuses an IPv4 frame shorter than its header: the bare header is the edge)
+    other = next(a for a in addresses(50, 9) if nfthash.bucket(a, 64, 0x5EED) not in empty)
+    assert prog.mark(frame(other, "203.0.113.9")[:34]) == MARKS[table.buckets[nfthash.bucket(other, 64, 0x5EED)]]
+
+
+def test_match_prefixes_steer_only_their_addresses(program: type[Program]) -> None:
+    prog = program("daddr", 64, 7, ("100.64.0.0/16", "10.1.2.0/24"))
+    table = build_initial(list(MARKS), 64)
+    prog.load_table(table)
+    for dst in ("100.64.77.1", "10.1.2.200", "100.64.0.0"):
+        assert prog.mark(frame("203.0.113.9", dst)) == MARKS[table.buckets[nfthash.bucket(dst, 64, 7)]]
+    for dst in ("100.65.0.1", "10.1.3.1", "203.0.113.9", "99.64.0.1"):
+        assert prog.mark(frame("203.0.113.9", dst)) == 0, f"{dst} is outside the prefixes"
+
+
+def test_counters_count_each_member_s_packets_and_ip_bytes(program: type[Program]) -> None:
+    prog = program("saddr", 64, 1)
+    table = build_initial(list(MARKS), 64)
+    prog.load_table(table)
+    sources = addresses(200, 3)
+    for src in sources:
+        prog.mark(frame(src, "203.0.113.9"))
+    cpus = bpfsys.possible_cpus()
+    for name, mark in MARKS.items():
+        raw = bpfsys.map_lookup(prog.cnt, struct.pack("<I", mark & 0xFF), tcprog.COUNTER_SIZE * cpus)
+        values = struct.unpack(f"<{2 * cpus}Q", raw)
+        want = sum(1 for s in sources if table.buckets[nfthash.bucket(s, 64, 1)] == name)
+        assert (sum(values[0::2]), sum(values[1::2])) == (want, want * (len(frame("1.1.1.1", "2.2.2.2")) - 14))
+
+
+NFT_TWIN = r"""
+import json, socket, subprocess, sys
+buckets, seed, elements, pairs = json.loads(sys.stdin.read())
+run = lambda *a: subprocess.run(a, check=True, capture_output=True, text=True)
+run("ip", "link", "set", "lo", "up")
+run("ip", "route", "add", "local", "100.64.0.0/16", "dev", "lo")
+run("ip", "route", "add", "203.0.113.0/24", "dev", "lo")
+elems = ", ".join(f"{b} : {m}" for b, m in elements)
+rules = "".join(
+    f"meta mark set 0x100 meta mark set jhash ip {f} mod {buckets} seed {seed} map @sel\n"
+    f"add @seen_{f} {{ ip saddr . ip daddr . meta mark }}\n" for f in ("saddr", "daddr"))
+sets = "".join(f"set seen_{f} {{ typeof ip saddr . ip daddr . meta mark; flags dynamic; size 65535; }}\n"
+               for f in ("saddr", "daddr"))
+subprocess.run(["nft", "-f", "-"], input=f"table ip twin {{ map sel {{ typeof numgen inc mod {buckets} : meta mark; "
+               f"elements = {{ {elems} }} }}\n{sets} chain out {{ type filter hook output priority mangle; "
+               f"policy accept;\n{rules} }}\n}}\n", check=True, text=True)
+for src, dst in pairs:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind((src, 0))
+        s.sendto(b"x", (dst, 9))
+out = {}
+for f in ("saddr", "daddr"):
+    data = json.loads(run("nft", "-j", "list", "set", "ip", "twin", f"seen_{f}").stdout)
+    elem = next(i["set"] for i in data["nftables"] if "set" in i).get("elem", [])
+    out[f] = [e["concat"] if "concat" in e else e["elem"]["val"]["concat"] for e in elem]
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.skipif(shutil.which("nft") is None or shutil.which("unshare") is None, reason="needs nft and unshare")
+def test_same_marks_as_the_nftables_rule_on_the_same_packets(program: type[Program]) -> None:
+    """The kernel's own nft jhash map against the program: identical marks, also for empty buckets."""
+    buckets, seed = 256, 0x5EED
+    table = remove_member(build_initial(list(MARKS), buckets), "srx2", list(MARKS))
+    empty = set(range(0, buckets, 17))
+    rng = random.Random(5)
+    pairs = [(f"100.64.{rng.randrange(256)}.{rng.randrange(1, 255)}", f"203.0.113.{rng.randrange(1, 255)}")
+             for _ in range(600)]
+    pairs = list(dict.fromkeys(pairs))
+    elements = [(b, MARKS[name]) for b, name in enumerate(table.buckets) if b not in empty]
+    done = subprocess.run(["unshare", "--net", sys.executable, "-c", NFT_TWIN], capture_output=True, text=True,
+                          input=json.dumps([buckets, seed, elements, pairs]), timeout=60)
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout)
+    for field in ("saddr", "daddr"):
+        by_nft = {(src, dst): mark for src, dst, mark in seen[field]}
+        assert set(by_nft) == set(pairs), "every packet passed the nft rule"
+        assert any(mark == tcprog.TLB_BIT for mark in by_nft.values()), "some hit an empty bucket"
+        prog = program(field, buckets, seed)
+        prog.load_table(table, empty)
+        by_bpf = {(src, dst): prog.mark(frame(src, dst)) for src, dst in pairs}
+        assert by_bpf == by_nft

@@ -219,7 +219,7 @@ class Services(Strict):
     # the buckets it had, so only the flows that moved away move back.
     restore_policy: Literal["proportional", "keep-buckets"] = "proportional"
     # How the MX computes the bucket: an nftables rule (the default) or a tc eBPF program on the same
-    # interfaces (same jhash, seed, buckets and map semantics; less per-packet cost; needs BPF and cls_bpf).
+    # interfaces (same jhash, seed, buckets, map and counters; needs bpf(2) and cls_bpf in the kernel).
     selector: Literal["nftables", "ebpf"] = "nftables"
 
 

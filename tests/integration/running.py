@@ -31,7 +31,10 @@ class RunningLab:
     def __init__(self, name: str, source: Path, tmp: Path, **services: str):
         text = source.read_text().replace(f"name: {_name_of(source)}", f"name: {name}", 1)
         for key, value in services.items():
-            text = text.replace(f"  {key}: ", f"  {key}: {value}  # was: ", 1)
+            if f"\n  {key}: " in text:
+                text = text.replace(f"  {key}: ", f"  {key}: {value}  # was: ", 1)
+            else:  # a services key the shipped file leaves at its default
+                text = text.replace("\nservices:\n", f"\nservices:\n  {key}: {value}\n", 1)
         self.name = name
         self.file = tmp / f"{name}.yml"
         self.file.write_text(text)

@@ -15,9 +15,11 @@ import socket
 import struct
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 
 import pytest
+from running import FLOWS, REPO, SRX, RunningLab, lab
 
 from dataplane import bpfsys, nfthash, tcprog
 from dataplane.chash import SelectorTable, build_initial, remove_member
@@ -183,3 +185,78 @@ def test_same_marks_as_the_nftables_rule_on_the_same_packets(program: type[Progr
         prog.load_table(table, empty)
         by_bpf = {(src, dst): prog.mark(frame(src, dst)) for src, dst in pairs}
         assert by_bpf == by_nft
+
+
+# ---------------------------------------------------------------- a lab with the eBPF selector
+needs_lab = pytest.mark.skipif(shutil.which("bird") is None or shutil.which("conntrack") is None,
+                               reason="needs bird2 and conntrack (make deps)")
+
+
+@pytest.fixture(scope="module")
+def ebpf_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningLab]:
+    with RunningLab("eb1", REPO / "labs/topology1.yml", tmp_path_factory.mktemp("ebpf"), selector="ebpf") as running:
+        yield running
+
+
+def _program_ids(lab: RunningLab) -> set[int]:
+    ids = set()
+    for ns in (lab.ns("mx1") + "-trust-vr", lab.ns("mx1") + "-untrust-vr"):
+        for dev in ("ge-0-0-0", "ge-0-0-1"):
+            out = subprocess.run(["ip", "netns", "exec", ns, "tc", "-j", "filter", "show", "dev", dev, "ingress"],
+                                 capture_output=True, text=True).stdout
+            ids |= {int(f["options"]["prog"]["id"]) for f in json.loads(out or "[]") if "options" in f}
+    return ids
+
+
+def _check_carriers_follow_the_table(lab: RunningLab, port: int) -> dict[str, str]:
+    """Every flow answered, each on the SRX the selector's table gives its bucket."""
+    assert lab.probe(port)["missing"] == [], "a reply that crossed another SRX would be dropped by its SFW"
+    status, config = lab.selector(), lab.selector_config()
+    table = status["table"]
+    assert isinstance(table, list)
+    where = lab.carriers(port)
+    assert len(where) == FLOWS
+    for address, srx in where.items():
+        assert srx == table[nfthash.bucket(address, int(config["buckets"]), int(config["seed"]))], address
+    return where
+
+
+@needs_lab
+def test_ebpf_lab_steers_by_the_table_and_fails_over(ebpf_lab: RunningLab) -> None:
+    mx = ebpf_lab.ns("mx1")
+    assert subprocess.run(["ip", "netns", "exec", f"{mx}-trust-vr", "nft", "list", "table", "ip", "mxlb"],
+                          capture_output=True).returncode != 0, "no nft selector in an eBPF lab"
+    assert len(_program_ids(ebpf_lab)) == 2, "one program per side, on its ingress interfaces"
+    before = _check_carriers_follow_the_table(ebpf_lab, 41000)
+    counters = [m["counters"] for m in ebpf_lab.selector()["members"]]  # type: ignore[union-attr]
+    assert all(c["trust"]["packets"] > 0 for c in counters), counters  # type: ignore[index]
+
+    ebpf_lab.exec("srx2", "ip", "link", "set", "ge-0-0-0", "down")
+    try:
+        ebpf_lab.wait_members({"srx1", "srx3", "srx4"})
+        after = _check_carriers_follow_the_table(ebpf_lab, 41001)
+    finally:
+        ebpf_lab.exec("srx2", "ip", "link", "set", "ge-0-0-0", "up")
+    moved = {a for a in before if before[a] != after[a]}
+    assert moved == {a for a in before if before[a] == "srx2"}, "exactly the flows of srx2 move"
+    ebpf_lab.wait_members(set(SRX))
+
+
+@needs_lab
+def test_ebpf_selector_restart_keeps_program_and_map(ebpf_lab: RunningLab) -> None:
+    ebpf_lab.wait_members(set(SRX))
+    ids, status = _program_ids(ebpf_lab), ebpf_lab.selector()
+    lab("restart", "--lab", ebpf_lab.name, "--kill", "mx1", "mxlb")
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        try:
+            now = ebpf_lab.selector()
+        except (OSError, ValueError):
+            now = status
+        if now["pid"] != status["pid"]:
+            break
+        time.sleep(0.1)
+    assert now["pid"] != status["pid"], "the selector came back"
+    assert _program_ids(ebpf_lab) == ids, "the running program was kept, not reloaded"
+    assert now["table"] == status["table"] and now["changes"] == 0, "the programmed map was adopted as it was"
+    _check_carriers_follow_the_table(ebpf_lab, 41002)

@@ -63,15 +63,16 @@ class TrafficSpec:
 
 
 def default_target(plan: LabPlan, event: eventsmod.EventKind) -> str:
-    if event.target == "node":  # daemon-crash: the first MX, else the first node running a daemon
+    if event.target == eventsmod.ANY_NODE:  # daemon-crash: the first MX, else the first node running a daemon
         nodes = [n.name for n in load_balancers(plan)] + [p.node for p in plan.processes]
         return nodes[0]
-    if event.target == "flexvpn-member":  # the last FlexVPN router: the lowest HSRP priority, a member
+    if event.target == eventsmod.FLEXVPN_MEMBER:  # the last FlexVPN router: the lowest HSRP priority, a member
         return [p.node for p in plan.processes if p.name == "flexvpn"][-1]
     if event.name == "nexthop-add" and plan.spares:  # a never-seen SRX (or pair) when the lab has one
         return plan.spares[0]
-    kind_of_target = {"srx": "srx", "mx": "mx", "mnha-pair": "srx"}
-    return next(n.name for n in plan.nodes if n.kind == kind_of_target[event.target] and n.name not in plan.spares)
+    # a node of the targeted role; an MNHA pair: its first firewall
+    wanted = eventsmod.role_kinds(eventsmod.FIREWALL) if event.target == eventsmod.MNHA_PAIR else event.node_kinds
+    return next(n.name for n in plan.nodes if n.kind in wanted and n.name not in plan.spares)
 
 
 
@@ -164,7 +165,7 @@ def run_event(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target
     # those flows' first return packets may reach it before their forward ones open a session):
     # they are affected by the restore, not "unaffected".
     moved_back = {key for key, srx in after.items() if during.get(key) not in (None, srx)} if during else set()
-    if involved is None and event.target == "mx" and event.name != "mx-reboot" and watcher.samples:
+    if involved is None and event.target == eventsmod.LOAD_BALANCER and event.name != "mx-reboot" and watcher.samples:
         involved = set()  # the MX's tables say which flows may move: any other loss is unaffected
     expected = expected_movers(state, plan, watcher.samples, flows, marks, event.name)
     result = analyse(event, target, summary, flows, before, during or after, report_f, report_r, sent_f,

@@ -7,75 +7,110 @@ applicable with the reason, never faked.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+
+from . import kinds
+
+# What an event is aimed at: a node whose kind declares a role (the firewall: an SRX; the load
+# balancer: an MX), a whole MNHA pair, a FlexVPN cluster member, or any node that runs a daemon.
+FIREWALL = "firewall"
+LOAD_BALANCER = "load-balancer"
+MNHA_PAIR = "mnha-pair"
+FLEXVPN_MEMBER = "flexvpn-member"
+ANY_NODE = "node"
+ROLES: dict[str, Callable[[kinds.Kind], bool]] = {
+    FIREWALL: lambda kind: kind.firewall,
+    LOAD_BALANCER: lambda kind: kind.load_balancer,
+}
+
+
+def role_kinds(role: str) -> frozenset[str]:
+    """The names of the node kinds that declare ROLE (FIREWALL, LOAD_BALANCER)."""
+    return kinds.names(ROLES[role])
+
+
+def shown(word: str) -> str:
+    """A target or requirement as the user reads it: a role by its kinds' names (`srx`), else itself."""
+    return "/".join(sorted(role_kinds(word))) if word in ROLES else word
 
 
 @dataclass(frozen=True)
 class EventKind:
     name: str
     title: str  # the seed's wording
-    target: str  # srx | mx | mnha-pair | flexvpn-member | node (any node that runs a daemon)
+    target: str  # FIREWALL | LOAD_BALANCER | MNHA_PAIR | FLEXVPN_MEMBER | ANY_NODE
     action: str  # what happens
     restore: str  # how it is undone
-    requires: tuple[str, ...] = ()  # lab features: node kinds, mnha, selector, tlb, srd, flexvpn
+    requires: tuple[str, ...] = ()  # lab features: roles (FIREWALL, LOAD_BALANCER), mnha, selector, tlb, srd, flexvpn
     built: bool = True
     why_not_built: str = ""
 
+    @property
+    def target_name(self) -> str:
+        """The target as `lab events list` shows it (`srx`, `mx`, `mnha-pair`, ...)."""
+        return shown(self.target)
+
+    @property
+    def node_kinds(self) -> frozenset[str]:
+        """The kinds of the nodes the event is aimed at when it targets a role; empty otherwise."""
+        return role_kinds(self.target) if self.target in ROLES else frozenset()
+
 
 CATALOG: tuple[EventKind, ...] = (
-    EventKind("srx-link-failure", "MX Series Router to SRX Series Firewall link failures", "srx",
+    EventKind("srx-link-failure", "MX Series Router to SRX Series Firewall link failures", FIREWALL,
               "both links between the SRX and its first MX (trust and untrust: the JVD's AE bundle) lose "
-              "carrier at both ends", "the links come back up", ("srx",)),
-    EventKind("srx-reboot", "SRX Series Firewall reboot", "srx",
+              "carrier at both ends", "the links come back up", (FIREWALL,)),
+    EventKind("srx-reboot", "SRX Series Firewall reboot", FIREWALL,
               "power off, then after --down-time back with its configuration (rulesets, routes, daemons)",
-              "(self-restoring)", ("srx",)),
-    EventKind("srx-power-off", "SRX Series Firewall power off", "srx",
+              "(self-restoring)", (FIREWALL,)),
+    EventKind("srx-power-off", "SRX Series Firewall power off", FIREWALL,
               "the SRX vanishes at once: every link loses carrier, its daemons die, its sessions are lost",
-              "power on (as after a reboot)", ("srx",)),
-    EventKind("mnha-pair-power-off", "Complete MNHA pair power off", "mnha-pair",
+              "power on (as after a reboot)", (FIREWALL,)),
+    EventKind("mnha-pair-power-off", "Complete MNHA pair power off", MNHA_PAIR,
               "both SRX of an MNHA pair power off at once", "power both on", ("mnha",)),
-    EventKind("mx-reboot", "Reboot MX Series Router", "mx",
+    EventKind("mx-reboot", "Reboot MX Series Router", LOAD_BALANCER,
               "power off the MX (all its routing instances), then back after --down-time", "(self-restoring)",
-              ("mx",)),
-    EventKind("restart-routing", "Restart routing process", "mx",
+              (LOAD_BALANCER,)),
+    EventKind("restart-routing", "Restart routing process", LOAD_BALANCER,
               "BIRD of every routing instance of the MX is killed and restarted in graceful-restart recovery "
-              "(kernel routes kept meanwhile, peers keep stale routes)", "(self-restoring)", ("mx",)),
-    EventKind("restart-tlb", "Restart TLB process in MX router (traffic-dird, sdk-process and netmon)", "mx",
+              "(kernel routes kept meanwhile, peers keep stale routes)", "(self-restoring)", (LOAD_BALANCER,)),
+    EventKind("restart-tlb", "Restart TLB process in MX router (traffic-dird, sdk-process and netmon)", LOAD_BALANCER,
               "every load-balancing daemon of the MX (the selector dataplane.mxlb and, with TLB, the health "
               "monitor dataplane.healthd) is killed and restarted; the selector adopts the programmed table, "
               "the monitor resumes from its published health state", "(self-restoring)", ("selector",)),
-    EventKind("restart-tlb-selector", "Restart traffic-dird daemon / restart sdk-process (TLB selector)", "mx",
+    EventKind("restart-tlb-selector", "Restart traffic-dird daemon / restart sdk-process (TLB selector)", LOAD_BALANCER,
               "only the TLB selector (dataplane.mxlb: decides the table and programs it, the lab's traffic-dird "
               "and sdk-process in one) is killed and restarted; it adopts the programmed table and the health "
               "monitor's state, the kernel forwards with the last table meanwhile", "(self-restoring)",
               ("tlb",)),
-    EventKind("restart-tlb-monitor", "Restart Network-monitor daemon (TLB health checks)", "mx",
+    EventKind("restart-tlb-monitor", "Restart Network-monitor daemon (TLB health checks)", LOAD_BALANCER,
               "only the TLB health monitor (dataplane.healthd, the lab's Network-monitor) is killed and "
               "restarted; it resumes from its published health state, the selector keeps the last state "
               "meanwhile", "(self-restoring)", ("tlb",)),
-    EventKind("gres", "GRES (Graceful Restart of routing daemon)", "mx",
+    EventKind("gres", "GRES (Graceful Restart of routing daemon)", LOAD_BALANCER,
               "there is no second routing engine: every control-plane daemon of the MX (BIRD of each routing "
               "instance in graceful restart, selector, health monitor, SRD daemon) is killed and restarted at "
               "once, resuming from its state; the kernel's forwarding state (routes, selector map) is kept",
-              "(self-restoring)", ("mx",)),
-    EventKind("daemon-crash", "Daemon crash (kill -9 of one daemon; not in the JVD's list)", "node",
+              "(self-restoring)", (LOAD_BALANCER,)),
+    EventKind("daemon-crash", "Daemon crash (kill -9 of one daemon; not in the JVD's list)", ANY_NODE,
               "kill -9 of the chosen daemon (--daemon NAME) on the chosen node; the lab supervisor restarts "
               "it (BIRD in graceful restart, the others resuming from their state); passes when it is back "
               "within a few seconds and flows the node does not carry lose nothing", "(self-restoring)"),
-    EventKind("nexthop-delete", "ECMP/TLB next-hop deletion (deleting a scale-out SRX or MNHA pair)", "srx",
-              "the SRX is taken out of service (links down, daemons stopped)", "nexthop-add", ("srx",)),
-    EventKind("nexthop-add", "ECMP/TLB next-hop addition (adding a scale-out SRX or MNHA pair)", "srx",
-              "an SRX out of service is put (back) into service", "nexthop-delete", ("srx",)),
-    EventKind("srd-switchover", "SRD based CLI switchover between MX Series Router (ECMP)", "mx",
+    EventKind("nexthop-delete", "ECMP/TLB next-hop deletion (deleting a scale-out SRX or MNHA pair)", FIREWALL,
+              "the SRX is taken out of service (links down, daemons stopped)", "nexthop-add", (FIREWALL,)),
+    EventKind("nexthop-add", "ECMP/TLB next-hop addition (adding a scale-out SRX or MNHA pair)", FIREWALL,
+              "an SRX out of service is put (back) into service", "nexthop-delete", (FIREWALL,)),
+    EventKind("srd-switchover", "SRD based CLI switchover between MX Series Router (ECMP)", LOAD_BALANCER,
               "`request services redundancy-set id 1 switchover` on the master: mastership moves to the "
               "other MX, which advertises without prepend from then on", "(a second switchover)", ("srd",)),
-    EventKind("srd-link-failure", "Inter-MX (SRD) link failure (not in the JVD's list)", "mx",
+    EventKind("srd-link-failure", "Inter-MX (SRD) link failure (not in the JVD's list)", LOAD_BALANCER,
               "the link between the two MXs of the SRD pair loses carrier at both ends: they stop hearing "
               "each other and, as Juniper documents no split-brain protection for SRD and the lab invents "
               "none, both become master and advertise without prepend", "the link comes back up (the "
               "preferred master keeps mastership, the other returns to standby)", ("srd",)),
     EventKind("flexvpn-member-power-off", "FlexVPN cluster member power off (Cisco FlexVPN load balancer)",
-              "flexvpn-member",
+              FLEXVPN_MEMBER,
               "a cluster member (not the master) powers off: its clients' tunnels break; the master drops it "
               "after the CLB hold time, the clients find their peer dead (DPD), connect to the VIP again and "
               "are redirected to a live member", "power on (it rejoins the cluster as a member, empty)",
@@ -93,10 +128,12 @@ class Applicability:
 
 
 def features(plan: dict[str, object]) -> set[str]:
-    """What a lab has, from its plan.json: node kinds, MNHA, a selector daemon, a TLB health monitor, SRD."""
+    """What a lab has, from its plan.json: roles of its node kinds, MNHA, a selector daemon, a TLB health
+    monitor, SRD, FlexVPN."""
     nodes = plan.get("nodes", [])
     assert isinstance(nodes, list)
-    have = {str(n["kind"]) for n in nodes}
+    present = {str(n["kind"]) for n in nodes}
+    have = {role for role in ROLES if role_kinds(role) & present}
     processes = plan.get("processes", [])
     assert isinstance(processes, list)
     if any(p["name"] == "mxlb" for p in processes):
@@ -120,7 +157,7 @@ def applicable(plan: dict[str, object]) -> list[Applicability]:
         if not event.built:
             out.append(Applicability(event, False, event.why_not_built))
         elif missing:
-            out.append(Applicability(event, False, f"this lab has no {', '.join(missing)}"))
+            out.append(Applicability(event, False, f"this lab has no {', '.join(shown(m) for m in missing)}"))
         else:
             out.append(Applicability(event, True, ""))
     return out

@@ -83,7 +83,8 @@ def analyse(event: eventsmod.EventKind, target: str, summary: str, flows: list[A
         })
     # The SRXs an event touches: the target, or its whole MNHA pair. An MX event touches every flow.
     if involved is None:
-        involved = {r["srx_before"] for r in rows} if event.target in ("mx", "node") else {target, *(pair or [])}
+        every_flow = event.target in (eventsmod.LOAD_BALANCER, eventsmod.ANY_NODE)
+        involved = {r["srx_before"] for r in rows} if every_flow else {target, *(pair or [])}
     if phases:
         # The selector's tables say which flows may move; the SRXs the event hits say which flows
         # may lose packets without moving. Everything else must be loss-free.
@@ -112,7 +113,7 @@ def analyse(event: eventsmod.EventKind, target: str, summary: str, flows: list[A
         }
     moved = sum(1 for r in rows if r["moved"])
     recovered = all(r["recovered"] for r in rows)
-    passed = recovered and (unaffected_loss == 0 or (event.target == "mx" and not strict))
+    passed = recovered and (unaffected_loss == 0 or (event.target == eventsmod.LOAD_BALANCER and not strict))
     return EventResult.model_validate({
         "event": event.name, "title": event.title, "target": target, "action": summary,
         "flows": len(rows), "rate_per_flow_pps": per_flow, "resolution_ms": round(1000 / per_flow, 3),
@@ -125,7 +126,7 @@ def analyse(event: eventsmod.EventKind, target: str, summary: str, flows: list[A
         "phases": phase_figures, "tables_missed": (expected or {}).get("missed_tables"),
         "verdict_from": "selector tables" if phases else "observed carriers",
         "flows_moved_ideal": sum(1 for r in rows if r["srx_before"] in involved)
-        if event.target == "srx" or event.target == "mnha-pair" else 0,
+        if event.target in (eventsmod.FIREWALL, eventsmod.MNHA_PAIR) else 0,
         "recovered": recovered, "passed": passed,
         "forward": {k: v for k, v in report_f.items() if k != "per_flow"},
         "reverse": {k: v for k, v in (report_r or {}).items() if k != "per_flow"},

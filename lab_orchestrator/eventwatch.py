@@ -59,13 +59,13 @@ def carried_by(plan: LabPlan, target: str) -> set[str] | None:
     """The SRXs whose flows a daemon crash on TARGET may touch (None: every flow): an SRX its own; an
     MX every flow if it forwards any traffic, none if it does not (an SRD standby); a gateway every
     flow; the lab-wide SSH server none."""
-    kind = {n.name: n.kind for n in plan.nodes}.get(target)
-    if kind == "srx":
-        return {target}
-    if kind == "mx":
-        return None if _mx_forwards(plan, target) else set()
+    kind = next((kinds.get(n.kind) for n in plan.nodes if n.name == target), None)
     if kind is None:
         return set()
+    if kind.firewall:
+        return {target}
+    if kind.load_balancer:
+        return None if _mx_forwards(plan, target) else set()
     return None
 
 

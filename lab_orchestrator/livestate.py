@@ -207,7 +207,7 @@ def fail_event(kind: str) -> str | None:
 
     for suffix in ("-power-off", "-reboot"):
         for event in CATALOG:
-            if event.built and event.target == kind and event.name.endswith(suffix):
+            if event.built and kind in event.node_kinds and event.name.endswith(suffix):
                 return event.name
     return None
 

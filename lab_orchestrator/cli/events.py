@@ -35,14 +35,14 @@ def events_list(
     def run() -> None:
         rows = api.file_event_verdicts(topology) if topology is not None else api.pick(lab).events()
         if json_out:
-            sys.stdout.write(json.dumps([{"name": r.event.name, "title": r.event.title, "target": r.event.target,
+            sys.stdout.write(json.dumps([{"name": r.event.name, "title": r.event.title, "target": r.event.target_name,
                                           "applicable": r.applicable, "reason": r.reason,
                                           "action": r.event.action, "restore": r.event.restore}
                                          for r in rows], indent=2) + "\n")
             return
         view = Table("event", "JVD test", "target", "applies", "restore")
         for r in rows:
-            view.add_row(r.event.name, r.event.title, r.event.target,
+            view.add_row(r.event.name, r.event.title, r.event.target_name,
                          "yes" if r.applicable else f"[yellow]no[/]: {r.reason}", r.event.restore)
         out.print(view)
 

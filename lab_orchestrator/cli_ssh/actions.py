@@ -28,7 +28,6 @@ from typing import Any
 from .config import Node, ServerConfig, User
 from .pipes import Output
 
-REBOOT_EVENTS = {"mx": "mx-reboot", "srx": "srx-reboot"}  # lab_orchestrator.events names
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -67,11 +66,11 @@ def event_applies(config: ServerConfig, node: Node, event: str) -> str | None:
     verdict = next(a for a in events.applicable(_plan(config)) if a.event.name == event)
     if not verdict.applicable:
         return verdict.reason
-    if kind.target in ("mx", "srx") and kind.target != node.kind:
-        return f"{event} applies to {kind.target} nodes, not to a {node.kind}"
-    if kind.target == "mnha-pair" and "mnha" not in node.features:
+    if kind.node_kinds and node.kind not in kind.node_kinds:
+        return f"{event} applies to {kind.target_name} nodes, not to a {node.kind}"
+    if kind.target == events.MNHA_PAIR and "mnha" not in node.features:
         return f"{node.name} is in no MNHA pair"
-    if kind.target == "flexvpn-member" and "ikev2_cluster" not in node.features:
+    if kind.target == events.FLEXVPN_MEMBER and "ikev2_cluster" not in node.features:
         return f"{node.name} is in no FlexVPN cluster"
     return None
 
@@ -110,7 +109,11 @@ def _error(ctx: Context, text: str) -> Output:
 
 
 def reboot(ctx: Context, args: dict[str, Any]) -> Output:
-    event = REBOOT_EVENTS.get(ctx.node.kind)
+    from .. import events
+
+    # the catalog's reboot event aimed at this node's kind (an MX: mx-reboot, an SRX: srx-reboot)
+    event = next((e.name for e in events.CATALOG if e.name.endswith("-reboot") and ctx.node.kind in e.node_kinds),
+                 None)
     if event is None:
         return _error(ctx, f"reload of a {ctx.node.kind} is not available in this lab yet")
     reason = event_applies(ctx.config, ctx.node, event)

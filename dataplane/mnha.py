@@ -214,3 +214,66 @@ class SrgMonitor:
 
     def _event(self, now: float, what: str) -> None:
         self.events = (self.events + [(now, what)])[-20:]
+
+
+@dataclass
+class SessionSync:
+    """When this node has its session daemon push its session table to the peer, or empty its cache
+    (pure).
+
+    The session daemon (conntrackd) sends a session when it opens and when its state changes, never
+    again: the peer's copy then ages on its own clock (a UDP stream: 120 s after that last change)
+    while the session lives on here. And it tells the peer to delete a session when one in its own
+    cache ends here, whoever carries the flow now. Together: a flow that failed over to the peer and
+    came back left there a session the peer had opened itself (its copy had aged out); when that one
+    expired, the peer's session daemon had this node delete its live session, and a return packet
+    arriving before the next forward packet re-opened it was dropped. An MNHA backup session lives
+    as long as the active one and never removes it. So:
+
+    - cold: at each of COLD delays after the peer is heard again (power on, reboot, ICL back): the
+      whole table is pushed, then the cache emptied (dataplane.mnhad.cold_sync);
+    - refresh: every REFRESH seconds while the peer is heard, the same push: the copies age with
+      the sessions here (REFRESH under the 120 s a replied UDP flow's session lives);
+    - flush: every FLUSH seconds, only the cache is emptied: a session opened here leaves it before
+      it could expire (a UDP flow seen one way only: 30 s), so its end is never sent to the peer
+      (the peer's copy then ages out by itself, on the clock the refreshes keep).
+    At most one action per tick; a refresh empties the cache too."""
+
+    cold: tuple[float, ...]
+    refresh: float
+    flush: float = 0.0
+    due: list[float] = field(default_factory=list)
+    next_refresh: float = float("inf")
+    next_flush: float = float("inf")
+    peer_was_alive: bool = False
+
+    @staticmethod
+    def _after(beat: float, period: float, now: float) -> float:
+        """The next beat of a period after NOW (a late tick does not shift the beat)."""
+        while beat <= now:
+            beat += period
+        return beat
+
+    def tick(self, now: float, peer_alive: bool) -> str | None:
+        """'cold', 'refresh' or 'flush' when that is due now, else None."""
+        if peer_alive and not self.peer_was_alive:
+            self.due = [now + delay for delay in self.cold]
+            start = now + max(self.cold, default=0.0)
+            self.next_refresh = start + self.refresh if self.refresh > 0 else float("inf")
+            self.next_flush = start + self.flush if self.flush > 0 else float("inf")
+        self.peer_was_alive = peer_alive
+        if not peer_alive:
+            self.due, self.next_refresh, self.next_flush = [], float("inf"), float("inf")
+            return None
+        if self.due and now >= self.due[0]:
+            self.due.pop(0)
+            return "cold"
+        if now >= self.next_refresh:
+            self.next_refresh = self._after(self.next_refresh, self.refresh, now)
+            if self.next_flush <= now:
+                self.next_flush = self._after(self.next_flush, self.flush, now)
+            return "refresh"
+        if now >= self.next_flush:
+            self.next_flush = self._after(self.next_flush, self.flush, now)
+            return "flush"
+        return None

@@ -28,12 +28,20 @@ from labkit.configs import MnhaConfig, MonitorConfig
 from labkit.files import write_json
 
 from .daemonkit import PeerLink, heartbeat_loop, resumed_status
-from .mnha import Destination, MonitorObject, PeerView, Role, Srg1, SrgMonitor, encode_heartbeat
+from .mnha import Destination, MonitorObject, PeerView, Role, SessionSync, Srg1, SrgMonitor, encode_heartbeat
 
 PORT = 7790
 # Cold sync: seconds after the peer came back (its session daemon starts just before its MNHA daemon;
 # the later pushes cover a slow start); BGP brings it return traffic about a second later.
 COLD_SYNC_DELAYS = (0.2, 0.5, 0.9, 2.0)
+# Then, while the peer is heard (dataplane.mnha.SessionSync): the whole table again every
+# SESSION_REFRESH_S (the peer's copies age with the sessions here: under the 120 s of a replied UDP
+# flow), and the session daemon's cache emptied every SESSION_FLUSH_S (under the 30 s of a UDP flow
+# seen one way only, the shortest session that matters).
+SESSION_REFRESH_S = 60.0
+SESSION_FLUSH_S = 10.0
+SYNC_STEPS = {"cold": (["-R"], ["-B"], ["-f", "internal"]), "refresh": (["-R"], ["-B"], ["-f", "internal"]),
+              "flush": (["-f", "internal"],)}
 SIOCGIFFLAGS = 0x8913
 IFF_UP, IFF_RUNNING = 0x1, 0x40
 
@@ -74,13 +82,14 @@ def set_signal_route(address: str, table: int, present: bool) -> None:
                    capture_output=True, check=False)
 
 
-def cold_sync(config: str) -> None:
+def cold_sync(config: str, kind: str = "cold") -> None:
     """Send this node's whole session table to the peer: conntrackd reads the kernel table into its
     cache (-R), sends the cache (-B), then empties it (-f internal). The cache must not keep the
     copies it read back: a copy never sees a packet here, expires, and conntrackd would then tell the
     peer to delete that session, which the peer may be carrying (new sessions enter the cache again
-    as they open)."""
-    for command in (["-R"], ["-B"], ["-f", "internal"]):
+    as they open, until the next flush). KIND (SYNC_STEPS): "cold" and "refresh" do all three,
+    "flush" only empties the cache; only a cold sync is logged."""
+    for command in SYNC_STEPS[kind]:
         try:
             done = subprocess.run(["conntrackd", "-C", config, *command], capture_output=True, text=True, timeout=10)
         except (OSError, subprocess.TimeoutExpired) as exc:
@@ -90,7 +99,8 @@ def cold_sync(config: str) -> None:
             print(f"{time.strftime('%H:%M:%S')} cold sync: conntrackd {' '.join(command)} exited {done.returncode}: "
                   f"{(done.stderr or done.stdout).strip()[-300:]}", flush=True)
             return
-    print(f"{time.strftime('%H:%M:%S')} cold sync: session table sent to the peer", flush=True)
+    if kind == "cold":
+        print(f"{time.strftime('%H:%M:%S')} cold sync: session table sent to the peer", flush=True)
 
 
 def _monitor(config: MonitorConfig | None) -> SrgMonitor:
@@ -126,9 +136,11 @@ class Daemon:
         self.sock.bind((config.local_ip, PORT))
         self.sock.setblocking(False)
         self.link = PeerLink(self.sock, config.peer, config.peer_ip)
-        self.peer_was_alive = False
-        self.cold_sync_due: list[float] = []
+        self.sync = SessionSync(COLD_SYNC_DELAYS, SESSION_REFRESH_S, SESSION_FLUSH_S)
+        self.sync_thread: threading.Thread | None = None
         self.cold_syncs = 0
+        self.session_refreshes = 0
+        self.cache_flushes = 0
         self.resume(resumed_status(config.status_file))
 
     def resume(self, previous: dict[str, Any] | None) -> None:
@@ -204,22 +216,27 @@ class Daemon:
         self.write_status(now, healthy, seen)
 
     def schedule_cold_sync(self, now: float) -> None:
-        """MNHA cold sync: a node that comes back (power on, reboot, ICL restored) gets the whole
-        session table of its peer, not only the sessions opened from then on. Its session daemon
+        """MNHA cold sync and refresh (dataplane.mnha.SessionSync): a node that comes back (power on,
+        reboot, ICL restored) gets the whole session table of its peer, not only the sessions opened
+        from then on, then again every SESSION_REFRESH_S so that the copies age with the sessions
+        here, and the session daemon's cache is emptied every SESSION_FLUSH_S. Its session daemon
         asks for a resync when it starts, but the one here only holds the sessions this node opened
         (those it received from the peer went straight into the kernel): so the table is first read
-        back from the kernel (-R), then sent whole (-B). Without it a CGNAT flow that failed over here
-        and stays here loses its return traffic once the peer announces its NAT pool again."""
-        alive = self.peer.alive
-        if alive and not self.peer_was_alive and self.c.sync_config:
-            self.cold_sync_due = [now + delay for delay in COLD_SYNC_DELAYS]
-        self.peer_was_alive = alive
-        if not alive:
-            self.cold_sync_due = []
-        elif self.cold_sync_due and now >= self.cold_sync_due[0]:
-            self.cold_sync_due.pop(0)
+        back from the kernel (-R), then sent whole (-B). Without it a CGNAT flow that failed over
+        here and stays here loses its return traffic once the peer announces its NAT pool again."""
+        kind = self.sync.tick(now, self.peer.alive and bool(self.c.sync_config))
+        if kind is None or not self.c.sync_config:
+            return
+        if self.sync_thread is not None and self.sync_thread.is_alive():
+            return  # the previous push is still running (the next one is due soon)
+        if kind == "cold":
             self.cold_syncs += 1
-            threading.Thread(target=cold_sync, args=(self.c.sync_config,), daemon=True).start()
+        elif kind == "refresh":
+            self.session_refreshes += 1
+        else:
+            self.cache_flushes += 1
+        self.sync_thread = threading.Thread(target=cold_sync, args=(self.c.sync_config, kind), daemon=True)
+        self.sync_thread.start()
 
     def receive(self, now: float) -> None:
         self.link.drain(now)
@@ -258,7 +275,8 @@ class Daemon:
                           "peer_alive": self.peer.alive,
                           "last_heard_s_ago": round(now - self.link.heard, 3) if self.link.heard else None},
             "healthy": healthy, "peer_seen_in_network": seen, "resumed": self.resumed,
-            "cold_syncs": self.cold_syncs,
+            "cold_syncs": self.cold_syncs, "session_refreshes": self.session_refreshes,
+            "cache_flushes": self.cache_flushes,
             "srg0": {"role": "ineligible" if self.srg0_failed else "active", "signal_route":
                      {"prefix": f"{self.c.signal_route}/32", "table": self.c.signal_table,
                       "installed": self.srg0_failed},

@@ -143,10 +143,8 @@ def carriers(plan: LabPlan, gap: float = 0.4) -> dict[tuple[str, int], str]:
     second = _session_counts(plan)
     out = {}
     for key, now in second.items():
-        before = first.get(key, {})
-        growth = {srx: packets - before.get(srx, 0) for srx, packets in now.items()}
-        best = max(growth, key=lambda srx: growth[srx])
-        if growth[best] > 0:
+        best = sessions.carrier(first.get(key, {}), now)
+        if best is not None:
             out[key] = best
     return out
 

@@ -55,6 +55,17 @@ def parse_conntrack(text: str) -> list[Session]:
     return sessions
 
 
+def carrier(before: dict[str, int], now: dict[str, int]) -> str | None:
+    """The SRX whose session of a flow counted the most packets between two reads (SRX -> packets),
+    None when none did. A counter lower than before belongs to a session opened anew between the
+    reads (its MNHA peer's session push re-creates it, or it expired and the next packet re-opened
+    it): its packets since are all it has now."""
+    growth = {srx: packets - before.get(srx, 0) if packets >= before.get(srx, 0) else packets
+              for srx, packets in now.items()}
+    best = max(growth, key=lambda srx: growth[srx], default=None)
+    return best if best is not None and growth[best] > 0 else None
+
+
 def read(ns: str) -> list[Session]:
     from .backends.netns import run_in_namespace
 

@@ -129,3 +129,49 @@ def test_heartbeat_rejects_malformed(junk: bytes) -> None:
 def test_heartbeat_decoder_never_crashes(data: bytes) -> None:
     with contextlib.suppress(HeartbeatError):
         decode_heartbeat(data)
+
+
+def test_session_sync_cold_pushes_then_a_refresh_per_period_while_the_peer_is_heard() -> None:
+    from dataplane.mnha import SessionSync
+
+    sync = SessionSync(cold=(0.2, 2.0), refresh=10.0)
+    assert sync.tick(0.0, False) is None
+    ticks = {round(t * 0.1, 1): sync.tick(round(t * 0.1, 1), True) for t in range(5, 400)}  # 0.5 .. 39.9 s
+    pushes = [(t, kind) for t, kind in ticks.items() if kind]
+    # heard at 0.5: cold at 0.7 and 2.5, then refreshes 10 s apart from the last cold push; no flush
+    assert pushes == [(0.7, "cold"), (2.5, "cold"), (12.5, "refresh"), (22.5, "refresh"), (32.5, "refresh")]
+
+
+def test_session_sync_flushes_between_refreshes_and_a_refresh_counts_as_one() -> None:
+    from dataplane.mnha import SessionSync
+
+    sync = SessionSync(cold=(0.0,), refresh=30.0, flush=10.0)
+    ticks = {t: sync.tick(float(t), True) for t in range(0, 95)}
+    assert [(t, k) for t, k in ticks.items() if k] == [
+        (0, "cold"), (10, "flush"), (20, "flush"), (30, "refresh"), (40, "flush"), (50, "flush"),
+        (60, "refresh"), (70, "flush"), (80, "flush"), (90, "refresh")]
+
+
+def test_session_sync_stops_while_the_peer_is_away_and_starts_over_when_it_returns() -> None:
+    from dataplane.mnha import SessionSync
+
+    sync = SessionSync(cold=(0.5,), refresh=10.0, flush=4.0)
+    assert sync.tick(1.0, True) is None and sync.tick(1.5, True) == "cold"
+    assert sync.tick(5.5, True) == "flush"
+    assert sync.tick(8.0, False) is None  # gone: nothing for a peer that does not answer
+    assert all(sync.tick(t, False) is None for t in (20.0, 30.0, 40.0))
+    assert sync.tick(41.0, True) is None and sync.tick(41.5, True) == "cold"  # back: a cold sync first
+    assert sync.tick(45.4, True) is None and sync.tick(45.5, True) == "flush"
+    assert sync.tick(51.5, True) == "refresh"
+
+
+def test_session_sync_keeps_its_beat_after_a_late_tick_and_zero_periods_disable() -> None:
+    from dataplane.mnha import SessionSync
+
+    sync = SessionSync(cold=(), refresh=10.0)
+    assert sync.tick(0.0, True) is None
+    assert sync.tick(35.0, True) == "refresh"  # late (a busy machine): one push, not three
+    assert sync.tick(39.9, True) is None and sync.tick(40.0, True) == "refresh"
+    off = SessionSync(cold=(0.0,), refresh=0.0, flush=0.0)
+    assert off.tick(0.0, True) == "cold"
+    assert all(off.tick(t, True) is None for t in (10.0, 100.0, 1000.0))

@@ -133,37 +133,74 @@ def test_hsrp_active_resumes_active_with_a_hello() -> None:
     assert machine.resume_active(101.0).transitions == []  # only from Init
 
 
-def test_mnhad_cold_syncs_a_returning_peer(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_mnhad_cold_syncs_a_returning_peer_then_refreshes(monkeypatch: pytest.MonkeyPatch) -> None:
     """The peer comes back (power on, reboot): this node sends it its whole session table, a few
-    times over its first seconds (its session daemon may start slowly), and not again while it stays."""
+    times over its first seconds (its session daemon may start slowly), then once every refresh
+    period while the peer stays (its copies age with the sessions here); nothing while it is away."""
     from types import SimpleNamespace
 
-    pushed: list[str] = []
-    monkeypatch.setattr(mnhad, "cold_sync", pushed.append)
+    from dataplane.mnha import SessionSync
+
+    pushed: list[tuple[str, str]] = []
+    monkeypatch.setattr(mnhad, "cold_sync", lambda config, kind="cold": pushed.append((config, kind)))
     monkeypatch.setattr("threading.Thread", lambda target, args, daemon: SimpleNamespace(
-        start=lambda: target(*args)))
+        start=lambda: target(*args), is_alive=lambda: False))
     daemon = _mnhad("srg0")
     daemon.c = MnhaConfig.model_construct(mode="srg0", sync_config="/run/lab/x/nodes/srx2/conntrackd.conf")
-    daemon.peer_was_alive, daemon.cold_sync_due, daemon.cold_syncs = False, [], 0
+    daemon.sync = SessionSync(mnhad.COLD_SYNC_DELAYS, mnhad.SESSION_REFRESH_S, mnhad.SESSION_FLUSH_S)
+    daemon.sync_thread = None
+    daemon.cold_syncs = daemon.session_refreshes = daemon.cache_flushes = 0
     view = SimpleNamespace(alive=False)
     daemon.link = SimpleNamespace(view=view)  # type: ignore[assignment]
     daemon.schedule_cold_sync(10.0)
-    assert pushed == [] and daemon.cold_sync_due == []
+    assert pushed == []
     view.alive = True  # heartbeats again
     for now in (10.1, 10.3, 10.6, 11.0, 12.1, 13.0, 20.0):
         daemon.schedule_cold_sync(now)
     pushes = len(mnhad.COLD_SYNC_DELAYS)
-    assert pushes >= 2 and pushed == [daemon.c.sync_config] * pushes and daemon.cold_syncs == pushes
+    assert pushes >= 2 and pushed == [(daemon.c.sync_config, "cold")] * pushes and daemon.cold_syncs == pushes
+    last_cold = 10.1 + max(mnhad.COLD_SYNC_DELAYS)
+    period, flush = mnhad.SESSION_REFRESH_S, mnhad.SESSION_FLUSH_S
+    assert 0 < flush < 30 < period < 120, "the flush beats a one-way UDP session, the refresh a replied one"
+    t = 20.0
+    while t < last_cold + 3 * period + 0.5:  # a tick every 0.25 s for three refresh periods
+        t += 0.25
+        daemon.schedule_cold_sync(t)
+    kinds = [kind for _, kind in pushed[pushes:]]
+    assert daemon.session_refreshes == kinds.count("refresh") == 3
+    assert daemon.cache_flushes == kinds.count("flush") == 3 * (round(period / flush) - 1)
+    before = len(pushed)
     view.alive = False  # gone before the second push: nothing pending
-    daemon.schedule_cold_sync(21.0)
+    daemon.schedule_cold_sync(t + 1)
     view.alive = True
-    daemon.schedule_cold_sync(22.0)
+    daemon.schedule_cold_sync(t + 2)
     view.alive = False
-    daemon.schedule_cold_sync(22.2)
-    daemon.schedule_cold_sync(30.0)
-    assert daemon.cold_syncs == pushes and daemon.cold_sync_due == [], "gone again before the first push"
+    for later in (t + 2.2, t + 30, t + 300):
+        daemon.schedule_cold_sync(later)
+    assert len(pushed) == before, "gone again before the first push: nothing"
     daemon.c = MnhaConfig.model_construct(mode="srg0", sync_config=None)  # no session sync: nothing to push
     view.alive = True
-    daemon.schedule_cold_sync(31.0)
-    daemon.schedule_cold_sync(40.0)
-    assert daemon.cold_syncs == pushes
+    for now in (t + 400, t + 500, t + 600, t + 700):
+        daemon.schedule_cold_sync(now)
+    assert len(pushed) == before
+
+
+def test_mnhad_skips_a_push_while_the_previous_one_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    from types import SimpleNamespace
+
+    from dataplane.mnha import SessionSync
+
+    started: list[float] = []
+    running = SimpleNamespace(is_alive=lambda: True)
+    monkeypatch.setattr("threading.Thread", lambda target, args, daemon: SimpleNamespace(
+        start=lambda: started.append(1), is_alive=lambda: True))
+    daemon = _mnhad("srg0")
+    daemon.c = MnhaConfig.model_construct(mode="srg0", sync_config="/run/lab/x/nodes/srx2/conntrackd.conf")
+    daemon.sync, daemon.sync_thread = SessionSync((0.0,), 10.0), None
+    daemon.cold_syncs = daemon.session_refreshes = daemon.cache_flushes = 0
+    daemon.link = SimpleNamespace(view=SimpleNamespace(alive=True))  # type: ignore[assignment]
+    daemon.schedule_cold_sync(1.0)
+    assert len(started) == 1
+    daemon.sync_thread = running  # type: ignore[assignment]
+    daemon.schedule_cold_sync(11.5)  # a refresh is due, but the cold sync still runs: skipped
+    assert len(started) == 1 and daemon.session_refreshes == 0

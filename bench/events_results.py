@@ -207,11 +207,15 @@ def description(lab: str) -> str:
 
 
 def commit() -> str:
+    """The commit the run's code is, with "-dirty" when the product's files differ from it (the kept
+    reports and this document do not count)."""
     with contextlib.suppress(OSError, subprocess.TimeoutExpired):
-        done = subprocess.run(["git", "-C", str(ROOT), "describe", "--always", "--dirty"], capture_output=True,
+        done = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
                               text=True, timeout=5)
         if done.returncode == 0:
-            return done.stdout.strip()
+            dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--", "lab_orchestrator",
+                                    "dataplane", "labkit", "labs"], capture_output=True, text=True, timeout=5)
+            return done.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
     return "?"
 
 

@@ -140,6 +140,21 @@ class EventResult(_Model):
         """One sentence per budget this event broke."""
         return budgetsmod.violations(self.to_json())
 
+    def phase_lines(self) -> list[str]:
+        """Per phase of the selector-table verdict, one line: flows moved (seen on the SRXs) against
+        the tables' expected movers and the ideal share, and the share of the table that moved."""
+        lines = []
+        for name, ph in self.phases.items():
+            share = "" if ph.bucket_share_moved is None else (
+                f"; table: {ph.bucket_share_moved:.1%} of {ph.buckets} buckets moved "
+                f"(ideal {ph.bucket_share_ideal:.1%}, members {ph.members[0]} -> {ph.members[1]})")
+            extra = [f"{ph.unexpected_movers} unexpected"] if ph.unexpected_movers else []
+            if ph.expected_but_stayed:
+                extra.append(f"{ph.expected_but_stayed} expected but stayed")
+            lines.append(f"  {name}: {ph.movers} flows moved, {ph.expected_movers} expected from the tables, "
+                         f"ideal {ph.ideal}" + (f" ({', '.join(extra)})" if extra else "") + share)
+        return lines
+
     def failure_reasons(self) -> list[str]:
         """Why the event failed (empty when it passed and kept its budgets)."""
         why = self.violations()

@@ -140,6 +140,8 @@ def print_event(r: EventResult) -> None:
                   f"{r.flows_moved} ({r.flows_moved_ideal})",
                   "[green]yes[/]" if r.recovered else "[red]no[/]")
     out.print(table)
+    for line in r.phase_lines():
+        out.print(line, highlight=False)
     crash = r.daemon_crash
     if crash:
         back = f"back after {crash.down_s:.3f} s" if crash.down_s is not None else "not back"

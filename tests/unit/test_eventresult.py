@@ -141,3 +141,14 @@ def test_traffic_waits_for_selector_members_with_an_srx_in_service() -> None:
     assert eventwatch.members_pending(chash, {"members": [{"name": "srx1", "alive": True, "buckets": 1}]},
                                     set()) == ["srx2"]
     assert eventwatch.members_pending(chash, {"members": []}, {"srx1", "srx2"}) == []
+
+
+def test_each_phase_prints_its_movers_against_the_tables_and_the_ideal() -> None:
+    add = {"expected_movers": 21, "movers": 19, "ideal": 27, "unexpected_movers": 1, "expected_but_stayed": 3,
+           "members": [4, 6], "bucket_share_moved": 0.33313, "bucket_share_ideal": 0.33333, "buckets": 6400,
+           "cross_mx_movers": 0}
+    result = EventResult.from_json(sample(event="nexthop-add", phases={"add": add}))
+    assert result.phase_lines() == [
+        "  add: 19 flows moved, 21 expected from the tables, ideal 27 (1 unexpected, 3 expected but stayed); "
+        "table: 33.3% of 6400 buckets moved (ideal 33.3%, members 4 -> 6)"]
+    assert EventResult.from_json(sample(phases={})).phase_lines() == []

@@ -18,7 +18,7 @@ from typing import Any
 
 from dataplane.selcounters import SelectorCounters
 from labkit.configs import SelectorConfig
-from labkit.contracts import MXLB_CONFIG, MXLB_STATUS
+from labkit.contracts import MNHA_STATUS, MXLB_CONFIG, MXLB_STATUS
 
 from . import kinds, movers, sessions
 from .plan import LabPlan, NodePlan
@@ -256,30 +256,54 @@ def members_pending(config: dict[str, Any], status: dict[str, Any], down: set[st
     return pending
 
 
+def out_of_selection(state: LabState, plan: LabPlan) -> set[str]:
+    """The SRXs no selector should hold now: powered off, or an MNHA node that its own daemon says
+    is not active (an SRG1 backup, an SRG0 node whose monitoring failed: both advertise prepended,
+    so they are out of the ECMP route)."""
+    out = set(state.down_nodes)
+    for node in {n for pair in plan.mnha for n in pair} - out:
+        try:
+            data = json.loads((Path(state.state_dir) / "nodes" / node / MNHA_STATUS).read_text())
+            if data["srg1"]["role"] != "active" or data["srg0"]["role"] == "ineligible":
+                out.add(node)
+        except (OSError, ValueError, KeyError, TypeError):
+            continue  # not written yet (just powered on): counts as in service
+    return out
+
+
+def selectors_pending(state: LabState, plan: LabPlan) -> list[str]:
+    """MX:member for each selector member that has an SRX in service but is not in that MX's table."""
+    root = Path(state.state_dir) / "nodes"
+    pending: list[str] = []
+    out = out_of_selection(state, plan)
+    for node in (n.name for n in load_balancers(plan) if n.name not in state.down_nodes):
+        try:
+            config = json.loads((root / node / "mxlb.json").read_text())
+            status = json.loads((root / node / MXLB_STATUS).read_text())
+        except (OSError, ValueError):
+            continue
+        pending += [f"{node}:{m}" for m in members_pending(config, status, out)]
+    return pending
+
+
 def wait_selectors_ready(state: LabState, plan: LabPlan, timeout: float = 10.0) -> list[str]:
     """Before the traffic starts: until every MX's selector has each member with an SRX in service
     (a lab just up may still be passing its health checks; flows moving then would count as
     losses of unaffected flows). Returns what was still pending at the TIMEOUT (nothing: ready)."""
-    root = Path(state.state_dir) / "nodes"
     deadline = time.monotonic() + timeout
     while True:
-        pending: list[str] = []
-        for node in (n.name for n in load_balancers(plan) if n.name not in state.down_nodes):
-            try:
-                config = json.loads((root / node / "mxlb.json").read_text())
-                status = json.loads((root / node / MXLB_STATUS).read_text())
-            except (OSError, ValueError):
-                continue
-            pending += [f"{node}:{m}" for m in members_pending(config, status, set(state.down_nodes))]
+        pending = selectors_pending(state, plan)
         if not pending or time.monotonic() >= deadline:
             return pending
         time.sleep(0.1)
 
 
-
 def wait_settled(state: LabState, plan: LabPlan, timeout: float, quiet: float = 2.0) -> float:
-    """Until no MX selector has changed its table for QUIET seconds (a returning SRX has passed its
-    health checks or its routes are back): the monotonic time it happened, or at the TIMEOUT."""
+    """Until every member with an SRX in service is in every MX selector's table (a returning or
+    added SRX has its routes back and, with TLB, has passed its health checks: seconds after the
+    power-on that brought it) and no table has changed for QUIET seconds since: the monotonic time
+    it happened, or at the TIMEOUT. Without the first condition the runner would read the SRXs'
+    session tables before an added SRX (the second of a pair) had taken its flows."""
     files = [Path(state.state_dir) / "nodes" / n.name / MXLB_STATUS for n in load_balancers(plan)]
     deadline = time.monotonic() + timeout
     last: list[int] = []
@@ -291,7 +315,7 @@ def wait_settled(state: LabState, plan: LabPlan, timeout: float, quiet: float = 
                 now.append(int(json.loads(path.read_text())["changes"]))
             except (OSError, ValueError, KeyError):
                 now.append(-1)
-        if now != last:
+        if now != last or selectors_pending(state, plan):
             last, quiet_since = now, time.monotonic()
         elif time.monotonic() - quiet_since >= quiet:
             break

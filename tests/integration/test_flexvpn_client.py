@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -22,7 +23,7 @@ from typing import Any
 
 import pytest
 from labtools import LabOwner, copy_lab, explain, run_lab
-from test_flexvpn import CLIENT1, REPO, ROUTERS, VIP, Lab, elected, fast, wait_for
+from test_flexvpn import CLIENT1, REPO, ROUTERS, VIP, Lab, cluster_ready, elected, fast, wait_for
 
 NORTH = "10.10.10.254"
 BRANCHES = {"branch1": "10.10.20.11", "branch2": "10.10.20.12"}
@@ -128,6 +129,52 @@ def test_strict_overload_refuses_new_ike_sas_on_a_full_member(branch_lab: Lab) -
         out, _ = fill.communicate(timeout=60)
     assert all(r["ok"] for r in json.loads(out)["results"]), out
     wait_for(lambda: not branch_lab.ike("router3")["cluster"]["own"]["overloaded"], 10, "router3 below its limit")
+
+
+def test_kill_9_of_each_flexvpn_daemon_is_back_in_seconds_and_spares_the_other_branch(branch_lab: Lab) -> None:
+    """kill -9 of a branch's client daemon and of the cluster daemon of every router that does not
+    carry the other branch's tunnel (the master, the other member): each runs again within 2 s, the
+    crashed client is back up through the VIP, and the other branch's pings through its tunnel lose
+    nothing meanwhile."""
+    elected(branch_lab, 30)
+    statuses = {b: wait_for(lambda b=b: up(branch_lab, b), 30, f"{b} up") for b in BRANCHES}
+    on_member = [b for b, s in statuses.items() if s["gateway"] in ("10.10.10.2", "10.10.10.3")]
+    assert on_member, f"no branch on a member (the first test redirects them): {statuses}"
+    witness = on_member[-1]
+    victim = next(b for b in BRANCHES if b != witness)
+    carrier = next(n for n, a in ROUTERS.items() if a == statuses[witness]["gateway"])
+    crashes = [(victim, "flexclient")] + [(router, "flexvpn") for router in ROUTERS if router != carrier]
+    argv = ["ip", "netns", "exec", branch_lab.ns(witness), "ping", "-n", "-i", "0.1", "-W", "1",
+            "-I", statuses[witness]["address"], NORTH]
+    pinger = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        time.sleep(1.0)
+        killed_at = time.time()
+        for node, daemon in crashes:
+            done = branch_lab.lab.fail("daemon-crash", node, daemon=daemon)
+            seconds = float(re.search(r"running again after ([0-9.]+) s", done).group(1))  # type: ignore[union-attr]
+            assert seconds < 2.0, (node, daemon, done)
+            time.sleep(0.5)
+        # the crashed client starts afresh: a new tunnel through the VIP
+        back = wait_for(lambda: (s := up(branch_lab, victim)) and (s["up_since"] or 0) > killed_at and s, 30,
+                        f"{victim} up again after its daemon's crash")
+        assert back["path"][0] == VIP, back
+        assert ping(branch_lab, victim, back["address"]), f"{victim}: no answer through its new tunnel"
+        time.sleep(1.0)
+    finally:
+        pinger.send_signal(signal.SIGINT)
+        out, _ = pinger.communicate(timeout=10)
+    answered = {int(m) for m in re.findall(r"bytes from .* icmp_seq=(\d+)", out)}
+    assert answered, out
+    # every echo but the last few (in flight when ping was stopped) answered
+    missing = sorted(set(range(1, max(answered) - 5)) - answered)
+    assert not missing, f"{witness} lost echoes {missing} through {carrier} while the others' daemons crashed"
+    assert client(branch_lab, witness)["up_since"] == statuses[witness]["up_since"], "the witness reconnected"
+    for node, daemon in crashes:
+        assert any(d["name"] == daemon and d["restarts"] >= 1 and d["running"]
+                   for n in branch_lab.lab.status().nodes if n.name == node for d in [d.__dict__ for d in n.daemons])
+    elected(branch_lab, 30)
+    wait_for(lambda: cluster_ready(branch_lab, "router1", 2), 20, "both members back in router1's cluster")
 
 
 def test_member_power_off_brings_its_branch_back_through_the_vip(branch_lab: Lab) -> None:

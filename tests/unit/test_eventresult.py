@@ -4,6 +4,8 @@ JUnit and the budget verdicts read the model."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -12,6 +14,7 @@ from pydantic import ValidationError
 from lab_orchestrator import budgets, eventverdict, eventwatch
 from lab_orchestrator.eventresult import EventResult
 from lab_orchestrator.trafficsetup import REVERSE_ID_OFFSET
+from labkit.contracts import MNHA_STATUS
 
 KEYS = ["event", "title", "target", "action", "flows", "rate_per_flow_pps", "resolution_ms", "affected_flows",
         "unaffected_flows", "convergence_ms", "longest_gap_ms", "packets_lost_by_unaffected_flows", "flows_moved",
@@ -152,3 +155,20 @@ def test_each_phase_prints_its_movers_against_the_tables_and_the_ideal() -> None
         "  add: 19 flows moved, 21 expected from the tables, ideal 27 (1 unexpected, 3 expected but stayed); "
         "table: 33.3% of 6400 buckets moved (ideal 33.3%, members 4 -> 6)"]
     assert EventResult.from_json(sample(phases={})).phase_lines() == []
+
+
+def test_srg1_backups_and_powered_off_nodes_are_out_of_the_selection(tmp_path: Path) -> None:
+    """A CHASH SRG1 backup is never in the table: the runner must not wait for it (before the traffic,
+    and after an event until every member in service is back)."""
+    def role(node: str, srg1: str, srg0: str = "active") -> None:
+        (tmp_path / "nodes" / node).mkdir(parents=True, exist_ok=True)
+        (tmp_path / "nodes" / node / MNHA_STATUS).write_text(json.dumps({"srg1": {"role": srg1},
+                                                                         "srg0": {"role": srg0}}))
+
+    role("srx1", "active")
+    role("srx2", "backup")
+    role("srx3", "active", srg0="ineligible")
+    state = SimpleNamespace(state_dir=str(tmp_path), down_nodes=["srx5"])
+    plan = SimpleNamespace(mnha=[["srx1", "srx2"], ["srx3", "srx4"], ["srx5", "srx6"]])
+    # srx4, srx6: no status yet (just powered on) count as in service
+    assert eventwatch.out_of_selection(state, plan) == {"srx2", "srx3", "srx5"}  # type: ignore[arg-type]

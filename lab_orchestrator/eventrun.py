@@ -124,7 +124,8 @@ def run_event(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target
         time.sleep(0.3)  # the forward packets open the sessions the reverse flows need
         tx_r = setup.tx_reverse.spawn().wait_ready() if setup.tx_reverse else None
         time.sleep(max(0.0, spec.warmup - 0.8))
-        before = carriers(plan)
+        keys = {(f.src, f.sport) for f in flows}
+        before = carriers(plan, keys=keys)
         crash: dict[str, Any] = {}
         involved: set[str] | None = None
         if event.name == "daemon-crash":
@@ -137,14 +138,14 @@ def run_event(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target
         during: dict[tuple[str, int], str] = {}
         if lasting:
             time.sleep(max(0.0, spec.hold - 0.5))
-            during = carriers(plan)
+            during = carriers(plan, keys=keys)
             marks["restore"] = time.monotonic_ns() / 1e9
             restored = ops.restore(state, plan, target)
             summary += "; restored: " + ("; ".join(restored) or "nothing")
             progress("restored")
         marks["settled"] = wait_settled(state, plan, timeout=MAX_EXTRA_S - 5)
         time.sleep(max(0.0, spec.settle - 0.4))
-        after = carriers(plan)
+        after = carriers(plan, keys=keys)
         sent_f = tx_f.stop(timeout=30)
         sent_r = tx_r.stop(timeout=30) if tx_r else None
         time.sleep(0.3)

@@ -71,3 +71,46 @@ def read(ns: str) -> list[Session]:
 
     result = run_in_namespace(ns, ["conntrack", "-L"])
     return parse_conntrack(result.stdout)
+
+
+def read_table(ns: str, attempts: int = 4) -> list[Session]:
+    """The conntrack table of namespace NS (nsenter: safe to call from threads). A dump the kernel
+    interrupts because the table changed under it (conntrackd writing the MNHA peer's sessions)
+    fails with part of the table: it is read again."""
+    import subprocess
+
+    from labkit import netnsutil
+
+    table: list[Session] = []
+    for _ in range(attempts):
+        try:
+            done = subprocess.run(["nsenter", f"--net={netnsutil.path(ns)}", "conntrack", "-L"],
+                                  capture_output=True, text=True, timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        table = parse_conntrack(done.stdout)
+        if done.returncode == 0:
+            break
+    return table
+
+
+def udp_counts(tables: dict[str, list[Session]]) -> dict[tuple[str, int], dict[str, int]]:
+    """(source address, source port) -> {node: packets} of the UDP sessions of each node's TABLE."""
+    counts: dict[tuple[str, int], dict[str, int]] = {}
+    for node, table in tables.items():
+        for s in table:
+            if s.protocol == "udp":
+                counts.setdefault((s.source, s.source_port), {})[node] = s.packets
+    return counts
+
+
+def growth_carriers(first: dict[tuple[str, int], dict[str, int]],
+                    second: dict[tuple[str, int], dict[str, int]]) -> dict[tuple[str, int], str]:
+    """Per flow, its `carrier` between two readings (`udp_counts`); a flow whose counters grew
+    nowhere has none."""
+    out = {}
+    for key, now in second.items():
+        best = carrier(first.get(key, {}), now)
+        if best is not None:
+            out[key] = best
+    return out

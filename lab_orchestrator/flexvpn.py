@@ -162,7 +162,7 @@ def show(state_dir: str | Path, node: str, command: str, now: float | None = Non
         return clb.show_cluster((status or {}).get("cluster"), now)
     if words[-3:] == ["crypto", "ikev2", "sa"] or words[-2:] == ["ikev2", "sa"]:
         status = read_status(state_dir, node, IKEV2_STATUS)
-        from dataplane.ikev2.gateway import show_sa
+        from dataplane.ikev2.showsa import show_sa
 
         return show_sa((status or {}).get("sas", []))
     if words[-2:] == ["crypto", "session"]:

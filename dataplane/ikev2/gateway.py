@@ -36,18 +36,18 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import itertools
 import os
 import struct
 import time
-from collections import Counter, deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from ipaddress import IPv4Address
 from typing import Any
 
-from . import codec, crypto, rekey
+from . import codec, crypto, rekey, showsa
 from .codec import IkeError
+from .cookies import Cookies
+from .sa import AddressPool, ChildSa, IkeSa, SaTable
 
 HALF_OPEN_TIMEOUT = 30.0
 REDIRECTED_SA_TIMEOUT = 5.0
@@ -55,7 +55,6 @@ MAX_HALF_OPEN = 1000  # half-open SAs held at most (new IKE_SA_INITs past it are
 MAX_HALF_OPEN_PER_SOURCE = 100  # from one address (with or without a cookie)
 COOKIE_THRESHOLD = 50  # half-open SAs from which a cookie is demanded
 COOKIE_RATE = 1000  # IKE_SA_INITs per second from which a cookie is demanded (redirects included)
-COOKIE_SECRET_LIFETIME = 60.0  # a cookie secret is used this long, and accepted one period more
 DH_REUSE = 10.0  # seconds one DH key pair serves new SAs (RFC 7296 section 2.12)
 NONCE_MIN, NONCE_MAX = 16, 256  # RFC 7296 section 3.9
 
@@ -84,104 +83,6 @@ class GatewayConfig:
     cookie_rate: int = COOKIE_RATE
 
 
-class Cookies:
-    """Stateless cookies (RFC 7296 section 2.6): Cookie = VersionIDofSecret | HMAC-SHA256(secret,
-    Ni | IPi | SPIi) truncated to 16 bytes. The secret is renewed every COOKIE_SECRET_LIFETIME and
-    the previous one still accepted, so a cookie handed out just before a change stays good."""
-
-    def __init__(self, clock: Callable[[], float]):
-        self.clock = clock
-        self.version = 0
-        self.secrets: dict[int, bytes] = {0: os.urandom(32)}
-        self.born = clock()
-
-    def _rotate(self) -> None:
-        now = self.clock()
-        if now - self.born < COOKIE_SECRET_LIFETIME:
-            return
-        previous = self.secrets[self.version]
-        self.version = (self.version + 1) & 0xFFFFFFFF
-        self.secrets = {(self.version - 1) & 0xFFFFFFFF: previous, self.version: os.urandom(32)}
-        self.born = now
-
-    @staticmethod
-    def _mac(secret: bytes, version: bytes, nonce_i: bytes, address: str, spi_i: bytes) -> bytes:
-        return hmac.new(secret, version + nonce_i + IPv4Address(address).packed + spi_i, hashlib.sha256).digest()[:16]
-
-    def make(self, nonce_i: bytes, address: str, spi_i: bytes) -> bytes:
-        self._rotate()
-        version = struct.pack("!I", self.version)
-        return version + self._mac(self.secrets[self.version], version, nonce_i, address, spi_i)
-
-    def check(self, cookie: bytes, nonce_i: bytes, address: str, spi_i: bytes) -> bool:
-        self._rotate()
-        if len(cookie) != 20:
-            return False
-        secret = self.secrets.get(struct.unpack("!I", cookie[:4])[0])
-        return secret is not None and hmac.compare_digest(
-            cookie[4:], self._mac(secret, cookie[:4], nonce_i, address, spi_i))
-
-
-class AddressPool:
-    """`ip local pool`: addresses handed out in order, given back when the IKE SA goes."""
-
-    def __init__(self, first: str | None, last: str | None):
-        self.free: deque[str] = deque()
-        if first and last:
-            start, end = int(IPv4Address(first)), int(IPv4Address(last))
-            self.free.extend(str(IPv4Address(n)) for n in range(start, end + 1))
-        self.size = len(self.free)
-
-    def take(self) -> str | None:
-        return self.free.popleft() if self.free else None
-
-    def give(self, address: str) -> None:
-        self.free.append(address)
-
-
-@dataclass
-class ChildSa:
-    spi_in: bytes  # ours: the peer sends with it
-    spi_out: bytes  # the peer's
-    suite: crypto.Suite
-    keys: crypto.ChildKeys
-    ts_i: tuple[codec.TrafficSelector, ...]
-    ts_r: tuple[codec.TrafficSelector, ...]
-    installed: bool = False
-
-
-@dataclass
-class IkeSa:
-    spi_i: bytes
-    spi_r: bytes
-    peer: tuple[str, int]
-    local: tuple[str, int]
-    created: float
-    suite: crypto.Suite
-    keys: crypto.IkeKeys
-    nonce_i: bytes
-    nonce_r: bytes
-    signed: crypto.SignedPrefix | None  # the initiator's IKE_SA_INIT, absorbed (for its AUTH); None after
-    msg2: bytes  # our IKE_SA_INIT answer (retransmissions, our AUTH); emptied once authenticated
-    request_digest: bytes = b""  # SHA-256 of (address, port, IKE_SA_INIT): retransmissions
-    source: str = ""  # the address the IKE_SA_INIT came from (per-source bound)
-    state: str = "half-open"  # half-open | established | redirected
-    next_id: int = 1
-    last_response: tuple[int, list[bytes]] | None = None
-    hash_algorithms: set[int] = field(default_factory=set)
-    redirect_supported: bool = False
-    redirected_from: str | None = None
-    peer_id: str = ""
-    auth_method: int = 0
-    local_auth: int = 0
-    address: str | None = None
-    child: ChildSa | None = None
-    retiring: list[ChildSa] = field(default_factory=list)  # rekeyed CHILD_SAs, until the initiator deletes them
-    established_at: float | None = None
-    redirected_to: str | None = None
-    in_table: bool = False
-
-
 RedirectHook = Callable[[str, str, str], "str | None"]  # (local address, peer address, exchange) -> target
 
 
@@ -195,10 +96,8 @@ class Gateway:
         self.clock = clock
         self.on_change = on_change or (lambda: None)
         self.log = log or (lambda _m: None)
-        self.sas: dict[bytes, IkeSa] = {}
-        self.tally: Counter[str] = Counter()
-        self.by_request: dict[bytes, bytes] = {}  # request digest -> SPIr, half-open SAs only
-        self.half_open_by_source: Counter[str] = Counter()
+        self.table = SaTable()
+        self.sas = self.table.sas  # the same dict: IKE SAs by our SPI
         self.cookies = Cookies(clock)
         self.window: list[float | int] = [clock(), 0, 0]  # 1 s window: start, IKE_SA_INITs in it, in the one before
         self._dh: dict[int, tuple[crypto.Dh, float]] = {}
@@ -226,46 +125,12 @@ class Gateway:
         """Established IKE SAs, IPsec SAs (2 per CHILD_SA: in and out), half-open SAs (reported, not
         load), arrivals (REDIRECTED_FROM clients whose IKE_AUTH is over) and settled (every IKE_AUTH
         that is over). Kept as running tallies: asked for on every change."""
-        return {"ike": self.tally["established"], "ipsec": 2 * self.tally["child"],
-                "half_open": self.tally["half-open"], "arrivals": self.counters["arrivals"],
+        return {"ike": self.table.tally["established"], "ipsec": 2 * self.table.tally["child"],
+                "half_open": self.table.tally["half-open"], "arrivals": self.counters["arrivals"],
                 "settled": self.counters["settled"]}
 
-    def _track(self, sa: IkeSa, sign: int) -> None:
-        self.tally[sa.state] += sign
-        if sa.state == "half-open":
-            self.half_open_by_source[sa.source] += sign
-            if self.half_open_by_source[sa.source] <= 0:
-                del self.half_open_by_source[sa.source]
-            if sign < 0:
-                self.by_request.pop(sa.request_digest, None)
-            else:
-                self.by_request[sa.request_digest] = sa.spi_r
-        if sa.child is not None and sa.state == "established":
-            self.tally["child"] += sign
-
-    def _set_state(self, sa: IkeSa, state: str) -> None:
-        if sa.in_table:
-            self._track(sa, -1)
-        sa.state = state
-        if sa.in_table:
-            self._track(sa, +1)
-
-    def _set_child(self, sa: IkeSa, child: ChildSa | None) -> None:
-        if sa.in_table:
-            self._track(sa, -1)
-        sa.child = child
-        if sa.in_table:
-            self._track(sa, +1)
-
-    def _insert(self, sa: IkeSa) -> None:
-        self.sas[sa.spi_r] = sa
-        sa.in_table = True
-        self._track(sa, +1)
-
-    def _remove(self, sa: IkeSa) -> None:
-        if self.sas.pop(sa.spi_r, None) is not None and sa.in_table:
-            self._track(sa, -1)
-            sa.in_table = False
+    def status(self, wall: float, limit: int = 200) -> list[dict[str, object]]:
+        return showsa.status(self.sas.values(), self.clock(), wall, limit)
 
     # ---------------------------------------------------------------- entry point
     def handle(self, data: bytes, peer: tuple[str, int], local: tuple[str, int]) -> list[Reply]:
@@ -296,7 +161,7 @@ class Gateway:
         if header.spi_r != bytes(8) or header.message_id != 0 or not header.from_initiator:
             return []
         digest = hashlib.sha256(f"{peer[0]}|{peer[1]}|".encode() + data).digest()
-        known = self.sas.get(self.by_request.get(digest, b""))
+        known = self.sas.get(self.table.by_request.get(digest, b""))
         if known is not None and known.state == "half-open":
             self.counters["retransmits"] += 1
             return [Reply(known.msg2, peer, local)]
@@ -335,10 +200,10 @@ class Gateway:
         if self.admit_hook is not None and not self.admit_hook():
             self.counters["overload_refused"] += 1  # dropped, as strongSwan drops past its IKE SA limit
             return []
-        if self.tally["half-open"] >= self.config.max_half_open:
+        if self.table.tally["half-open"] >= self.config.max_half_open:
             self.counters["half_open_full"] += 1
             return []
-        if self.half_open_by_source[peer[0]] >= self.config.max_half_open_per_source:
+        if self.table.half_open_by_source[peer[0]] >= self.config.max_half_open_per_source:
             self.counters["half_open_source_full"] += 1
             return []
         proposal, chosen = crypto.select_ike(sa_payload.proposals, ke.group, self.config.dh_groups)
@@ -375,7 +240,7 @@ class Gateway:
         sa = IkeSa(header.spi_i, spi_r, peer, local, self.clock(), chosen, keys, nonce.data, nonce_r, signed, msg2,
                    request_digest=digest, source=peer[0], hash_algorithms=hash_algorithms,
                    redirect_supported=supports_redirect, redirected_from=origin)
-        self._insert(sa)
+        self.table.insert(sa)
         self.on_change()
         return [Reply(msg2, peer, local)]
 
@@ -389,7 +254,7 @@ class Gateway:
 
     def cookies_wanted(self) -> bool:
         """Under pressure: many half-open SAs, or many IKE_SA_INITs in the last second or the one before."""
-        return self.tally["half-open"] >= self.config.cookie_threshold or \
+        return self.table.tally["half-open"] >= self.config.cookie_threshold or \
             max(int(self.window[1]), int(self.window[2])) > self.config.cookie_rate
 
     def _dh_pair(self, group: int) -> crypto.Dh:
@@ -438,7 +303,7 @@ class Gateway:
         sa.last_response = (header.message_id, [packet])
         sa.next_id += 1
         if sa.state == "deleted":
-            self._remove(sa)
+            self.table.remove(sa)
         self.on_change()
         return [Reply(packet, peer, local)]
 
@@ -466,7 +331,7 @@ class Gateway:
                 peer_cert = pki.verify(cert.data, self.config.ca)
             except pki.PkiError as exc:
                 return self._auth_failed(sa, str(exc))
-            if not _id_matches(id_i, peer_cert):
+            if not pki.identity_matches(id_i, peer_cert):
                 return self._auth_failed(sa, f"identity {id_i.text()} is not in its certificate")
             if not sa.signed.rsa_verify(peer_cert.public_key(), auth.method, auth.data, tail):
                 return self._auth_failed(sa, "RSA signature does not verify")
@@ -492,7 +357,7 @@ class Gateway:
             target = self.redirect_hook(local[0], sa.peer[0], "IKE_AUTH")
             if target is not None:
                 self.counters["redirects_auth"] += 1
-                self._set_state(sa, "redirected")
+                self.table.set_state(sa, "redirected")
                 sa.redirected_to = target
                 sa.established_at = self.clock()
                 self.log(f"IKE_AUTH from {sa.peer[0]} ({sa.peer_id}): authenticated, redirected to {target}")
@@ -508,7 +373,7 @@ class Gateway:
                 if any(kind == codec.INTERNAL_IP4_NETMASK for kind, _ in cp.attributes):
                     attrs.append((codec.INTERNAL_IP4_NETMASK, IPv4Address("255.255.255.255").packed))
                 out.append(codec.CpPayload(codec.CFG_REPLY, tuple(attrs)))
-        self._set_state(sa, "established")
+        self.table.set_state(sa, "established")
         sa.established_at = self.clock()
         self.counters["established"] += 1
         sa_child = next((p for p in inner if isinstance(p, codec.SaPayload)), None)
@@ -539,7 +404,7 @@ class Gateway:
             narrowed_i = ts_i.selectors
         assert sa.suite.prf is not None
         keys = crypto.derive_child_keys(sa.suite.prf, sa.keys.sk_d, suite, sa.nonce_i, sa.nonce_r)
-        self._set_child(sa, ChildSa(spi, peer_spi, suite, keys, narrowed_i, ts_r.selectors))
+        self.table.set_child(sa, ChildSa(spi, peer_spi, suite, keys, narrowed_i, ts_r.selectors))
         return [codec.SaPayload((proposal,)), codec.TsPayload(narrowed_i, True), codec.TsPayload(ts_r.selectors, False)]
 
     def _create_child(self, sa: IkeSa, inner: list[codec.Payload]) -> list[codec.Payload]:
@@ -552,7 +417,7 @@ class Gateway:
             self.counters["create_child_refused"] += 1
             return [codec.NotifyPayload(got)]
         sa.retiring += [old] if old is not None else []
-        self._set_child(sa, ChildSa(got.spi, got.peer_spi, got.suite, got.keys, got.ts_i, got.ts_r))
+        self.table.set_child(sa, ChildSa(got.spi, got.peer_spi, got.suite, got.keys, got.ts_i, got.ts_r))
         self.counters["child_rekeys" if got.rekey else "children_created"] += 1
         return [codec.SaPayload((got.proposal,)), codec.NoncePayload(got.nonce_r), codec.TsPayload(got.ts_i, True),
                 codec.TsPayload(got.ts_r, False)]
@@ -569,7 +434,7 @@ class Gateway:
         self._settle(sa)
         self.log(f"IKE_AUTH from {sa.peer[0]}: authentication failed ({why})")
         self._release(sa)
-        self._set_state(sa, "deleted")
+        self.table.set_state(sa, "deleted")
         return [codec.NotifyPayload(codec.AUTHENTICATION_FAILED)]
 
     def _informational(self, sa: IkeSa, inner: list[codec.Payload]) -> list[codec.Payload]:
@@ -578,7 +443,7 @@ class Gateway:
             if isinstance(p, codec.DeletePayload):
                 if p.protocol == codec.PROTO_IKE:
                     self._release(sa)
-                    self._set_state(sa, "deleted")
+                    self.table.set_state(sa, "deleted")
                     self.counters["deleted"] += 1
                     return []
                 if p.protocol != codec.PROTO_ESP:
@@ -587,7 +452,7 @@ class Gateway:
                 sa.retiring = [c for c in sa.retiring if c not in gone]
                 if sa.child is not None and sa.child.spi_out in p.spis:
                     gone.append(sa.child)
-                    self._set_child(sa, None)
+                    self.table.set_child(sa, None)
                 if gone:
                     out.append(codec.DeletePayload(codec.PROTO_ESP, tuple(c.spi_in for c in gone)))
         return out
@@ -604,11 +469,11 @@ class Gateway:
         if sa.address is not None:
             self.pool.give(sa.address)
             sa.address = None
-        self._set_child(sa, None)
+        self.table.set_child(sa, None)
 
     def _delete(self, sa: IkeSa, why: str) -> None:
         self._release(sa)
-        self._remove(sa)
+        self.table.remove(sa)
         self.on_change()
 
     def expire(self) -> int:
@@ -621,58 +486,3 @@ class Gateway:
             self._delete(sa, "timeout")
         return len(stale)
 
-    def status(self, wall: float, limit: int = 200) -> list[dict[str, object]]:
-        now = self.clock()
-        out = []
-        for index, sa in enumerate(itertools.islice(self.sas.values(), limit), 1):
-            child = sa.child
-            out.append({
-                "id": index, "local": f"{sa.local[0]}/{sa.local[1]}", "remote": f"{sa.peer[0]}/{sa.peer[1]}",
-                "state": {"established": "READY", "half-open": "IN-NEG", "redirected": "REDIRECTED"}.get(
-                    sa.state, sa.state.upper()),
-                "spi_i": sa.spi_i.hex(), "spi_r": sa.spi_r.hex(), "suite": sa.suite.name(),
-                "encr": f"AES-{'GCM' if sa.suite.aead else 'CBC'}", "keysize": sa.suite.key_bits,
-                "dh": sa.suite.dh, "peer_id": sa.peer_id, "auth_verify": _auth_name(sa.auth_method),
-                "auth_sign": _auth_name(sa.local_auth), "address": sa.address,
-                "redirected_from": sa.redirected_from, "redirected_to": sa.redirected_to,
-                "active_s": round(now - sa.created, 1), "created_at": wall - (now - sa.created),
-                "child": None if child is None else {
-                    "spi_in": child.spi_in.hex(), "spi_out": child.spi_out.hex(), "suite": child.suite.name(),
-                    "ts_i": [f"{t.start}-{t.end}" for t in child.ts_i],
-                    "ts_r": [f"{t.start}-{t.end}" for t in child.ts_r], "installed": child.installed,
-                },
-            })
-        return out
-
-
-def _auth_name(method: int) -> str:
-    return {codec.AUTH_PSK: "PSK", codec.AUTH_RSA_SIG: "RSA", codec.AUTH_DIGITAL_SIGNATURE: "RSA"}.get(method, "-")
-
-
-def _id_matches(id_payload: codec.IdPayload, cert: Any) -> bool:
-    from . import pki
-
-    if id_payload.id_type == codec.ID_DER_ASN1_DN:
-        return id_payload.data == pki.subject_der(cert)
-    if id_payload.id_type in (codec.ID_IPV4_ADDR, codec.ID_FQDN, codec.ID_RFC822_ADDR):
-        return id_payload.text() in pki.identities(cert)
-    return False
-
-
-def show_sa(sas: list[dict[str, Any]]) -> str:
-    """`show crypto ikev2 sa` in IOS layout."""
-    lines = [" IPv4 Crypto IKEv2  SA ", "",
-             f"{'Tunnel-id':<10}{'Local':<22}{'Remote':<22}{'fvrf/ivrf':<21}Status "]
-    for sa in sas:
-        lines.append(f"{sa['id']:<10}{sa['local']:<22}{sa['remote']:<22}{'none/none':<21}{sa['state']} ")
-        lines.append(f"      Encr: {sa['encr']}, keysize: {sa['keysize']}, DH Grp:{sa['dh']}, "
-                     f"Auth sign: {sa['auth_sign']}, Auth verify: {sa['auth_verify']}")
-        lines.append(f"      Life/Active Time: 86400/{int(float(sa['active_s']))} sec")
-        if sa.get("address"):
-            lines.append(f"      Assigned host addr: {sa['address']}")
-        if sa.get("redirected_from"):
-            lines.append(f"      Redirected from: {sa['redirected_from']}")
-        if sa.get("redirected_to"):
-            lines.append(f"      Redirected to: {sa['redirected_to']}")
-        lines.append("")
-    return "\n".join(lines) + "\n"

@@ -23,6 +23,7 @@ from ..esp.engine import EspEngine
 from ..esp.sa import EspSa
 from ..esp.tunnel import Tunnel
 from . import gateway
+from .sa import ChildSa, IkeSa
 
 IP_PKTINFO = 8
 _PKTINFO = struct.Struct("=I4s4s")
@@ -110,7 +111,7 @@ class IkeService:
         A rekeyed SA is added after the one it replaces, so outbound traffic takes the new one."""
         if self.esp is None or self.gateway is None:
             return
-        wanted: dict[bytes, tuple[gateway.IkeSa, gateway.ChildSa]] = {}
+        wanted: dict[bytes, tuple[IkeSa, ChildSa]] = {}
         for sa in self.gateway.sas.values():
             if sa.state == "established":
                 for child in (*sa.retiring, *((sa.child,) if sa.child is not None else ())):
@@ -222,7 +223,7 @@ class IkeService:
         return out
 
 
-def tunnel_of(sa: gateway.IkeSa, child: gateway.ChildSa | None = None) -> Tunnel:
+def tunnel_of(sa: IkeSa, child: ChildSa | None = None) -> Tunnel:
     """The ESP tunnel of an established IKE SA's CHILD_SA, as the responder sees it: inbound keys are
     the initiator's (KEYMAT starts with them, RFC 7296 2.17), ESP-in-UDP to the peer's IKE port when
     it floated to 4500, else to its port 4500. CHILD: one of its CHILD_SAs (default: the current one)."""
@@ -238,7 +239,7 @@ def tunnel_of(sa: gateway.IkeSa, child: gateway.ChildSa | None = None) -> Tunnel
     return Tunnel(sa.peer_id or sa.peer[0], peer, outbound, inbound, remote, local)
 
 
-def tunnel_peer(sa: gateway.IkeSa) -> tuple[str, int]:
+def tunnel_peer(sa: IkeSa) -> tuple[str, int]:
     """Where a CHILD_SA's ESP-in-UDP goes: the peer's IKE port when it floated to 4500, else its 4500."""
     return sa.peer if sa.peer[1] != 500 else (sa.peer[0], 4500)
 

@@ -355,20 +355,9 @@ def show_crypto_ikev2_sa(snap: Snapshot, args: Args) -> Output:
     if not isinstance(status, dict):
         return _not_there(bool({"ikev2", "ikev2_cluster", "flexvpn_client"} & set(snap.node.features)), "IKEv2")
     sas = status.get("sas", [])
-    try:
-        from dataplane.ikev2 import gateway
+    from dataplane.ikev2.showsa import show_sa
 
-        show_sa = getattr(gateway, "show_sa", None)
-    except ImportError:
-        show_sa = None
-    if show_sa is None:
-        lines = [" IPv4 Crypto IKEv2  SA", ""]
-        for i, sa in enumerate(sas, 1):
-            lines.append("Tunnel-id Local                 Remote                fvrf/ivrf            Status")
-            lines.append(f"{i:<10}{sa.get('local', '-'):<22}{sa.get('remote', '-'):<22}{'none/none':<21}"
-                         f"{sa.get('state', '-')}")
-        return Output("".join(line + "\n" for line in lines), sas)
-    return Output(str(show_sa(sas)), sas)
+    return Output(show_sa(sas), sas)
 
 
 def show_crypto_ipsec_sa(snap: Snapshot, args: Args) -> Output:

@@ -10,7 +10,8 @@ from typing import Any
 from dataplane.esp.tunnel import TunnelTable
 from dataplane.ikev2 import codec, crypto
 from dataplane.ikev2.client import ClientConfig, Initiator, parse_suite
-from dataplane.ikev2.gateway import Gateway, GatewayConfig, IkeSa
+from dataplane.ikev2.gateway import Gateway, GatewayConfig
+from dataplane.ikev2.sa import IkeSa
 from dataplane.ikev2.service import tunnel_of
 
 CLIENT, MEMBER = ("10.10.20.6", 4500), ("10.10.10.3", 4500)

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dataplane.ikev2 import client, codec, crypto, gateway
+from dataplane.ikev2 import client, codec, crypto, gateway, showsa
 from dataplane.ikev2.client import ClientConfig, Initiator
 from dataplane.ikev2.gateway import Gateway, GatewayConfig
 
@@ -326,7 +326,7 @@ def test_half_open_sas_expire() -> None:
 def test_show_sa() -> None:
     gw = make_gateway()
     exchange(gw, Initiator(ClientConfig(MEMBER), MEMBER, CLIENT, VIP), MEMBER)
-    text = gateway.show_sa(gw.status(0.0))
+    text = showsa.show_sa(gw.status(0.0))
     assert "READY" in text and "10.10.10.3/500" in text and "Assigned host addr: 172.16.3.1" in text
     assert "Redirected from: 10.10.10.100" in text
 

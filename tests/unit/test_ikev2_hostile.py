@@ -11,7 +11,9 @@ from hypothesis import strategies as st
 
 from dataplane.ikev2 import client, codec, crypto, gateway
 from dataplane.ikev2.client import ClientConfig, Initiator
+from dataplane.ikev2.cookies import COOKIE_SECRET_LIFETIME, Cookies
 from dataplane.ikev2.gateway import Gateway, GatewayConfig
+from dataplane.ikev2.sa import IkeSa
 
 CLIENT = ("10.10.20.6", 500)
 ATTACKER = ("10.10.20.66", 500)
@@ -39,14 +41,14 @@ def run(gw: Gateway, ini: Initiator, peer: tuple[str, int] = CLIENT, local: str 
     return "loop", None
 
 
-def established(gw: Gateway) -> tuple[Initiator, gateway.IkeSa]:
+def established(gw: Gateway) -> tuple[Initiator, IkeSa]:
     ini = Initiator(ClientConfig(MEMBER), MEMBER, CLIENT, None)
     assert run(gw, ini) == ("established", None)
     sa = next(sa for sa in gw.sas.values() if sa.state == "established")
     return ini, sa
 
 
-def snapshot(sa: gateway.IkeSa) -> tuple[object, ...]:
+def snapshot(sa: IkeSa) -> tuple[object, ...]:
     return (sa.state, sa.spi_r, sa.keys, sa.child, sa.address, sa.peer, sa.next_id)
 
 
@@ -192,7 +194,7 @@ def test_cookies_calm_down_after_the_flood() -> None:
 
 def test_cookie_is_bound_to_address_spi_and_nonce_and_the_secret_rotates() -> None:
     now = [0.0]
-    jar = gateway.Cookies(lambda: now[0])
+    jar = Cookies(lambda: now[0])
     nonce, spi = b"n" * 32, b"s" * 8
     cookie = jar.make(nonce, "10.0.0.1", spi)
     assert len(cookie) == 20 and jar.check(cookie, nonce, "10.0.0.1", spi)
@@ -201,10 +203,10 @@ def test_cookie_is_bound_to_address_spi_and_nonce_and_the_secret_rotates() -> No
     assert not jar.check(cookie, nonce, "10.0.0.1", b"t" * 8)
     assert not jar.check(cookie[:-1] + bytes([cookie[-1] ^ 1]), nonce, "10.0.0.1", spi)
     assert not jar.check(b"", nonce, "10.0.0.1", spi)
-    now[0] = gateway.COOKIE_SECRET_LIFETIME + 1  # one rotation: still accepted
+    now[0] = COOKIE_SECRET_LIFETIME + 1  # one rotation: still accepted
     fresh = jar.make(nonce, "10.0.0.1", spi)
     assert fresh != cookie and jar.check(cookie, nonce, "10.0.0.1", spi)
-    now[0] = 2 * gateway.COOKIE_SECRET_LIFETIME + 2  # two: the old secret is gone
+    now[0] = 2 * COOKIE_SECRET_LIFETIME + 2  # two: the old secret is gone
     jar.make(nonce, "10.0.0.1", spi)
     assert not jar.check(cookie, nonce, "10.0.0.1", spi) and jar.check(fresh, nonce, "10.0.0.1", spi)
 

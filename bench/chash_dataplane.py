@@ -6,7 +6,10 @@
    alternately in the same run: (a) the same chain hand-built with plain kernel ECMP (a multipath
    route over the SRX next hops in a table of its own, fib_multipath_hash_policy 0 = L3 source and
    destination) and the same SRX conntrack rules, no selector (goal >= 0.97): the selector's own
-   cost; (b) plain routing, no rules at all (goal >= 0.90). Written to docs/benchmarks-chash-forwarding.md.
+   cost; (b) plain routing, no rules at all (goal >= 0.90). Both for the nftables selector (the lab as
+   it runs) and for the eBPF selector (`services.selector: ebpf`: its tc program put on the same MX
+   interfaces with the same table in place of the nft rule, same marks, rules and tables), in the
+   same rounds. Written to docs/benchmarks-chash-forwarding.md.
 2. CHASH: time from carrier loss on an MX-SRX link (the SRX end set down over netlink) to the
    selector map being reprogrammed by dataplane.mxlb (its status file records when): goal <= 10 ms.
 3. TLB (--lab topology3): time from an SRX ceasing to answer health checks (its loopback filtered)
@@ -114,6 +117,32 @@ def set_rules(saved: dict[str, str], on: bool, srx_only: bool = False) -> None:
                            text=True, check=True)
 
 
+def set_ebpf(on: bool) -> int:
+    """The eBPF selector in place of the nft one (whose table set_rules removes): the program of
+    `services.selector: ebpf` on the same ingress interfaces, its map holding the daemon's table.
+    Returns the packets the program being removed had steered (0 when none was there)."""
+    from dataplane.tcsel import TcSelector
+    from labkit.configs import SelectorConfig
+
+    root = Path(f"/run/lab/{NAME}/nodes/mx1")
+    config = SelectorConfig.read(root / "mxlb.json")
+    table = json.loads((root / "mxlb-status.json").read_text())["table"]
+    steered = 0
+    for sel in config.selectors:
+        marks = {m.name: m.mark for m in sel.members}
+        side = TcSelector(sel.ns, sel.ingress, sel.hash_field, config.buckets, config.seed, sel.match_prefixes)
+        if side.find():
+            steered += sum(packets for packets, _ in side.counters(list(marks.values())).values())
+            side.close()
+        for dev in sel.ingress:
+            subprocess.run(["ip", "netns", "exec", sel.ns, "tc", "qdisc", "del", "dev", dev, "clsact"],
+                           capture_output=True)
+        if on:
+            side.attach([(b, marks[name]) for b, name in enumerate(table)])
+            side.close()
+    return steered
+
+
 def failover_latency(trials: int) -> list[float]:
     from pyroute2 import IPRoute
 
@@ -207,18 +236,23 @@ def main() -> None:
         try:
             saved = save_rules()
             hops = ecmp_nexthops()
-            chash, ecmp, plain = [], [], []
+            chash, ebpf, ecmp, plain = [], [], [], []
             try:
                 for _ in range(args.rounds):
                     set_rules(saved, on=True)
                     chash.append(iperf_pps(args.seconds))
                     set_rules(saved, on=True, srx_only=True)
+                    set_ebpf(on=True)
+                    ebpf.append(iperf_pps(args.seconds))
+                    if set_ebpf(on=False) < ebpf[-1] * args.seconds / 2:
+                        raise SystemExit("the eBPF selector steered less than the traffic received")
                     set_ecmp(hops, on=True)
                     ecmp.append(iperf_pps(args.seconds))
                     set_ecmp(hops, on=False)
                     set_rules(saved, on=False)
                     plain.append(iperf_pps(args.seconds))
             finally:
+                set_ebpf(on=False)
                 set_ecmp(hops, on=False)
                 set_rules(saved, on=True)
             latency = [] if tlb else failover_latency(args.trials)
@@ -237,6 +271,11 @@ def main() -> None:
         "ratio_vs_ecmp": statistics.median(chash) / statistics.median(ecmp),
         "ratios_per_round": [c / p for c, p in zip(chash, plain, strict=False)],
         "ratios_vs_ecmp_per_round": [c / e for c, e in zip(chash, ecmp, strict=False)],
+        "pps_ebpf_sfw": statistics.median(ebpf),
+        "ratio_ebpf": statistics.median(ebpf) / statistics.median(plain),
+        "ratio_ebpf_vs_ecmp": statistics.median(ebpf) / statistics.median(ecmp),
+        "ratios_ebpf_per_round": [b / p for b, p in zip(ebpf, plain, strict=False)],
+        "ratios_ebpf_vs_ecmp_per_round": [b / e for b, e in zip(ebpf, ecmp, strict=False)],
         "reprogram_ms_median": statistics.median(latency) if latency else None,
         "reprogram_ms_max": max(latency) if latency else None, "reprogram_ms": latency,
     }
@@ -245,12 +284,15 @@ def main() -> None:
         return
     mode = "TLB" if tlb else "CHASH"
     g_ecmp, g_plain = result["ratio_vs_ecmp"], result["ratio"]
+    b_ecmp, b_plain = result["ratio_ebpf_vs_ecmp"], result["ratio_ebpf"]
 
     def verdict(value: float, goal: float) -> str:
         return "pass" if value >= goal else "**fail**"
 
     rows = [
         f"| 64 B UDP pps, {mode} selector + SRX conntrack rules ({args.lab}) | {result['pps_chash_sfw']:,.0f} | | |",
+        f"| 64 B UDP pps, the same with the eBPF selector (services.selector: ebpf) | "
+        f"{result['pps_ebpf_sfw']:,.0f} | | |",
         f"| 64 B UDP pps, hand-built kernel ECMP (L3 hash) + the same SRX rules, no selector | "
         f"{result['pps_ecmp_conntrack']:,.0f} | | |",
         f"| 64 B UDP pps, plain routing, no rules | {result['pps_plain_routing']:,.0f} | | |",
@@ -260,6 +302,12 @@ def main() -> None:
         f"| ratio {mode} / plain routing (median of {args.rounds} alternating rounds) | {g_plain:.3f} "
         f"(per round {', '.join(f'{r:.3f}' for r in result['ratios_per_round'])}) | >= 0.90 | "
         f"{verdict(g_plain, 0.90)} |",
+        f"| ratio eBPF selector / ECMP + conntrack (median of {args.rounds} alternating rounds) | {b_ecmp:.3f} "
+        f"(per round {', '.join(f'{r:.3f}' for r in result['ratios_ebpf_vs_ecmp_per_round'])}) | >= 0.97 | "
+        f"{verdict(b_ecmp, 0.97)} |",
+        f"| ratio eBPF selector / plain routing (median of {args.rounds} alternating rounds) | {b_plain:.3f} "
+        f"(per round {', '.join(f'{r:.3f}' for r in result['ratios_ebpf_per_round'])}) | >= 0.90 | "
+        f"{verdict(b_plain, 0.90)} |",
     ]
     if latency:
         rows.append(f"| carrier loss -> selector reprogrammed, median of {len(latency)} | "
@@ -282,9 +330,11 @@ def main() -> None:
                 f"{platform.release()}, Python {platform.python_version()}; load average "
                 f"{os.getloadavg()[0]:.2f} at the end.\n\n" + table + "\n"
                 "iperf3 64-byte UDP at full speed, packets received per second, client -> MX trust side -> "
-                "SRX -> MX untrust side -> server. The three set-ups alternate within each round on the same "
+                "SRX -> MX untrust side -> server. The four set-ups alternate within each round on the same "
                 "running lab: the selector (the lab as it runs: the MX's nftables selector marks a flow, a "
-                "policy rule per mark picks the SRX's table, the SRXs' stateful ruleset); ECMP + conntrack "
+                "policy rule per mark picks the SRX's table, the SRXs' stateful ruleset); the eBPF selector "
+                "(the MX's nftables table removed, the tc program of `services.selector: ebpf` on the same "
+                "interfaces with the same table, marks, rules and tables); ECMP + conntrack "
                 "(the selector's nftables table removed on the MX, a multipath route over the same SRX next "
                 "hops in a table of its own with a rule for the far side's prefix, "
                 "`fib_multipath_hash_policy` 0, the SRXs' ruleset kept); plain routing (every nftables table "

@@ -260,3 +260,15 @@ def test_ebpf_selector_restart_keeps_program_and_map(ebpf_lab: RunningLab) -> No
     assert _program_ids(ebpf_lab) == ids, "the running program was kept, not reloaded"
     assert now["table"] == status["table"] and now["changes"] == 0, "the programmed map was adopted as it was"
     _check_carriers_follow_the_table(ebpf_lab, 41002)
+
+
+@needs_lab
+def test_ebpf_lab_per_srx_rates_come_from_the_program_s_counters(ebpf_lab: RunningLab) -> None:
+    """`lab traffic stats` (and the events runner's timeline) read the eBPF selector's counters."""
+    lab("traffic", "start", "--lab", ebpf_lab.name, "--flows", "40", "--rate", "2000", "--duration", "30")
+    try:
+        stats = json.loads(lab("traffic", "stats", "--lab", ebpf_lab.name, "--json").stdout)
+    finally:
+        lab("traffic", "stop", "--lab", ebpf_lab.name, "--json")
+    assert set(stats["pps_per_srx"]) == set(SRX), stats
+    assert sum(stats["pps_per_srx"].values()) > 1000, stats

@@ -75,6 +75,8 @@ CHECKS: tuple[Check, ...] = (
     Check("tun", "kernel", "TUN devices (/dev/net/tun)", KERNEL_FIX.format("CONFIG_TUN") + "; and /dev/net/tun"),
     Check("esp", "kernel", "kernel ESP (XFRM state proto esp)",
           KERNEL_FIX.format("CONFIG_XFRM_USER, CONFIG_INET_ESP")),
+    Check("ebpf-selector", "kernel", "tc eBPF programs (the MX selector with `services.selector: ebpf`)",
+          KERNEL_FIX.format("CONFIG_BPF_SYSCALL, CONFIG_NET_CLS_BPF, CONFIG_NET_SCH_INGRESS") + "; and `tc`"),
     Check("nft-basic", "nftables", "nftables tables and chains", KERNEL_FIX.format("CONFIG_NF_TABLES")),
     Check("nft-map", "nftables", "nftables maps (the selector's bucket map)", KERNEL_FIX.format("CONFIG_NF_TABLES")),
     Check("nft-jhash", "nftables", "nftables jhash (bucket of a subscriber address)",
@@ -119,6 +121,8 @@ FEATURES: tuple[Feature, ...] = (
     Feature("packet decoding in the FlexVPN tests", (("tshark",),), "tests"),
     Feature("benchmarks (iperf3 baseline, nft fib, kernel resilient hashing baseline)",
             (("iperf3",), ("nft-fib",), ("resilient-nexthop",)), "bench/"),
+    Feature(EBPF_SELECTOR := "MX eBPF selector (`services.selector: ebpf`)", (("ebpf-selector",),),
+            "labs with selector: ebpf"),
 )
 
 
@@ -143,6 +147,8 @@ def features_of(topology: object) -> set[str]:
     used = {FEATURES[0].name}
     if any(k.load_balancer for k in facts):
         used.add(FEATURES[1].name)
+        if topology.services.selector == "ebpf":
+            used.add(EBPF_SELECTOR)
     if any(k.firewall for k in facts):
         used.add(FEATURES[2].name)
         if topology.services.use_case == "cgnat":
@@ -325,9 +331,22 @@ def _probe_in(box: _Sandbox) -> list[CheckResult]:
     record("esp", box.ipc("xfrm", "state", "add", "src", "198.18.0.0", "dst", "198.18.0.1", "proto", "esp",
                           "spi", "0x1000", "mode", "tunnel", "enc", "cbc(aes)", "0x" + "11" * 16,
                           "auth", "hmac(sha256)", "0x" + "22" * 32))
+    record("ebpf-selector", _probe_ebpf(box))
     for name, ruleset in NFT_PROBES.items():
         record(name, box.nftf(ruleset))
     return results
+
+
+def _probe_ebpf(box: _Sandbox) -> str | None:
+    """The selector's own program loads (bpf(2), the verifier) and a clsact qdisc can be added."""
+    from dataplane import tcsel
+
+    complaint = tcsel.probe()
+    if complaint is not None:
+        return complaint
+    tc = shutil.which("tc")
+    return "cannot probe: `tc` (iproute2) is missing" if tc is None else \
+        box.run([tc, "qdisc", "add", "dev", "a0", "clsact"])
 
 
 def run(path: str | None = None, labs_dir: Path | None = None) -> tuple[list[CheckResult], list[FeatureResult]]:

@@ -92,3 +92,15 @@ def test_json_shape() -> None:
     data = doctor.to_json(checks, doctor.judge(checks))
     assert data["ok"] is False
     assert {"name", "group", "what", "ok", "detail", "fix"} <= set(data["checks"][0])  # type: ignore[index]
+
+
+def test_ebpf_selector_refused_names_only_the_labs_that_ask_for_it(tmp_path: Path) -> None:
+    source = (REPO / "labs" / "topology1.yml").read_text()
+    source = source.replace("\nservices:\n", "\nservices:\n  selector: ebpf\n", 1)
+    (tmp_path / "ebpf.yml").write_text(source)
+    labs = {"ebpf.yml": doctor.features_of(load_topology(tmp_path / "ebpf.yml", []).topology),
+            "topology1.yml": doctor.features_of(load_topology(REPO / "labs" / "topology1.yml", []).topology)}
+    verdicts = {f.name: f for f in doctor.judge(_all_ok("ebpf-selector"), labs)}
+    broken = verdicts[doctor.EBPF_SELECTOR]
+    assert not broken.ok and broken.missing == ["ebpf-selector"] and broken.labs == ["ebpf.yml"]
+    assert verdicts["MX selector (ECMP CHASH, ECMP, TLB)"].ok

@@ -151,16 +151,16 @@ def redirect_load(target: str, bind: str, count: int, window: int) -> dict[str, 
     """(Runs inside the client namespace.) Send COUNT IKE_SA_INITs, WINDOW in flight; count REDIRECTs."""
     import select
 
-    from dataplane.ikev2 import codec, crypto
+    from dataplane.ikev2 import codec, crypto, iana
 
-    proposal = crypto.ike_proposal(crypto.Suite(codec.ENCR_AES_CBC, 256, codec.PRF_HMAC_SHA2_256,
-                                                codec.AUTH_HMAC_SHA2_256_128, 19))
+    proposal = crypto.ike_proposal(crypto.Suite(iana.ENCR_AES_CBC, 256, iana.PRF_HMAC_SHA2_256,
+                                                iana.AUTH_HMAC_SHA2_256_128, 19))
     messages = []
     for _ in range(count):
-        header = codec.Header(os.urandom(8), bytes(8), codec.SA, codec.IKE_SA_INIT, codec.FLAG_INITIATOR, 0)
+        header = codec.Header(os.urandom(8), bytes(8), iana.SA, iana.IKE_SA_INIT, iana.FLAG_INITIATOR, 0)
         messages.append(codec.encode(header, [codec.SaPayload((proposal,)), codec.KePayload(19, os.urandom(64)),
                                               codec.NoncePayload(os.urandom(32)),
-                                              codec.NotifyPayload(codec.REDIRECT_SUPPORTED)]))
+                                              codec.NotifyPayload(iana.REDIRECT_SUPPORTED)]))
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
     sock.bind((bind, 0))

@@ -60,13 +60,13 @@ def log(message: str) -> None:
 def flood(target: str, bind: str, rate: int, seconds: float) -> dict[str, Any]:
     """(Runs in the flooding namespace.) IKE_SA_INITs at RATE per second for SECONDS at most (or until
     killed): a fresh SPI each, one KE value replayed, 64 source ports; answers are read and dropped."""
-    from dataplane.ikev2 import codec, crypto
+    from dataplane.ikev2 import codec, crypto, iana
 
     seconds = min(seconds, MAX_FLOOD_SECONDS)
-    proposal = crypto.ike_proposal(crypto.Suite(codec.ENCR_AES_CBC, 256, codec.PRF_HMAC_SHA2_256,
-                                                codec.AUTH_HMAC_SHA2_256_128, 19))
+    proposal = crypto.ike_proposal(crypto.Suite(iana.ENCR_AES_CBC, 256, iana.PRF_HMAC_SHA2_256,
+                                                iana.AUTH_HMAC_SHA2_256_128, 19))
     ke = crypto.Dh(19).public
-    header = codec.Header(bytes(8), bytes(8), codec.SA, codec.IKE_SA_INIT, codec.FLAG_INITIATOR, 0)
+    header = codec.Header(bytes(8), bytes(8), iana.SA, iana.IKE_SA_INIT, iana.FLAG_INITIATOR, 0)
     template = bytearray(codec.encode(header, [codec.SaPayload((proposal,)), codec.KePayload(19, ke),
                                                codec.NoncePayload(os.urandom(32))]))
     sockets = []
@@ -105,7 +105,7 @@ def flood(target: str, bind: str, rate: int, seconds: float) -> dict[str, Any]:
 def legit_redirects(target: str, bind: str, count: int, window: int) -> dict[str, Any]:
     """(Runs in the client namespace.) COUNT clients with REDIRECT_SUPPORTED, WINDOW in flight, each
     answering a cookie request like a real initiator; counts the REDIRECT answers."""
-    from dataplane.ikev2 import codec
+    from dataplane.ikev2 import codec, iana
     from dataplane.ikev2.client import ClientConfig, Initiator
 
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -143,7 +143,7 @@ def legit_redirects(target: str, bind: str, count: int, window: int) -> dict[str
                 kind, value = ini.receive(data)
                 if kind == "ignore":
                     continue
-                if kind == "send" and codec.decode(data).notify(codec.COOKIE) is not None:
+                if kind == "send" and codec.decode(data).notify(iana.COOKIE) is not None:
                     cookies += 1
                     pending[ini.spi_i] = (ini, value, time.monotonic())
                     sock.sendto(value, (target, 500))

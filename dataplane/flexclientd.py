@@ -29,7 +29,7 @@ from labkit.files import write_json
 
 from .esp.engine import EspEngine, drain_udp
 from .flexclient import ClientStatus, Liveness, PeerList
-from .ikev2 import codec, crypto
+from .ikev2 import codec, crypto, iana
 from .ikev2.client import ClientConfig, Initiator, Runner, parse_suite
 from .ikev2.codec import IkeError
 from .ikev2.service import transform_name
@@ -206,7 +206,7 @@ class Client:
         if self.dpd_message_id is None:
             attempt.message_id += 1
             self.dpd_message_id = attempt.message_id
-            header = codec.Header(attempt.spi_i, attempt.spi_r, codec.SK, codec.INFORMATIONAL, codec.FLAG_INITIATOR,
+            header = codec.Header(attempt.spi_i, attempt.spi_r, iana.SK, iana.INFORMATIONAL, iana.FLAG_INITIATOR,
                                   self.dpd_message_id)
             attempt.request = crypto.seal(header, [], attempt.suite, attempt.keys, True)
         with contextlib.suppress(OSError):
@@ -233,10 +233,10 @@ class Client:
             assert self.liveness is not None
             self.liveness.heard(now)
             return
-        if not header.is_response and header.exchange == codec.INFORMATIONAL:
-            reply = codec.Header(attempt.spi_i, attempt.spi_r, codec.SK, codec.INFORMATIONAL, codec.FLAG_RESPONSE,
+        if not header.is_response and header.exchange == iana.INFORMATIONAL:
+            reply = codec.Header(attempt.spi_i, attempt.spi_r, iana.SK, iana.INFORMATIONAL, iana.FLAG_RESPONSE,
                                  header.message_id)
-            deleted = any(isinstance(p, codec.DeletePayload) and p.protocol == codec.PROTO_IKE for p in inner)
+            deleted = any(isinstance(p, codec.DeletePayload) and p.protocol == iana.PROTO_IKE for p in inner)
             assert self.runner is not None
             with contextlib.suppress(OSError):
                 self.runner.send_ike(crypto.seal(reply, [], attempt.suite, attempt.keys, True), attempt.target, 4500)

@@ -26,7 +26,7 @@ import time
 from dataclasses import asdict, dataclass
 from ipaddress import IPv4Address
 
-from . import codec, crypto
+from . import crypto, iana
 from .initiator import DEFAULT_ESP, DEFAULT_IKE, ClientConfig, Initiator, Result
 
 __all__ = ["DEFAULT_ESP", "DEFAULT_IKE", "ClientConfig", "Initiator", "Result", "Runner", "main", "parse_suite"]
@@ -215,14 +215,14 @@ def parse_suite(text: str, esp: bool) -> crypto.Suite:
     encr = parts[0]
     gcm = "gcm" in encr
     bits = int("".join(c for c in encr.split("gcm")[0] if c.isdigit()) or 128)
-    integ = {"sha1": codec.AUTH_HMAC_SHA1_96, "sha256": codec.AUTH_HMAC_SHA2_256_128,
-             "sha384": codec.AUTH_HMAC_SHA2_384_192, "sha512": codec.AUTH_HMAC_SHA2_512_256}
-    prfs = {"sha1": codec.PRF_HMAC_SHA1, "sha256": codec.PRF_HMAC_SHA2_256, "sha384": codec.PRF_HMAC_SHA2_384,
-            "sha512": codec.PRF_HMAC_SHA2_512}
+    integ = {"sha1": iana.AUTH_HMAC_SHA1_96, "sha256": iana.AUTH_HMAC_SHA2_256_128,
+             "sha384": iana.AUTH_HMAC_SHA2_384_192, "sha512": iana.AUTH_HMAC_SHA2_512_256}
+    prfs = {"sha1": iana.PRF_HMAC_SHA1, "sha256": iana.PRF_HMAC_SHA2_256, "sha384": iana.PRF_HMAC_SHA2_384,
+            "sha512": iana.PRF_HMAC_SHA2_512}
     groups = {"modp2048": 14, "ecp256": 19, "ecp384": 20, "curve25519": 31, "x25519": 31}
     hash_name = next((p for p in parts[1:] if p in integ), "sha256")
     group = next((groups[p] for p in parts[1:] if p in groups), 19)
-    return crypto.Suite(codec.ENCR_AES_GCM_16 if gcm else codec.ENCR_AES_CBC, bits,
+    return crypto.Suite(iana.ENCR_AES_GCM_16 if gcm else iana.ENCR_AES_CBC, bits,
                         None if esp else prfs[hash_name], None if gcm else integ[hash_name], None if esp else group)
 
 

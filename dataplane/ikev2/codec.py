@@ -11,67 +11,37 @@ import struct
 from dataclasses import dataclass, field
 from ipaddress import IPv4Address, IPv6Address
 
-# Exchange types
-IKE_SA_INIT, IKE_AUTH, CREATE_CHILD_SA, INFORMATIONAL = 34, 35, 36, 37
-EXCHANGES = {IKE_SA_INIT: "IKE_SA_INIT", IKE_AUTH: "IKE_AUTH", CREATE_CHILD_SA: "CREATE_CHILD_SA",
-             INFORMATIONAL: "INFORMATIONAL"}
-# Header flags
-FLAG_INITIATOR, FLAG_VERSION, FLAG_RESPONSE = 0x08, 0x10, 0x20
-VERSION = 0x20  # major 2, minor 0
-
-# Payload types
-NONE, SA, KE, IDI, IDR, CERT, CERTREQ, AUTH, NONCE, NOTIFY, DELETE, VENDOR = 0, 33, 34, 35, 36, 37, 38, 39, 40, 41, \
-    42, 43
-TSI, TSR, SK, CP, EAP, SKF = 44, 45, 46, 47, 48, 53
-PAYLOAD_NAMES = {SA: "SA", KE: "KE", IDI: "IDi", IDR: "IDr", CERT: "CERT", CERTREQ: "CERTREQ", AUTH: "AUTH",
-                 NONCE: "N", NOTIFY: "NOTIFY", DELETE: "DELETE", VENDOR: "VID", TSI: "TSi", TSR: "TSr", SK: "SK",
-                 CP: "CP", EAP: "EAP", SKF: "SKF"}
-
-# Protocol IDs
-PROTO_IKE, PROTO_AH, PROTO_ESP = 1, 2, 3
-# Transform types and the IDs this implementation knows
-T_ENCR, T_PRF, T_INTEG, T_DH, T_ESN = 1, 2, 3, 4, 5
-ENCR_AES_CBC, ENCR_AES_GCM_16 = 12, 20
-PRF_HMAC_SHA1, PRF_HMAC_SHA2_256, PRF_HMAC_SHA2_384, PRF_HMAC_SHA2_512 = 2, 5, 6, 7
-AUTH_HMAC_SHA1_96, AUTH_HMAC_SHA2_256_128, AUTH_HMAC_SHA2_384_192, AUTH_HMAC_SHA2_512_256 = 2, 12, 13, 14
-ATTR_KEY_LENGTH = 14
-# Identification types
-ID_IPV4_ADDR, ID_FQDN, ID_RFC822_ADDR, ID_IPV6_ADDR, ID_DER_ASN1_DN, ID_KEY_ID = 1, 2, 3, 5, 9, 11
-# Authentication methods
-AUTH_RSA_SIG, AUTH_PSK, AUTH_DIGITAL_SIGNATURE = 1, 2, 14
-# Certificate encodings
-CERT_X509_SIGNATURE = 4
-# Traffic selector types
-TS_IPV4_ADDR_RANGE = 7
-# Configuration payload
-CFG_REQUEST, CFG_REPLY = 1, 2
-INTERNAL_IP4_ADDRESS, INTERNAL_IP4_NETMASK, INTERNAL_IP4_DNS = 1, 2, 3
-
-# Notify message types (errors < 16384)
-UNSUPPORTED_CRITICAL_PAYLOAD, INVALID_IKE_SPI, INVALID_MAJOR_VERSION, INVALID_SYNTAX = 1, 4, 5, 7
-INVALID_MESSAGE_ID, INVALID_SPI, NO_PROPOSAL_CHOSEN, INVALID_KE_PAYLOAD = 9, 11, 14, 17
-AUTHENTICATION_FAILED, SINGLE_PAIR_REQUIRED, NO_ADDITIONAL_SAS, INTERNAL_ADDRESS_FAILURE = 24, 34, 35, 36
-FAILED_CP_REQUIRED, TS_UNACCEPTABLE, INVALID_SELECTORS, TEMPORARY_FAILURE = 37, 38, 39, 43
-INITIAL_CONTACT, SET_WINDOW_SIZE, ADDITIONAL_TS_POSSIBLE, IPCOMP_SUPPORTED = 16384, 16385, 16386, 16387
-NAT_DETECTION_SOURCE_IP, NAT_DETECTION_DESTINATION_IP, COOKIE, USE_TRANSPORT_MODE = 16388, 16389, 16390, 16391
-REKEY_SA, ESP_TFC_PADDING_NOT_SUPPORTED, NON_FIRST_FRAGMENTS_ALSO, MOBIKE_SUPPORTED = 16393, 16394, 16395, 16396
-MULTIPLE_AUTH_SUPPORTED = 16404
-REDIRECT_SUPPORTED, REDIRECT, REDIRECTED_FROM = 16406, 16407, 16408
-IKEV2_FRAGMENTATION_SUPPORTED, SIGNATURE_HASH_ALGORITHMS = 16430, 16431
-NOTIFY_NAMES = {
-    NO_PROPOSAL_CHOSEN: "NO_PROPOSAL_CHOSEN", INVALID_KE_PAYLOAD: "INVALID_KE_PAYLOAD",
-    AUTHENTICATION_FAILED: "AUTHENTICATION_FAILED", NO_ADDITIONAL_SAS: "NO_ADDITIONAL_SAS",
-    INTERNAL_ADDRESS_FAILURE: "INTERNAL_ADDRESS_FAILURE", TS_UNACCEPTABLE: "TS_UNACCEPTABLE",
-    INVALID_SYNTAX: "INVALID_SYNTAX", INITIAL_CONTACT: "INITIAL_CONTACT",
-    NAT_DETECTION_SOURCE_IP: "NAT_DETECTION_SOURCE_IP", NAT_DETECTION_DESTINATION_IP: "NAT_DETECTION_DESTINATION_IP",
-    COOKIE: "COOKIE", REDIRECT_SUPPORTED: "REDIRECT_SUPPORTED", REDIRECT: "REDIRECT",
-    REDIRECTED_FROM: "REDIRECTED_FROM", SIGNATURE_HASH_ALGORITHMS: "SIGNATURE_HASH_ALGORITHMS",
-    IKEV2_FRAGMENTATION_SUPPORTED: "IKEV2_FRAGMENTATION_SUPPORTED", MOBIKE_SUPPORTED: "MOBIKE_SUPPORTED",
-    MULTIPLE_AUTH_SUPPORTED: "MULTIPLE_AUTH_SUPPORTED", ESP_TFC_PADDING_NOT_SUPPORTED: "ESP_TFC_PADDING_NOT_SUPPORTED",
-    NON_FIRST_FRAGMENTS_ALSO: "NON_FIRST_FRAGMENTS_ALSO", USE_TRANSPORT_MODE: "USE_TRANSPORT_MODE",
-}
-# RFC 5685 gateway identity types
-GW_IPV4, GW_IPV6, GW_FQDN = 1, 2, 3
+from .iana import (
+    ATTR_KEY_LENGTH,
+    AUTH,
+    CERT,
+    CERTREQ,
+    CP,
+    DELETE,
+    FLAG_INITIATOR,
+    FLAG_RESPONSE,
+    ID_FQDN,
+    ID_IPV4_ADDR,
+    ID_IPV6_ADDR,
+    ID_RFC822_ADDR,
+    IDI,
+    IDR,
+    KE,
+    NONCE,
+    NONE,
+    NOTIFY,
+    NOTIFY_NAMES,
+    PAYLOAD_NAMES,
+    PROTO_IKE,
+    SA,
+    SK,
+    SKF,
+    TS_IPV4_ADDR_RANGE,
+    TSI,
+    TSR,
+    VENDOR,
+    VERSION,
+)
 
 HEADER = struct.Struct("!8s8sBBBBII")
 GENERIC = struct.Struct("!BBH")
@@ -516,54 +486,3 @@ def _decode_selectors(body: bytes) -> tuple[TrafficSelector, ...]:
     if pos != len(body):
         raise IkeError("bytes after the last traffic selector")
     return tuple(out)
-
-
-# ------------------------------------------------------------------------------------------ RFC 5685
-def _gateway_identity(gateway: str) -> tuple[int, bytes]:
-    try:
-        return GW_IPV4, IPv4Address(gateway).packed
-    except ValueError:
-        pass
-    try:
-        return GW_IPV6, IPv6Address(gateway).packed
-    except ValueError:
-        pass
-    data = gateway.encode()
-    if not 0 < len(data) < 256:
-        raise IkeError("gateway FQDN length out of range")
-    return GW_FQDN, data
-
-
-def encode_redirect(gateway: str, nonce: bytes | None) -> bytes:
-    """REDIRECT notify data: GW Ident Type, GW Ident Len, New Responder GW Identity, [Nonce Data].
-    The nonce (the initiator's, from IKE_SA_INIT) is present only in an IKE_SA_INIT response."""
-    kind, ident = _gateway_identity(gateway)
-    return struct.pack("!BB", kind, len(ident)) + ident + (nonce or b"")
-
-
-def encode_redirected_from(gateway: str) -> bytes:
-    """REDIRECTED_FROM notify data: the gateway that redirected us (e.g. `01 04 0A 0A 0A 64`)."""
-    kind, ident = _gateway_identity(gateway)
-    return struct.pack("!BB", kind, len(ident)) + ident
-
-
-def decode_gateway(data: bytes) -> tuple[str, bytes]:
-    """(gateway, rest) from REDIRECT / REDIRECTED_FROM data; rest is the nonce data (if any)."""
-    if len(data) < 2:
-        raise IkeError("redirect data too short")
-    kind, length = data[0], data[1]
-    ident = data[2:2 + length]
-    if len(ident) != length:
-        raise IkeError("redirect gateway identity runs past the data")
-    if kind == GW_IPV4 and length == 4:
-        gateway = str(IPv4Address(ident))
-    elif kind == GW_IPV6 and length == 16:
-        gateway = str(IPv6Address(ident))
-    elif kind == GW_FQDN and length > 0:
-        try:
-            gateway = ident.decode("ascii")
-        except UnicodeDecodeError:
-            raise IkeError("redirect FQDN is not ASCII") from None
-    else:
-        raise IkeError(f"redirect gateway identity type {kind} with length {length}")
-    return gateway, data[2 + length:]

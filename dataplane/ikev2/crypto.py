@@ -20,18 +20,18 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
-from . import codec
+from . import codec, iana
 from .codec import IkeError
 
 _HASHES = {
-    codec.PRF_HMAC_SHA1: "sha1", codec.PRF_HMAC_SHA2_256: "sha256",
-    codec.PRF_HMAC_SHA2_384: "sha384", codec.PRF_HMAC_SHA2_512: "sha512",
+    iana.PRF_HMAC_SHA1: "sha1", iana.PRF_HMAC_SHA2_256: "sha256",
+    iana.PRF_HMAC_SHA2_384: "sha384", iana.PRF_HMAC_SHA2_512: "sha512",
 }
 _INTEG = {  # id -> (hash, key length, ICV length)
-    codec.AUTH_HMAC_SHA1_96: ("sha1", 20, 12), codec.AUTH_HMAC_SHA2_256_128: ("sha256", 32, 16),
-    codec.AUTH_HMAC_SHA2_384_192: ("sha384", 48, 24), codec.AUTH_HMAC_SHA2_512_256: ("sha512", 64, 32),
+    iana.AUTH_HMAC_SHA1_96: ("sha1", 20, 12), iana.AUTH_HMAC_SHA2_256_128: ("sha256", 32, 16),
+    iana.AUTH_HMAC_SHA2_384_192: ("sha384", 48, 24), iana.AUTH_HMAC_SHA2_512_256: ("sha512", 64, 32),
 }
-_ENCR_KEYS = {codec.ENCR_AES_CBC: (128, 192, 256), codec.ENCR_AES_GCM_16: (128, 256)}
+_ENCR_KEYS = {iana.ENCR_AES_CBC: (128, 192, 256), iana.ENCR_AES_GCM_16: (128, 256)}
 DH_GROUPS = (19, 14, 20, 31)  # preference order when we choose
 MODP_2048_P = int(
     "FFFFFFFFFFFFFFFFC90FDAA22168C234C4C6628B80DC1CD129024E088A67CC74020BBEA63B139B22514A08798E3404DD"
@@ -56,7 +56,7 @@ class Suite:
 
     @property
     def aead(self) -> bool:
-        return self.encr == codec.ENCR_AES_GCM_16
+        return self.encr == iana.ENCR_AES_GCM_16
 
     @property
     def encr_key_len(self) -> int:
@@ -72,18 +72,18 @@ class Suite:
 
     @property
     def prf_len(self) -> int:
-        return hashlib.new(_HASHES[self.prf or codec.PRF_HMAC_SHA2_256]).digest_size
+        return hashlib.new(_HASHES[self.prf or iana.PRF_HMAC_SHA2_256]).digest_size
 
     def transforms(self) -> tuple[codec.Transform, ...]:
-        out = [codec.Transform(codec.T_ENCR, self.encr, self.key_bits)]
+        out = [codec.Transform(iana.T_ENCR, self.encr, self.key_bits)]
         if self.prf is not None:
-            out.append(codec.Transform(codec.T_PRF, self.prf))
+            out.append(codec.Transform(iana.T_PRF, self.prf))
         if self.integ is not None:
-            out.append(codec.Transform(codec.T_INTEG, self.integ))
+            out.append(codec.Transform(iana.T_INTEG, self.integ))
         if self.dh is not None:
-            out.append(codec.Transform(codec.T_DH, self.dh))
+            out.append(codec.Transform(iana.T_DH, self.dh))
         else:
-            out.append(codec.Transform(codec.T_ESN, 0))
+            out.append(codec.Transform(iana.T_ESN, 0))
         return tuple(out)
 
     def name(self) -> str:
@@ -99,15 +99,15 @@ class Suite:
 
 
 def _supported(t: codec.Transform) -> bool:
-    if t.type == codec.T_ENCR:
+    if t.type == iana.T_ENCR:
         return t.id in _ENCR_KEYS and t.key_length in _ENCR_KEYS[t.id]
-    if t.type == codec.T_PRF:
+    if t.type == iana.T_PRF:
         return t.id in _HASHES
-    if t.type == codec.T_INTEG:
+    if t.type == iana.T_INTEG:
         return t.id in _INTEG
-    if t.type == codec.T_DH:
+    if t.type == iana.T_DH:
         return t.id in DH_GROUPS
-    if t.type == codec.T_ESN:
+    if t.type == iana.T_ESN:
         return t.id == 0
     return False
 
@@ -118,16 +118,16 @@ def select_ike(proposals: tuple[codec.Proposal, ...], ke_group: int | None,
     is acceptable only with another DH group than KE_GROUP (INVALID_KE_PAYLOAD), or (None, None)."""
     other_group = None
     for prop in proposals:
-        if prop.protocol != codec.PROTO_IKE:
+        if prop.protocol != iana.PROTO_IKE:
             continue
-        encr = [t for t in prop.of_type(codec.T_ENCR) if _supported(t)]
-        prf = [t for t in prop.of_type(codec.T_PRF) if _supported(t)]
-        integ = [t for t in prop.of_type(codec.T_INTEG) if _supported(t)]
-        dh = [t for t in prop.of_type(codec.T_DH) if t.id in allowed_groups]
+        encr = [t for t in prop.of_type(iana.T_ENCR) if _supported(t)]
+        prf = [t for t in prop.of_type(iana.T_PRF) if _supported(t)]
+        integ = [t for t in prop.of_type(iana.T_INTEG) if _supported(t)]
+        dh = [t for t in prop.of_type(iana.T_DH) if t.id in allowed_groups]
         if not encr or not prf or not dh:
             continue
         chosen_encr = encr[0]
-        aead = chosen_encr.id == codec.ENCR_AES_GCM_16
+        aead = chosen_encr.id == iana.ENCR_AES_GCM_16
         if not aead and not integ:
             continue
         if ke_group is None or ke_group not in {t.id for t in dh}:
@@ -136,36 +136,36 @@ def select_ike(proposals: tuple[codec.Proposal, ...], ke_group: int | None,
             continue
         suite = Suite(chosen_encr.id, chosen_encr.key_length or 128, prf[0].id,
                       None if aead else integ[0].id, ke_group)
-        return codec.Proposal(prop.number, codec.PROTO_IKE, b"", suite.transforms()), suite
+        return codec.Proposal(prop.number, iana.PROTO_IKE, b"", suite.transforms()), suite
     return None, other_group
 
 
 def select_esp(proposals: tuple[codec.Proposal, ...], spi: bytes) -> tuple[codec.Proposal, Suite, bytes] | None:
     """The first acceptable ESP proposal (no PFS): (our answer with SPI, suite, the peer's SPI)."""
     for prop in proposals:
-        if prop.protocol != codec.PROTO_ESP or len(prop.spi) != 4:
+        if prop.protocol != iana.PROTO_ESP or len(prop.spi) != 4:
             continue
-        encr = [t for t in prop.of_type(codec.T_ENCR) if _supported(t)]
-        integ = [t for t in prop.of_type(codec.T_INTEG) if _supported(t)]
-        esn = [t for t in prop.of_type(codec.T_ESN) if t.id == 0]
-        if prop.of_type(codec.T_DH) and not any(t.id == 0 for t in prop.of_type(codec.T_DH)):
+        encr = [t for t in prop.of_type(iana.T_ENCR) if _supported(t)]
+        integ = [t for t in prop.of_type(iana.T_INTEG) if _supported(t)]
+        esn = [t for t in prop.of_type(iana.T_ESN) if t.id == 0]
+        if prop.of_type(iana.T_DH) and not any(t.id == 0 for t in prop.of_type(iana.T_DH)):
             continue  # PFS asked for: not in IKE_AUTH
-        if not encr or (prop.of_type(codec.T_ESN) and not esn):
+        if not encr or (prop.of_type(iana.T_ESN) and not esn):
             continue
-        aead = encr[0].id == codec.ENCR_AES_GCM_16
+        aead = encr[0].id == iana.ENCR_AES_GCM_16
         if not aead and not integ:
             continue
         suite = Suite(encr[0].id, encr[0].key_length or 128, None, None if aead else integ[0].id, None)
-        return codec.Proposal(prop.number, codec.PROTO_ESP, spi, suite.transforms()), suite, prop.spi
+        return codec.Proposal(prop.number, iana.PROTO_ESP, spi, suite.transforms()), suite, prop.spi
     return None
 
 
 def ike_proposal(suite: Suite, number: int = 1, spi: bytes = b"") -> codec.Proposal:
-    return codec.Proposal(number, codec.PROTO_IKE, spi, suite.transforms())
+    return codec.Proposal(number, iana.PROTO_IKE, spi, suite.transforms())
 
 
 def esp_proposal(suite: Suite, spi: bytes, number: int = 1) -> codec.Proposal:
-    return codec.Proposal(number, codec.PROTO_ESP, spi, suite.transforms())
+    return codec.Proposal(number, iana.PROTO_ESP, spi, suite.transforms())
 
 
 # ------------------------------------------------------------------------------------------ DH
@@ -318,7 +318,7 @@ def seal(header: codec.Header, inner: list[codec.Payload], suite: Suite, keys: I
         iv = os.urandom(8)
         plaintext = body + b"\0"
         sk_len = codec.GENERIC.size + 8 + len(plaintext) + 16
-        head = codec.HEADER.pack(header.spi_i, header.spi_r, codec.SK, header.version, header.exchange,
+        head = codec.HEADER.pack(header.spi_i, header.spi_r, iana.SK, header.version, header.exchange,
                                  header.flags, header.message_id, codec.HEADER.size + sk_len)
         aad = head + codec.GENERIC.pack(first, 0, sk_len)
         from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -330,7 +330,7 @@ def seal(header: codec.Header, inner: list[codec.Payload], suite: Suite, keys: I
     iv = os.urandom(16)
     ciphertext = _cbc(enc_key, iv, plaintext, True)
     sk_len = codec.GENERIC.size + 16 + len(ciphertext) + suite.icv_len
-    head = codec.HEADER.pack(header.spi_i, header.spi_r, codec.SK, header.version, header.exchange, header.flags,
+    head = codec.HEADER.pack(header.spi_i, header.spi_r, iana.SK, header.version, header.exchange, header.flags,
                              header.message_id, codec.HEADER.size + sk_len)
     data = head + codec.GENERIC.pack(first, 0, sk_len) + iv + ciphertext
     assert suite.integ is not None
@@ -448,7 +448,7 @@ def _hash(name: str) -> Any:
 def rsa_sign(private_key: Any, octets: bytes, method: int, hash_name: str = "sha256") -> bytes:
     from cryptography.hazmat.primitives.asymmetric import padding
 
-    if method == codec.AUTH_RSA_SIG:
+    if method == iana.AUTH_RSA_SIG:
         return bytes(private_key.sign(octets, padding.PKCS1v15(), _hash("sha1")))
     signature = private_key.sign(octets, padding.PKCS1v15(), _hash(hash_name))
     alg = SIG_ALGS[hash_name]
@@ -471,7 +471,7 @@ def rsa_verify(public_key: Any, octets: bytes, method: int, data: bytes) -> bool
 
 
 def hash_algorithms_notify() -> codec.NotifyPayload:
-    return codec.NotifyPayload(codec.SIGNATURE_HASH_ALGORITHMS, b"".join(struct.pack("!H", v)
+    return codec.NotifyPayload(iana.SIGNATURE_HASH_ALGORITHMS, b"".join(struct.pack("!H", v)
                                                                         for v in HASH_IDS.values()))
 
 
@@ -487,9 +487,9 @@ def nat_hash(spi_i: bytes, spi_r: bytes, address: str, port: int) -> bytes:
 
 def _signature(method: int, data: bytes) -> tuple[str, bytes] | None:
     """(hash name, raw signature) of an AUTH payload's data, None when not understood."""
-    if method == codec.AUTH_RSA_SIG:
+    if method == iana.AUTH_RSA_SIG:
         return "sha1", data
-    if method == codec.AUTH_DIGITAL_SIGNATURE and data:
+    if method == iana.AUTH_DIGITAL_SIGNATURE and data:
         alg, signature = data[1:1 + data[0]], data[1 + data[0]:]
         names = [name for name, der in SIG_ALGS.items() if der == alg]
         if names:

@@ -20,12 +20,12 @@ import socket
 import sys
 import time
 
-from . import codec
+from . import codec, iana, redirect_notify
 
 
 def redirect(message: codec.Message, gateway: str, nonce: bytes) -> bytes:
-    header = codec.Header(message.header.spi_i, bytes(8), codec.NOTIFY, codec.IKE_SA_INIT, codec.FLAG_RESPONSE, 0)
-    return codec.encode(header, [codec.NotifyPayload(codec.REDIRECT, codec.encode_redirect(gateway, nonce))])
+    header = codec.Header(message.header.spi_i, bytes(8), iana.NOTIFY, iana.IKE_SA_INIT, iana.FLAG_RESPONSE, 0)
+    return codec.encode(header, [codec.NotifyPayload(iana.REDIRECT, redirect_notify.encode_redirect(gateway, nonce))])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         except codec.IkeError:
             continue
         nonce = message.first(codec.NoncePayload)
-        if message.header.exchange != codec.IKE_SA_INIT or message.header.is_response \
+        if message.header.exchange != iana.IKE_SA_INIT or message.header.is_response \
                 or not isinstance(nonce, codec.NoncePayload):
             continue
         counts["requests"] += 1

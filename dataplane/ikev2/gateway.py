@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from ipaddress import IPv4Address
 from typing import Any
 
-from . import codec, crypto, rekey, showsa
+from . import codec, crypto, iana, redirect_notify, rekey, showsa
 from .codec import IkeError
 from .cookies import Cookies
 from .sa import AddressPool, ChildSa, IkeSa, SaTable
@@ -144,7 +144,7 @@ class Gateway:
         if header.is_response:
             return []  # we never initiate; stray responses are dropped
         try:
-            if header.exchange == codec.IKE_SA_INIT:
+            if header.exchange == iana.IKE_SA_INIT:
                 return self._sa_init(data, message, peer, local)
             sa = self.sas.get(header.spi_r)
             if sa is None or sa.spi_i != header.spi_i:
@@ -171,19 +171,19 @@ class Gateway:
         nonce = message.first(codec.NoncePayload)
         if not isinstance(sa_payload, codec.SaPayload) or not isinstance(ke, codec.KePayload) \
                 or not isinstance(nonce, codec.NoncePayload) or not NONCE_MIN <= len(nonce.data) <= NONCE_MAX:
-            return [self._init_error(header, codec.INVALID_SYNTAX, b"", peer, local)]
+            return [self._init_error(header, iana.INVALID_SYNTAX, b"", peer, local)]
         if self.cookies_wanted():
-            cookie = message.notify(codec.COOKIE)
+            cookie = message.notify(iana.COOKIE)
             if cookie is None or not self.cookies.check(cookie.data, nonce.data, peer[0], header.spi_i):
                 self.counters["cookies_invalid" if cookie is not None else "cookies_sent"] += 1
-                return [self._init_error(header, codec.COOKIE, self.cookies.make(nonce.data, peer[0], header.spi_i),
+                return [self._init_error(header, iana.COOKIE, self.cookies.make(nonce.data, peer[0], header.spi_i),
                                          peer, local)]
             self.counters["cookies_accepted"] += 1
-        redirected_from = message.notify(codec.REDIRECTED_FROM)
-        supports_redirect = message.notify(codec.REDIRECT_SUPPORTED) is not None or redirected_from is not None
+        redirected_from = message.notify(iana.REDIRECTED_FROM)
+        supports_redirect = message.notify(iana.REDIRECT_SUPPORTED) is not None or redirected_from is not None
         origin = None
         if redirected_from is not None:
-            origin, _ = codec.decode_gateway(redirected_from.data)
+            origin, _ = redirect_notify.decode_gateway(redirected_from.data)
         if self.config.redirect == "init" and self.redirect_hook is not None:
             if supports_redirect:
                 target = self.redirect_hook(local[0], peer[0], "IKE_SA_INIT")
@@ -191,9 +191,9 @@ class Gateway:
                     self.counters["redirects_init"] += 1
                     self.log(f"IKE_SA_INIT from {peer[0]}:{peer[1]} (SPI {header.spi_i.hex()}): "
                              f"redirected to {target}")
-                    notify = codec.NotifyPayload(codec.REDIRECT, codec.encode_redirect(target, nonce.data))
-                    reply = codec.Header(header.spi_i, bytes(8), codec.NOTIFY, codec.IKE_SA_INIT,
-                                         codec.FLAG_RESPONSE, 0)
+                    notify = codec.NotifyPayload(iana.REDIRECT, redirect_notify.encode_redirect(target, nonce.data))
+                    reply = codec.Header(header.spi_i, bytes(8), iana.NOTIFY, iana.IKE_SA_INIT,
+                                         iana.FLAG_RESPONSE, 0)
                     return [Reply(codec.encode(reply, [notify]), peer, local)]
             else:
                 self.counters["no_redirect_support"] += 1
@@ -210,9 +210,9 @@ class Gateway:
         if proposal is None:
             if chosen is not None:
                 self.counters["invalid_ke"] += 1
-                return [self._init_error(header, codec.INVALID_KE_PAYLOAD, struct.pack("!H", chosen), peer, local)]
+                return [self._init_error(header, iana.INVALID_KE_PAYLOAD, struct.pack("!H", chosen), peer, local)]
             self.counters["no_proposal"] += 1
-            return [self._init_error(header, codec.NO_PROPOSAL_CHOSEN, b"", peer, local)]
+            return [self._init_error(header, iana.NO_PROPOSAL_CHOSEN, b"", peer, local)]
         assert isinstance(chosen, crypto.Suite)
         dh = self._dh_pair(ke.group)
         shared = dh.shared(ke.data)
@@ -223,18 +223,18 @@ class Gateway:
         keys = crypto.derive_ike_keys(chosen, shared, nonce.data, nonce_r, header.spi_i, spi_r)
         payloads: list[codec.Payload] = [
             codec.SaPayload((proposal,)), codec.KePayload(ke.group, dh.public), codec.NoncePayload(nonce_r),
-            codec.NotifyPayload(codec.NAT_DETECTION_SOURCE_IP, crypto.nat_hash(header.spi_i, spi_r, *local)),
-            codec.NotifyPayload(codec.NAT_DETECTION_DESTINATION_IP, crypto.nat_hash(header.spi_i, spi_r, *peer)),
+            codec.NotifyPayload(iana.NAT_DETECTION_SOURCE_IP, crypto.nat_hash(header.spi_i, spi_r, *local)),
+            codec.NotifyPayload(iana.NAT_DETECTION_DESTINATION_IP, crypto.nat_hash(header.spi_i, spi_r, *peer)),
         ]
         hash_algorithms: set[int] = set()
-        hash_notify = message.notify(codec.SIGNATURE_HASH_ALGORITHMS)
+        hash_notify = message.notify(iana.SIGNATURE_HASH_ALGORITHMS)
         if hash_notify is not None:
             hash_algorithms = crypto.parse_hash_algorithms(hash_notify.data)
         if self.certreq:
-            payloads.append(codec.CertReqPayload(codec.CERT_X509_SIGNATURE, self.certreq))
+            payloads.append(codec.CertReqPayload(iana.CERT_X509_SIGNATURE, self.certreq))
         if hash_notify is not None and self.cert_der:
             payloads.append(crypto.hash_algorithms_notify())
-        reply = codec.Header(header.spi_i, spi_r, codec.SA, codec.IKE_SA_INIT, codec.FLAG_RESPONSE, 0)
+        reply = codec.Header(header.spi_i, spi_r, iana.SA, iana.IKE_SA_INIT, iana.FLAG_RESPONSE, 0)
         msg2 = codec.encode(reply, payloads)
         signed = crypto.SignedPrefix(chosen, self.config.psk, data, self.config.ca is not None)
         sa = IkeSa(header.spi_i, spi_r, peer, local, self.clock(), chosen, keys, nonce.data, nonce_r, signed, msg2,
@@ -267,7 +267,7 @@ class Gateway:
 
     def _init_error(self, header: codec.Header, kind: int, data: bytes, peer: tuple[str, int],
                     local: tuple[str, int]) -> Reply:
-        reply = codec.Header(header.spi_i, bytes(8), codec.NOTIFY, codec.IKE_SA_INIT, codec.FLAG_RESPONSE, 0)
+        reply = codec.Header(header.spi_i, bytes(8), iana.NOTIFY, iana.IKE_SA_INIT, iana.FLAG_RESPONSE, 0)
         return Reply(codec.encode(reply, [codec.NotifyPayload(kind, data)]), peer, local)
 
     # ---------------------------------------------------------------- protected exchanges
@@ -290,15 +290,15 @@ class Gateway:
             self.counters["integrity_failed"] += 1
             return []
         sa.peer = peer  # NAT-T or MOBIKE may move the peer; answer where it is now
-        if header.exchange == codec.IKE_AUTH and sa.state == "half-open":
+        if header.exchange == iana.IKE_AUTH and sa.state == "half-open":
             out = self._auth(sa, inner, local)
-        elif header.exchange == codec.INFORMATIONAL:
+        elif header.exchange == iana.INFORMATIONAL:
             out = self._informational(sa, inner)
-        elif header.exchange == codec.CREATE_CHILD_SA:
+        elif header.exchange == iana.CREATE_CHILD_SA:
             out = self._create_child(sa, inner)
         else:
             return []
-        reply = codec.Header(sa.spi_i, sa.spi_r, codec.SK, header.exchange, codec.FLAG_RESPONSE, header.message_id)
+        reply = codec.Header(sa.spi_i, sa.spi_r, iana.SK, header.exchange, iana.FLAG_RESPONSE, header.message_id)
         packet = crypto.seal(reply, out, sa.suite, sa.keys, from_initiator=False)
         sa.last_response = (header.message_id, [packet])
         sa.next_id += 1
@@ -314,17 +314,17 @@ class Gateway:
             return self._auth_failed(sa, "no IDi/AUTH (EAP is not offered here)")
         assert sa.signed is not None
         tail = crypto.signed_tail(sa.nonce_r, sa.suite, sa.keys.sk_pi, id_i.body())
-        if auth.method == codec.AUTH_PSK:
+        if auth.method == iana.AUTH_PSK:
             expected = sa.signed.psk_auth(tail)
             if not hmac.compare_digest(expected, auth.data):
                 return self._auth_failed(sa, f"pre-shared key of {id_i.text()} does not match")
-        elif auth.method in (codec.AUTH_RSA_SIG, codec.AUTH_DIGITAL_SIGNATURE):
+        elif auth.method in (iana.AUTH_RSA_SIG, iana.AUTH_DIGITAL_SIGNATURE):
             if self.config.ca is None:
                 return self._auth_failed(sa, "no CA to check a certificate with")
             from . import pki
 
             cert = next((p for p in inner if isinstance(p, codec.CertPayload)
-                         and p.encoding == codec.CERT_X509_SIGNATURE), None)
+                         and p.encoding == iana.CERT_X509_SIGNATURE), None)
             if cert is None:
                 return self._auth_failed(sa, "RSA signature without a certificate")
             try:
@@ -341,16 +341,16 @@ class Gateway:
         self._settle(sa)
         id_r = self._our_id(inner, local)
         out: list[codec.Payload] = [id_r]
-        if auth.method == codec.AUTH_PSK or self.config.key is None:
-            sa.local_auth = codec.AUTH_PSK
+        if auth.method == iana.AUTH_PSK or self.config.key is None:
+            sa.local_auth = iana.AUTH_PSK
             octets_r = crypto.signed_octets(sa.msg2, sa.nonce_i, sa.suite, sa.keys.sk_pr, id_r.body())
-            out.append(codec.AuthPayload(codec.AUTH_PSK, crypto.psk_auth(sa.suite, self.config.psk, octets_r)))
+            out.append(codec.AuthPayload(iana.AUTH_PSK, crypto.psk_auth(sa.suite, self.config.psk, octets_r)))
         else:
-            method = codec.AUTH_DIGITAL_SIGNATURE if crypto.HASH_IDS["sha256"] in sa.hash_algorithms \
-                else codec.AUTH_RSA_SIG
+            method = iana.AUTH_DIGITAL_SIGNATURE if crypto.HASH_IDS["sha256"] in sa.hash_algorithms \
+                else iana.AUTH_RSA_SIG
             sa.local_auth = method
             octets_r = crypto.signed_octets(sa.msg2, sa.nonce_i, sa.suite, sa.keys.sk_pr, id_r.body())
-            out = [id_r, codec.CertPayload(codec.CERT_X509_SIGNATURE, self.cert_der),
+            out = [id_r, codec.CertPayload(iana.CERT_X509_SIGNATURE, self.cert_der),
                    codec.AuthPayload(method, crypto.rsa_sign(self.config.key, octets_r, method))]
         sa.msg2 = b""
         if self.config.redirect == "auth" and sa.redirect_supported and self.redirect_hook is not None:
@@ -361,18 +361,18 @@ class Gateway:
                 sa.redirected_to = target
                 sa.established_at = self.clock()
                 self.log(f"IKE_AUTH from {sa.peer[0]} ({sa.peer_id}): authenticated, redirected to {target}")
-                return [*out, codec.NotifyPayload(codec.REDIRECT, codec.encode_redirect(target, None))]
+                return [*out, codec.NotifyPayload(iana.REDIRECT, redirect_notify.encode_redirect(target, None))]
         cp = next((p for p in inner if isinstance(p, codec.CpPayload)), None)
-        if cp is not None and cp.cfg_type == codec.CFG_REQUEST \
-                and any(kind == codec.INTERNAL_IP4_ADDRESS for kind, _ in cp.attributes):
+        if cp is not None and cp.cfg_type == iana.CFG_REQUEST \
+                and any(kind == iana.INTERNAL_IP4_ADDRESS for kind, _ in cp.attributes):
             sa.address = self.pool.take()
             if sa.address is None:
-                out.append(codec.NotifyPayload(codec.INTERNAL_ADDRESS_FAILURE))
+                out.append(codec.NotifyPayload(iana.INTERNAL_ADDRESS_FAILURE))
             else:
-                attrs: list[tuple[int, bytes]] = [(codec.INTERNAL_IP4_ADDRESS, IPv4Address(sa.address).packed)]
-                if any(kind == codec.INTERNAL_IP4_NETMASK for kind, _ in cp.attributes):
-                    attrs.append((codec.INTERNAL_IP4_NETMASK, IPv4Address("255.255.255.255").packed))
-                out.append(codec.CpPayload(codec.CFG_REPLY, tuple(attrs)))
+                attrs: list[tuple[int, bytes]] = [(iana.INTERNAL_IP4_ADDRESS, IPv4Address(sa.address).packed)]
+                if any(kind == iana.INTERNAL_IP4_NETMASK for kind, _ in cp.attributes):
+                    attrs.append((iana.INTERNAL_IP4_NETMASK, IPv4Address("255.255.255.255").packed))
+                out.append(codec.CpPayload(iana.CFG_REPLY, tuple(attrs)))
         self.table.set_state(sa, "established")
         sa.established_at = self.clock()
         self.counters["established"] += 1
@@ -392,10 +392,10 @@ class Gateway:
         spi = os.urandom(4)
         chosen = crypto.select_esp(proposals.proposals, spi)
         if chosen is None:
-            return [codec.NotifyPayload(codec.NO_PROPOSAL_CHOSEN)]
+            return [codec.NotifyPayload(iana.NO_PROPOSAL_CHOSEN)]
         proposal, suite, peer_spi = chosen
         if not ts_i.selectors or not ts_r.selectors:
-            return [codec.NotifyPayload(codec.TS_UNACCEPTABLE)]
+            return [codec.NotifyPayload(iana.TS_UNACCEPTABLE)]
         if sa.address is not None:
             first = ts_i.selectors[0]
             narrowed_i: tuple[codec.TrafficSelector, ...] = (
@@ -425,9 +425,9 @@ class Gateway:
     def _our_id(self, inner: list[codec.Payload], local: tuple[str, int]) -> codec.IdPayload:
         """The identity the initiator asked for (IDr) when it is one of ours, else the local address."""
         wanted = next((p for p in inner if isinstance(p, codec.IdPayload) and not p.initiator), None)
-        if wanted is not None and wanted.id_type == codec.ID_IPV4_ADDR and wanted.text() in self.config.identities:
-            return codec.IdPayload(codec.ID_IPV4_ADDR, wanted.data, initiator=False)
-        return codec.IdPayload(codec.ID_IPV4_ADDR, IPv4Address(local[0]).packed, initiator=False)
+        if wanted is not None and wanted.id_type == iana.ID_IPV4_ADDR and wanted.text() in self.config.identities:
+            return codec.IdPayload(iana.ID_IPV4_ADDR, wanted.data, initiator=False)
+        return codec.IdPayload(iana.ID_IPV4_ADDR, IPv4Address(local[0]).packed, initiator=False)
 
     def _auth_failed(self, sa: IkeSa, why: str) -> list[codec.Payload]:
         self.counters["auth_failed"] += 1
@@ -435,18 +435,18 @@ class Gateway:
         self.log(f"IKE_AUTH from {sa.peer[0]}: authentication failed ({why})")
         self._release(sa)
         self.table.set_state(sa, "deleted")
-        return [codec.NotifyPayload(codec.AUTHENTICATION_FAILED)]
+        return [codec.NotifyPayload(iana.AUTHENTICATION_FAILED)]
 
     def _informational(self, sa: IkeSa, inner: list[codec.Payload]) -> list[codec.Payload]:
         out: list[codec.Payload] = []
         for p in inner:
             if isinstance(p, codec.DeletePayload):
-                if p.protocol == codec.PROTO_IKE:
+                if p.protocol == iana.PROTO_IKE:
                     self._release(sa)
                     self.table.set_state(sa, "deleted")
                     self.counters["deleted"] += 1
                     return []
-                if p.protocol != codec.PROTO_ESP:
+                if p.protocol != iana.PROTO_ESP:
                     continue
                 gone = [c for c in sa.retiring if c.spi_out in p.spis]
                 sa.retiring = [c for c in sa.retiring if c not in gone]
@@ -454,7 +454,7 @@ class Gateway:
                     gone.append(sa.child)
                     self.table.set_child(sa, None)
                 if gone:
-                    out.append(codec.DeletePayload(codec.PROTO_ESP, tuple(c.spi_in for c in gone)))
+                    out.append(codec.DeletePayload(iana.PROTO_ESP, tuple(c.spi_in for c in gone)))
         return out
 
     def _settle(self, sa: IkeSa) -> None:

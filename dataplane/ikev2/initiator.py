@@ -11,11 +11,11 @@ from dataclasses import dataclass, field
 from ipaddress import IPv4Address
 from typing import Any
 
-from . import codec, crypto
+from . import codec, crypto, iana, redirect_notify
 from .codec import IkeError
 
-DEFAULT_IKE = crypto.Suite(codec.ENCR_AES_CBC, 256, codec.PRF_HMAC_SHA2_256, codec.AUTH_HMAC_SHA2_256_128, 19)
-DEFAULT_ESP = crypto.Suite(codec.ENCR_AES_CBC, 256, None, codec.AUTH_HMAC_SHA2_256_128, None)
+DEFAULT_IKE = crypto.Suite(iana.ENCR_AES_CBC, 256, iana.PRF_HMAC_SHA2_256, iana.AUTH_HMAC_SHA2_256_128, 19)
+DEFAULT_ESP = crypto.Suite(iana.ENCR_AES_CBC, 256, None, iana.AUTH_HMAC_SHA2_256_128, None)
 
 
 @dataclass
@@ -87,34 +87,34 @@ class Initiator:
 
     def _identity(self) -> codec.IdPayload:
         try:
-            return codec.IdPayload(codec.ID_IPV4_ADDR, IPv4Address(self.config.identity).packed)
+            return codec.IdPayload(iana.ID_IPV4_ADDR, IPv4Address(self.config.identity).packed)
         except ValueError:
-            return codec.IdPayload(codec.ID_FQDN, self.config.identity.encode())
+            return codec.IdPayload(iana.ID_FQDN, self.config.identity.encode())
 
     # ---------------------------------------------------------------- IKE_SA_INIT
     def start(self) -> bytes:
         suite = self.config.ike
         proposal_suite = crypto.Suite(suite.encr, suite.key_bits, suite.prf, suite.integ, self.group)
         offered = [self.group] + [g for g in (suite.dh, *self.config.extra_groups) if g is not None and g != self.group]
-        transforms = tuple(t for t in proposal_suite.transforms() if t.type != codec.T_DH)
-        transforms += tuple(codec.Transform(codec.T_DH, g) for g in dict.fromkeys(offered))
-        payloads: list[codec.Payload] = [codec.NotifyPayload(codec.COOKIE, self.cookie)] if self.cookie else []
+        transforms = tuple(t for t in proposal_suite.transforms() if t.type != iana.T_DH)
+        transforms += tuple(codec.Transform(iana.T_DH, g) for g in dict.fromkeys(offered))
+        payloads: list[codec.Payload] = [codec.NotifyPayload(iana.COOKIE, self.cookie)] if self.cookie else []
         payloads += [
-            codec.SaPayload((codec.Proposal(1, codec.PROTO_IKE, b"", transforms),)),
+            codec.SaPayload((codec.Proposal(1, iana.PROTO_IKE, b"", transforms),)),
             codec.KePayload(self.group, self.dh.public),
             codec.NoncePayload(self.nonce_i),
-            codec.NotifyPayload(codec.NAT_DETECTION_SOURCE_IP, crypto.nat_hash(self.spi_i, bytes(8), *self.local)),
-            codec.NotifyPayload(codec.NAT_DETECTION_DESTINATION_IP,
+            codec.NotifyPayload(iana.NAT_DETECTION_SOURCE_IP, crypto.nat_hash(self.spi_i, bytes(8), *self.local)),
+            codec.NotifyPayload(iana.NAT_DETECTION_DESTINATION_IP,
                                 crypto.nat_hash(self.spi_i, bytes(8), self.target, self.config.port)),
         ]
         if self.redirected_from is not None:
-            payloads.append(codec.NotifyPayload(codec.REDIRECTED_FROM,
-                                                codec.encode_redirected_from(self.redirected_from)))
+            payloads.append(codec.NotifyPayload(iana.REDIRECTED_FROM,
+                                                redirect_notify.encode_redirected_from(self.redirected_from)))
         elif self.config.redirect_supported:
-            payloads.append(codec.NotifyPayload(codec.REDIRECT_SUPPORTED))
+            payloads.append(codec.NotifyPayload(iana.REDIRECT_SUPPORTED))
         if self.config.key is not None:
             payloads.append(crypto.hash_algorithms_notify())
-        header = codec.Header(self.spi_i, bytes(8), codec.SA, codec.IKE_SA_INIT, codec.FLAG_INITIATOR, 0)
+        header = codec.Header(self.spi_i, bytes(8), iana.SA, iana.IKE_SA_INIT, iana.FLAG_INITIATOR, 0)
         self.msg1 = codec.encode(header, payloads)
         self.request = self.msg1
         self.state = "init"
@@ -128,20 +128,20 @@ class Initiator:
         header = message.header
         if header.spi_i != self.spi_i or not header.is_response or header.from_initiator:
             return "ignore", "not for us"
-        if self.state == "init" and header.exchange == codec.IKE_SA_INIT and header.message_id == 0:
+        if self.state == "init" and header.exchange == iana.IKE_SA_INIT and header.message_id == 0:
             return self._init_response(data, message)
-        if self.state == "auth" and header.exchange == codec.IKE_AUTH and header.message_id == 1 \
+        if self.state == "auth" and header.exchange == iana.IKE_AUTH and header.message_id == 1 \
                 and header.spi_r == self.spi_r:
             return self._auth_response(data, message)
-        if self.state == "delete" and header.exchange == codec.INFORMATIONAL and header.spi_r == self.spi_r:
+        if self.state == "delete" and header.exchange == iana.INFORMATIONAL and header.spi_r == self.spi_r:
             return "deleted", None
         return "ignore", "unexpected message"
 
     def _init_response(self, data: bytes, message: codec.Message) -> tuple[str, Any]:
-        redirect = message.notify(codec.REDIRECT)
+        redirect = message.notify(iana.REDIRECT)
         if redirect is not None:
             try:
-                gateway, nonce = codec.decode_gateway(redirect.data)
+                gateway, nonce = redirect_notify.decode_gateway(redirect.data)
             except IkeError as exc:
                 self.ignored += 1
                 return "ignore", f"malformed REDIRECT: {exc}"
@@ -149,7 +149,7 @@ class Initiator:
                 self.ignored += 1
                 return "ignore", f"REDIRECT to {gateway} with a wrong nonce"
             return "redirect", gateway
-        cookie = message.notify(codec.COOKIE)
+        cookie = message.notify(iana.COOKIE)
         if cookie is not None:
             # RFC 7296 section 2.6: the same request again, the cookie as first payload.
             if not 1 <= len(cookie.data) <= 64 or self.cookies >= 3:
@@ -157,7 +157,7 @@ class Initiator:
             self.cookies += 1
             self.cookie = cookie.data
             return "send", self.start()
-        invalid_ke = message.notify(codec.INVALID_KE_PAYLOAD)
+        invalid_ke = message.notify(iana.INVALID_KE_PAYLOAD)
         if invalid_ke is not None and len(invalid_ke.data) == 2:
             group = struct.unpack("!H", invalid_ke.data)[0]
             if group == self.group or group not in crypto.DH_GROUPS:
@@ -195,22 +195,22 @@ class Initiator:
         if self.config.key is not None and self.config.cert is not None:
             from . import pki
 
-            inner.append(codec.CertPayload(codec.CERT_X509_SIGNATURE, pki.der(self.config.cert)))
+            inner.append(codec.CertPayload(iana.CERT_X509_SIGNATURE, pki.der(self.config.cert)))
             if self.config.ca is not None:
-                inner.append(codec.CertReqPayload(codec.CERT_X509_SIGNATURE, pki.certreq_hash(self.config.ca)))
-            inner.append(codec.AuthPayload(codec.AUTH_DIGITAL_SIGNATURE,
-                                           crypto.rsa_sign(self.config.key, octets, codec.AUTH_DIGITAL_SIGNATURE)))
+                inner.append(codec.CertReqPayload(iana.CERT_X509_SIGNATURE, pki.certreq_hash(self.config.ca)))
+            inner.append(codec.AuthPayload(iana.AUTH_DIGITAL_SIGNATURE,
+                                           crypto.rsa_sign(self.config.key, octets, iana.AUTH_DIGITAL_SIGNATURE)))
         else:
             assert self.config.psk is not None
-            inner.append(codec.AuthPayload(codec.AUTH_PSK, crypto.psk_auth(self.suite, self.config.psk, octets)))
+            inner.append(codec.AuthPayload(iana.AUTH_PSK, crypto.psk_auth(self.suite, self.config.psk, octets)))
         if self.config.request_address:
-            inner.append(codec.CpPayload(codec.CFG_REQUEST, ((codec.INTERNAL_IP4_ADDRESS, b""),)))
+            inner.append(codec.CpPayload(iana.CFG_REQUEST, ((iana.INTERNAL_IP4_ADDRESS, b""),)))
         if self.config.child:
             inner.append(codec.SaPayload((crypto.esp_proposal(self.config.esp, self.child_spi),)))
             everything = (codec.TrafficSelector("0.0.0.0", "255.255.255.255"),)
             inner.append(codec.TsPayload(everything, True))
             inner.append(codec.TsPayload(everything, False))
-        header = codec.Header(self.spi_i, self.spi_r, codec.SK, codec.IKE_AUTH, codec.FLAG_INITIATOR, 1)
+        header = codec.Header(self.spi_i, self.spi_r, iana.SK, iana.IKE_AUTH, iana.FLAG_INITIATOR, 1)
         self.request = crypto.seal(header, inner, self.suite, self.keys, from_initiator=True)
         self.state = "auth"
         self.message_id = 1
@@ -223,14 +223,14 @@ class Initiator:
         except IkeError as exc:
             return "ignore", f"IKE_AUTH response does not decrypt: {exc}"
         for p in inner:
-            if isinstance(p, codec.NotifyPayload) and p.type in (codec.AUTHENTICATION_FAILED, codec.INVALID_SYNTAX):
+            if isinstance(p, codec.NotifyPayload) and p.type in (iana.AUTHENTICATION_FAILED, iana.INVALID_SYNTAX):
                 return "failed", f"IKE_AUTH refused: {p.name}"
         id_r = next((p for p in inner if isinstance(p, codec.IdPayload) and not p.initiator), None)
         auth = next((p for p in inner if isinstance(p, codec.AuthPayload)), None)
         if id_r is None or auth is None:
             return "failed", "IKE_AUTH response without IDr/AUTH"
         octets = crypto.signed_octets(self.msg2, self.nonce_i, self.suite, self.keys.sk_pr, id_r.body())
-        if auth.method == codec.AUTH_PSK:
+        if auth.method == iana.AUTH_PSK:
             if self.config.psk is None or crypto.psk_auth(self.suite, self.config.psk, octets) != auth.data:
                 return "failed", "gateway's pre-shared key AUTH does not verify"
         else:
@@ -245,17 +245,17 @@ class Initiator:
                 return "failed", str(exc)
             if not crypto.rsa_verify(gw_cert.public_key(), octets, auth.method, auth.data):
                 return "failed", "gateway's signature does not verify"
-        redirect = next((p for p in inner if isinstance(p, codec.NotifyPayload) and p.type == codec.REDIRECT), None)
+        redirect = next((p for p in inner if isinstance(p, codec.NotifyPayload) and p.type == iana.REDIRECT), None)
         if redirect is not None:
             try:
-                gateway, _ = codec.decode_gateway(redirect.data)
+                gateway, _ = redirect_notify.decode_gateway(redirect.data)
             except IkeError as exc:
                 return "failed", f"malformed REDIRECT in IKE_AUTH: {exc}"
             return "redirect", gateway
         cp = next((p for p in inner if isinstance(p, codec.CpPayload)), None)
         if cp is not None:
             for kind, value in cp.attributes:
-                if kind == codec.INTERNAL_IP4_ADDRESS and len(value) == 4:
+                if kind == iana.INTERNAL_IP4_ADDRESS and len(value) == 4:
                     self.address = str(IPv4Address(value))
         sa = next((p for p in inner if isinstance(p, codec.SaPayload)), None)
         if sa is not None and sa.proposals:
@@ -272,8 +272,8 @@ class Initiator:
         """INFORMATIONAL with Delete(IKE): close this SA."""
         assert self.suite is not None and self.keys is not None
         self.message_id += 1
-        header = codec.Header(self.spi_i, self.spi_r, codec.SK, codec.INFORMATIONAL, codec.FLAG_INITIATOR,
+        header = codec.Header(self.spi_i, self.spi_r, iana.SK, iana.INFORMATIONAL, iana.FLAG_INITIATOR,
                               self.message_id)
-        self.request = crypto.seal(header, [codec.DeletePayload(codec.PROTO_IKE)], self.suite, self.keys, True)
+        self.request = crypto.seal(header, [codec.DeletePayload(iana.PROTO_IKE)], self.suite, self.keys, True)
         self.state = "delete"
         return self.request

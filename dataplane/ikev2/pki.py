@@ -23,7 +23,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import NameOID
 
-from . import codec
+from . import codec, iana
 
 KEY_BITS = 2048
 
@@ -147,8 +147,8 @@ def subject_der(cert: x509.Certificate) -> bytes:
 
 def identity_matches(id_payload: codec.IdPayload, cert: x509.Certificate) -> bool:
     """Does the identity an initiator claims (IDi) name this certificate: its subject, or a name it carries?"""
-    if id_payload.id_type == codec.ID_DER_ASN1_DN:
+    if id_payload.id_type == iana.ID_DER_ASN1_DN:
         return id_payload.data == subject_der(cert)
-    if id_payload.id_type in (codec.ID_IPV4_ADDR, codec.ID_FQDN, codec.ID_RFC822_ADDR):
+    if id_payload.id_type in (iana.ID_IPV4_ADDR, iana.ID_FQDN, iana.ID_RFC822_ADDR):
         return id_payload.text() in identities(cert)
     return False

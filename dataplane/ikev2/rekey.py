@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from . import codec, crypto
+from . import codec, crypto, iana
 
 NONCE_MIN, NONCE_MAX = 16, 256  # RFC 7296 section 3.9
 Selectors = tuple[codec.TrafficSelector, ...]
@@ -42,20 +42,20 @@ def respond(inner: list[codec.Payload], current: tuple[bytes, Selectors, Selecto
             prf: int, sk_d: bytes) -> Child | int:
     """The new CHILD_SA for a request's payloads, or the notify type that refuses it. CURRENT: the
     IKE SA's CHILD_SA as (our outbound SPI, TSi, TSr), None when it has none."""
-    rekey = next((p for p in inner if isinstance(p, codec.NotifyPayload) and p.type == codec.REKEY_SA), None)
+    rekey = next((p for p in inner if isinstance(p, codec.NotifyPayload) and p.type == iana.REKEY_SA), None)
     proposals = next((p for p in inner if isinstance(p, codec.SaPayload)), None)
     nonce = next((p for p in inner if isinstance(p, codec.NoncePayload)), None)
     ts_i = next((p for p in inner if isinstance(p, codec.TsPayload) and p.initiator), None)
     ts_r = next((p for p in inner if isinstance(p, codec.TsPayload) and not p.initiator), None)
     if (rekey is None) != (current is None) or proposals is None or nonce is None \
             or not NONCE_MIN <= len(nonce.data) <= NONCE_MAX:
-        return codec.NO_ADDITIONAL_SAS
-    if rekey is not None and (current is None or rekey.protocol != codec.PROTO_ESP or rekey.spi != current[0]):
-        return codec.NO_ADDITIONAL_SAS
+        return iana.NO_ADDITIONAL_SAS
+    if rekey is not None and (current is None or rekey.protocol != iana.PROTO_ESP or rekey.spi != current[0]):
+        return iana.NO_ADDITIONAL_SAS
     if current is not None:
         selectors_i, selectors_r = current[1], current[2]
     elif ts_i is None or ts_r is None or not ts_i.selectors or not ts_r.selectors:
-        return codec.TS_UNACCEPTABLE
+        return iana.TS_UNACCEPTABLE
     else:
         first = ts_i.selectors[0]
         selectors_i = ((codec.TrafficSelector(address, address, first.protocol, first.start_port, first.end_port),)
@@ -64,7 +64,7 @@ def respond(inner: list[codec.Payload], current: tuple[bytes, Selectors, Selecto
     spi = os.urandom(4)
     chosen = crypto.select_esp(proposals.proposals, spi)
     if chosen is None or any(isinstance(p, codec.KePayload) for p in inner):
-        return codec.NO_PROPOSAL_CHOSEN
+        return iana.NO_PROPOSAL_CHOSEN
     proposal, suite, peer_spi = chosen
     nonce_r = os.urandom(32)
     keys = crypto.derive_child_keys(prf, sk_d, suite, nonce.data, nonce_r)

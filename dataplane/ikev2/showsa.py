@@ -6,12 +6,12 @@ import itertools
 from collections.abc import Iterable
 from typing import Any
 
-from . import codec
+from . import iana
 from .sa import IkeSa
 
 
 def auth_name(method: int) -> str:
-    return {codec.AUTH_PSK: "PSK", codec.AUTH_RSA_SIG: "RSA", codec.AUTH_DIGITAL_SIGNATURE: "RSA"}.get(method, "-")
+    return {iana.AUTH_PSK: "PSK", iana.AUTH_RSA_SIG: "RSA", iana.AUTH_DIGITAL_SIGNATURE: "RSA"}.get(method, "-")
 
 
 def status(sas: Iterable[IkeSa], now: float, wall: float, limit: int = 200) -> list[dict[str, object]]:

@@ -307,13 +307,13 @@ def test_strongswan_returns_the_cookie_of_a_flooded_gateway(shipped: Lab, tmp_pa
     member = ROUTERS["router3"]
     flood = (
         "import os, socket\n"
-        "from dataplane.ikev2 import codec, crypto\n"
-        "p = crypto.ike_proposal(crypto.Suite(codec.ENCR_AES_CBC, 256, codec.PRF_HMAC_SHA2_256,"
-        " codec.AUTH_HMAC_SHA2_256_128, 19))\n"
+        "from dataplane.ikev2 import codec, crypto, iana\n"
+        "p = crypto.ike_proposal(crypto.Suite(iana.ENCR_AES_CBC, 256, iana.PRF_HMAC_SHA2_256,"
+        " iana.AUTH_HMAC_SHA2_256_128, 19))\n"
         "ke = crypto.Dh(19).public\n"
         "u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
         "for i in range(400):\n"
-        "    h = codec.Header(os.urandom(8), bytes(8), codec.SA, codec.IKE_SA_INIT, codec.FLAG_INITIATOR, 0)\n"
+        "    h = codec.Header(os.urandom(8), bytes(8), iana.SA, iana.IKE_SA_INIT, iana.FLAG_INITIATOR, 0)\n"
         "    u.sendto(codec.encode(h, [codec.SaPayload((p,)), codec.KePayload(19, ke),"
         " codec.NoncePayload(os.urandom(32))]), ('" + member + "', 500))\n"
     )

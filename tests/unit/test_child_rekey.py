@@ -8,7 +8,7 @@ import os
 from typing import Any
 
 from dataplane.esp.tunnel import TunnelTable
-from dataplane.ikev2 import codec, crypto
+from dataplane.ikev2 import codec, crypto, iana
 from dataplane.ikev2.client import ClientConfig, Initiator, parse_suite
 from dataplane.ikev2.gateway import Gateway, GatewayConfig
 from dataplane.ikev2.sa import IkeSa
@@ -36,7 +36,7 @@ def established() -> tuple[Gateway, Initiator, IkeSa]:
 def request(ini: Initiator, exchange: int, inner: list[Any]) -> bytes:
     assert ini.suite is not None and ini.keys is not None
     ini.message_id += 1
-    header = codec.Header(ini.spi_i, ini.spi_r, codec.SK, exchange, codec.FLAG_INITIATOR, ini.message_id)
+    header = codec.Header(ini.spi_i, ini.spi_r, iana.SK, exchange, iana.FLAG_INITIATOR, ini.message_id)
     return crypto.seal(header, inner, ini.suite, ini.keys, True)
 
 
@@ -47,8 +47,8 @@ def answer(gw: Gateway, ini: Initiator, data: bytes) -> list[Any]:
 
 
 def rekey_request(ini: Initiator, spi: bytes, nonce: bytes, old_spi: bytes | None = None) -> bytes:
-    return request(ini, codec.CREATE_CHILD_SA, [
-        codec.NotifyPayload(codec.REKEY_SA, b"", codec.PROTO_ESP, old_spi or ini.child_spi),
+    return request(ini, iana.CREATE_CHILD_SA, [
+        codec.NotifyPayload(iana.REKEY_SA, b"", iana.PROTO_ESP, old_spi or ini.child_spi),
         codec.SaPayload((crypto.esp_proposal(ESP, spi),)), codec.NoncePayload(nonce),
         codec.TsPayload(EVERYTHING, True), codec.TsPayload(EVERYTHING, False)])
 
@@ -84,26 +84,26 @@ def test_old_and_new_are_tunnels_until_the_old_is_deleted() -> None:
     packet = bytes([0x45]) + bytes(11) + bytes([10, 10, 10, 254]) + bytes([172, 16, 3, 1])
     peer, sealed = table.encapsulate(packet) or (None, b"")
     assert sealed[:4] == new.spi_out, "outbound traffic takes the new CHILD_SA"
-    out = answer(gw, ini, request(ini, codec.INFORMATIONAL, [codec.DeletePayload(codec.PROTO_ESP, (ini.child_spi,))]))
-    assert out == [codec.DeletePayload(codec.PROTO_ESP, (old.spi_in,))]
+    out = answer(gw, ini, request(ini, iana.INFORMATIONAL, [codec.DeletePayload(iana.PROTO_ESP, (ini.child_spi,))]))
+    assert out == [codec.DeletePayload(iana.PROTO_ESP, (old.spi_in,))]
     assert sa.retiring == [] and sa.child is new and sa.state == "established"
 
 
 def test_only_a_rekey_of_our_child_sa_is_accepted() -> None:
     gw, ini, sa = established()
     old = sa.child
-    additional = request(ini, codec.CREATE_CHILD_SA, [
+    additional = request(ini, iana.CREATE_CHILD_SA, [
         codec.SaPayload((crypto.esp_proposal(ESP, os.urandom(4)),)), codec.NoncePayload(os.urandom(32)),
         codec.TsPayload(EVERYTHING, True), codec.TsPayload(EVERYTHING, False)])
-    assert answer(gw, ini, additional) == [codec.NotifyPayload(codec.NO_ADDITIONAL_SAS)]
+    assert answer(gw, ini, additional) == [codec.NotifyPayload(iana.NO_ADDITIONAL_SAS)]
     stranger = rekey_request(ini, os.urandom(4), os.urandom(32), old_spi=b"\x01\x02\x03\x04")
-    assert answer(gw, ini, stranger) == [codec.NotifyPayload(codec.NO_ADDITIONAL_SAS)]
-    pfs = request(ini, codec.CREATE_CHILD_SA, [
-        codec.NotifyPayload(codec.REKEY_SA, b"", codec.PROTO_ESP, ini.child_spi),
+    assert answer(gw, ini, stranger) == [codec.NotifyPayload(iana.NO_ADDITIONAL_SAS)]
+    pfs = request(ini, iana.CREATE_CHILD_SA, [
+        codec.NotifyPayload(iana.REKEY_SA, b"", iana.PROTO_ESP, ini.child_spi),
         codec.SaPayload((crypto.esp_proposal(ESP, os.urandom(4)),)), codec.NoncePayload(os.urandom(32)),
         codec.KePayload(19, crypto.Dh(19).public),
         codec.TsPayload(EVERYTHING, True), codec.TsPayload(EVERYTHING, False)])
-    assert answer(gw, ini, pfs) == [codec.NotifyPayload(codec.NO_PROPOSAL_CHOSEN)]
+    assert answer(gw, ini, pfs) == [codec.NotifyPayload(iana.NO_PROPOSAL_CHOSEN)]
     assert sa.child is old and sa.retiring == [] and gw.counters["create_child_refused"] == 3
 
 
@@ -111,11 +111,11 @@ def test_a_new_child_sa_once_the_old_one_is_gone() -> None:
     """strongSwan with kernel-libipsec lets its CHILD_SA expire, deletes it and asks for a new one
     (CREATE_CHILD_SA without REKEY_SA): granted, narrowed to the IKE SA's address."""
     gw, ini, sa = established()
-    assert answer(gw, ini, request(ini, codec.INFORMATIONAL, [codec.DeletePayload(codec.PROTO_ESP,
+    assert answer(gw, ini, request(ini, iana.INFORMATIONAL, [codec.DeletePayload(iana.PROTO_ESP,
                                                                                   (ini.child_spi,))]))
     assert sa.child is None and gw.counts()["ipsec"] == 0
     nonce_i = os.urandom(32)
-    new = request(ini, codec.CREATE_CHILD_SA, [
+    new = request(ini, iana.CREATE_CHILD_SA, [
         codec.SaPayload((crypto.esp_proposal(ESP, os.urandom(4)),)), codec.NoncePayload(nonce_i),
         codec.TsPayload(EVERYTHING, True), codec.TsPayload(EVERYTHING, False)])
     inner = answer(gw, ini, new)
@@ -126,7 +126,7 @@ def test_a_new_child_sa_once_the_old_one_is_gone() -> None:
     assert ini.suite is not None and ini.suite.prf is not None and ini.keys is not None
     assert sa.child.keys == crypto.derive_child_keys(ini.suite.prf, ini.keys.sk_d, ESP, nonce_i, nonce_r)
     assert gw.counts()["ipsec"] == 2
-    no_ts = request(ini, codec.CREATE_CHILD_SA, [
-        codec.NotifyPayload(codec.REKEY_SA, b"", codec.PROTO_ESP, b"\x09\x09\x09\x09"),
+    no_ts = request(ini, iana.CREATE_CHILD_SA, [
+        codec.NotifyPayload(iana.REKEY_SA, b"", iana.PROTO_ESP, b"\x09\x09\x09\x09"),
         codec.SaPayload((crypto.esp_proposal(ESP, os.urandom(4)),)), codec.NoncePayload(os.urandom(32))])
-    assert answer(gw, ini, no_ts) == [codec.NotifyPayload(codec.NO_ADDITIONAL_SAS)]  # names no SA of ours
+    assert answer(gw, ini, no_ts) == [codec.NotifyPayload(iana.NO_ADDITIONAL_SAS)]  # names no SA of ours

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dataplane.ikev2 import codec
+from dataplane.ikev2 import codec, iana, redirect_notify
 from dataplane.ikev2.codec import IkeError
 
 # An IKE_SA_INIT request of strongSwan 5.9.8 (charon on this machine, captured with tshark on the lab's
@@ -33,48 +33,48 @@ STRONGSWAN_REDIRECTED = bytes.fromhex(
 
 
 def test_redirected_from_vip_is_the_seed_hexdump() -> None:
-    data = codec.encode_redirected_from("10.10.10.100")
+    data = redirect_notify.encode_redirected_from("10.10.10.100")
     assert data == bytes.fromhex("01040A0A0A64")
     # "NOTIFY(REDIRECTED_FROM) Next payload: NONE, reserved: 0x0, length: 14 ... spi size: 0"
-    first, chain = codec.encode_payloads([codec.NotifyPayload(codec.REDIRECTED_FROM, data)])
-    assert first == codec.NOTIFY
+    first, chain = codec.encode_payloads([codec.NotifyPayload(iana.REDIRECTED_FROM, data)])
+    assert first == iana.NOTIFY
     assert chain == bytes.fromhex("0000000e" "00" "00" "4018") + data
-    assert codec.decode_gateway(data) == ("10.10.10.100", b"")
+    assert redirect_notify.decode_gateway(data) == ("10.10.10.100", b"")
 
 
 def test_redirect_carries_gateway_and_nonce() -> None:
     nonce = bytes(range(32))
-    data = codec.encode_redirect("10.10.10.3", nonce)
+    data = redirect_notify.encode_redirect("10.10.10.3", nonce)
     assert data[:6] == bytes.fromhex("01040a0a0a03") and data[6:] == nonce
-    assert codec.decode_gateway(data) == ("10.10.10.3", nonce)
-    assert codec.encode_redirect("10.10.10.3", None) == bytes.fromhex("01040a0a0a03")
+    assert redirect_notify.decode_gateway(data) == ("10.10.10.3", nonce)
+    assert redirect_notify.encode_redirect("10.10.10.3", None) == bytes.fromhex("01040a0a0a03")
 
 
-@pytest.mark.parametrize("gateway,kind", [("2001:db8::1", codec.GW_IPV6), ("vpn.example.net", codec.GW_FQDN)])
+@pytest.mark.parametrize("gateway,kind", [("2001:db8::1", iana.GW_IPV6), ("vpn.example.net", iana.GW_FQDN)])
 def test_redirect_other_identity_types(gateway: str, kind: int) -> None:
-    data = codec.encode_redirect(gateway, b"n" * 16)
+    data = redirect_notify.encode_redirect(gateway, b"n" * 16)
     assert data[0] == kind
-    assert codec.decode_gateway(data) == (gateway, b"n" * 16)
+    assert redirect_notify.decode_gateway(data) == (gateway, b"n" * 16)
 
 
 @pytest.mark.parametrize("data", [b"", b"\x01", b"\x01\x04\x0a\x0a", b"\x01\x05" + bytes(5), b"\x07\x04" + bytes(4),
                                   b"\x03\x00", b"\x03\x02\xff\xfe"])
 def test_bad_redirect_data(data: bytes) -> None:
     with pytest.raises(IkeError):
-        codec.decode_gateway(data)
+        redirect_notify.decode_gateway(data)
 
 
 def test_strongswan_ike_sa_init_decodes() -> None:
     message = codec.decode(STRONGSWAN_SA_INIT)
-    assert message.header.exchange == codec.IKE_SA_INIT and message.header.from_initiator
+    assert message.header.exchange == iana.IKE_SA_INIT and message.header.from_initiator
     assert message.summary() == ("SA KE N NOTIFY(NAT_DETECTION_SOURCE_IP) NOTIFY(NAT_DETECTION_DESTINATION_IP) "
                                  "NOTIFY(IKEV2_FRAGMENTATION_SUPPORTED) NOTIFY(SIGNATURE_HASH_ALGORITHMS) "
                                  "NOTIFY(REDIRECT_SUPPORTED)")
     sa = message.first(codec.SaPayload)
     assert isinstance(sa, codec.SaPayload)
     transforms = sa.proposals[0].transforms
-    assert codec.Transform(codec.T_ENCR, codec.ENCR_AES_CBC, 256) in transforms
-    assert codec.Transform(codec.T_DH, 19) in transforms
+    assert codec.Transform(iana.T_ENCR, iana.ENCR_AES_CBC, 256) in transforms
+    assert codec.Transform(iana.T_DH, 19) in transforms
     ke = message.first(codec.KePayload)
     assert isinstance(ke, codec.KePayload) and ke.group == 19 and len(ke.data) == 64
     assert codec.encode(message.header, message.payloads) == STRONGSWAN_SA_INIT
@@ -82,41 +82,41 @@ def test_strongswan_ike_sa_init_decodes() -> None:
 
 def test_strongswan_redirected_from_is_the_vip() -> None:
     message = codec.decode(STRONGSWAN_REDIRECTED)
-    assert message.notify(codec.REDIRECT_SUPPORTED) is None
-    notify = message.notify(codec.REDIRECTED_FROM)
+    assert message.notify(iana.REDIRECT_SUPPORTED) is None
+    notify = message.notify(iana.REDIRECTED_FROM)
     assert notify is not None and notify.data == bytes.fromhex("01040A0A0A64")
     assert codec.encode(message.header, message.payloads) == STRONGSWAN_REDIRECTED
 
 
 def _all_payloads() -> list[codec.Payload]:
     return [
-        codec.SaPayload((codec.Proposal(1, codec.PROTO_IKE, b"", (
-            codec.Transform(codec.T_ENCR, codec.ENCR_AES_CBC, 256), codec.Transform(codec.T_PRF, 5),
-            codec.Transform(codec.T_INTEG, 12), codec.Transform(codec.T_DH, 19))),
-            codec.Proposal(2, codec.PROTO_ESP, b"\x01\x02\x03\x04", (
-                codec.Transform(codec.T_ENCR, codec.ENCR_AES_GCM_16, 128), codec.Transform(codec.T_ESN, 0))))),
+        codec.SaPayload((codec.Proposal(1, iana.PROTO_IKE, b"", (
+            codec.Transform(iana.T_ENCR, iana.ENCR_AES_CBC, 256), codec.Transform(iana.T_PRF, 5),
+            codec.Transform(iana.T_INTEG, 12), codec.Transform(iana.T_DH, 19))),
+            codec.Proposal(2, iana.PROTO_ESP, b"\x01\x02\x03\x04", (
+                codec.Transform(iana.T_ENCR, iana.ENCR_AES_GCM_16, 128), codec.Transform(iana.T_ESN, 0))))),
         codec.KePayload(14, b"\x05" * 256),
-        codec.IdPayload(codec.ID_FQDN, b"client1"),
-        codec.IdPayload(codec.ID_IPV4_ADDR, b"\x0a\x0a\x0a\x64", initiator=False),
-        codec.CertPayload(codec.CERT_X509_SIGNATURE, b"\x30\x82"),
-        codec.CertReqPayload(codec.CERT_X509_SIGNATURE, b"\x11" * 20),
-        codec.AuthPayload(codec.AUTH_PSK, b"\x22" * 32),
+        codec.IdPayload(iana.ID_FQDN, b"client1"),
+        codec.IdPayload(iana.ID_IPV4_ADDR, b"\x0a\x0a\x0a\x64", initiator=False),
+        codec.CertPayload(iana.CERT_X509_SIGNATURE, b"\x30\x82"),
+        codec.CertReqPayload(iana.CERT_X509_SIGNATURE, b"\x11" * 20),
+        codec.AuthPayload(iana.AUTH_PSK, b"\x22" * 32),
         codec.NoncePayload(b"\x33" * 32),
-        codec.NotifyPayload(codec.REDIRECT_SUPPORTED),
-        codec.NotifyPayload(codec.REKEY_SA, b"", codec.PROTO_ESP, b"\x01\x02\x03\x04"),
-        codec.DeletePayload(codec.PROTO_ESP, (b"\x01\x02\x03\x04", b"\x05\x06\x07\x08")),
-        codec.DeletePayload(codec.PROTO_IKE),
+        codec.NotifyPayload(iana.REDIRECT_SUPPORTED),
+        codec.NotifyPayload(iana.REKEY_SA, b"", iana.PROTO_ESP, b"\x01\x02\x03\x04"),
+        codec.DeletePayload(iana.PROTO_ESP, (b"\x01\x02\x03\x04", b"\x05\x06\x07\x08")),
+        codec.DeletePayload(iana.PROTO_IKE),
         codec.VendorPayload(b"strongSwan"),
         codec.TsPayload((codec.TrafficSelector("0.0.0.0", "255.255.255.255"),
                          codec.TrafficSelector("172.16.1.5", "172.16.1.5", 6, 80, 80))),
         codec.TsPayload((codec.TrafficSelector("10.0.0.0", "10.0.0.255"),), initiator=False),
-        codec.CpPayload(codec.CFG_REQUEST, ((codec.INTERNAL_IP4_ADDRESS, b""), (codec.INTERNAL_IP4_DNS, b""))),
+        codec.CpPayload(iana.CFG_REQUEST, ((iana.INTERNAL_IP4_ADDRESS, b""), (iana.INTERNAL_IP4_DNS, b""))),
         codec.UnknownPayload(99, b"future"),
     ]
 
 
 def test_every_payload_round_trips() -> None:
-    header = codec.Header(b"\x01" * 8, b"\x02" * 8, 0, codec.IKE_AUTH, codec.FLAG_INITIATOR, 1)
+    header = codec.Header(b"\x01" * 8, b"\x02" * 8, 0, iana.IKE_AUTH, iana.FLAG_INITIATOR, 1)
     data = codec.encode(header, _all_payloads())
     message = codec.decode(data)
     assert message.payloads == _all_payloads()
@@ -125,14 +125,14 @@ def test_every_payload_round_trips() -> None:
 
 
 def test_sk_payload_must_be_last_and_is_opaque() -> None:
-    header = codec.Header(b"\x01" * 8, b"\x02" * 8, 0, codec.IKE_AUTH, codec.FLAG_INITIATOR, 1)
-    data = codec.encode(header, [codec.SkPayload(codec.IDI, b"\x99" * 48)])
+    header = codec.Header(b"\x01" * 8, b"\x02" * 8, 0, iana.IKE_AUTH, iana.FLAG_INITIATOR, 1)
+    data = codec.encode(header, [codec.SkPayload(iana.IDI, b"\x99" * 48)])
     message = codec.decode(data)
-    assert message.payloads == [codec.SkPayload(codec.IDI, b"\x99" * 48)]
+    assert message.payloads == [codec.SkPayload(iana.IDI, b"\x99" * 48)]
 
 
 def test_critical_unknown_payload_is_an_error() -> None:
-    header = codec.Header(b"\x01" * 8, bytes(8), 0, codec.IKE_SA_INIT, codec.FLAG_INITIATOR, 0)
+    header = codec.Header(b"\x01" * 8, bytes(8), 0, iana.IKE_SA_INIT, iana.FLAG_INITIATOR, 0)
     data = bytearray(codec.encode(header, [codec.UnknownPayload(99, b"x", critical=True)]))
     with pytest.raises(IkeError):
         codec.decode(bytes(data))
@@ -169,13 +169,13 @@ def test_fuzz_mutated_real_message(position: int, value: int, cut: int) -> None:
     except IkeError:
         return
     for p in message.payloads:
-        if isinstance(p, codec.NotifyPayload) and p.type in (codec.REDIRECT, codec.REDIRECTED_FROM):
+        if isinstance(p, codec.NotifyPayload) and p.type in (iana.REDIRECT, iana.REDIRECTED_FROM):
             with contextlib.suppress(IkeError):
-                codec.decode_gateway(p.data)
+                redirect_notify.decode_gateway(p.data)
 
 
 @settings(max_examples=2000, deadline=None)
 @given(st.binary(max_size=64))
 def test_fuzz_redirect_data(data: bytes) -> None:
     with contextlib.suppress(IkeError):
-        codec.decode_gateway(data)
+        redirect_notify.decode_gateway(data)

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dataplane.ikev2 import client, codec, crypto, gateway, showsa
+from dataplane.ikev2 import client, codec, crypto, gateway, iana, redirect_notify, showsa
 from dataplane.ikev2.client import ClientConfig, Initiator
 from dataplane.ikev2.gateway import Gateway, GatewayConfig
 
@@ -91,7 +91,7 @@ def test_rsa_certificates_both_ways(lab_pki: Path) -> None:
                     MEMBER, CLIENT, None)
     assert exchange(gw, ini, MEMBER) == ("established", None)
     sa = next(iter(gw.sas.values()))
-    assert (sa.auth_method, sa.local_auth) == (codec.AUTH_DIGITAL_SIGNATURE, codec.AUTH_DIGITAL_SIGNATURE)
+    assert (sa.auth_method, sa.local_auth) == (iana.AUTH_DIGITAL_SIGNATURE, iana.AUTH_DIGITAL_SIGNATURE)
     assert sa.peer_id == "client1.lab"
 
 
@@ -112,12 +112,12 @@ def test_rsa_method_1_sha1_is_verified() -> None:
     from cryptography.hazmat.primitives.asymmetric import rsa
 
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    signature = crypto.rsa_sign(key, b"octets", codec.AUTH_RSA_SIG)
-    assert crypto.rsa_verify(key.public_key(), b"octets", codec.AUTH_RSA_SIG, signature)
-    assert not crypto.rsa_verify(key.public_key(), b"other", codec.AUTH_RSA_SIG, signature)
+    signature = crypto.rsa_sign(key, b"octets", iana.AUTH_RSA_SIG)
+    assert crypto.rsa_verify(key.public_key(), b"octets", iana.AUTH_RSA_SIG, signature)
+    assert not crypto.rsa_verify(key.public_key(), b"other", iana.AUTH_RSA_SIG, signature)
     for name in ("sha256", "sha384", "sha512"):
-        data = crypto.rsa_sign(key, b"octets", codec.AUTH_DIGITAL_SIGNATURE, name)
-        assert crypto.rsa_verify(key.public_key(), b"octets", codec.AUTH_DIGITAL_SIGNATURE, data)
+        data = crypto.rsa_sign(key, b"octets", iana.AUTH_DIGITAL_SIGNATURE, name)
+        assert crypto.rsa_verify(key.public_key(), b"octets", iana.AUTH_DIGITAL_SIGNATURE, data)
 
 
 # ------------------------------------------------------------------------------------------ redirect
@@ -128,7 +128,7 @@ def test_redirect_in_ike_sa_init_carries_the_initiator_nonce_and_no_state() -> N
     message = codec.decode(reply.data)
     assert message.summary() == "NOTIFY(REDIRECT)"
     assert message.header.spi_r == bytes(8)
-    notify = message.notify(codec.REDIRECT)
+    notify = message.notify(iana.REDIRECT)
     assert notify is not None and notify.data == bytes.fromhex("01040a0a0a03") + ini.nonce_i
     assert not gw.sas and gw.counters["redirects_init"] == 1
     assert ini.receive(reply.data) == ("redirect", MEMBER)
@@ -145,9 +145,9 @@ def test_redirected_client_sends_redirected_from_and_is_counted() -> None:
     member = make_gateway()
     ini = Initiator(ClientConfig(MEMBER), MEMBER, CLIENT, redirected_from=VIP)
     first = codec.decode(ini.start())
-    notify = first.notify(codec.REDIRECTED_FROM)
+    notify = first.notify(iana.REDIRECTED_FROM)
     assert notify is not None and notify.data == bytes.fromhex("01040A0A0A64")
-    assert first.notify(codec.REDIRECT_SUPPORTED) is None
+    assert first.notify(iana.REDIRECT_SUPPORTED) is None
     ini = Initiator(ClientConfig(MEMBER), MEMBER, CLIENT, redirected_from=VIP)
     assert exchange(member, ini, MEMBER) == ("established", None)
     assert member.counts()["arrivals"] == 1
@@ -173,28 +173,28 @@ def test_auth_mode_does_not_redirect_in_ike_sa_init() -> None:
     gw = make_gateway(redirect="auth", target=MEMBER)
     ini = Initiator(ClientConfig(VIP), VIP, CLIENT, None)
     reply = gw.handle(ini.start(), CLIENT, (VIP, 500))[0]
-    assert codec.decode(reply.data).notify(codec.REDIRECT) is None
+    assert codec.decode(reply.data).notify(iana.REDIRECT) is None
 
 
 def test_client_ignores_a_redirect_with_a_wrong_nonce() -> None:
     ini = Initiator(ClientConfig(VIP), VIP, CLIENT, None)
     request = codec.decode(ini.start())
-    forged_header = codec.Header(request.header.spi_i, bytes(8), 0, codec.IKE_SA_INIT, codec.FLAG_RESPONSE, 0)
+    forged_header = codec.Header(request.header.spi_i, bytes(8), 0, iana.IKE_SA_INIT, iana.FLAG_RESPONSE, 0)
     forged = codec.encode(forged_header, [codec.NotifyPayload(
-        codec.REDIRECT, codec.encode_redirect("192.0.2.66", bytes(32)))])
+        iana.REDIRECT, redirect_notify.encode_redirect("192.0.2.66", bytes(32)))])
     kind, why = ini.receive(forged)
     assert kind == "ignore" and "wrong nonce" in str(why) and ini.ignored == 1
     assert ini.state == "init"  # still waiting for the genuine answer
     genuine = codec.encode(forged_header, [codec.NotifyPayload(
-        codec.REDIRECT, codec.encode_redirect(MEMBER, ini.nonce_i))])
+        iana.REDIRECT, redirect_notify.encode_redirect(MEMBER, ini.nonce_i))])
     assert ini.receive(genuine) == ("redirect", MEMBER)
 
 
 def test_client_ignores_answers_for_other_spis() -> None:
     ini = Initiator(ClientConfig(VIP), VIP, CLIENT, None)
     ini.start()
-    other = codec.encode(codec.Header(b"\x01" * 8, bytes(8), 0, codec.IKE_SA_INIT, codec.FLAG_RESPONSE, 0),
-                         [codec.NotifyPayload(codec.REDIRECT, codec.encode_redirect(MEMBER, ini.nonce_i))])
+    other = codec.encode(codec.Header(b"\x01" * 8, bytes(8), 0, iana.IKE_SA_INIT, iana.FLAG_RESPONSE, 0),
+                         [codec.NotifyPayload(iana.REDIRECT, redirect_notify.encode_redirect(MEMBER, ini.nonce_i))])
     assert ini.receive(other)[0] == "ignore"
 
 
@@ -247,7 +247,7 @@ def test_invalid_ke_then_the_requested_group() -> None:
     gw = make_gateway(dh_groups=(14,))
     ini = Initiator(ClientConfig(MEMBER, extra_groups=(14,)), MEMBER, CLIENT, None)
     reply = gw.handle(ini.start(), CLIENT, (MEMBER, 500))[0]
-    notify = codec.decode(reply.data).notify(codec.INVALID_KE_PAYLOAD)
+    notify = codec.decode(reply.data).notify(iana.INVALID_KE_PAYLOAD)
     assert notify is not None and notify.data == b"\x00\x0e"
     kind, data = ini.receive(reply.data)
     assert kind == "send" and ini.group == 14
@@ -262,7 +262,7 @@ def test_no_proposal_chosen() -> None:
     gw = make_gateway(dh_groups=())
     ini = Initiator(ClientConfig(MEMBER), MEMBER, CLIENT, None)
     reply = gw.handle(ini.start(), CLIENT, (MEMBER, 500))[0]
-    assert codec.decode(reply.data).notify(codec.NO_PROPOSAL_CHOSEN) is not None
+    assert codec.decode(reply.data).notify(iana.NO_PROPOSAL_CHOSEN) is not None
 
 
 def test_retransmissions_get_the_same_answers() -> None:
@@ -288,7 +288,7 @@ def test_pool_exhaustion_is_internal_address_failure() -> None:
     message = codec.decode(replies[0].data)
     assert ini.suite is not None and ini.keys is not None
     inner = crypto.open_sk(replies[0].data, message, ini.suite, ini.keys, from_initiator=False)
-    assert any(isinstance(p, codec.NotifyPayload) and p.type == codec.INTERNAL_ADDRESS_FAILURE for p in inner)
+    assert any(isinstance(p, codec.NotifyPayload) and p.type == iana.INTERNAL_ADDRESS_FAILURE for p in inner)
 
 
 def test_delete_releases_address_and_child() -> None:
@@ -306,11 +306,11 @@ def test_create_child_sa_is_refused_politely() -> None:
     ini = Initiator(ClientConfig(MEMBER), MEMBER, CLIENT, None)
     exchange(gw, ini, MEMBER)
     assert ini.suite is not None and ini.keys is not None
-    header = codec.Header(ini.spi_i, ini.spi_r, codec.SK, codec.CREATE_CHILD_SA, codec.FLAG_INITIATOR, 2)
+    header = codec.Header(ini.spi_i, ini.spi_r, iana.SK, iana.CREATE_CHILD_SA, iana.FLAG_INITIATOR, 2)
     request = crypto.seal(header, [codec.NoncePayload(b"\x01" * 32)], ini.suite, ini.keys, True)
     reply = gw.handle(request, CLIENT, (MEMBER, 500))[0].data
     inner = crypto.open_sk(reply, codec.decode(reply), ini.suite, ini.keys, from_initiator=False)
-    assert inner == [codec.NotifyPayload(codec.NO_ADDITIONAL_SAS)]
+    assert inner == [codec.NotifyPayload(iana.NO_ADDITIONAL_SAS)]
 
 
 def test_half_open_sas_expire() -> None:

@@ -9,7 +9,7 @@ import struct
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dataplane.ikev2 import client, codec, crypto, gateway
+from dataplane.ikev2 import client, codec, crypto, gateway, iana
 from dataplane.ikev2.client import ClientConfig, Initiator
 from dataplane.ikev2.cookies import COOKIE_SECRET_LIFETIME, Cookies
 from dataplane.ikev2.gateway import Gateway, GatewayConfig
@@ -58,12 +58,12 @@ def test_unauthenticated_sa_init_with_an_established_spi_leaves_the_sa_alone() -
     gw = make_gateway()
     ini, sa = established(gw)
     before = snapshot(sa)
-    header = codec.Header(ini.spi_i, bytes(8), codec.NONE, codec.IKE_SA_INIT, codec.FLAG_INITIATOR, 0)
+    header = codec.Header(ini.spi_i, bytes(8), iana.NONE, iana.IKE_SA_INIT, iana.FLAG_INITIATOR, 0)
     short = codec.encode(header, []) + b"\0" * 5
     assert len(short) == 33
     gw.handle(short, CLIENT, (MEMBER, 500))
     reply = gw.handle(codec.encode(header, []), CLIENT, (MEMBER, 500))
-    assert codec.decode(reply[0].data).notify(codec.INVALID_SYNTAX) is not None
+    assert codec.decode(reply[0].data).notify(iana.INVALID_SYNTAX) is not None
     assert gw.sas[sa.spi_r] is sa and snapshot(sa) == before
     assert gw.counts()["ike"] == 1 and gw.counts()["ipsec"] == 2 and len(gw.pool.free) == gw.pool.size - 1
 
@@ -124,7 +124,7 @@ def flood(gw: Gateway, count: int, distinct_addresses: bool, answer_cookies: boo
         peer = (f"10.{20 + n // 60000}.{(n // 250) % 240}.{n % 250 + 1}", 500) if distinct_addresses \
             else (ATTACKER[0], 1024 + n)
         replies = gw.handle(template.start(), peer, (MEMBER, 500))
-        if replies and (cookie := codec.decode(replies[0].data).notify(codec.COOKIE)) is not None:
+        if replies and (cookie := codec.decode(replies[0].data).notify(iana.COOKIE)) is not None:
             asked += 1
             if answer_cookies:
                 template.cookie = cookie.data
@@ -214,12 +214,12 @@ def test_cookie_is_bound_to_address_spi_and_nonce_and_the_secret_rotates() -> No
 def test_client_gives_up_on_endless_cookies() -> None:
     ini = Initiator(ClientConfig(MEMBER), MEMBER, CLIENT, None)
     ini.start()
-    header = codec.Header(ini.spi_i, bytes(8), codec.NOTIFY, codec.IKE_SA_INIT, codec.FLAG_RESPONSE, 0)
-    answer = codec.encode(header, [codec.NotifyPayload(codec.COOKIE, b"c" * 20)])
+    header = codec.Header(ini.spi_i, bytes(8), iana.NOTIFY, iana.IKE_SA_INIT, iana.FLAG_RESPONSE, 0)
+    answer = codec.encode(header, [codec.NotifyPayload(iana.COOKIE, b"c" * 20)])
     kinds = [ini.receive(answer)[0] for _ in range(4)]
     assert kinds == ["send", "send", "send", "failed"]
     first = codec.decode(ini.request)
-    assert isinstance(first.payloads[0], codec.NotifyPayload) and first.payloads[0].type == codec.COOKIE
+    assert isinstance(first.payloads[0], codec.NotifyPayload) and first.payloads[0].type == iana.COOKIE
 
 
 # ------------------------------------------------------------------------------------------ protected fuzz
@@ -233,7 +233,7 @@ def _seal_raw(ini: Initiator, exchange: int, message_id: int, first: int, body: 
     assert ini.keys is not None
     iv, plaintext = b"\x01" * 8, body + b"\0"
     sk_len = codec.GENERIC.size + 8 + len(plaintext) + 16
-    head = codec.HEADER.pack(ini.spi_i, ini.spi_r, codec.SK, codec.VERSION, exchange, codec.FLAG_INITIATOR,
+    head = codec.HEADER.pack(ini.spi_i, ini.spi_r, iana.SK, iana.VERSION, exchange, iana.FLAG_INITIATOR,
                              message_id, codec.HEADER.size + sk_len)
     aad = head + codec.GENERIC.pack(first, 0, sk_len)
     key = ini.keys.sk_ei
@@ -257,12 +257,12 @@ def _consistent(gw: Gateway, decodable: bool = True) -> None:
         assert gw.counters["integrity_failed"] == 0  # the message got past the integrity check
 
 
-PAYLOAD_TYPES = st.sampled_from([codec.SA, codec.KE, codec.IDI, codec.IDR, codec.CERT, codec.AUTH, codec.NONCE,
-                                 codec.NOTIFY, codec.DELETE, codec.TSI, codec.TSR, codec.CP, codec.EAP, 0, 200])
+PAYLOAD_TYPES = st.sampled_from([iana.SA, iana.KE, iana.IDI, iana.IDR, iana.CERT, iana.AUTH, iana.NONCE,
+                                 iana.NOTIFY, iana.DELETE, iana.TSI, iana.TSR, iana.CP, iana.EAP, 0, 200])
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.sampled_from([codec.IKE_AUTH, codec.INFORMATIONAL, codec.CREATE_CHILD_SA]), PAYLOAD_TYPES,
+@given(st.sampled_from([iana.IKE_AUTH, iana.INFORMATIONAL, iana.CREATE_CHILD_SA]), PAYLOAD_TYPES,
        st.binary(max_size=200))
 def test_fuzz_encrypted_raw_inner_bytes(exchange: int, first: int, body: bytes) -> None:
     gw, ini = _half_open()
@@ -272,7 +272,7 @@ def test_fuzz_encrypted_raw_inner_bytes(exchange: int, first: int, body: bytes) 
 
 def test_raw_sealing_reaches_the_gateway() -> None:
     gw, ini = _half_open()
-    replies = gw.handle(_seal_raw(ini, codec.INFORMATIONAL, 1, codec.NONE, b""), CLIENT, (MEMBER, 500))
+    replies = gw.handle(_seal_raw(ini, iana.INFORMATIONAL, 1, iana.NONE, b""), CLIENT, (MEMBER, 500))
     assert len(replies) == 1 and gw.counters["integrity_failed"] == 0  # an empty INFORMATIONAL: liveness
 
 
@@ -294,11 +294,11 @@ INNER = st.one_of(
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.sampled_from([codec.IKE_AUTH, codec.INFORMATIONAL, codec.CREATE_CHILD_SA]), st.lists(INNER, max_size=6))
+@given(st.sampled_from([iana.IKE_AUTH, iana.INFORMATIONAL, iana.CREATE_CHILD_SA]), st.lists(INNER, max_size=6))
 def test_fuzz_encrypted_structured_payloads(exchange: int, inner: list[codec.Payload]) -> None:
     gw, ini = _half_open()
     assert ini.keys is not None
-    header = codec.Header(ini.spi_i, ini.spi_r, codec.SK, exchange, codec.FLAG_INITIATOR, 1)
+    header = codec.Header(ini.spi_i, ini.spi_r, iana.SK, exchange, iana.FLAG_INITIATOR, 1)
     gw.handle(crypto.seal(header, inner, SUITE, ini.keys, True), CLIENT, (MEMBER, 500))
     _consistent(gw)
 
@@ -310,8 +310,8 @@ def test_fuzz_encrypted_after_establishment(inner: list[codec.Payload], message_
     ini = Initiator(ClientConfig(MEMBER, ike=SUITE), MEMBER, CLIENT, None)
     assert run(gw, ini) == ("established", None)
     assert ini.keys is not None
-    for exchange in (codec.INFORMATIONAL, codec.CREATE_CHILD_SA, codec.IKE_AUTH):
-        header = codec.Header(ini.spi_i, ini.spi_r, codec.SK, exchange, codec.FLAG_INITIATOR, message_id)
+    for exchange in (iana.INFORMATIONAL, iana.CREATE_CHILD_SA, iana.IKE_AUTH):
+        header = codec.Header(ini.spi_i, ini.spi_r, iana.SK, exchange, iana.FLAG_INITIATOR, message_id)
         gw.handle(crypto.seal(header, inner, SUITE, ini.keys, True), CLIENT, (MEMBER, 500))
         message_id += 1
         _consistent(gw)

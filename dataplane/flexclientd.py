@@ -16,7 +16,6 @@ layout as a gateway's, plus `client`), so `show crypto ikev2 sa`, `show crypto i
 from __future__ import annotations
 
 import contextlib
-import json
 import selectors
 import signal
 import sys
@@ -25,6 +24,7 @@ from ipaddress import IPv4Network
 from pathlib import Path
 from typing import Any
 
+from labkit.configs import FlexclientConfig
 from labkit.files import write_json
 
 from .esp.engine import EspEngine, drain_udp
@@ -47,14 +47,14 @@ class Stop(Exception):
 
 
 class Client:
-    def __init__(self, config: dict[str, Any]):
+    def __init__(self, config: FlexclientConfig):
         self.config = config
-        self.status_path = Path(config["status"])
-        self.peers = PeerList(list(config["peers"]))
-        self.status = ClientStatus(config["name"], config["interface"], list(config["peers"]))
-        self.routes = tuple(IPv4Network(r) for r in config.get("routes", []))
-        self.ike_suite = parse_suite(config.get("ike", "aes256-sha256-ecp256"), False)
-        self.esp_suite = parse_suite(config.get("esp", "aes256-sha256"), True)
+        self.status_path = Path(config.status)
+        self.peers = PeerList(list(config.peers))
+        self.status = ClientStatus(config.name, config.interface, list(config.peers))
+        self.routes = tuple(IPv4Network(r) for r in config.routes)
+        self.ike_suite = parse_suite(config.ike, False)
+        self.esp_suite = parse_suite(config.esp, True)
         self.runner: Runner | None = None
         self.attempt: Initiator | None = None
         self.engine: EspEngine | None = None
@@ -79,7 +79,7 @@ class Client:
         write_json(self.status_path, self.snapshot())
 
     def snapshot(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"node": self.config["node"], "role": "flexvpn-client", "updated": time.time(),
+        data: dict[str, Any] = {"node": self.config.node, "role": "flexvpn-client", "updated": time.time(),
                                 "client": self.status.as_dict(), "sas": [], "ipsec_sas": []}
         attempt, engine = self.attempt, self.engine
         if self.status.state != "up" or attempt is None or engine is None or attempt.suite is None:
@@ -113,14 +113,14 @@ class Client:
         target = self.peers.current()
         self.status.state = "connecting"
         self.publish(force=True)
-        runner = Runner(self.config["source"], 4500, keep=True)
-        client = ClientConfig(gateway=target, identity=self.config.get("identity", self.config["node"]),
-                              psk=self.config.get("psk", "cisco123").encode(), port=4500,
-                              max_redirects=int(self.config.get("max_redirects", 5)), ike=self.ike_suite,
+        runner = Runner(self.config.source, 4500, keep=True)
+        client = ClientConfig(gateway=target, identity=self.config.identity,
+                              psk=self.config.psk.encode(), port=4500,
+                              max_redirects=self.config.max_redirects, ike=self.ike_suite,
                               esp=self.esp_suite, timeout=0.5, retries=3)
         self.blocking = True
         try:
-            result = runner.run([(self.config["interface"], client)], deadline_s=12.0)[0]
+            result = runner.run([(self.config.interface, client)], deadline_s=12.0)[0]
         except Stop:
             runner.close()
             return False
@@ -140,13 +140,13 @@ class Client:
             return False
         tunnel = tunnels[0]
         tunnel.remote = (IPv4Network("0.0.0.0/0"),)  # what IOS routes into Tunnel1 goes to this gateway
-        engine = EspEngine(self.config["device"], lambda peer, data: self._send(runner, peer, data), self.routes)
+        engine = EspEngine(self.config.device, lambda peer, data: self._send(runner, peer, data), self.routes)
         try:
             engine.open((str(tunnel.local[0].network_address),))
         except OSError as exc:
             runner.delete_all(wait=0.5)
             runner.close()
-            self.status.last_error = f"no TUN device {self.config['device']}: {exc}"
+            self.status.last_error = f"no TUN device {self.config.device}: {exc}"
             log(self.status.last_error)
             self.status.state = "down"
             self.publish(force=True)
@@ -155,7 +155,7 @@ class Client:
         engine.add(tunnel)
         self.runner, self.attempt, self.engine = runner, session.attempt, engine
         now = time.monotonic()
-        self.liveness = Liveness(float(self.config["dpd_interval"]), float(self.config["dpd_retry"]), now)
+        self.liveness = Liveness(float(self.config.dpd_interval), float(self.config.dpd_retry), now)
         self.dpd_message_id = None
         self.inbound_seen = 0
         self.peers.connected()
@@ -167,7 +167,7 @@ class Client:
         self.status.connects += 1
         self.status.event("up", gateway=result.gateway, redirected_from=self.status.redirected_from,
                           address=result.address, ms=result.elapsed_ms)
-        log(f"{self.config['interface']} up: {' -> '.join(result.path)}, address {result.address}")
+        log(f"{self.config.interface} up: {' -> '.join(result.path)}, address {result.address}")
         self.publish(force=True)
         return True
 
@@ -191,7 +191,7 @@ class Client:
         self.status.up_since = None
         self.status.last_error = reason
         self.status.event("down", reason=reason)
-        log(f"{self.config['interface']} down: {reason}")
+        log(f"{self.config.interface} down: {reason}")
         self.publish(force=True)
 
     def sleep(self, seconds: float) -> None:
@@ -268,8 +268,8 @@ class Client:
     def run(self) -> None:
         signal.signal(signal.SIGTERM, self.on_signal)
         signal.signal(signal.SIGINT, self.on_signal)
-        log(f"flexclientd {self.config['node']}: client {self.config['name']} -> peers "
-            f"{', '.join(self.config['peers'])} ({self.config['interface']}, source {self.config['source']})")
+        log(f"flexclientd {self.config.node}: client {self.config.name} -> peers "
+            f"{', '.join(self.config.peers)} ({self.config.interface}, source {self.config.source})")
         try:
             while not self.stopping:
                 if self.engine is None:
@@ -309,8 +309,7 @@ def main(argv: list[str]) -> int:
     if len(argv) != 2:
         print("usage: python -m dataplane.flexclientd CONFIG.json", file=sys.stderr)
         return 2
-    config = json.loads(Path(argv[1]).read_text())
-    Client(config).run()
+    Client(FlexclientConfig.read(argv[1])).run()
     return 0
 
 

@@ -13,6 +13,8 @@ import time
 from collections import deque
 from typing import Any, Protocol
 
+from labkit.configs import ClusterConfig
+
 from . import clb, hsrp
 from .evloop import Loop, Timer
 from .flexvpn_hsrp import HsrpGroup, log
@@ -25,7 +27,7 @@ class Host(Protocol):
     counters: dict[str, int]
 
     def cpu_percent(self) -> float: ...
-    def memory_percent(self, spec: dict[str, Any]) -> float: ...
+    def memory_percent(self, spec: ClusterConfig | None) -> float: ...
     def crypto_counts(self) -> dict[str, int]: ...
     def status_dirty(self) -> None: ...
 
@@ -112,18 +114,18 @@ class Connection:
 class Cluster:
     """`crypto ikev2 cluster`: master or member depending on the standby group's HSRP state."""
 
-    def __init__(self, daemon: Host, spec: dict[str, Any], group: HsrpGroup | None):
+    def __init__(self, daemon: Host, spec: ClusterConfig, group: HsrpGroup | None):
         self.daemon, self.spec, self.group = daemon, spec, group
-        self.port = int(spec["port"])
-        self.hello = spec["hello_ms"] / 1000
-        self.update = spec["update_ms"] / 1000
-        self.holdtime = spec["holdtime_ms"] / 1000
-        self.priority = int(spec["priority"])
-        self.max_session = int(spec["max_session"])
-        self.weights = clb.Weights(int(spec["weight_system_load"]), int(spec["weight_crypto_load"]))
-        self.overload = float(spec["overload_limit"])
-        self.shutdown = bool(spec["shutdown"])
-        self.strict = bool(spec.get("strict_overload"))
+        self.port = spec.port
+        self.hello = spec.hello_ms / 1000
+        self.update = spec.update_ms / 1000
+        self.holdtime = spec.holdtime_ms / 1000
+        self.priority = spec.priority
+        self.max_session = spec.max_session
+        self.weights = clb.Weights(spec.weight_system_load, spec.weight_crypto_load)
+        self.overload = float(spec.overload_limit)
+        self.shutdown = spec.shutdown
+        self.strict = spec.strict_overload
         self.address = group.address if group else ""
         self.cluster_ip = group.vip.address if group else ""
         self.role = "none"
@@ -414,7 +416,7 @@ class Cluster:
             "hello_ms": round(self.hello * 1000), "update_ms": round(self.update * 1000),
             "overload_limit": int(self.overload), "port": self.port, "events": list(self.events),
             "strict_overload": self.strict,
-            "standby_group": self.spec["standby_group"],
+            "standby_group": self.spec.standby_group,
         }
         if self.role == "master" and self.master is not None:
             self.refresh_local()

@@ -9,7 +9,9 @@ import selectors
 import socket
 import struct
 import time
-from typing import Any, Protocol
+from typing import Protocol
+
+from labkit.configs import HsrpGroupConfig
 
 from . import hsrp
 from .evloop import Loop, Timer
@@ -35,21 +37,21 @@ class Host(Protocol):
 
 # ------------------------------------------------------------------------------------------ HSRP
 class HsrpGroup:
-    def __init__(self, daemon: Host, spec: dict[str, Any]):
+    def __init__(self, daemon: Host, spec: HsrpGroupConfig):
         self.daemon = daemon
         self.spec = spec
-        self.ifname: str = spec["interface"]
-        self.alias: str = spec["alias"]
-        self.address: str = spec["address"]
+        self.ifname = spec.interface
+        self.alias = spec.alias
+        self.address = spec.address
         config = hsrp.GroupConfig(
-            group=int(spec["group"]), vip=spec["vip"], priority=int(spec["priority"]),
-            preempt=bool(spec["preempt"]), preempt_delay=float(spec.get("preempt_delay") or 0),
-            hello=spec["hello_ms"] / 1000, hold=spec["hold_ms"] / 1000,
-            authentication=spec.get("authentication") or hsrp.DEFAULT_AUTH, name=spec.get("name"),
-            version=int(spec.get("version") or 1), timers_configured=bool(spec.get("timers_configured")),
+            group=spec.group, vip=spec.vip, priority=spec.priority,
+            preempt=spec.preempt, preempt_delay=float(spec.preempt_delay),
+            hello=spec.hello_ms / 1000, hold=spec.hold_ms / 1000,
+            authentication=spec.authentication or hsrp.DEFAULT_AUTH, name=spec.name,
+            version=spec.version or 1, timers_configured=spec.timers_configured,
         )
         self.machine = hsrp.HsrpMachine(config, self.address)
-        self.vip = Vip(daemon.rtnl, spec["vip_ifname"], self.ifname, config.mac, spec["vip"])
+        self.vip = Vip(daemon.rtnl, spec.vip_ifname, self.ifname, config.mac, spec.vip)
         self.timer: Timer | None = None
         self.multicast = hsrp.GROUP_V2 if config.version == 2 else hsrp.GROUP_V1
         self.rx: socket.socket | None = None

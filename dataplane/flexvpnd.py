@@ -23,7 +23,6 @@ and at least once a second.
 from __future__ import annotations
 
 import errno
-import json
 import os
 import selectors
 import signal
@@ -33,6 +32,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
+from labkit.configs import ClusterConfig, FlexvpnConfig
 from labkit.files import write_json
 
 from . import hsrp
@@ -45,22 +45,22 @@ from .vip import IFF_RUNNING, IFF_UP, LinkMonitor, Rtnl, link_flags, link_index
 
 # ------------------------------------------------------------------------------------------ daemon
 class Daemon:
-    def __init__(self, config: dict[str, Any]):
+    def __init__(self, config: FlexvpnConfig):
         self.config = config
         self.loop = Loop()
         self.rtnl = Rtnl()
         self.counters: dict[str, int] = {"hsrp_malformed": 0, "clb_malformed": 0, "ike_malformed": 0}
-        self.groups = [HsrpGroup(self, spec) for spec in config.get("groups", [])]
-        cluster_spec = config.get("cluster")
+        self.groups = [HsrpGroup(self, spec) for spec in config.groups]
+        cluster_spec = config.cluster
         self.cluster: Cluster | None = None
-        if cluster_spec:
-            group = next((g for g in self.groups if g.spec.get("name") == cluster_spec["standby_group"]), None)
+        if cluster_spec is not None:
+            group = next((g for g in self.groups if g.spec.name == cluster_spec.standby_group), None)
             self.cluster = Cluster(self, cluster_spec, group)
         self.ike: Any = None
-        if config.get("ikev2"):
+        if config.ikev2 is not None:
             from .ikev2.service import IkeService
 
-            self.ike = IkeService(self, config["ikev2"])
+            self.ike = IkeService(self, config.ikev2)
         self.monitor: LinkMonitor | None = None
         self.cpu_samples: deque[tuple[float, float]] = deque(maxlen=8)
         self.resident = 0
@@ -87,9 +87,10 @@ class Daemon:
         span = now - old[0]
         return 0.0 if span <= 0 else min(100.0, 100.0 * (used - old[1]) / span)
 
-    def memory_percent(self, spec: dict[str, Any]) -> float:
+    def memory_percent(self, spec: ClusterConfig | None) -> float:
         """Resident memory of this router (its daemon) in % of the router's memory (`memory_mib`)."""
-        return min(100.0, 100.0 * self.resident / (int(spec.get("memory_mib") or 512) * 1024 * 1024))
+        memory_mib = spec.memory_mib if spec is not None and spec.memory_mib else 512
+        return min(100.0, 100.0 * self.resident / (memory_mib * 1024 * 1024))
 
     def crypto_counts(self) -> dict[str, int]:
         if self.ike is None:
@@ -128,18 +129,18 @@ class Daemon:
     def write_status(self) -> None:
         self._dirty = False
         wall = time.time()
-        base = {"node": self.config["node"], "pid": os.getpid(), "updated_at": wall, "started_at": self.started}
-        if self.config.get("hsrp_status") and self.groups:
-            write_json(self.config["hsrp_status"], {**base, "groups": [g.status(wall) for g in self.groups],
+        base = {"node": self.config.node, "pid": os.getpid(), "updated_at": wall, "started_at": self.started}
+        if self.config.hsrp_status and self.groups:
+            write_json(self.config.hsrp_status, {**base, "groups": [g.status(wall) for g in self.groups],
                                                      "counters": dict(self.counters)}, indent=1)
-        if self.config.get("ikev2_status") and (self.cluster is not None or self.ike is not None):
+        if self.config.ikev2_status and (self.cluster is not None or self.ike is not None):
             data: dict[str, Any] = {**base, "cluster": self.cluster.status(wall) if self.cluster else None,
-                                    "warnings": self.config.get("warnings", []), "counters": dict(self.counters),
+                                    "warnings": list(self.config.warnings), "counters": dict(self.counters),
                                     "cpu": round(self.cpu_percent(), 2),
-                                    "memory": round(self.memory_percent(self.config.get("cluster") or {}), 2)}
+                                    "memory": round(self.memory_percent(self.config.cluster), 2)}
             if self.ike is not None:
                 data.update(self.ike.status(wall))
-            write_json(self.config["ikev2_status"], data, indent=1)
+            write_json(self.config.ikev2_status, data, indent=1)
 
     def status_tick(self) -> None:
         self.write_status()
@@ -162,11 +163,11 @@ class Daemon:
 
     # ---------------------------------------------------------------- run
     def start(self) -> None:
-        for warning in self.config.get("warnings", []):
+        for warning in self.config.warnings:
             log(warning.replace("\n", " "))
         self.monitor = LinkMonitor()
         self.loop.watch(self.monitor, selectors.EVENT_READ, lambda _m: self.links())
-        previous = resumed_status(self.config["hsrp_status"]) if self.config.get("hsrp_status") else None
+        previous = resumed_status(self.config.hsrp_status) if self.config.hsrp_status else None
         was_active = {(g.get("interface"), g.get("group")) for g in (previous or {}).get("groups", [])
                       if isinstance(g, dict) and g.get("state") == "Active" and g.get("vip_owned")}
         for group in self.groups:
@@ -231,11 +232,11 @@ def main(argv: list[str]) -> int:
     if len(argv) != 2:
         print("usage: python -m dataplane.flexvpnd CONFIG.json", file=sys.stderr)
         return 2
-    config = json.loads(Path(argv[1]).read_text())
+    config = FlexvpnConfig.read(argv[1])
     daemon = Daemon(config)
     groups = ", ".join(f"{g.alias} group {g.machine.config.group} VIP {g.vip.address} priority "
                        f"{g.machine.config.priority}" for g in daemon.groups)
-    log(f"flexvpnd {config['node']}: HSRP [{groups or 'none'}], cluster "
+    log(f"flexvpnd {config.node}: HSRP [{groups or 'none'}], cluster "
         f"{'on' if daemon.cluster else 'off'}, IKEv2 {'on' if daemon.ike else 'off'}")
     try:
         daemon.run()

@@ -21,6 +21,7 @@ from ipaddress import IPv4Interface
 from pathlib import Path
 from typing import Any
 
+from labkit.configs import ClusterConfig, FlexclientConfig, FlexvpnConfig, HsrpGroupConfig, Ikev2GatewayConfig
 from labkit.contracts import HSRP_STATUS, IKEV2_STATUS
 
 from . import kinds
@@ -64,47 +65,47 @@ def plan_flexvpn(topo: Topology, plan: LabPlan, python: str) -> None:
                 vip_name = f"hsrp{sb.group}-{len(names)}"
             names.add(vip_name)
             address = IPv4Interface(iface.address)
-            groups.append({
-                "interface": iface.name, "alias": alias, "address": str(address.ip),
-                "prefixlen": address.network.prefixlen, "group": sb.group, "vip": str(sb.ip),
-                "priority": sb.priority, "preempt": sb.preempt, "preempt_delay": sb.preempt_delay,
-                "hello_ms": sb.hello_ms, "hold_ms": sb.hold_ms,
-                "timers_configured": (sb.hello_ms, sb.hold_ms) != (3000, 10000),
-                "authentication": sb.authentication, "name": sb.name, "version": sb.version,
-                "vip_ifname": vip_name,
-            })
+            groups.append(HsrpGroupConfig(
+                interface=iface.name, alias=alias, address=str(address.ip),
+                prefixlen=address.network.prefixlen, group=sb.group, vip=str(sb.ip),
+                priority=sb.priority, preempt=sb.preempt, preempt_delay=sb.preempt_delay,
+                hello_ms=sb.hello_ms, hold_ms=sb.hold_ms,
+                timers_configured=(sb.hello_ms, sb.hold_ms) != (3000, 10000),
+                authentication=sb.authentication, name=sb.name, version=sb.version,
+                vip_ifname=vip_name,
+            ))
         if groups:
             vip_namespaces.add(node.master_ns)
         cluster = None
         if spec.ikev2_cluster is not None:
             c = spec.ikev2_cluster
-            cluster = {**c.model_dump(mode="json"), "memory_mib": 512}
+            cluster = ClusterConfig(**c.model_dump(mode="json"), memory_mib=512)
         warnings = []
         ikev2 = None
         if spec.ikev2 is not None:
-            own = sorted({str(g["address"]) for g in groups} | {str(g["vip"]) for g in groups})
+            own = sorted({g.address for g in groups} | {g.vip for g in groups})
             pool = spec.ikev2.pool
-            ikev2 = {
-                "redirect": spec.ikev2.redirect,
-                "pool": str(pool) if pool else None,
-                "pool_first": str(pool[1]) if pool else None,
-                "pool_last": str(pool[-2]) if pool else None,
-                "psk": DEFAULT_PSK,
-                "pki_dir": f"{plan.state_dir}/pki",
-                "identities": own,
-                "max_redirects": 5,
-            }
-            if spec.ikev2.redirect != "none" and (cluster is None or cluster["shutdown"]):
+            ikev2 = Ikev2GatewayConfig(
+                redirect=spec.ikev2.redirect,
+                pool=str(pool) if pool else None,
+                pool_first=str(pool[1]) if pool else None,
+                pool_last=str(pool[-2]) if pool else None,
+                psk=DEFAULT_PSK,
+                pki_dir=f"{plan.state_dir}/pki",
+                identities=own,
+                max_redirects=5,
+            )
+            if spec.ikev2.redirect != "none" and (cluster is None or cluster.shutdown):
                 warnings.append(f"crypto ikev2 redirect gateway {spec.ikev2.redirect}\n{REDIRECT_WARNING}")
         base = f"nodes/{node.name}"
-        config = {
-            "node": node.name, "lab": plan.name, "state_dir": plan.state_dir,
-            "hsrp_status": f"{plan.state_dir}/{base}/{HSRP_STATUS}",
-            "ikev2_status": f"{plan.state_dir}/{base}/{IKEV2_STATUS}",
-            "groups": groups, "cluster": cluster, "ikev2": ikev2, "warnings": warnings,
-        }
+        config = FlexvpnConfig(
+            node=node.name, lab=plan.name, state_dir=plan.state_dir,
+            hsrp_status=f"{plan.state_dir}/{base}/{HSRP_STATUS}",
+            ikev2_status=f"{plan.state_dir}/{base}/{IKEV2_STATUS}",
+            groups=groups, cluster=cluster, ikev2=ikev2, warnings=warnings,
+        )
         name = f"{base}/{CONFIG_NAME}"
-        plan.files[name] = json.dumps(config, indent=2, sort_keys=True) + "\n"
+        plan.files[name] = config.to_json()
         node.files.append(name)
         plan.processes.append(Process(node.name, node.master_ns, PROCESS_NAME,
                                       (python, "-m", "dataplane.flexvpnd", f"{plan.state_dir}/{name}")))
@@ -121,17 +122,17 @@ def _plan_client(spec: Node, plan: LabPlan, node: NodePlan, python: str,
     if source is None or not source.address:
         return  # validate reports a tunnel source that is not on a link
     base = f"nodes/{node.name}"
-    config = {
-        "node": node.name, "lab": plan.name, "name": client.name, "interface": f"Tunnel{client.tunnel}",
-        "device": linux_ifname(f"Tunnel{client.tunnel}"), "source_interface": client.source,
-        "source": str(IPv4Interface(source.address).ip), "peers": [str(p) for p in client.peers],
-        "routes": [str(r) for r in client.routes], "psk": DEFAULT_PSK, "identity": node.name,
-        "ike": "aes256-sha256-ecp256", "esp": client.esp, "max_redirects": client.max_redirects,
-        "dpd_interval": client.dpd_interval, "dpd_retry": client.dpd_retry,
-        "status": f"{plan.state_dir}/{base}/{IKEV2_STATUS}",
-    }
+    config = FlexclientConfig(
+        node=node.name, lab=plan.name, name=client.name, interface=f"Tunnel{client.tunnel}",
+        device=linux_ifname(f"Tunnel{client.tunnel}"), source_interface=client.source,
+        source=str(IPv4Interface(source.address).ip), peers=[str(p) for p in client.peers],
+        routes=[str(r) for r in client.routes], psk=DEFAULT_PSK, identity=node.name,
+        ike="aes256-sha256-ecp256", esp=client.esp, max_redirects=client.max_redirects,
+        dpd_interval=client.dpd_interval, dpd_retry=client.dpd_retry,
+        status=f"{plan.state_dir}/{base}/{IKEV2_STATUS}",
+    )
     name = f"{base}/{CLIENT_CONFIG_NAME}"
-    plan.files[name] = json.dumps(config, indent=2, sort_keys=True) + "\n"
+    plan.files[name] = config.to_json()
     node.files.append(name)
     plan.processes.append(Process(node.name, node.master_ns, CLIENT_PROCESS_NAME,
                                   (python, "-m", "dataplane.flexclientd", f"{plan.state_dir}/{name}")))

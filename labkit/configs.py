@@ -1,6 +1,6 @@
-"""Typed daemon configurations: the planner builds them (lab_orchestrator.srd, lab_orchestrator.mnha),
-writes them as JSON into the lab's state folder, and the daemon (dataplane.srdd, dataplane.mnhad)
-reads them back with the same type: a field renamed or mistyped on one end fails on the other at
+"""Typed daemon configurations: the planner builds them (lab_orchestrator.srd, .mnha, .mxlb,
+.flexvpn), writes them as JSON into the lab's state folder, and the daemon (dataplane.srdd, .mnhad,
+.mxlb, .flexvpnd, .flexclientd) reads them back with the same type: a field renamed or mistyped on one end fails on the other at
 once, not as a KeyError at run time. Unknown keys are errors.
 
     config = SrdConfig(node=..., ...); plan.files[name] = config.to_json()     # planner
@@ -189,3 +189,91 @@ class ResponderConfig(DaemonConfig):
     """dataplane.responder: one process for the lab, answering the TLB health checks of every SRX."""
 
     nodes: tuple[ResponderNode, ...]
+
+
+class HsrpGroupConfig(_Part):
+    """One HSRP group of a FlexVPN router (the model's `standby`, on its interface)."""
+
+    interface: str  # the Linux name of the interface
+    alias: str  # its IOS name
+    address: str  # the interface's own address
+    prefixlen: int
+    group: int
+    vip: str
+    priority: int
+    preempt: bool
+    preempt_delay: int  # seconds
+    hello_ms: int
+    hold_ms: int
+    timers_configured: bool  # `standby N timers` differs from the defaults (shown by `show standby`)
+    authentication: str
+    name: str | None
+    version: int
+    vip_ifname: str  # the macvlan that carries the virtual address while Active
+
+
+class ClusterConfig(_Part):
+    """`crypto ikev2 cluster` (the model's ikev2_cluster) and the memory the CLB reports load against."""
+
+    standby_group: str
+    max_session: int
+    priority: int
+    hello_ms: int
+    update_ms: int
+    holdtime_ms: int
+    port: int
+    weight_crypto_load: int
+    weight_system_load: int
+    overload_limit: int
+    shutdown: bool
+    strict_overload: bool
+    memory_mib: int
+
+
+class Ikev2GatewayConfig(_Part):
+    """The IKEv2 gateway of a FlexVPN router: redirect mode, address pool, credentials."""
+
+    redirect: Literal["init", "auth", "none"]
+    pool: str | None  # `ip local pool`: the prefix, and the first and last address handed out
+    pool_first: str | None
+    pool_last: str | None
+    psk: str
+    pki_dir: str  # the lab CA and the routers' certificates
+    identities: list[str]  # the addresses the gateway answers as (its own and the HSRP VIPs)
+    max_redirects: int
+
+
+class FlexvpnConfig(DaemonConfig):
+    """dataplane.flexvpnd on one FlexVPN router: HSRP groups, the IKEv2 cluster, the IKEv2 gateway."""
+
+    node: str
+    lab: str
+    state_dir: str
+    hsrp_status: str
+    ikev2_status: str
+    groups: list[HsrpGroupConfig]
+    cluster: ClusterConfig | None
+    ikev2: Ikev2GatewayConfig | None
+    warnings: list[str]  # IOS warnings the configuration raises, logged at start
+
+
+class FlexclientConfig(DaemonConfig):
+    """dataplane.flexclientd on an IOS FlexVPN client: `crypto ikev2 client flexvpn` and its Tunnel."""
+
+    node: str
+    lab: str
+    name: str  # the client profile's name
+    interface: str  # TunnelN
+    device: str  # the TUN device carrying it
+    source_interface: str
+    source: str  # the address IKE and ESP leave from
+    peers: list[str]  # in order: the cluster VIP first
+    routes: list[str]  # what goes through the tunnel
+    psk: str
+    identity: str
+    ike: str  # the IKE SA's suite
+    esp: str  # the CHILD_SA's suite
+    max_redirects: int
+    dpd_interval: int  # seconds
+    dpd_retry: int  # seconds
+    status: str

@@ -18,6 +18,8 @@ import time
 from ipaddress import IPv4Address, IPv4Network
 from typing import Any
 
+from labkit.configs import Ikev2GatewayConfig
+
 from ..esp import encap
 from ..esp.engine import EspEngine
 from ..esp.sa import EspSa
@@ -28,10 +30,11 @@ from .sa import ChildSa, IkeSa
 IP_PKTINFO = 8
 _PKTINFO = struct.Struct("=I4s4s")
 NON_ESP_MARKER = bytes(4)
+ESP_DEVICE = "esp0"  # the TUN device the client pool is routed into
 
 
 class IkeService:
-    def __init__(self, daemon: Any, spec: dict[str, Any]):
+    def __init__(self, daemon: Any, spec: Ikev2GatewayConfig):
         self.daemon = daemon
         self.spec = spec
         self.sockets: dict[int, socket.socket] = {}
@@ -39,26 +42,25 @@ class IkeService:
         self.counters = {"esp_dropped": 0, "send_errors": 0, "internal_errors": 0, "keepalives": 0}
         self.esp: EspEngine | None = None
         self.esp_sources: dict[tuple[str, int], bytes] = {}  # client -> IP_PKTINFO with its SA's local address
-        self.debug = bool(spec.get("debug"))
 
     def log(self, message: str) -> None:
         print(f"{time.strftime('%H:%M:%S')} IKEv2: {message}", flush=True)
 
     def open(self) -> None:
         cert = key = ca = None
-        if self.spec.get("pki_dir"):
+        if self.spec.pki_dir:
             try:
                 from . import pki
 
-                node = self.daemon.config["node"]
-                ca = pki.ensure_ca(self.spec["pki_dir"])[0]
-                cert, key = pki.issue(self.spec["pki_dir"], node, list(self.spec.get("identities") or []))
+                node = self.daemon.config.node
+                ca = pki.ensure_ca(self.spec.pki_dir)[0]
+                cert, key = pki.issue(self.spec.pki_dir, node, list(self.spec.identities))
             except (OSError, ValueError) as exc:
                 self.log(f"no certificates ({exc}); pre-shared key only")
         config = gateway.GatewayConfig(
-            identities=list(self.spec.get("identities") or []), psk=str(self.spec.get("psk", "")).encode(),
-            redirect=self.spec.get("redirect", "init"), pool_first=self.spec.get("pool_first"),
-            pool_last=self.spec.get("pool_last"), cert=cert, key=key, ca=ca)
+            identities=list(self.spec.identities), psk=self.spec.psk.encode(),
+            redirect=self.spec.redirect, pool_first=self.spec.pool_first,
+            pool_last=self.spec.pool_last, cert=cert, key=key, ca=ca)
         self.gateway = gateway.Gateway(config, redirect=self.redirect, on_change=self.daemon.crypto_changed,
                                        log=self.log, admit=self.daemon.admits)
         for port in (500, 4500):
@@ -75,7 +77,7 @@ class IkeService:
 
     def open_esp(self) -> None:
         """The ESP data plane for the client pool: a TUN device the pool is routed into."""
-        pool = self.spec.get("pool")
+        pool = self.spec.pool
         if not pool:
             return
         from ..esp.tun import tun_available
@@ -83,8 +85,7 @@ class IkeService:
         if not tun_available():
             self.log("no /dev/net/tun: CHILD_SAs are negotiated but carry no traffic")
             return
-        engine = EspEngine(str(self.spec.get("esp_device") or "esp0"), self.send_esp,
-                           (IPv4Network(str(pool)),))
+        engine = EspEngine(ESP_DEVICE, self.send_esp, (IPv4Network(pool),))
         try:
             fd = engine.open()
         except OSError as exc:
@@ -186,7 +187,7 @@ class IkeService:
         if self.gateway is None:
             return {}
         return {"ike": self.counts(), "gateway_counters": {**self.gateway.counters, **self.counters},
-                "redirect": self.spec.get("redirect"), "pool": self.spec.get("pool"),
+                "redirect": self.spec.redirect, "pool": self.spec.pool,
                 "pool_free": len(self.gateway.pool.free), "sas": self.gateway.status(wall),
                 "certificates": self.gateway.config.cert is not None,
                 "esp": self.esp.status() if self.esp is not None else None,

@@ -268,9 +268,9 @@ def test_the_size_ratchet_lists_only_modules_still_over_the_limit() -> None:
 
 
 # Daemon configurations are typed on both ends (labkit.configs: the planner builds the model, the
-# daemon reads it with the same type). These daemons still read theirs as a raw mapping: a ratchet.
+# daemon reads it with the same type). No daemon reads its configuration as a raw mapping.
 RAW_CONFIG = re.compile(r"json\.loads\(Path\(argv\[1\]\)\.read_text\(\)\)")
-RAW_CONFIG_DAEMONS = {"dataplane/flexclientd.py", "dataplane/flexvpnd.py"}
+RAW_CONFIG_DAEMONS: set[str] = set()
 
 
 def test_daemons_read_their_configuration_typed() -> None:

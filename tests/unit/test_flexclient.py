@@ -17,6 +17,7 @@ from dataplane.ikev2.gateway import Gateway, GatewayConfig
 from lab_orchestrator import flexvpn
 from lab_orchestrator import plan as planmod
 from lab_orchestrator.validate import TopologyInvalid, load_topology
+from labkit.configs import FlexclientConfig
 
 REPO = Path(__file__).resolve().parents[2]
 BRANCH = REPO / "labs/flexvpn-branch.yml"
@@ -180,9 +181,11 @@ def _established(tmp_path: Path) -> tuple[Client, _Sent, Gateway]:
             break
         data = value
     assert ini.state == "established"
-    client = Client({"node": "branch1", "name": "flex_client", "interface": "Tunnel1", "device": "Tu1",
-                     "source": "10.10.20.11", "peers": ["10.10.10.100"], "dpd_interval": 3, "dpd_retry": 1,
-                     "status": str(tmp_path / "ikev2-status.json")})
+    client = Client(FlexclientConfig(
+        node="branch1", lab="t", name="flex_client", interface="Tunnel1", device="Tu1", source_interface="Gi1",
+        source="10.10.20.11", peers=["10.10.10.100"], routes=[], psk="cisco123", identity="branch1",
+        ike="aes256-sha256-ecp256", esp="aes256-sha256", max_redirects=5, dpd_interval=3, dpd_retry=1,
+        status=str(tmp_path / "ikev2-status.json")))
     sent = _Sent()
     client.attempt, client.runner = ini, cast(Runner, sent)
     client.liveness = Liveness(3, 1, 0.0)

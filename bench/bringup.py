@@ -52,7 +52,8 @@ from bringup_measure import (  # noqa: E402
     render_plan,
     run_timed,
 )
-from bringup_report import DOC, machine, markdown, other_labs, write_doc  # noqa: E402
+from bringup_report import DOC, machine, markdown, other_labs  # noqa: E402
+from common import write_doc  # noqa: E402
 
 
 # ---------------------------------------------------------------- the benchmark

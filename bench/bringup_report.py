@@ -15,8 +15,6 @@ from bringup_measure import STATE_ROOT  # noqa: E402
 DOC = ROOT / "docs" / "benchmarks-bringup.md"
 
 
-NOTES_MARKER = "<!-- notes below this line are kept when the benchmark rewrites this file -->"
-
 
 GOAL_T3_UP = 3.0
 
@@ -194,13 +192,3 @@ def markdown(results: dict[str, Any]) -> str:
         "(the bird binary, libc) once per process, PSS divides them.",
     ]
     return "\n".join(lines) + "\n"
-
-
-def write_doc(text: str, path: Path) -> None:
-    notes = ""
-    if path.exists():
-        old = path.read_text()
-        if NOTES_MARKER in old:
-            notes = old[old.index(NOTES_MARKER):]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text + ("\n" + notes if notes else ""))

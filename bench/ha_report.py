@@ -110,20 +110,22 @@ def rows(results: dict[str, Any]) -> list[tuple[str, str, str, str, str]]:
         out.append(("  baseline: send -> entry created on the carrier", f"{c['median']:.3f} ms "
                     f"(p99 {c['p99']:.3f} ms)", f"{c['max']:.3f} ms", str(c["n"]), ""))
     d = results.get("srd")
+
+    def add_flows(event: str, runs: list[dict[str, Any]], goal: str) -> None:
+        """An SRD event's flow figures: worst and median flow (loss-derived), longest gap, every flow."""
+        add(f"{event}: worst flow, loss-derived", [x["worst_ms"] for x in runs], goal)
+        add("  same, median flow", [x["median_ms"] for x in runs])
+        add("  same, longest gap", [x["longest_gap_ms"] for x in runs], goal)
+        add("  per flow, all flows of all runs", [v for x in runs for v in x["per_flow_ms"]])
+
     if d and d.get("cli"):
         goal = f"< {GOAL_SWITCHOVER_MS:.0f} ms"
-        add("SRD CLI switchover: worst flow, loss-derived", [x["worst_ms"] for x in d["cli"]], goal)
-        add("  same, median flow", [x["median_ms"] for x in d["cli"]])
-        add("  same, longest gap", [x["longest_gap_ms"] for x in d["cli"]], goal)
-        add("  per flow, all flows of all runs", [v for x in d["cli"] for v in x["per_flow_ms"]])
+        add_flows("SRD CLI switchover", d["cli"], goal)
         add("  `lab switchover` command (CLI start-up included)", [x["cli_ms"] for x in d["cli"]])
         add("  no MX master: old master released -> new master took over", [x["no_master_ms"] for x in d["cli"]])
         add("  both gateways route via the new master, after it took over",
             [x["gateways_after_master_ms"] for x in d["cli"]])
-        add("SRD monitored link down: worst flow, loss-derived", [x["worst_ms"] for x in d["link"]], goal)
-        add("  same, median flow", [x["median_ms"] for x in d["link"]])
-        add("  same, longest gap", [x["longest_gap_ms"] for x in d["link"]], goal)
-        add("  per flow, all flows of all runs", [v for x in d["link"] for v in x["per_flow_ms"]])
+        add_flows("SRD monitored link down", d["link"], goal)
         add("  new master after `ip link set ... down` returned", [x["new_master_after_ms"] for x in d["link"]])
         add("  no MX master: old master ineligible -> new master took over", [x["no_master_ms"] for x in d["link"]])
         add("  both gateways route via the new master, after it took over",

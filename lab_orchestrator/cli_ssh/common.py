@@ -51,15 +51,20 @@ def ios_name(link_name: str, aliases: dict[str, str]) -> str:
     return aliases.get(link_name) or link_name
 
 
+def _parts(seconds: float) -> tuple[int, int, int, int, int]:
+    """Whole weeks, days, hours, minutes and seconds of a duration (what the ages below print)."""
+    weeks, rest = divmod(int(seconds), 604800)
+    days, rest = divmod(rest, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    return weeks, days, hours, minutes, secs
+
+
 def junos_age(seconds: float | None) -> str:
     """Route age as Junos prints it: 00:05:12, 2d 03:04:05, 1w2d 03:04:05."""
     if seconds is None:
         return "-"
-    total = int(seconds)
-    weeks, rest = divmod(total, 604800)
-    days, rest = divmod(rest, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, secs = divmod(rest, 60)
+    weeks, days, hours, minutes, secs = _parts(seconds)
     clock = f"{hours:02}:{minutes:02}:{secs:02}"
     if weeks:
         return f"{weeks}w{days}d {clock}"
@@ -72,11 +77,7 @@ def junos_updown(seconds: float | None) -> str:
     """BGP Last Up/Dwn: 5:12, 1:05:12, 2d 1:05:12, 1w2d 1:05:12."""
     if seconds is None:
         return "-"
-    total = int(seconds)
-    weeks, rest = divmod(total, 604800)
-    days, rest = divmod(rest, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, secs = divmod(rest, 60)
+    weeks, days, hours, minutes, secs = _parts(seconds)
     if not weeks and not days:
         return f"{hours}:{minutes:02}:{secs:02}" if hours else f"{minutes}:{secs:02}"
     clock = f"{hours}:{minutes:02}:{secs:02}"
@@ -87,11 +88,7 @@ def ios_age(seconds: float | None) -> str:
     """IOS route and BGP age: 00:05:12 under a day, then 1d02h, then 2w3d."""
     if seconds is None:
         return "never"
-    total = int(seconds)
-    weeks, rest = divmod(total, 604800)
-    days, rest = divmod(rest, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, secs = divmod(rest, 60)
+    weeks, days, hours, minutes, secs = _parts(seconds)
     if weeks:
         return f"{weeks}w{days}d"
     if days:

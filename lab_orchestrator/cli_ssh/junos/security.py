@@ -235,13 +235,21 @@ def _nat_hits(snap: Snapshot) -> int:
     return sum(r["packets"] for r in _rules(snap, "ip", "srx_nat", "postrouting"))
 
 
-def show_nat_source_pool(snap: Snapshot, args: Args) -> Output:
+def _nat_object_problem(snap: Snapshot, args: Args, known: str, what: str) -> Output | None:
+    """None when source NAT is configured and ARGS name KNOWN (or all), else the error to print."""
     problem = _nat_configured(snap)
     if problem:
         return problem
     name = args.get("name", "all")
-    if name not in ("all", NAT_POOL):
-        return error(f"source NAT pool {name} does not exist")
+    if name not in ("all", known):
+        return error(f"source NAT {what} {name} does not exist")
+    return None
+
+
+def show_nat_source_pool(snap: Snapshot, args: Args) -> Output:
+    problem = _nat_object_problem(snap, args, NAT_POOL, "pool")
+    if problem:
+        return problem
     net = IPv4Network(str(snap.node.nat_pool))
     used = sum(1 for s in snap.sessions or [] if _translated(s))
     hits = _nat_hits(snap)
@@ -261,12 +269,9 @@ def show_nat_source_pool(snap: Snapshot, args: Args) -> Output:
 
 
 def show_nat_source_rule(snap: Snapshot, args: Args) -> Output:
-    problem = _nat_configured(snap)
+    problem = _nat_object_problem(snap, args, NAT_RULE, "rule")
     if problem:
         return problem
-    name = args.get("name", "all")
-    if name not in ("all", NAT_RULE):
-        return error(f"source NAT rule {name} does not exist")
     hits = _nat_hits(snap)
     lines = ["Total rules: 1", "Total referenced IPv4/IPv6 ip-prefixes: 2/0",
              f"source NAT rule: {NAT_RULE:<23}Rule-set: {NAT_RULE_SET}", "  Rule-Id                    : 1",

@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from ipaddress import IPv4Network
 from pathlib import Path
@@ -374,3 +375,24 @@ def wait_for_state(name: str, proc: subprocess.Popen[str], ready: Any, timeout: 
             return dict(state)
         time.sleep(0.002)
     pytest.fail(f"{path} never reached the awaited point within {timeout} s")
+
+
+def running_copy(tmp_path_factory: pytest.TempPathFactory, shipped: str, name: str) -> Iterator[PlanFacts]:
+    """A copy of the shipped lab SHIPPED (a file of labs/) running under NAME for a module's tests: a
+    module-scoped fixture yields from it. Up before the first test; after the last, down with nothing
+    of it left behind."""
+    reason = host_problem()
+    if reason:
+        pytest.skip(reason)
+    tmp = tmp_path_factory.mktemp(name)
+    owner = LabOwner(tmp)
+    topology = copy_lab(REPO / "labs" / shipped, name, tmp)
+    facts = owner.claim(topology)
+    try:
+        up = run_lab("up", str(topology))
+        assert up.returncode == 0, explain(up)
+        yield facts
+    finally:
+        problems = owner.cleanup()
+    assert not problems, problems
+    assert leftovers(facts) == []

@@ -23,14 +23,11 @@ import pytest
 from headless import Chromium, Tmux, chromium_problem, tmux_problem
 from labtools import (
     REPO,
-    LabOwner,
     PlanFacts,
-    copy_lab,
     explain,
-    host_problem,
     lab_argv,
-    leftovers,
     run_lab,
+    running_copy,
     start_lab,
 )
 
@@ -44,21 +41,7 @@ SHOWN_WITHIN_S = 2.0  # the live views' promise: a failure shows within 2 s
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PlanFacts]:
-    reason = host_problem()
-    if reason:
-        pytest.skip(reason)
-    tmp = tmp_path_factory.mktemp("live")
-    owner = LabOwner(tmp)
-    topology = copy_lab(REPO / "labs" / "topology3.yml", NAME, tmp)
-    facts = owner.claim(topology)
-    try:
-        up = run_lab("up", str(topology))
-        assert up.returncode == 0, explain(up)
-        yield facts
-    finally:
-        problems = owner.cleanup()
-    assert not problems, problems
-    assert leftovers(facts) == []
+    yield from running_copy(tmp_path_factory, "topology3.yml", NAME)
 
 
 def free_port() -> int:

@@ -8,18 +8,14 @@ from collections.abc import Iterator
 
 import pytest
 from labtools import (
-    REPO,
-    LabOwner,
     PlanFacts,
     assert_no_traceback,
-    copy_lab,
     explain,
     flat,
-    host_problem,
     lab_exec,
-    leftovers,
     netns_names,
     run_lab,
+    running_copy,
     status_of,
 )
 
@@ -28,21 +24,7 @@ pytestmark = pytest.mark.root
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PlanFacts]:
-    reason = host_problem()
-    if reason:
-        pytest.skip(reason)
-    tmp = tmp_path_factory.mktemp("running")
-    owner = LabOwner(tmp)
-    topology = copy_lab(REPO / "labs" / "topology1.yml", "it-run", tmp)
-    facts = owner.claim(topology)
-    try:
-        up = run_lab("up", str(topology))
-        assert up.returncode == 0, explain(up)
-        yield facts
-    finally:
-        problems = owner.cleanup()
-    assert not problems, problems
-    assert leftovers(facts) == []
+    yield from running_copy(tmp_path_factory, "topology1.yml", "it-run")
 
 
 def snapshot(name: str) -> dict[str, object]:

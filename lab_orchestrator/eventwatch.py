@@ -137,7 +137,7 @@ def carriers(plan: LabPlan, gap: float = 0.4, keys: set[tuple[str, int]] | None 
 
 def selector_status_files(state: LabState, plan: LabPlan) -> dict[str, Path]:
     """MX -> the status file its selector daemon publishes its table in."""
-    return {n.name: Path(state.state_dir) / "nodes" / n.name / "mxlb-status.json" for n in load_balancers(plan)}
+    return {n.name: Path(state.state_dir) / "nodes" / n.name / MXLB_STATUS for n in load_balancers(plan)}
 
 
 @dataclass
@@ -195,7 +195,7 @@ def expected_movers(state: LabState, plan: LabPlan, samples: list[movers.TableSa
     if not samples or "event" not in marks:
         return None
     config = next((json.loads(p.read_text()) for p in
-                   (Path(state.state_dir) / "nodes" / n.name / "mxlb.json" for n in load_balancers(plan))
+                   (Path(state.state_dir) / "nodes" / n.name / MXLB_CONFIG for n in load_balancers(plan))
                    if p.exists()), None)
     if config is None:
         return None
@@ -264,7 +264,7 @@ def selectors_pending(state: LabState, plan: LabPlan) -> list[str]:
     out = out_of_selection(state, plan)
     for node in (n.name for n in load_balancers(plan) if n.name not in state.down_nodes):
         try:
-            config = json.loads((root / node / "mxlb.json").read_text())
+            config = json.loads((root / node / MXLB_CONFIG).read_text())
             status = json.loads((root / node / MXLB_STATUS).read_text())
         except (OSError, ValueError):
             continue

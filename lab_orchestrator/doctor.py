@@ -76,7 +76,7 @@ CHECKS: tuple[Check, ...] = (
     Check("esp", "kernel", "kernel ESP (XFRM state proto esp)",
           KERNEL_FIX.format("CONFIG_XFRM_USER, CONFIG_INET_ESP")),
     Check("ebpf-selector", "kernel", "tc eBPF programs (the MX selector with `services.selector: ebpf`)",
-          KERNEL_FIX.format("CONFIG_BPF_SYSCALL, CONFIG_NET_CLS_BPF, CONFIG_NET_SCH_INGRESS") + "; and `tc`"),
+          KERNEL_FIX.format("CONFIG_BPF_SYSCALL, CONFIG_NET_CLS_BPF, CONFIG_NET_SCH_INGRESS")),
     Check("nft-basic", "nftables", "nftables tables and chains", KERNEL_FIX.format("CONFIG_NF_TABLES")),
     Check("nft-map", "nftables", "nftables maps (the selector's bucket map)", KERNEL_FIX.format("CONFIG_NF_TABLES")),
     Check("nft-jhash", "nftables", "nftables jhash (bucket of a subscriber address)",
@@ -99,6 +99,7 @@ CHECKS: tuple[Check, ...] = (
           APT.format("strongswan-charon strongswan-swanctl libstrongswan-standard-plugins")),
     Check("libipsec", "tool", "strongSwan kernel-libipsec plugin (ESP in user space on TUN)",
           APT.format("libcharon-extra-plugins")),
+    Check("tc", "tool", "iproute2 `tc` (the eBPF selector's filters)", APT.format("iproute2")),
     Check("iperf3", "tool", "iperf3 (benchmarks' baseline)", APT.format("iperf3")),
 )
 BY_NAME = {c.name: c for c in CHECKS}
@@ -121,7 +122,7 @@ FEATURES: tuple[Feature, ...] = (
     Feature("packet decoding in the FlexVPN tests", (("tshark",),), "tests"),
     Feature("benchmarks (iperf3 baseline, nft fib, kernel resilient hashing baseline)",
             (("iperf3",), ("nft-fib",), ("resilient-nexthop",)), "bench/"),
-    Feature(EBPF_SELECTOR := "MX eBPF selector (`services.selector: ebpf`)", (("ebpf-selector",),),
+    Feature(EBPF_SELECTOR := "MX eBPF selector (`services.selector: ebpf`)", (("ebpf-selector",), ("tc",)),
             "labs with selector: ebpf"),
 )
 
@@ -183,7 +184,7 @@ def shipped_lab_features(labs_dir: Path) -> dict[str, set[str]]:
 CHARON = Path("/usr/lib/ipsec/charon")
 LIBIPSEC = Path("/usr/lib/ipsec/plugins/libstrongswan-kernel-libipsec.so")
 TOOL_BINARIES = {"ip": "ip", "nft": "nft", "bird": "bird", "conntrack-tool": "conntrack", "conntrackd": "conntrackd",
-                 "ssh": "ssh", "dot": "dot", "tshark": "tshark", "iperf3": "iperf3"}
+                 "ssh": "ssh", "dot": "dot", "tshark": "tshark", "iperf3": "iperf3", "tc": "tc"}
 
 
 def probe_tools(path: str | None = None) -> list[CheckResult]:
@@ -287,6 +288,8 @@ def probe_kernel(path: str | None = None) -> list[CheckResult]:
         with sandbox as box:
             add(_result(BY_NAME["netns"], True, f"created {box.name}"))
             results.extend(_probe_in(box))
+            ebpf = _probe_ebpf(box, shutil.which("tc", path=path))
+            add(_result(BY_NAME["ebpf-selector"], ebpf is None, ebpf or "works"))
     except OSError as exc:
         add(_result(BY_NAME["netns"], False, str(exc)))
         for check in CHECKS:
@@ -331,20 +334,18 @@ def _probe_in(box: _Sandbox) -> list[CheckResult]:
     record("esp", box.ipc("xfrm", "state", "add", "src", "198.18.0.0", "dst", "198.18.0.1", "proto", "esp",
                           "spi", "0x1000", "mode", "tunnel", "enc", "cbc(aes)", "0x" + "11" * 16,
                           "auth", "hmac(sha256)", "0x" + "22" * 32))
-    record("ebpf-selector", _probe_ebpf(box))
     for name, ruleset in NFT_PROBES.items():
         record(name, box.nftf(ruleset))
     return results
 
 
-def _probe_ebpf(box: _Sandbox) -> str | None:
+def _probe_ebpf(box: _Sandbox, tc: str | None) -> str | None:
     """The selector's own program loads (bpf(2), the verifier) and a clsact qdisc can be added."""
     from dataplane import tcsel
 
     complaint = tcsel.probe()
     if complaint is not None:
         return complaint
-    tc = shutil.which("tc")
     return "cannot probe: `tc` (iproute2) is missing" if tc is None else \
         box.run([tc, "qdisc", "add", "dev", "a0", "clsact"])
 

@@ -103,4 +103,5 @@ def test_ebpf_selector_refused_names_only_the_labs_that_ask_for_it(tmp_path: Pat
     verdicts = {f.name: f for f in doctor.judge(_all_ok("ebpf-selector"), labs)}
     broken = verdicts[doctor.EBPF_SELECTOR]
     assert not broken.ok and broken.missing == ["ebpf-selector"] and broken.labs == ["ebpf.yml"]
+    assert not {f.name: f for f in doctor.judge(_all_ok("tc"), labs)}[doctor.EBPF_SELECTOR].ok, "needs `tc` too"
     assert verdicts["MX selector (ECMP CHASH, ECMP, TLB)"].ok

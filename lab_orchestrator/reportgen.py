@@ -21,7 +21,7 @@ from __future__ import annotations
 import html
 import json
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import Any
 
 SCHEMA = 1
@@ -482,7 +482,3 @@ def to_markdown(doc: Doc, html_link: str | None = None) -> str:
         lines += ["", "Machine: " + ", ".join(f"{k} {v}" for k, v in machine.items()) + "; version "
                   + ", ".join(f"{k} {v}" for k, v in doc.get("version", {}).items()) + "."]
     return "\n".join(lines) + "\n"
-
-
-def case_ids(doc: Doc) -> Sequence[str]:
-    return [c["id"] for c in doc.get("cases", [])]

@@ -10,7 +10,6 @@ An inbound SA checks the replay window before and after the ICV and counts every
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import os
 import struct
@@ -141,11 +140,3 @@ class EspSa:
         self.counters.packets += 1
         self.counters.bytes += len(inner)
         return next_header, inner
-
-
-def digest_name(integ: int) -> str:
-    return _HMAC[integ][0]
-
-
-def hmac_key_len(integ: int) -> int:
-    return hashlib.new(_HMAC[integ][0]).digest_size

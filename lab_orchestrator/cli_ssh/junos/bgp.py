@@ -94,11 +94,6 @@ def show_bgp_summary(snap: Snapshot, args: Args) -> Output:
     return Output("".join(line + "\n" for line in out), data)
 
 
-def _capabilities(proto: BgpProtocol) -> list[str]:
-    return [key for key in ("Graceful restart", "Route refresh", "Enhanced refresh", "Long-lived graceful restart")
-            if key in proto.fields] if proto.fields else []
-
-
 def show_bgp_neighbor(snap: Snapshot, args: Args) -> Output:
     problem = _no_bgp(snap)
     if problem:

@@ -36,6 +36,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from labkit import netnsutil  # noqa: E402
+from labkit.contracts import MXLB_STATUS  # noqa: E402
 
 LAB = [sys.executable, "-m", "lab_orchestrator.cli"]
 NAME = "benchch"
@@ -126,7 +127,7 @@ def set_ebpf(on: bool) -> int:
 
     root = Path(f"/run/lab/{NAME}/nodes/mx1")
     config = SelectorConfig.read(root / "mxlb.json")
-    table = json.loads((root / "mxlb-status.json").read_text())["table"]
+    table = json.loads((root / MXLB_STATUS).read_text())["table"]
     steered = 0
     for sel in config.selectors:
         marks = {m.name: m.mark for m in sel.members}
@@ -146,7 +147,7 @@ def set_ebpf(on: bool) -> int:
 def failover_latency(trials: int) -> list[float]:
     from pyroute2 import IPRoute
 
-    status_file = Path(f"/run/lab/{NAME}/nodes/mx1/mxlb-status.json")
+    status_file = Path(f"/run/lab/{NAME}/nodes/mx1/{MXLB_STATUS}")
     with netnsutil.entered(f"{NAME}-srx3"):
         ipr = IPRoute()
     index = ipr.link_lookup(ifname="ge-0-0-0")[0]
@@ -173,7 +174,7 @@ def failover_latency(trials: int) -> list[float]:
 
 def tlb_detection(trials: int) -> list[float]:
     """Seconds from filtering srx2's loopback to the selector dropping srx2."""
-    status_file = Path(f"/run/lab/{NAME}/nodes/mx1/mxlb-status.json")
+    status_file = Path(f"/run/lab/{NAME}/nodes/mx1/{MXLB_STATUS}")
     plan = json.loads(Path(f"/run/lab/{NAME}/plan.json").read_text())
     loopback = next(n["loopbacks"][""] for n in plan["nodes"] if n["name"] == "srx2")
     block = ("table inet hc_block {\n  chain input {\n    type filter hook input priority -5;\n"

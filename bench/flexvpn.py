@@ -44,6 +44,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from labkit.contracts import HSRP_STATUS, IKEV2_STATUS  # noqa: E402
+
 STATE_ROOT = Path(os.environ.get("LAB_STATE_ROOT", "/run/lab"))
 DOC = ROOT / "docs" / "benchmarks-flexvpn.md"
 NOTES_MARKER = "<!-- notes below this line are kept when the benchmark rewrites this file -->"
@@ -99,7 +101,7 @@ def status(name: str, node: str, file: str) -> dict[str, Any]:
 
 def hsrp_state(name: str, node: str) -> str:
     try:
-        return str(status(name, node, "hsrp-status.json")["groups"][0]["state"])
+        return str(status(name, node, HSRP_STATUS)["groups"][0]["state"])
     except (OSError, ValueError, KeyError):
         return "?"
 
@@ -117,7 +119,7 @@ def wait(check: Callable[[], bool], timeout: float, what: str) -> None:
 
 
 def members(name: str, master: str) -> set[str]:
-    cluster = status(name, master, "ikev2-status.json")["cluster"]
+    cluster = status(name, master, IKEV2_STATUS)["cluster"]
     return {r["address"] for r in cluster.get("rows", []) if r["role"] == "Slave"}
 
 
@@ -206,9 +208,9 @@ def bench_redirects(tmp: Path, count: int) -> dict[str, Any]:
         filled = netns(name, "client2", sys.executable, "-m", "dataplane.ikev2.client", "--gateway", "10.10.10.1",
                        "--bind", "10.10.20.7", "--count", "34", "--no-delete", "--summary")
         log(f"master filled: {filled.stdout.strip()}")
-        wait(lambda: status(name, "router1", "ikev2-status.json")["cluster"]["rows"][0]["code"] == "-", 10,
+        wait(lambda: status(name, "router1", IKEV2_STATUS)["cluster"]["rows"][0]["code"] == "-", 10,
              "the master overloaded")
-        pid = int(status(name, "router1", "ikev2-status.json")["pid"])
+        pid = int(status(name, "router1", IKEV2_STATUS)["pid"])
         runs = []
         for _ in range(3):
             before = cpu_seconds(pid)
@@ -248,7 +250,7 @@ def bench_setups(tmp: Path, count: int, rounds: int) -> dict[str, Any]:
     results: dict[str, Any] = {}
     with running("flexb2", edit, tmp) as name:
         elected(name, 30)
-        ours_pid = int(status(name, "router3", "ikev2-status.json")["pid"])
+        ours_pid = int(status(name, "router3", IKEV2_STATUS)["pid"])
         peer = swan.responder(f"{name}-wan", tmp / "swan-responder", "10.10.20.1", pool="172.31.0.0/16")
         peer.start()
         try:
@@ -316,7 +318,7 @@ def bench_failover(tmp: Path, fast: bool, iterations: int) -> dict[str, Any]:
             cut = time.time()
             power(name, active, False)
             wait(states_are(name, {standby: "Active"}), hold + 5, "takeover")
-            took = float(status(name, standby, "hsrp-status.json")["groups"][0]["last_change_at"]) - cut
+            took = float(status(name, standby, HSRP_STATUS)["groups"][0]["last_change_at"]) - cut
             out, _ = ping.communicate(timeout=hold + 15)
             runs.append({"takeover_s": took, "vip_outage_s": ping_gaps(out)})
             log(f"failover ({'1/3' if fast else '3/10'} s): Active after {took:.2f} s, VIP outage "
@@ -345,7 +347,7 @@ def bench_member_loss(tmp: Path, hello_ms: int, hold_ms: int, iterations: int) -
             cut = time.time()
             netns(name, "router3", "ip", "link", "set", "Et0-1", "down")
             wait(lambda: "10.10.10.3" not in members(name, "router1"), hold_ms / 1000 + 5, "member dropped")
-            dropped = status(name, "router1", "ikev2-status.json")["cluster"]["dropped"][-1]
+            dropped = status(name, "router1", IKEV2_STATUS)["cluster"]["dropped"][-1]
             runs.append(float(dropped["at"]) - cut)
             log(f"member loss (hello {hello_ms} / hold {hold_ms} msec): dropped after {runs[-1]:.3f} s "
                 f"({dropped['why']})")

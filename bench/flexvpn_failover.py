@@ -36,6 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.common import BenchError, BenchLab, logger, topology_text, wait_for, write_doc  # noqa: E402
+from labkit.contracts import IKEV2_STATUS  # noqa: E402
 
 NAME = "fvfail"
 NORTH = "10.10.10.254"
@@ -112,7 +113,7 @@ def probe(status: Path, seconds: float) -> None:
 # ------------------------------------------------------------------------------------------ rounds
 def client(bench: BenchLab, node: str) -> dict[str, Any]:
     try:
-        data: dict[str, Any] = bench.lab.read_json(node, "ikev2-status.json")
+        data: dict[str, Any] = bench.lab.read_json(node, IKEV2_STATUS)
     except (OSError, ValueError):
         return {}
     status: dict[str, Any] = data.get("client") or {}
@@ -121,7 +122,7 @@ def client(bench: BenchLab, node: str) -> dict[str, Any]:
 
 def cluster_whole(bench: BenchLab) -> bool:
     try:
-        cluster = bench.lab.read_json("router1", "ikev2-status.json").get("cluster") or {}
+        cluster = bench.lab.read_json("router1", IKEV2_STATUS).get("cluster") or {}
     except (OSError, ValueError):
         return False
     return cluster.get("role") == "master" and sum(1 for r in cluster.get("rows", []) if r["role"] == "Slave") == 2
@@ -139,7 +140,7 @@ def one_round(bench: BenchLab, number: int, seconds: float) -> dict[str, Any]:
     wait_for("both branches on members", lambda: on_members(bench), 40)
     before = {b: client(bench, b) for b in BRANCHES}
     probes = {b: subprocess.Popen(["ip", "netns", "exec", bench.ns(b), sys.executable, __file__, "_probe",
-                                   "--status", str(bench.state_dir / "nodes" / b / "ikev2-status.json"),
+                                   "--status", str(bench.state_dir / "nodes" / b / IKEV2_STATUS),
                                    "--seconds", str(seconds)], stdout=subprocess.PIPE, text=True)
               for b in BRANCHES}
     time.sleep(2.0)

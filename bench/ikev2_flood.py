@@ -44,6 +44,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import flexvpn as fv  # noqa: E402  (bench/flexvpn.py: lab helpers)
 
+from labkit.contracts import IKEV2_STATUS  # noqa: E402
+
 DOC = ROOT / "docs" / "benchmarks-flexvpn.md"
 BEGIN = "<!-- ikev2-flood: written by bench/ikev2_flood.py -->"
 END = "<!-- ikev2-flood end -->"
@@ -170,7 +172,7 @@ def legit_redirects(target: str, bind: str, count: int, window: int) -> dict[str
 
 # ------------------------------------------------------------------------------------------ driver
 def gateway_status(name: str, node: str) -> dict[str, Any]:
-    return fv.status(name, node, "ikev2-status.json")
+    return fv.status(name, node, IKEV2_STATUS)
 
 
 def start_flood(name: str, target: str, rate: int) -> subprocess.Popen[str]:

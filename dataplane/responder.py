@@ -73,22 +73,9 @@ def serve_one(sock: socket.socket, kind: str) -> None:
 
 def leave_node_namespace() -> None:
     """Run in the namespace of the process that started us (the lab supervisor's), not in the SRX's."""
-    import os
-
     from labkit import netnsutil
 
-    parent = f"/proc/{os.getppid()}/ns/net"
-    try:
-        if os.stat(parent).st_ino == os.stat("/proc/self/ns/net").st_ino:
-            return
-        fd = os.open(parent, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        with contextlib.suppress(OSError):
-            netnsutil.setns_fd(fd, parent)
-    finally:
-        os.close(fd)
+    netnsutil.enter_parent_namespace()
 
 
 def main(argv: list[str]) -> int:

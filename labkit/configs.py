@@ -1,7 +1,7 @@
 """Typed daemon configurations: the planner builds them (lab_orchestrator.srd, .mnha, .mxlb,
 .flexvpn), writes them as JSON into the lab's state folder, and the daemon (dataplane.srdd, .mnhad,
-.mxlb, .flexvpnd, .flexclientd) reads them back with the same type: a field renamed or mistyped on one end fails on the other at
-once, not as a KeyError at run time. Unknown keys are errors.
+.mxlb, .flexvpnd, .flexclientd) reads them back with the same type: a field renamed or mistyped
+on one end fails on the other at once, not as a KeyError at run time. Unknown keys are errors.
 
     config = SrdConfig(node=..., ...); plan.files[name] = config.to_json()     # planner
     config = SrdConfig.read(path)                                                # daemon

@@ -41,6 +41,26 @@ def setns_fd(fd: int, what: str = "namespace") -> None:
     _check(_libc.setns(fd, CLONE_NEWNET), f"setns into {what}")
 
 
+def enter_parent_namespace() -> bool:
+    """Move this process into the network namespace of the process that started it (a lab-wide daemon
+    the supervisor started in a node's namespace). Call before any thread exists: threads inherit
+    the namespace. False only when the namespace could not be entered."""
+    parent = f"/proc/{os.getppid()}/ns/net"
+    try:
+        if os.stat(parent).st_ino == os.stat("/proc/self/ns/net").st_ino:
+            return True
+        fd = os.open(parent, os.O_RDONLY)
+    except OSError:
+        return True  # no parent namespace to go to: stay
+    try:
+        setns_fd(fd, parent)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return True
+
+
 def attach_current(name: str) -> None:
     """Register this process's network namespace as /run/netns/NAME (as `ip netns attach`); a name
     already registered is left alone."""

@@ -15,7 +15,6 @@ import contextlib
 import errno
 import fcntl
 import logging
-import os
 import selectors
 import socket
 import struct
@@ -162,17 +161,5 @@ class Listeners:
 def leave_node_namespace() -> None:
     """Run in the network namespace of the process that started us (the lab supervisor's, the host's),
     not in the node's namespace the plan lists us in. Call before any thread exists."""
-    parent = f"/proc/{os.getppid()}/ns/net"
-    try:
-        if os.stat(parent).st_ino == os.stat("/proc/self/ns/net").st_ino:
-            return
-        fd = os.open(parent, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        try:
-            netnsutil.setns_fd(fd, parent)
-        except OSError:
-            log.warning("could not leave the node namespace this server was started in")
-    finally:
-        os.close(fd)
+    if not netnsutil.enter_parent_namespace():
+        log.warning("could not leave the node namespace this server was started in")

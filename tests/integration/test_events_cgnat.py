@@ -81,9 +81,6 @@ def test_tlb_mnha_failover_keeps_the_binding(tmp_path: Path) -> None:
         assert not any(r["rebound"] for r in on_srx1), "the synced session kept its binding: not re-bound"
 
 
-@pytest.mark.xfail(reason="open: failed once in the last CI run (2026-12-01): "
-                          "one return packet lost on nexthop-delete; passed in the runs "
-                          "before it", strict=False)
 def test_dual_mx_chash_pool_owner_returns_with_the_sessions_of_its_peer(tmp_path: Path) -> None:
     """Topology 2 (dual MX, SRD, MNHA pairs, CHASH), CGNAT. After a pair power-off the pair comes back
     with new buckets; then one SRX is deleted and added back: its flows fail over to its MNHA peer

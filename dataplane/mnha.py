@@ -254,10 +254,12 @@ class SessionSync:
             beat += period
         return beat
 
-    def tick(self, now: float, peer_alive: bool) -> str | None:
-        """'cold', 'refresh' or 'flush' when that is due now, else None."""
+    def tick(self, now: float, peer_alive: bool, cold: bool = True) -> str | None:
+        """'cold', 'refresh' or 'flush' when that is due now, else None. COLD False: a peer heard now
+        for the first time gets no cold pushes (this node is the one starting: see
+        dataplane.mnhad.Daemon.just_started); refreshes and flushes are scheduled all the same."""
         if peer_alive and not self.peer_was_alive:
-            self.due = [now + delay for delay in self.cold]
+            self.due = [now + delay for delay in self.cold] if cold else []
             start = now + max(self.cold, default=0.0)
             self.next_refresh = start + self.refresh if self.refresh > 0 else float("inf")
             self.next_flush = start + self.flush if self.flush > 0 else float("inf")

@@ -40,8 +40,14 @@ COLD_SYNC_DELAYS = (0.2, 0.5, 0.9, 2.0)
 # seen one way only, the shortest session that matters).
 SESSION_REFRESH_S = 60.0
 SESSION_FLUSH_S = 10.0
-SYNC_STEPS = {"cold": (["-R"], ["-B"], ["-f", "internal"]), "refresh": (["-R"], ["-B"], ["-f", "internal"]),
-              "flush": (["-f", "internal"],)}
+# A push's conntrackd commands, in order. conntrackd sends a cached session as "new" the first time
+# it reads it and as "update" once it has read it again; a peer's conntrackd deletes and re-creates a
+# session it receives as "new" and already holds (its packet counters reset, and a packet arriving
+# in between finds no session), but updates one it receives as "update" in place (creating it where
+# missing). The table is therefore read twice before it is sent: the peer keeps the sessions it
+# carries untouched and gets those it lacks. Then the cache is emptied (cold_sync).
+PUSH = (["-R"], ["-R"], ["-B"], ["-f", "internal"])
+SYNC_STEPS = {"cold": PUSH, "refresh": PUSH, "flush": (["-f", "internal"],)}
 SIOCGIFFLAGS = 0x8913
 IFF_UP, IFF_RUNNING = 0x1, 0x40
 
@@ -84,7 +90,9 @@ def set_signal_route(address: str, table: int, present: bool) -> None:
 
 def cold_sync(config: str, kind: str = "cold") -> None:
     """Send this node's whole session table to the peer: conntrackd reads the kernel table into its
-    cache (-R), sends the cache (-B), then empties it (-f internal). The cache must not keep the
+    cache (-R, twice: see PUSH), sends the cache (-B), then empties it (-f internal). One at a time
+    (the daemon starts none while one runs): another push's flush between the reads and the send
+    would make every session "new" again. The cache must not keep the
     copies it read back: a copy never sees a packet here, expires, and conntrackd would then tell the
     peer to delete that session, which the peer may be carrying (new sessions enter the cache again
     as they open, until the next flush). KIND (SYNC_STEPS): "cold" and "refresh" do all three,
@@ -224,7 +232,7 @@ class Daemon:
         (those it received from the peer went straight into the kernel): so the table is first read
         back from the kernel (-R), then sent whole (-B). Without it a CGNAT flow that failed over
         here and stays here loses its return traffic once the peer announces its NAT pool again."""
-        kind = self.sync.tick(now, self.peer.alive and bool(self.c.sync_config))
+        kind = self.sync.tick(now, self.peer.alive and bool(self.c.sync_config), cold=not self.just_started(now))
         if kind is None or not self.c.sync_config:
             return
         if self.sync_thread is not None and self.sync_thread.is_alive():
@@ -237,6 +245,14 @@ class Daemon:
             self.cache_flushes += 1
         self.sync_thread = threading.Thread(target=cold_sync, args=(self.c.sync_config, kind), daemon=True)
         self.sync_thread.start()
+
+    def just_started(self, now: float) -> bool:
+        """A peer first heard while this daemon is starting (within the time it takes to declare a
+        silent peer gone) did not come back: this node did (power on, reboot: its peer, up all along,
+        pushes the table to it), or both did (lab start: nothing to push), or this daemon was
+        restarted (the kernel kept the sessions). A cold push then would only send the peer what it
+        holds already, while it may be carrying those sessions."""
+        return now - self.started < self.interval * self.threshold
 
     def receive(self, now: float) -> None:
         self.link.drain(now)

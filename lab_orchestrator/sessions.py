@@ -66,11 +66,20 @@ def carrier(before: dict[str, int], now: dict[str, int]) -> str | None:
     return best if best is not None and growth[best] > 0 else None
 
 
-def read(ns: str) -> list[Session]:
+def read(ns: str, attempts: int = 4) -> list[Session]:
+    """The session table of namespace NS. A dump the kernel interrupts (the table changed under it:
+    conntrackd writing the MNHA peer's sessions) is read again; one that keeps failing is an error,
+    never a table with holes."""
     from .backends.netns import run_in_namespace
+    from .diagnostics import LabError
 
-    result = run_in_namespace(ns, ["conntrack", "-L"])
-    return parse_conntrack(result.stdout)
+    error = ""
+    for _ in range(attempts):
+        result = run_in_namespace(ns, ["conntrack", "-L"])
+        if result.returncode == 0:
+            return parse_conntrack(result.stdout)
+        error = result.stderr.strip()[-300:]
+    raise LabError(f"conntrack -L in {ns} failed {attempts} times: {error}")
 
 
 def read_table(ns: str, attempts: int = 4) -> list[Session]:

@@ -90,6 +90,16 @@ class RunningLab:
                     where[s.source] = srx
         return where
 
+    def flows_without_carrier(self, port: int) -> dict[str, list[tuple[str, int]]]:
+        """Subscriber address -> (SRX, packets) of each session of a flow no SRX has counted a packet
+        for (for a failure message: where its sessions are and what they counted)."""
+        where: dict[str, list[tuple[str, int]]] = {}
+        for srx in SRX:
+            for s in sessions.read(self.ns(srx)):
+                if s.protocol == "udp" and s.source_port == port:
+                    where.setdefault(s.source, []).append((srx, s.packets))
+        return {a: found for a, found in where.items() if not any(packets for _, packets in found)}
+
     def carriers_all(self, port: int) -> dict[str, list[str]]:
         """Subscriber address -> every SRX holding a session for it (MNHA peers hold synced copies)."""
         where: dict[str, list[str]] = {}

@@ -175,3 +175,14 @@ def test_session_sync_keeps_its_beat_after_a_late_tick_and_zero_periods_disable(
     off = SessionSync(cold=(0.0,), refresh=0.0, flush=0.0)
     assert off.tick(0.0, True) == "cold"
     assert all(off.tick(t, True) is None for t in (10.0, 100.0, 1000.0))
+
+
+def test_session_sync_without_cold_pushes_for_a_peer_found_at_start() -> None:
+    from dataplane.mnha import SessionSync
+
+    sync = SessionSync(cold=(0.2, 2.0), refresh=10.0, flush=4.0)
+    kinds = [sync.tick(t / 10, True, cold=False) for t in range(0, 125)]
+    assert "cold" not in kinds and kinds.count("refresh") == 1 and kinds.count("flush") >= 1
+    assert sync.tick(20.0, False) is None
+    back = [sync.tick(30.0 + t / 10, True) for t in range(0, 25)]
+    assert back.count("cold") == 2, "a peer that comes back later gets its cold pushes"

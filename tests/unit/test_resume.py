@@ -42,6 +42,7 @@ def _mnhad(mode: str) -> mnhad.Daemon:
     daemon.srg2 = Srg1("srx2", "srx1", 200, True)
     daemon.srg0_failed = False
     daemon.resumed = None
+    daemon.started, daemon.interval, daemon.threshold = -1000.0, 1.0, 3  # up for long
     return daemon
 
 
@@ -204,3 +205,38 @@ def test_mnhad_skips_a_push_while_the_previous_one_runs(monkeypatch: pytest.Monk
     daemon.sync_thread = running  # type: ignore[assignment]
     daemon.schedule_cold_sync(11.5)  # a refresh is due, but the cold sync still runs: skipped
     assert len(started) == 1 and daemon.session_refreshes == 0
+
+
+def test_mnhad_makes_no_cold_push_to_a_peer_it_finds_while_starting(monkeypatch: pytest.MonkeyPatch) -> None:
+    """This node powered on (or the lab started, or this daemon was restarted): the peer it hears in
+    its first seconds did not come back, it was there, and may carry the sessions a push would send
+    it. No cold push then (the periodic refresh runs as usual); a later return of the peer is pushed to."""
+    from types import SimpleNamespace
+
+    from dataplane.mnha import SessionSync
+
+    pushed: list[str] = []
+    monkeypatch.setattr(mnhad, "cold_sync", lambda config, kind="cold": pushed.append(kind))
+    monkeypatch.setattr("threading.Thread", lambda target, args, daemon: SimpleNamespace(
+        start=lambda: target(*args), is_alive=lambda: False))
+    daemon = _mnhad("srg0")
+    daemon.c = MnhaConfig.model_construct(mode="srg0", sync_config="/run/lab/x/nodes/srx1/conntrackd.conf")
+    daemon.sync, daemon.sync_thread = SessionSync(mnhad.COLD_SYNC_DELAYS, 60.0, 10.0), None
+    daemon.cold_syncs = daemon.session_refreshes = daemon.cache_flushes = 0
+    daemon.started = 100.0
+    view = SimpleNamespace(alive=False)
+    daemon.link = SimpleNamespace(view=view)  # type: ignore[assignment]
+    daemon.schedule_cold_sync(100.1)
+    view.alive = True  # the peer's first heartbeat, 1.5 s after this daemon started
+    t = 101.5
+    while t < 180:
+        daemon.schedule_cold_sync(t)
+        t += 0.25
+    assert "cold" not in pushed and daemon.cold_syncs == 0
+    assert pushed.count("refresh") == 1, "the periodic refresh is not affected"
+    view.alive = False  # the peer goes away and comes back: it lost its sessions, it gets ours
+    daemon.schedule_cold_sync(200.0)
+    view.alive = True
+    for now in (210.0, 210.3, 210.6, 211.0, 213.0):
+        daemon.schedule_cold_sync(now)
+    assert daemon.cold_syncs == len(mnhad.COLD_SYNC_DELAYS) == pushed.count("cold")

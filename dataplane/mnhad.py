@@ -146,6 +146,7 @@ class Daemon:
         self.link = PeerLink(self.sock, config.peer, config.peer_ip)
         self.sync = SessionSync(COLD_SYNC_DELAYS, SESSION_REFRESH_S, SESSION_FLUSH_S)
         self.sync_thread: threading.Thread | None = None
+        self.cold_waiting = False  # a cold push due while another push ran
         self.cold_syncs = 0
         self.session_refreshes = 0
         self.cache_flushes = 0
@@ -233,10 +234,18 @@ class Daemon:
         back from the kernel (-R), then sent whole (-B). Without it a CGNAT flow that failed over
         here and stays here loses its return traffic once the peer announces its NAT pool again."""
         kind = self.sync.tick(now, self.peer.alive and bool(self.c.sync_config), cold=not self.just_started(now))
+        busy = self.sync_thread is not None and self.sync_thread.is_alive()
+        if not self.peer.alive:
+            self.cold_waiting = False
+        elif kind is None and self.cold_waiting and not busy:
+            kind, self.cold_waiting = "cold", False  # the cold push that waited for the last one
         if kind is None or not self.c.sync_config:
             return
-        if self.sync_thread is not None and self.sync_thread.is_alive():
-            return  # the previous push is still running (the next one is due soon)
+        if busy:  # one push at a time (PUSH): a refresh or flush waits for the next beat, a cold
+            # push is not dropped but runs as soon as this one ends (the returning peer needs the
+            # table before BGP brings it return traffic, about a second after it is heard)
+            self.cold_waiting = self.cold_waiting or kind == "cold"
+            return
         if kind == "cold":
             self.cold_syncs += 1
         elif kind == "refresh":

@@ -151,6 +151,7 @@ def test_mnhad_cold_syncs_a_returning_peer_then_refreshes(monkeypatch: pytest.Mo
     daemon.sync = SessionSync(mnhad.COLD_SYNC_DELAYS, mnhad.SESSION_REFRESH_S, mnhad.SESSION_FLUSH_S)
     daemon.sync_thread = None
     daemon.cold_syncs = daemon.session_refreshes = daemon.cache_flushes = 0
+    daemon.cold_waiting = False
     view = SimpleNamespace(alive=False)
     daemon.link = SimpleNamespace(view=view)  # type: ignore[assignment]
     daemon.schedule_cold_sync(10.0)
@@ -199,12 +200,24 @@ def test_mnhad_skips_a_push_while_the_previous_one_runs(monkeypatch: pytest.Monk
     daemon.c = MnhaConfig.model_construct(mode="srg0", sync_config="/run/lab/x/nodes/srx2/conntrackd.conf")
     daemon.sync, daemon.sync_thread = SessionSync((0.0,), 10.0), None
     daemon.cold_syncs = daemon.session_refreshes = daemon.cache_flushes = 0
+    daemon.cold_waiting = False
     daemon.link = SimpleNamespace(view=SimpleNamespace(alive=True))  # type: ignore[assignment]
     daemon.schedule_cold_sync(1.0)
     assert len(started) == 1
     daemon.sync_thread = running  # type: ignore[assignment]
     daemon.schedule_cold_sync(11.5)  # a refresh is due, but the cold sync still runs: skipped
     assert len(started) == 1 and daemon.session_refreshes == 0
+    # the peer goes and comes back while a push runs: its cold push is not dropped, it runs as soon
+    # as the running one ends (one push at a time: see mnhad.PUSH; BGP brings the returning peer
+    # return traffic within about a second, it needs the sessions before)
+    daemon.link.view.alive = False  # type: ignore[attr-defined]
+    daemon.schedule_cold_sync(12.0)
+    daemon.link.view.alive = True  # type: ignore[attr-defined]
+    daemon.schedule_cold_sync(13.0)
+    assert len(started) == 1 and daemon.cold_waiting
+    daemon.sync_thread = SimpleNamespace(is_alive=lambda: False)  # type: ignore[assignment]
+    daemon.schedule_cold_sync(13.1)
+    assert len(started) == 2 and daemon.cold_syncs == 2 and not daemon.cold_waiting
 
 
 def test_mnhad_makes_no_cold_push_to_a_peer_it_finds_while_starting(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -223,6 +236,7 @@ def test_mnhad_makes_no_cold_push_to_a_peer_it_finds_while_starting(monkeypatch:
     daemon.c = MnhaConfig.model_construct(mode="srg0", sync_config="/run/lab/x/nodes/srx1/conntrackd.conf")
     daemon.sync, daemon.sync_thread = SessionSync(mnhad.COLD_SYNC_DELAYS, 60.0, 10.0), None
     daemon.cold_syncs = daemon.session_refreshes = daemon.cache_flushes = 0
+    daemon.cold_waiting = False
     daemon.started = 100.0
     view = SimpleNamespace(alive=False)
     daemon.link = SimpleNamespace(view=view)  # type: ignore[assignment]

@@ -20,8 +20,8 @@ FLOWS = 1000
 SRX = ("srx1", "srx2", "srx3", "srx4")
 
 
-def lab(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run([*LAB, *args], cwd=REPO, capture_output=True, text=True, timeout=120)
+def lab(*args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run([*LAB, *args], cwd=REPO, capture_output=True, text=True, timeout=timeout)
     if check and result.returncode != 0:
         raise AssertionError(f"lab {' '.join(args)} failed: {result.stderr}")
     return result

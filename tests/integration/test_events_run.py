@@ -66,7 +66,7 @@ def test_every_applicable_event_runs_and_recovers(topology: str, tmp_path: Path)
         report = tmp_path / "all.json"
         result = lab("events", "run", "--lab", running.name, "--flows", "60", "--rate", "3000",
                      "--warmup", "1.5", "--hold", "1.5", "--duration", "3", "--down-time", "1",
-                     "--json", str(report), check=False)
+                     "--json", str(report), check=False, timeout=300)
         events = {e["event"]: e for e in json.loads(report.read_text())["events"]} if report.exists() else {}
         assert set(events) == applicable, result.stderr
         failed = {name: (e["recovered"], e["packets_lost_by_unaffected_flows"]) for name, e in events.items()

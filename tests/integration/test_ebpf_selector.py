@@ -228,8 +228,13 @@ def test_ebpf_lab_steers_by_the_table_and_fails_over(ebpf_lab: RunningLab) -> No
                           capture_output=True).returncode != 0, "no nft selector in an eBPF lab"
     assert len(_program_ids(ebpf_lab)) == 2, "one program per side, on its ingress interfaces"
     before = _check_carriers_follow_the_table(ebpf_lab, 41000)
-    counters = [m["counters"] for m in ebpf_lab.selector()["members"]]  # type: ignore[union-attr]
-    assert all(c["trust"]["packets"] > 0 for c in counters), counters  # type: ignore[index]
+    deadline = time.monotonic() + 10  # the daemon reads the program's counters about once a second
+    while True:
+        counters = [m["counters"] for m in ebpf_lab.selector()["members"]]  # type: ignore[union-attr]
+        if all(c.get("trust", {}).get("packets", 0) > 0 for c in counters) or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert all(c.get("trust", {}).get("packets", 0) > 0 for c in counters), counters
 
     ebpf_lab.exec("srx2", "ip", "link", "set", "ge-0-0-0", "down")
     try:

@@ -26,6 +26,8 @@ if str(ROOT) not in sys.path:
 
 from lab_orchestrator import api  # noqa: E402
 from lab_orchestrator.state import state_dir  # noqa: E402
+from labkit.contracts import SRD_STATUS  # noqa: E402
+from labkit.status import SrdStatus, read_status  # noqa: E402
 
 NOTES_MARKER = "<!-- notes below this line are kept when the benchmark rewrites this file -->"
 
@@ -105,8 +107,12 @@ class BenchLab:
     def ns(self, node: str, instance: str | None = None) -> str:
         return self.lab.ns(node, instance)
 
+    def srd(self, node: str) -> SrdStatus | None:
+        """The MX's SRD daemon status (labkit.status.SrdStatus); None while it is being rewritten."""
+        return read_status(self.lab.node_file(node, SRD_STATUS), SrdStatus)
+
     def status(self, node: str, daemon: str) -> dict[str, Any]:
-        """A daemon's status file (mnha, srd, mxlb); {} while it is being rewritten."""
+        """A daemon's status file (mnha, mxlb); {} while it is being rewritten."""
         try:
             data: dict[str, Any] = self.lab.read_json(node, f"{daemon}-status.json")
         except (OSError, ValueError):

@@ -80,6 +80,7 @@ from ha_observe import (  # noqa: E402
     selector_members,
     srd_roles,
     srd_settled,
+    srd_transitions,
     srg1_settled,
     srg1_text,
     transition_after,
@@ -358,11 +359,10 @@ def measure_srd(out: dict[str, Any], workdir: Path, runs: int, flows_n: int, rat
 def srd_sample(lab_: Lab, result: dict[str, Any], facts: dict[str, Any], before: dict[tuple[str, int], str],
                after: dict[tuple[str, int], str], direction: str, new: str) -> dict[str, Any]:
     stats = flow_stats(result)
-    became = transition_after(lab_.status(new, "srd").get("transitions", []), "active", facts["cli_start"])
+    became = transition_after(srd_transitions(lab_, new), "active", facts["cli_start"])
     old = "mx1" if new == "mx2" else "mx2"
-    released = min((t for t in (transition_after(lab_.status(old, "srd").get("transitions", []), role,
-                                                 facts["cli_start"]) for role in ("backup", "ineligible"))
-                    if t is not None), default=None)
+    released = min((t for t in (transition_after(srd_transitions(lab_, old), role, facts["cli_start"])
+                                for role in ("backup", "ineligible")) if t is not None), default=None)
     b, a = by_source(before), by_source(after)
     return {"direction": direction, **stats,
             "srx_changed": sum(1 for src in b if src in a and a[src] not in (b[src], PEER[b[src]])),

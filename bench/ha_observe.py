@@ -350,7 +350,13 @@ def conntrackd_overruns(lab_: Lab) -> dict[str, int]:
 
 # ---------------------------------------------------------------- 3. SRD switchover
 def srd_roles(lab_: Lab) -> dict[str, str]:
-    return {mx: lab_.status(mx, "srd").get("role", "?") for mx in ("mx1", "mx2")}
+    return {mx: status.role if (status := lab_.srd(mx)) else "?" for mx in ("mx1", "mx2")}
+
+
+def srd_transitions(lab_: Lab, mx: str) -> list[dict[str, Any]]:
+    """The MX's SRD transitions in the shape transition_after reads; [] while the file is rewritten."""
+    status = lab_.srd(mx)
+    return status.to_dict()["transitions"] if status else []
 
 
 def gateway_mx(lab_: Lab, gateway: str) -> str:

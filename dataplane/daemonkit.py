@@ -12,7 +12,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+from labkit.status import StatusModel, read_status
 
 from .mnha import HeartbeatError, PeerView, decode_heartbeat_ext
 
@@ -33,6 +35,17 @@ class StopFlag:
 
 
 RESUME_ENV = "LAB_RESUME"  # the lab supervisor sets it to 1 when it restarts a daemon after a crash
+
+
+S = TypeVar("S", bound=StatusModel)
+
+
+def resumed(path: str | Path, model: type[S]) -> S | None:
+    """The typed status this daemon's previous instance published, when it is being restarted after a
+    crash (LAB_RESUME=1) and resumes from it; None on a fresh start, or when the file is not a MODEL."""
+    if os.environ.get(RESUME_ENV) != "1":
+        return None
+    return read_status(path, model)
 
 
 def resumed_status(path: str | Path) -> dict[str, Any] | None:

@@ -18,13 +18,12 @@ import socket
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 from labkit import unixsock
 from labkit.configs import SrdConfig
-from labkit.files import write_json
+from labkit.status import SrdHeartbeat, SrdRole, SrdSignalRoute, SrdStatus, SrdTransition, write_status
 
-from .daemonkit import PeerLink, heartbeat_loop, resumed_status
+from .daemonkit import PeerLink, heartbeat_loop, resumed
 from .mnha import PeerView, Role, encode_heartbeat
 from .mnhad import bird_configure, has_carrier
 from .srd import Mastership
@@ -38,6 +37,10 @@ def _socket_in(ns: str, family: int, kind: int) -> socket.socket:
 
     with netnsutil.entered(ns):
         return socket.socket(family, kind)
+
+
+STATUS_ROLE: dict[Role, SrdRole] = {Role.INIT: "init", Role.ACTIVE: "master", Role.BACKUP: "standby",
+                                    Role.INELIGIBLE: "ineligible"}
 
 
 class Daemon:
@@ -61,25 +64,21 @@ class Daemon:
         self.bird_master = "SRD_MASTER = 1" in Path(config.role_file).read_text()
         self.signal_installed: bool | None = None
         self.resumed: str | None = None  # the role taken up from the previous instance, after a crash
-        self.resume(resumed_status(config.status_file))
+        self.resume(resumed(config.status_file, SrdStatus))
 
-    def resume(self, previous: dict[str, Any] | None) -> None:
+    def resume(self, previous: SrdStatus | None) -> None:
         """Restarted after a crash: take up the mastership, priority (a CLI switchover changes it) and
         signal route state held before, instead of electing anew."""
         if previous is None:
             return
-        roles = {"master": Role.ACTIVE, "standby": Role.BACKUP, "ineligible": Role.INELIGIBLE}
-        try:
-            role = roles[previous["role"]]
-            priority = int(previous["priority"])
-            installed = bool(previous["signal_route"]["installed"])
-            transitions = [(float(t["at"]), Role(t["role"]), str(t["why"])) for t in previous["transitions"]]
-        except (KeyError, ValueError, TypeError):
-            return
-        self.state.role, self.state.priority, self.state.transitions = role, priority, transitions
-        self.signal_installed = installed
-        self.resumed = previous["role"]
-        print(f"{time.strftime('%H:%M:%S')} resumed as {previous['role']} (priority {priority}) after a restart",
+        roles = {word: role for role, word in STATUS_ROLE.items() if role is not Role.INIT}
+        if previous.role not in roles:
+            return  # it had not decided yet: elect anew
+        self.state.role, self.state.priority = roles[previous.role], previous.priority
+        self.state.transitions = [(t.at, Role(t.role), t.why) for t in previous.transitions]
+        self.signal_installed = previous.signal_route.installed
+        self.resumed = previous.role
+        print(f"{time.strftime('%H:%M:%S')} resumed as {previous.role} (priority {previous.priority}) after a restart",
               flush=True)
 
     def healthy(self) -> bool:
@@ -156,17 +155,16 @@ class Daemon:
                 ipr.close()
 
     def write_status(self, now: float, healthy: bool) -> None:
-        status = {
-            "node": self.c.node, "peer": self.c.peer, "pid": os.getpid(), "updated_at": time.time(),
-            "role": "master" if self.state.role is Role.ACTIVE else self.state.role.value.replace("backup", "standby"),
-            "priority": self.state.priority, "preempt": self.state.preempt, "healthy": healthy,
-            "signal_route": {"prefix": f"{self.c.signal_route}/32", "installed": bool(self.signal_installed)},
-            "peer_role": ("master" if self.peer.role is Role.ACTIVE else "standby") if self.peer.alive else "unknown",
-            "heartbeat": {"sent": self.sent, "received": self.link.received, "errors": self.link.bad,
-                          "peer_alive": self.peer.alive}, "resumed": self.resumed,
-            "transitions": [{"at": at, "role": r.value, "why": why} for at, r, why in self.state.transitions],
-        }
-        write_json(self.c.status_file, status)
+        write_status(self.c.status_file, SrdStatus(
+            node=self.c.node, peer=self.c.peer, pid=os.getpid(), updated_at=time.time(),
+            role=STATUS_ROLE[self.state.role],
+            priority=self.state.priority, preempt=self.state.preempt, healthy=healthy,
+            signal_route=SrdSignalRoute(prefix=f"{self.c.signal_route}/32", installed=bool(self.signal_installed)),
+            peer_role=("master" if self.peer.role is Role.ACTIVE else "standby") if self.peer.alive else "unknown",
+            heartbeat=SrdHeartbeat(sent=self.sent, received=self.link.received, errors=self.link.bad,
+                                   peer_alive=self.peer.alive),
+            resumed=self.resumed,
+            transitions=[SrdTransition(at=at, role=r.value, why=why) for at, r, why in self.state.transitions]))
 
     def run(self) -> None:
         heartbeat_loop(self.interval, {self.sock: self.receive, self.control: self.command}, self.tick)

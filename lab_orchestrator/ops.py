@@ -21,6 +21,7 @@ from pyroute2.netlink.exceptions import NetlinkError
 
 from labkit import netnsutil, unixsock
 from labkit.contracts import IKEV2_STATUS, SRD_STATUS
+from labkit.status import SrdStatus, read_status
 
 from . import kinds, supervisor
 from .diagnostics import LabError
@@ -362,15 +363,10 @@ def restore(state: LabState, plan: LabPlan, target: str) -> list[str]:
 
 
 def srd_master(state: LabState, plan: LabPlan) -> str | None:
-    import json as _json
-
     for node in plan.srd:
-        path = Path(state.state_dir) / "nodes" / node / SRD_STATUS
-        try:
-            if _json.loads(path.read_text())["role"] == "master" and node not in state.down_nodes:
-                return node
-        except (OSError, ValueError, KeyError):
-            continue
+        status = read_status(Path(state.state_dir) / "nodes" / node / SRD_STATUS, SrdStatus)
+        if status is not None and status.role == "master" and node not in state.down_nodes:
+            return node
     return None
 
 

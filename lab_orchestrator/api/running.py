@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from labkit import netnsutil
 from labkit.contracts import MNHA_STATUS, MXLB_STATUS, SRD_STATUS
+from labkit.status import SrdStatus, read_status
 
 from .. import eventlog, hostcheck
 from ..diagnostics import LabError
@@ -224,9 +225,12 @@ class Lab:
     def redundancy(self) -> dict[str, dict[str, Any]]:
         """SRD status of each MX and MNHA status of each SRX, by node."""
         report: dict[str, dict[str, Any]] = {"srd": {}, "mnha": {}}
-        for kind, name in (("srd", SRD_STATUS), ("mnha", MNHA_STATUS)):
-            for path in sorted((self.state_dir / "nodes").glob(f"*/{name}")):
-                report[kind][path.parent.name] = json.loads(path.read_text())
+        for path in sorted((self.state_dir / "nodes").glob(f"*/{SRD_STATUS}")):
+            srd = read_status(path, SrdStatus)
+            if srd is not None:
+                report["srd"][path.parent.name] = srd.to_dict()
+        for path in sorted((self.state_dir / "nodes").glob(f"*/{MNHA_STATUS}")):
+            report["mnha"][path.parent.name] = json.loads(path.read_text())
         return report
 
     def events(self) -> list[Applicability]:

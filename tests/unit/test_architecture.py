@@ -281,3 +281,17 @@ def test_daemons_read_their_configuration_typed() -> None:
            if RAW_CONFIG.search(p.read_text())}
     assert raw <= RAW_CONFIG_DAEMONS, f"read the config with a labkit.configs model: {sorted(raw - RAW_CONFIG_DAEMONS)}"
     assert raw == RAW_CONFIG_DAEMONS, f"typed now, drop from RAW_CONFIG_DAEMONS: {sorted(RAW_CONFIG_DAEMONS - raw)}"
+
+
+# Daemon status files are typed on both ends (labkit.status: the daemon builds the model and writes it,
+# every reader parses it with the same model). Daemons still writing a raw dict as their status:
+RAW_STATUS = re.compile(r"\bwrite_json\(")
+RAW_STATUS_DAEMONS = {"dataplane/flexclientd.py", "dataplane/flexvpnd.py", "dataplane/healthd.py",
+                      "dataplane/mnhad.py", "dataplane/mxlb.py"}
+
+
+def test_daemons_write_their_status_typed() -> None:
+    raw = {str(p.relative_to(REPO)) for p in sorted((REPO / "dataplane").rglob("*.py"))
+           if RAW_STATUS.search(p.read_text())}
+    assert raw <= RAW_STATUS_DAEMONS, f"write the status with a labkit.status model: {sorted(raw - RAW_STATUS_DAEMONS)}"
+    assert raw == RAW_STATUS_DAEMONS, f"typed now, drop from RAW_STATUS_DAEMONS: {sorted(RAW_STATUS_DAEMONS - raw)}"

@@ -143,10 +143,10 @@ def test_arp(golden: Any) -> None:
     assert junos.show_arp(snap, {"interface": "ge-0/0/1"}).text.endswith("Total entries: 1\n")
 
 
-SRD_STATUS = {"node": "mx2", "peer": "mx1", "updated_at": NOW - 0.5, "role": "standby", "priority": 100,
+SRD_STATUS = {"node": "mx2", "peer": "mx1", "pid": 4242, "updated_at": NOW - 0.5, "role": "standby", "priority": 100,
               "preempt": False, "healthy": True, "signal_route": {"prefix": "198.18.255.1/32", "installed": False},
               "peer_role": "master", "heartbeat": {"sent": 120, "received": 119, "errors": 0, "peer_alive": True},
-              "transitions": [{"at": NOW - 100, "role": "backup", "why": "peer is master"}]}
+              "resumed": None, "transitions": [{"at": NOW - 100, "role": "backup", "why": "peer is master"}]}
 
 
 def test_services_redundancy_group(golden: Any) -> None:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from lab_orchestrator import api
 from lab_orchestrator.api.running import Lab
 from lab_orchestrator.state import LabState
+from labkit.status import SrdHeartbeat, SrdSignalRoute, SrdStatus, write_status
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -20,7 +20,11 @@ def lab_with_master(tmp_path: Path, master: str | None) -> Lab:
     for mx in ("mx1", "mx2"):
         (tmp_path / "nodes" / mx).mkdir(parents=True, exist_ok=True)
         role = "master" if mx == master else "standby"
-        (tmp_path / "nodes" / mx / "srd-status.json").write_text(json.dumps({"role": role}))
+        write_status(tmp_path / "nodes" / mx / "srd-status.json", SrdStatus(
+            node=mx, peer="mx2" if mx == "mx1" else "mx1", pid=1, updated_at=0.0, role=role, priority=100,
+            preempt=False, healthy=True, signal_route=SrdSignalRoute(prefix="198.18.255.1/32", installed=False),
+            peer_role="unknown", heartbeat=SrdHeartbeat(sent=0, received=0, errors=0, peer_alive=False),
+            resumed=None, transitions=[]))
     return lab
 
 

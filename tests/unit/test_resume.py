@@ -16,6 +16,7 @@ from dataplane.hsrp import GroupConfig, HsrpMachine, State
 from dataplane.mnha import Role, Srg1
 from dataplane.srd import Mastership
 from labkit.configs import MnhaConfig
+from labkit.status import SrdStatus
 
 
 def _status(tmp_path: Path, data: dict[str, Any]) -> Path:
@@ -61,15 +62,34 @@ def test_mnhad_takes_up_its_roles() -> None:
     assert garbled.srg1.role is Role.INIT
 
 
-def test_srdd_takes_up_mastership_priority_and_signal_route() -> None:
+SRD_MASTER = {"node": "mx2", "peer": "mx1", "pid": 4242, "updated_at": 2.5, "role": "master", "priority": 201,
+              "preempt": True, "healthy": True, "signal_route": {"prefix": "198.18.255.1/32", "installed": True},
+              "peer_role": "standby", "heartbeat": {"sent": 9, "received": 8, "errors": 0, "peer_alive": True},
+              "resumed": None,
+              "transitions": [{"at": 2.0, "role": "active", "why": "CLI switchover: mastership acquired"}]}
+
+
+def test_srdd_takes_up_mastership_priority_and_signal_route(tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     daemon = srdd.Daemon.__new__(srdd.Daemon)
     daemon.state = Mastership("mx2", "mx1", 100, True)
     daemon.signal_installed, daemon.resumed = None, None
+    monkeypatch.setenv(daemonkit.RESUME_ENV, "1")
     # after a CLI switchover mx2 is master with a raised priority: a restart must not undo it
-    daemon.resume({"role": "master", "priority": 201, "signal_route": {"installed": True},
-                   "transitions": [{"at": 2.0, "role": "active", "why": "CLI switchover: mastership acquired"}]})
+    daemon.resume(daemonkit.resumed(_status(tmp_path, SRD_MASTER), SrdStatus))
     assert daemon.state.role is Role.ACTIVE and daemon.state.priority == 201
     assert daemon.signal_installed is True and daemon.resumed == "master"
+    assert daemon.state.transitions == [(2.0, Role.ACTIVE, "CLI switchover: mastership acquired")]
+
+
+def test_srdd_elects_anew_without_a_usable_status(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(daemonkit.RESUME_ENV, "1")
+    for previous in ({**SRD_MASTER, "role": "init"}, {"role": "master"}, {**SRD_MASTER, "extra": 1}):
+        daemon = srdd.Daemon.__new__(srdd.Daemon)
+        daemon.state = Mastership("mx2", "mx1", 100, True)
+        daemon.signal_installed, daemon.resumed = None, None
+        daemon.resume(daemonkit.resumed(_status(tmp_path, previous), SrdStatus))
+        assert daemon.state.role is Role.INIT and daemon.state.priority == 100 and daemon.resumed is None
 
 
 def test_healthd_resumes_each_profile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 from labkit.contracts import MNHA_STATUS, MXLB_CONFIG, MXLB_STATUS, SRD_STATUS
+from labkit.status import SrdStatus, parse_status
 
 from ..gather import Snapshot
 from ..pipes import Output
@@ -170,40 +171,35 @@ def show_services_redundancy_group(snap: Snapshot, args: Args) -> Output:
     srd = snap.node.features.get("srd")
     if not isinstance(srd, dict):
         return error("services redundancy is not configured")
-    status = snap.status.get(SRD_STATUS)
-    if not isinstance(status, dict):
+    status = parse_status(snap.status.get(SRD_STATUS), SrdStatus)
+    if status is None:
         return error("the services redundancy daemon is not running")
     wanted = args.get("id")
     if wanted is not None and str(wanted) != "1":
         return error(f"redundancy-group {wanted} is not configured")
-    fresh = snap.now - float(status.get("updated_at", 0.0)) < 5.0
-    beat = status.get("heartbeat", {})
-    signal = status.get("signal_route", {})
-    role = str(status.get("role", "unknown")).upper()
-    peer_role = str(status.get("peer_role", "unknown")).upper()
-    transitions = status.get("transitions", [])
-    last = transitions[-1] if transitions else None
+    fresh = snap.now - status.updated_at < 5.0
+    beat, signal = status.heartbeat, status.signal_route
+    role, peer_role = status.role.upper(), status.peer_role.upper()
+    last = status.transitions[-1] if status.transitions else None
     lines = [
         "Redundancy Set: 1",
         "  Redundancy Group: 1",
         f"    Current State        : {role}",
         f"    Preferred Master     : {srd.get('master', '-')}",
-        f"    Priority             : {status.get('priority', '-')}",
-        f"    Preemption           : {'ENABLED' if status.get('preempt') else 'DISABLED'}",
-        f"    Health               : {'HEALTHY' if status.get('healthy') and fresh else 'UNHEALTHY'}",
-        f"    Signal Route         : {signal.get('prefix', '-')} "
-        f"({'installed' if signal.get('installed') else 'not installed'})",
+        f"    Priority             : {status.priority}",
+        f"    Preemption           : {'ENABLED' if status.preempt else 'DISABLED'}",
+        f"    Health               : {'HEALTHY' if status.healthy and fresh else 'UNHEALTHY'}",
+        f"    Signal Route         : {signal.prefix} ({'installed' if signal.installed else 'not installed'})",
         f"    Routes Advertised    : {'as is' if role == 'MASTER' else 'with AS-path prepend'}",
         "  Peer Information:",
-        f"    Peer                 : {status.get('peer', '-')}",
+        f"    Peer                 : {status.peer}",
         f"    Peer State           : {peer_role}",
-        f"    Peer Status          : {'ALIVE' if beat.get('peer_alive') else 'NOT RESPONDING'}",
-        f"    Heartbeats           : sent {beat.get('sent', 0)}, received {beat.get('received', 0)}, "
-        f"errors {beat.get('errors', 0)}",
+        f"    Peer Status          : {'ALIVE' if beat.peer_alive else 'NOT RESPONDING'}",
+        f"    Heartbeats           : sent {beat.sent}, received {beat.received}, errors {beat.errors}",
     ]
     if last:
-        lines.append(f"  Last Transition        : to {str(last.get('role', '')).upper()} ({last.get('why', '')})")
-    if role == "MASTER" and not beat.get("peer_alive"):
+        lines.append(f"  Last Transition        : to {last.role.upper()} ({last.why})")
+    if role == "MASTER" and not beat.peer_alive:
         lines.append("  Warning                : peer not heard: mastership taken without it; if the peer is "
                      "alive (inter-MX link down), both MX are master (no split-brain protection)")
-    return Output("".join(line + "\n" for line in lines), {"services-redundancy-group-information": status})
+    return Output("".join(line + "\n" for line in lines), {"services-redundancy-group-information": status.to_dict()})

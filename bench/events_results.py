@@ -157,13 +157,14 @@ changed.
 
 def render(kept: dict[str, dict[str, Any]]) -> str:
     lines = [INTRO.format(options=" ".join(OPTIONS)).rstrip(), ""]
-    machines = {json.dumps(k.get("machine"), sort_keys=True) for k in kept.values() if k.get("machine")}
-    for text in sorted(machines):
-        m = json.loads(text)
-        lines += [f"Machine: {m.get('cpus')} CPUs ({m.get('cpu', '?')}), {m.get('memory_gib', '?')} GiB, kernel "
-                  f"{m.get('kernel')}, Python {m.get('python')}, {m.get('bird', 'BIRD ?')}, "
-                  f"{m.get('nftables', 'nftables ?')}; shared with other work (load average at each "
-                  "lab's start in its section).", ""]
+    # one line per distinct machine as printed (the kept records carry more fields than the line shows)
+    machines = {f"Machine: {m.get('cpus')} CPUs ({m.get('cpu', '?')}), {m.get('memory_gib', '?')} GiB, kernel "
+                f"{m.get('kernel')}, Python {m.get('python')}, {m.get('bird', 'BIRD ?')}, "
+                f"{m.get('nftables', 'nftables ?')}; shared with other work (load average at each "
+                "lab's start in its section)."
+                for m in (k["machine"] for k in kept.values() if k.get("machine"))}
+    for line in sorted(machines):
+        lines += [line, ""]
     lines += ["## Summary", "", "| lab | passed / run | failed (why) | run (UTC) | commit |", "|---|---|---|---|---|"]
     for lab in [name for name in LABS if name in kept] + sorted(set(kept) - set(LABS)):
         k = kept[lab]

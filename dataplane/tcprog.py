@@ -48,6 +48,16 @@ def le_word(network: IPv4Network) -> tuple[int, int]:
             int.from_bytes(network.netmask.packed, "little"))
 
 
+def _lookup(asm: Asm, key: int, slot: int, map_fd: int) -> None:
+    """R0 = &map[KEY] (the 32-bit key put on the stack at SLOT), or on to "out" when it has none."""
+    asm.store("w", R10, slot, key)
+    asm.mov_reg(R2, R10)
+    asm.alu_imm("add", R2, slot, wide=True)
+    asm.load_map_fd(R1, map_fd)
+    asm.call(HELPER_MAP_LOOKUP)
+    asm.jmp_imm("jeq", R0, 0, "out")
+
+
 def selector_program(field: str, buckets: int, seed: int, prefixes: Sequence[str], sel_fd: int, cnt_fd: int) -> bytes:
     """The instructions (8 bytes each) for one side; SEL_FD and CNT_FD are the maps' descriptors."""
     if field not in FIELDS:
@@ -92,23 +102,13 @@ def selector_program(field: str, buckets: int, seed: int, prefixes: Sequence[str
     # reciprocal_scale: bucket = (c * buckets) >> 32 (c is zero-extended by the 32-bit operations)
     asm.alu_imm("mul", R9, buckets, wide=True)
     asm.alu_imm("rsh", R9, 32, wide=True)
-    asm.store("w", R10, -4, R9)
-    asm.mov_reg(R2, R10)
-    asm.alu_imm("add", R2, -4, wide=True)
-    asm.load_map_fd(R1, sel_fd)
-    asm.call(HELPER_MAP_LOOKUP)
-    asm.jmp_imm("jeq", R0, 0, "out")
+    _lookup(asm, R9, -4, sel_fd)
     asm.load("w", R7, R0, 0)
     asm.jmp_imm("jeq", R7, 0, "out")  # no member in this bucket: 0x100 stays (the blackhole table)
     asm.store("w", R6, SKB_MARK, R7)
     # count: cnt[mark & 0xff] += (1 packet, IP length bytes)
     asm.alu_imm("and", R7, COUNTERS - 1)
-    asm.store("w", R10, -8, R7)
-    asm.mov_reg(R2, R10)
-    asm.alu_imm("add", R2, -8, wide=True)
-    asm.load_map_fd(R1, cnt_fd)
-    asm.call(HELPER_MAP_LOOKUP)
-    asm.jmp_imm("jeq", R0, 0, "out")
+    _lookup(asm, R7, -8, cnt_fd)
     asm.load("dw", R1, R0, 0)
     asm.alu_imm("add", R1, 1, wide=True)
     asm.store("dw", R0, 0, R1)

@@ -16,17 +16,23 @@ TEST_APT_PACKAGES = chromium tmux
 DEMO_LAB ?= labs/topology3.yml
 # what `make test` runs after lint (e.g. TESTS=tests/unit)
 TESTS ?= tests
+# `make test-repeat`: how many runs, of what, which tests by name (pytest -k K) and other pytest arguments
+N ?= 3
+REPEAT_TESTS ?= tests/integration
+K ?=
+REPEAT_ARGS ?=
 IMAGE ?= lab-node
 VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"/\1/p' lab_orchestrator/__init__.py)
 # tools of the recipes (pytest's children, bench scripts calling `lab`) come from the virtualenv first
 VENV_PATH = PATH="$(CURDIR)/$(VENV)/bin:$$PATH"
 
-.PHONY: docs help deps deps-apt apt-install print-apt-packages deps-python deps-link distclean test test-fresh test-unit test-integration lint demo bench clean image
+.PHONY: docs help deps deps-apt apt-install print-apt-packages deps-python deps-link distclean test test-fresh test-repeat test-unit test-integration lint demo bench clean image
 
 help:
 	@echo "make demo              install what is missing, bring up $(DEMO_LAB), show it working, tear it down"
 	@echo "make test              install what is missing, run lint + unit + namespace (root) tests"
 	@echo "make test-unit         fast tests, no root needed"
+	@echo "make test-repeat N=3   the namespace (root) tests N times in a row; lists every test that failed in any run"
 	@echo "make test-fresh        make demo + make test on a fresh clone in a Debian 12 minbase chroot (root)"
 	@echo "make lint              ruff + mypy"
 	@echo "make docs              regenerate the CLI and topology references, the JSON Schema and the figures"
@@ -85,6 +91,10 @@ test-integration: deps
 
 test: deps lint
 	$(VENV_PATH) $(PYTHON) -m pytest $(TESTS) -q
+
+# A test that fails in one run of several depends on timing: run the suite N times, report each such test.
+test-repeat: deps lint
+	$(VENV_PATH) $(PYTHON) tests/repeat.py --runs $(N) -- $(REPEAT_TESTS) -q $(if $(K),-k "$(K)") $(REPEAT_ARGS)
 
 # The README's two commands on a fresh clone in a debootstrap'ed Debian 12 minbase root (root; needs network
 # to the Debian mirror and PyPI; the root tarball and downloads are cached in /var/cache/lab-test-fresh).

@@ -35,20 +35,25 @@ def top(
 def web(
     lab: str | None = typer.Argument(None, help="Lab name (default: the only running lab)."),
     port: int = typer.Option(8040, "--port", "-p", help="TCP port."),
-    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on (default: this machine only)."),
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on (default: this machine only; beyond it "
+                                           "every request needs the printed URL's token)."),
     allow_actions: bool = typer.Option(False, "--allow-actions",
                                        help="Show fail/restore (and SRD switchover) buttons, each with a "
-                                            "confirmation (otherwise the page is read-only)."),
+                                            "confirmation (otherwise the page is read-only); they act only "
+                                            "from the page opened with the printed URL's token."),
 ) -> None:
     """A live web page of the lab: the topology coloured by state, selector shares and packets/s with
-    sparklines, updated by server-sent events; /state.json for scripts. Nothing is fetched from the network."""
+    sparklines, updated by server-sent events; /state.json for scripts. Nothing is fetched from the network.
+    The printed URL carries this run's secret token (docs/security.md)."""
     from .. import liveweb
 
     def run() -> None:
         running = api.pick(lab)
-        out.print(f"lab {running.name} live at http://{host}:{port}/ (state: /state.json; Ctrl-C stops)")
+        token = liveweb.new_token()
+        out.print(f"lab {running.name} live at {liveweb.page_url(host, port, token)} "
+                  f"(state: /state.json; Ctrl-C stops)", soft_wrap=True)
         try:
-            liveweb.serve(running, host, port, allow_actions)
+            liveweb.serve(running, host, port, allow_actions, token=token)
         except KeyboardInterrupt:
             return
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Iterator
-from http.server import ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -121,3 +121,92 @@ def test_page_with_actions_offers_them_per_node() -> None:
                                    ".map(b => b.textContent)]))")
         assert buttons["srx2"] == ["fail", "restore"] and buttons["mx1"] == ["fail", "restore"]
         assert buttons["client"] == [] and buttons["gw-trust"] == []
+
+
+ATTACK = """<!doctype html><html><body><iframe name="sink"></iframe>
+<form id="f" method="POST" action="TARGET/action" enctype="text/plain" target="sink">
+<input name='{"action":"fail","node":"srx2","x":"' value='"}'></form>
+<script>
+const target = "TARGET", body = JSON.stringify({action: "fail", node: "srx2"}), results = {};
+async function attempt(name, run) {
+  try { const r = await run(); results[name] = r.type + " " + r.status; } catch (e) { results[name] = "blocked"; }
+}
+(async () => {
+  await attempt("no-cors text/plain", () => fetch(target + "/action", {method: "POST", mode: "no-cors",
+    headers: {"Content-Type": "text/plain"}, body}));
+  await attempt("json with guessed token", () => fetch(target + "/action", {method: "POST",
+    headers: {"Content-Type": "application/json", "X-Lab-Token": "guess"}, body}));
+  await attempt("read state", () => fetch(target + "/state.json"));
+  const frame = document.querySelector("iframe");
+  await new Promise(done => { frame.onload = done; document.getElementById("f").submit(); });
+  results["form"] = "submitted";
+  window.done = results;
+})();
+</script></body></html>"""
+
+
+def test_cross_origin_page_cannot_act_and_the_token_holding_page_can(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A page of another origin (another port of this machine: what a web site the operator visits
+    could do) tries a no-cors text/plain POST, a JSON POST with a guessed token (the browser's preflight
+    finds no CORS permission), a read of the state, and a text/plain form posted into a frame: the
+    server refuses what reaches it and no action is done. The page opened with the token of the run acts."""
+    reason = chromium_problem()
+    if reason:
+        pytest.skip(reason)
+    acted: list[tuple[str, str]] = []
+    monkeypatch.setattr(livestate, "act", lambda lab, action, node: acted.append((action, node)) or "done")
+    token = liveweb.new_token()
+    live = FakeLive(livestate.picture(raw_state(10.0, [], [])))
+    live.lab = None  # type: ignore[assignment]  # livestate.act is replaced: no lab is needed
+    refused: list[tuple[int, str, str | None]] = []
+    base = liveweb.make_handler(live, liveweb.layout_of(TOPOLOGY), True, token)
+
+    class Recording(base):  # type: ignore[valid-type, misc]
+        def _refuse(self, why: liveweb.Refused) -> None:
+            refused.append((why.code, self.command, self.headers.get("Origin")))
+            super()._refuse(why)
+
+    lab_server = ThreadingHTTPServer(("127.0.0.1", 0), Recording)
+    target = f"http://127.0.0.1:{lab_server.server_address[1]}"
+    attack = ATTACK.replace("TARGET", target).encode()
+
+    class Hostile(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+            return
+
+        def do_GET(self) -> None:  # noqa: N802
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(attack)))
+            self.end_headers()
+            self.wfile.write(attack)
+
+    hostile = ThreadingHTTPServer(("127.0.0.1", 0), Hostile)
+    servers = (lab_server, hostile)
+    for server in servers:
+        server.daemon_threads = True
+        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True).start()
+    try:
+        with Chromium() as browser:
+            browser.open(f"http://localhost:{hostile.server_address[1]}/")
+            results, _ = browser.wait_for("window.done", timeout=20)
+            assert results["json with guessed token"] == "blocked"  # no CORS answer to its preflight
+            assert results["read state"] == "blocked"
+            assert acted == []
+            posts = [r for r in refused if r[1] == "POST"]
+            assert posts and all(code == 403 and origin and "localhost" in origin for code, _, origin in posts), refused
+            assert len(posts) == 2  # the no-cors fetch and the form reached the server, which refused both
+
+            browser.open(f"{target}/?token={token}")
+            browser.wait_for("document.querySelectorAll('#nodes tbody button.fail').length > 0", timeout=20)
+            browser.evaluate("window.confirm = () => true; window.alert = m => { window.said = m; }; "
+                             "document.querySelector('#row-srx2 button.fail').click(); true")
+            said, _ = browser.wait_for("window.said", timeout=10)
+            assert said == "done" and acted == [("fail", "srx2")]
+    finally:
+        live.stopping.set()
+        with live.changed:
+            live.changed.notify_all()
+        for server in servers:
+            server.shutdown()
+            server.server_close()

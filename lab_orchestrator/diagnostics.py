@@ -48,6 +48,13 @@ class LabError(Exception):
     exit_code = 1
 
 
+class NotJudged(LabError):
+    """The command ran but could not give a verdict: a precondition of a test failed (the lab was not
+    ready, or the machine could not carry the traffic asked for): exit 3."""
+
+    exit_code = 3
+
+
 class BadInput(LabError):
     """A wrong argument the user can fix (an existing file where a folder goes, an unknown node): exit 2."""
 

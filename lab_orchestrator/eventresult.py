@@ -16,9 +16,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from . import budgets as budgetsmod
+from .diagnostics import LabError
 
 DAEMON_RETURN_S = 5.0  # daemon-crash passes only if the daemon runs again within this
-OPTIONAL = ("daemon_crash", "flows_moved_on_restore", "flows_moved_on_restore_ideal_max", "budgets")
+OPTIONAL = ("daemon_crash", "flows_moved_on_restore", "flows_moved_on_restore_ideal_max", "budgets", "checks")
 
 
 class _Model(BaseModel):
@@ -89,6 +90,41 @@ class BudgetVerdict(_Model):
     scope: str
 
 
+class Check(_Model):
+    """One condition the runner checked around an event: before it (selectors ready, BGP settled,
+    MNHA pairs synced, baseline carried) or after it (the selector tables settled)."""
+
+    name: str
+    ok: bool
+    detail: str = ""
+    when: Literal["before", "after"] = "before"
+
+
+class EventError(_Model):
+    """A case the runner could not judge: a precondition failed (or the lab could not be read), so
+    no verdict on the event is given. `lab events run` exits 3 when a case is an error and none failed."""
+
+    event: str
+    title: str
+    target: str
+    status: Literal["error"] = "error"
+    error: str  # the reason, one sentence
+    flows: int
+    rate: float  # aggregate packets/s per direction
+    checks: list[Check] = []
+
+    def to_json(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+
+class CaseError(LabError):
+    """Raised by the runner when a case cannot be judged; carries its `EventError`."""
+
+    def __init__(self, error: EventError):
+        super().__init__(error.error)
+        self.error = error
+
+
 class EventResult(_Model):
     event: str
     title: str
@@ -120,17 +156,23 @@ class EventResult(_Model):
     flows_moved_on_restore: int | None = None
     flows_moved_on_restore_ideal_max: int | None = None
     budgets: list[BudgetVerdict] | None = None
+    checks: list[Check] | None = None  # what the runner checked before (and after) the event
+
+    @property
+    def status(self) -> Literal["passed", "failed"]:
+        return "passed" if self.passed and all(b.ok for b in self.budgets or []) else "failed"
 
     def to_json(self) -> dict[str, Any]:
         data = self.model_dump(mode="json")
         for key in OPTIONAL:
             if data[key] is None:
                 del data[key]
+        data["status"] = self.status
         return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> EventResult:
-        return cls.model_validate_json(json.dumps(data))
+        return cls.model_validate_json(json.dumps({k: v for k, v in data.items() if k != "status"}))
 
     def judge(self, budgets: list[budgetsmod.Budget]) -> None:
         """Record the verdicts of the budgets that hold for this event."""
@@ -164,6 +206,7 @@ class EventResult(_Model):
             why.append("not every flow recovered after the event")
         if self.packets_lost_by_unaffected_flows:
             why.append(f"unaffected flows lost {self.packets_lost_by_unaffected_flows} packets")
+        why += [c.detail for c in self.checks or [] if not c.ok]
         if self.daemon_crash and not self.daemon_crash.returned:
             why.append(f"{self.daemon_crash.daemon} was not running again within {DAEMON_RETURN_S:.0f} s")
         return why or ["the event's verdict failed"]

@@ -18,9 +18,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from . import bgpready, ops, trafficsetup
+from . import baseline, bgpready, ops, sessions, trafficsetup
 from . import events as eventsmod
-from .eventresult import DAEMON_RETURN_S, DaemonCrash, EventResult
+from .eventresult import DAEMON_RETURN_S, CaseError, Check, DaemonCrash, EventError, EventResult
 from .eventverdict import analyse
 from .eventwatch import (
     Sampler,
@@ -31,6 +31,7 @@ from .eventwatch import (
     load_balancers,
     selector_configs,
     selector_status_files,
+    wait_mnha_synced,
     wait_selectors_ready,
     wait_settled,
 )
@@ -39,6 +40,7 @@ from .state import LabState
 from .trafficsetup import endpoints
 
 MAX_EXTRA_S = 30.0
+READY_S = 10.0  # before an event: selector members in their tables, MNHA pairs in step
 BGP_WHOLE_S = 20.0  # before an event: every BGP session up and no BIRD still in graceful-restart recovery
 LASTING = {"srx-link-failure", "srx-power-off", "mnha-pair-power-off", "nexthop-delete", "srd-link-failure"}
 
@@ -60,6 +62,7 @@ class TrafficSpec:
     receiver: str = "packet"
     realtime: bool = True  # senders SCHED_FIFO (keeps their schedule when the machine is busy)
     sender_cpu: int | None = None  # pin both senders to this CPU (with realtime: the other CPUs stay free)
+    baseline: float = baseline.BASELINE_S  # seconds of the traffic judged before the event (0: none)
 
 
 def default_target(plan: LabPlan, event: eventsmod.EventKind) -> str:
@@ -87,6 +90,63 @@ def _slot(state: LabState, node: str, name: str) -> Any:
 
 def run_event(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target: str, spec: TrafficSpec,
               progress: Progress = lambda _: None, daemon: str | None = None) -> EventResult:
+    """Check the preconditions, run EVENT on TARGET under the traffic of SPEC and judge it. A case
+    whose preconditions failed, or whose session tables could not be read, raises `CaseError`."""
+    taken_out = event.name == "nexthop-add" and target not in state.down_nodes
+    if taken_out:
+        ops.power_off(state, plan, target)  # out of service first: the event puts it (back) in
+        time.sleep(1.0)
+    checks = preconditions(state, plan, spec, progress)
+    failed = [c for c in checks if not c.ok]
+    if failed:
+        if taken_out:
+            ops.power_on(state, plan, target)  # as it was: the event did not run
+        raise CaseError(EventError(event=event.name, title=event.title, target=target, flows=spec.flows,
+                                   rate=spec.rate, checks=checks,
+                                   error="; ".join(c.detail for c in failed)))
+    try:
+        result = _run(state, plan, event, target, spec, progress, daemon)
+    except sessions.ReadError as exc:
+        raise CaseError(EventError(event=event.name, title=event.title, target=target, flows=spec.flows,
+                                   rate=spec.rate, checks=checks, error=f"cannot judge the event: {exc}")) from None
+    result.checks = checks + (result.checks or [])
+    if not all(c.ok for c in result.checks):
+        result.passed = False
+    return result
+
+
+def preconditions(state: LabState, plan: LabPlan, spec: TrafficSpec, progress: Progress) -> list[Check]:
+    """What must hold before an event is injected, each checked and recorded: every selector member
+    with an SRX in service in every MX's table, BGP whole, the MNHA pairs in step, and the event's
+    traffic carried loss-free and on schedule for a baseline period (only once the rest holds)."""
+    checks = []
+    waiting = wait_selectors_ready(state, plan, timeout=READY_S)
+    checks.append(Check(name="selectors ready", ok=not waiting,
+                        detail=f"selector members not in their tables after {READY_S:.0f} s: "
+                               f"{', '.join(waiting[:6])}" if waiting else "every member in service in every table"))
+    unsettled = bgpready.wait_whole(plan, set(state.down_nodes), timeout=BGP_WHOLE_S)
+    checks.append(Check(name="BGP settled", ok=not unsettled,
+                        detail=f"BGP not settled after {BGP_WHOLE_S:.0f} s: {', '.join(unsettled[:4])}"
+                        if unsettled else "every session established, no graceful-restart recovery left"))
+    if plan.mnha:
+        unsynced = wait_mnha_synced(state, plan, timeout=READY_S)
+        checks.append(Check(name="MNHA synced", ok=not unsynced,
+                            detail=f"MNHA pairs not in step after {READY_S:.0f} s: {'; '.join(unsynced[:4])}"
+                            if unsynced else "every pair in service hears its peer, roles settled"))
+    if spec.baseline > 0 and all(c.ok for c in checks):
+        carried = baseline.measure(plan, spec.flows, spec.rate, spec.sizes, spec.baseline, spec.realtime,
+                                   spec.sender_cpu, spec.reverse)
+        why = baseline.judge(carried)
+        checks.append(Check(name="baseline carried", ok=not why,
+                            detail=baseline.cannot_carry(carried, why) if why else
+                            f"{spec.baseline:g} s of the event's traffic delivered whole and on schedule"))
+        if why:
+            progress(f"baseline: {'; '.join(why)}")
+    return checks
+
+
+def _run(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target: str, spec: TrafficSpec,
+         progress: Progress, daemon: str | None) -> EventResult:
     ends = endpoints(plan)
     per_flow = spec.rate / spec.flows
     lasting = event.name in LASTING
@@ -94,15 +154,6 @@ def run_event(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target
     # selectors have settled after the event (and its restore), then for spec.settle more seconds.
     total = spec.warmup + (spec.hold if lasting else 0) + spec.settle + \
         (spec.down_time if event.name.endswith("reboot") else 0) + MAX_EXTRA_S
-    if event.name == "nexthop-add" and target not in state.down_nodes:
-        ops.power_off(state, plan, target)  # out of service first: the event puts it (back) in
-        time.sleep(1.0)
-    waiting = wait_selectors_ready(state, plan)
-    if waiting:
-        progress(f"selector members still not ready after 10 s: {', '.join(waiting)}")
-    unsettled = bgpready.wait_whole(plan, set(state.down_nodes), timeout=BGP_WHOLE_S)
-    if unsettled:
-        progress(f"BGP still not whole after {BGP_WHOLE_S:.0f} s: {', '.join(unsettled[:4])}")
     mx_ns = [ns for n in load_balancers(plan) for ns in n.namespaces if ns.endswith("-trust-vr")]
     # CGNAT: the server sees each flow's NAT binding, not the subscriber; the forward receiver
     # publishes the bindings on a FIFO and the reverse sender answers them (and follows a re-bind).
@@ -143,7 +194,7 @@ def run_event(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target
             restored = ops.restore(state, plan, target)
             summary += "; restored: " + ("; ".join(restored) or "nothing")
             progress("restored")
-        marks["settled"] = wait_settled(state, plan, timeout=MAX_EXTRA_S - 5)
+        marks["settled"], settled = wait_settled(state, plan, timeout=MAX_EXTRA_S - 5)
         time.sleep(max(0.0, spec.settle - 0.4))
         after = carriers(plan, keys=keys)
         sent_f = tx_f.stop(timeout=30)
@@ -187,6 +238,10 @@ def run_event(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target
     # how well the senders kept their schedule (a late packet due during an outage is not lost)
     result.senders = {name: {k: v for k, v in sent.items() if k != "per_flow_sent"}
                       for name, sent in (("forward", sent_f), ("reverse", sent_r)) if sent}
+    result.checks = [Check(name="settled after the event", ok=settled, when="after",
+                           detail="every member in service back in every selector table, no change for 2 s"
+                           if settled else f"the selector tables did not settle within {MAX_EXTRA_S - 5:.0f} s "
+                           "after the event: the carriers after it were read on an unsettled lab")]
     if during:
         result.flows_moved_on_restore = len(moved_back)
         result.flows_moved_on_restore_ideal_max = round(len(flows) / max(1, len(set(after.values()))))

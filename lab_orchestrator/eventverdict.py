@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from . import events as eventsmod
-from .eventresult import EventResult
+from .eventresult import EventError, EventResult
 from .eventwatch import Sampler
 from .trafficsetup import REVERSE_ID_OFFSET
 
@@ -136,22 +136,33 @@ def analyse(event: eventsmod.EventKind, target: str, summary: str, flows: list[A
 
 
 
-def junit(results: list[EventResult], lab: str) -> str:
+def junit(results: list[EventResult | EventError], lab: str) -> str:
+    """One test case per event: a failure when its verdict (or a budget) failed, an error (with the
+    reason) when a precondition failed and it was not judged."""
     from xml.sax.saxutils import escape, quoteattr
 
-    failures = sum(1 for r in results if r.failure_reasons())
+    failures = errors = 0
     cases = []
     for r in results:
         name = quoteattr(f"{r.event} on {r.target}")
+        checks = [c.model_dump() for c in r.checks or []]
+        if isinstance(r, EventError):
+            errors += 1
+            body = f'<error message={quoteattr(r.error)} type="precondition"/>'
+            out = escape(json.dumps({"checks": checks}))
+            cases.append(f'  <testcase classname="lab.{lab}" name={name} time="0.000">'
+                         f"{body}<system-out>{out}</system-out></testcase>")
+            continue
         why = r.failure_reasons()
+        failures += bool(why)
         body = f'<failure message={quoteattr("; ".join(why))}/>' if why else ""
         out = escape(json.dumps({"convergence_ms": r.convergence_ms.model_dump(), "affected_flows": r.affected_flows,
                                  "flows_moved": r.flows_moved, "flows_moved_ideal": r.flows_moved_ideal,
-                                 "longest_gap_ms": r.longest_gap_ms}))
+                                 "longest_gap_ms": r.longest_gap_ms, "checks": checks}))
         cases.append(f'  <testcase classname="lab.{lab}" name={name} time="{r.convergence_ms.max / 1000:.3f}">'
                      f"{body}<system-out>{out}</system-out></testcase>")
     return (f'<?xml version="1.0" encoding="UTF-8"?>\n<testsuite name="lab events {lab}" tests="{len(results)}" '
-            f'failures="{failures}">\n' + "\n".join(cases) + "\n</testsuite>\n")
+            f'failures="{failures}" errors="{errors}">\n' + "\n".join(cases) + "\n</testsuite>\n")
 
 
 def plot(results: list[EventResult], path: Path) -> None:

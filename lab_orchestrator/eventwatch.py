@@ -284,12 +284,12 @@ def wait_selectors_ready(state: LabState, plan: LabPlan, timeout: float = 10.0) 
         time.sleep(0.1)
 
 
-def wait_settled(state: LabState, plan: LabPlan, timeout: float, quiet: float = 2.0) -> float:
+def wait_settled(state: LabState, plan: LabPlan, timeout: float, quiet: float = 2.0) -> tuple[float, bool]:
     """Until every member with an SRX in service is in every MX selector's table (a returning or
     added SRX has its routes back and, with TLB, has passed its health checks: seconds after the
-    power-on that brought it) and no table has changed for QUIET seconds since: the monotonic time
-    it happened, or at the TIMEOUT. Without the first condition the runner would read the SRXs'
-    session tables before an added SRX (the second of a pair) had taken its flows."""
+    power-on that brought it) and no table has changed for QUIET seconds since: (the monotonic time
+    it happened, True), or (the time of the TIMEOUT, False). Without the first condition the runner
+    would read the SRXs' session tables before an added SRX (the second of a pair) had taken its flows."""
     files = [Path(state.state_dir) / "nodes" / n.name / MXLB_STATUS for n in load_balancers(plan)]
     deadline = time.monotonic() + timeout
     last: list[int] = []
@@ -304,7 +304,52 @@ def wait_settled(state: LabState, plan: LabPlan, timeout: float, quiet: float = 
         if now != last or selectors_pending(state, plan):
             last, quiet_since = now, time.monotonic()
         elif time.monotonic() - quiet_since >= quiet:
-            break
+            return time.monotonic_ns() / 1e9, True
         time.sleep(0.1)
-    return time.monotonic_ns() / 1e9
+    return time.monotonic_ns() / 1e9, False
 
+
+def mnha_unsynced(pairs: list[list[str]], statuses: dict[str, dict[str, Any] | None], down: set[str]) -> list[str]:
+    """Why the MNHA pairs with both nodes in service are not in step ([] when they are), from each
+    node's MNHA status (None: not written yet): each node hears its peer, neither is still
+    initialising, and with SRG1 one is active and the other backup (pure)."""
+    why: list[str] = []
+    for pair in pairs:
+        if set(pair) & down:
+            continue
+        roles = []
+        for node in pair:
+            data = statuses.get(node)
+            if data is None:
+                why.append(f"{node}: no MNHA status yet")
+                continue
+            try:
+                if not data["heartbeat"]["peer_alive"]:
+                    why.append(f"{node}: does not hear its peer {data['peer']}")
+                role = data["srg1"]["role"]
+            except (KeyError, TypeError):
+                why.append(f"{node}: MNHA status unreadable")
+                continue
+            if role in ("init", "ineligible"):
+                why.append(f"{node}: SRG1 {role}")
+            roles.append((role, data.get("mode")))
+        if len(roles) == 2 and roles[0][1] != "srg0" and sorted(r for r, _ in roles) != ["active", "backup"]:
+            why.append(f"{'/'.join(pair)}: SRG1 roles {roles[0][0]} and {roles[1][0]} "
+                       "(one active, one backup expected)")
+    return why
+
+
+def wait_mnha_synced(state: LabState, plan: LabPlan, timeout: float = 10.0) -> list[str]:
+    """Until every MNHA pair in service is in step (`mnha_unsynced`); what was still wrong at the TIMEOUT."""
+    deadline = time.monotonic() + timeout
+    while True:
+        statuses: dict[str, dict[str, Any] | None] = {}
+        for node in {n for pair in plan.mnha for n in pair}:
+            try:
+                statuses[node] = json.loads((Path(state.state_dir) / "nodes" / node / MNHA_STATUS).read_text())
+            except (OSError, ValueError):
+                statuses[node] = None
+        why = mnha_unsynced([list(p) for p in plan.mnha], statuses, set(state.down_nodes))
+        if not why or time.monotonic() >= deadline:
+            return why
+        time.sleep(0.1)

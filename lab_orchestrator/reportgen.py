@@ -315,6 +315,11 @@ def _case_html(doc: Doc, case: Case) -> str:
              f' ({_e(case.get("target") or "-")}): {_e(case.get("status", "error").upper())}</h2>']
     if case.get("error"):
         parts.append(f"<p class='flag'>error: {_e(case['error'])}</p>")
+    checks = case.get("checks") or r.get("checks") or []
+    if checks:
+        parts.append("<h3>Checked before (and after) the event</h3>" + _kv_table(
+            (f"{c.get('name')} ({c.get('when', 'before')})",
+             ("ok: " if c.get("ok") else "NOT MET: ") + str(c.get("detail", ""))) for c in checks))
     if r:
         parts.append(f"<p>{_e(r.get('title', ''))}. {_e(r.get('action', ''))}</p>")
         parts.append(_kv_table([

@@ -26,6 +26,7 @@ from typing import Any
 
 from . import __version__, reportgen
 from .diagnostics import LabError
+from .eventresult import CaseError
 from .testplan import REPO, Case, LoadedPlan, TrafficParams
 
 # Seconds a case takes beyond its traffic phases (spawning, carrier reads, selector quiet time),
@@ -184,6 +185,9 @@ def run_case(case: Case, traffic: TrafficParams, capture: bool, workdir: Path,
             else "failed"
     except (KeyboardInterrupt, SystemExit):
         raise
+    except CaseError as exc:  # a precondition failed: no verdict, the reason and what was checked
+        record["error"] = exc.error.error
+        record["checks"] = [c.model_dump(mode="json") for c in exc.error.checks]
     except Exception as exc:  # a case that breaks is recorded, the plan goes on
         record["error"] = f"{type(exc).__name__}: {exc}" if not isinstance(exc, LabError) else str(exc)
         if not isinstance(exc, LabError):
@@ -223,8 +227,9 @@ def _captured(caps: list[Any], result: dict[str, Any], traffic: TrafficParams) -
 def run_plan(loaded: LoadedPlan, cases: list[Case], traffic: TrafficParams, outputs: Outputs, command: str,
              capture: bool = False, on_case: Callable[[int, int, Case, str], None] = lambda *_: None,
              on_done: Callable[[dict[str, Any]], None] = lambda _: None,
-             on_step: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
-    """Run every case (grouped by lab, in plan order) and write the outputs; the document."""
+             on_step: Callable[[str], None] = lambda _: None, calibrate: bool = False) -> dict[str, Any]:
+    """Run every case (grouped by lab, in plan order) and write the outputs; the document. CALIBRATE:
+    the flows and rate are measured on the first lab (`baseline.calibrate`) and used for every case."""
     from . import capture as capmod
 
     if capture:
@@ -251,6 +256,9 @@ def run_plan(loaded: LoadedPlan, cases: list[Case], traffic: TrafficParams, outp
                 doc["labs"][lab] = {"topology": _shown_path(file), "use_case": lab_cases[0].use_case,
                                     "load_balancing": lab_cases[0].load_balancing, "graph_svg": graph_svg(file)}
                 with _lab(lab, file, doc["labs"][lab], on_step) as rebuild:
+                    if calibrate:
+                        traffic = _calibrated(lab, traffic, doc, on_step)
+                        calibrate = False
                     for case in lab_cases:
                         on_case(done, len(cases), case, "running")
                         record = run_case(case, traffic, capture, Path(tmp), on_step)
@@ -267,6 +275,20 @@ def run_plan(loaded: LoadedPlan, cases: list[Case], traffic: TrafficParams, outp
     finally:
         _write(doc, outputs, started, final=True)
     return doc
+
+
+def _calibrated(lab: str, traffic: TrafficParams, doc: dict[str, Any],
+                step: Callable[[str], None]) -> TrafficParams:
+    """TRAFFIC with the flows and rate the calibration chose on the running LAB (recorded in DOC)."""
+    from . import api, baseline
+
+    choice = baseline.calibrate(api.pick(lab).plan(), str(traffic.sizes), traffic.realtime, traffic.sender_cpu,
+                                progress=step)
+    step(choice.line())
+    chosen = traffic.model_copy(update={"flows": choice.flows, "rate_per_flow": choice.rate / choice.flows})
+    doc["plan"]["traffic"] = {**chosen.model_dump(), "rate": chosen.rate, "resolution_ms": chosen.resolution_ms,
+                              "chosen_by": "calibration", "calibration": choice.to_json()}
+    return chosen
 
 
 @contextlib.contextmanager

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from .diagnostics import LabError
+
 _FIELD = re.compile(r"(\w+)=(\S+)")
 
 
@@ -71,7 +73,6 @@ def read(ns: str, attempts: int = 4) -> list[Session]:
     conntrackd writing the MNHA peer's sessions) is read again; one that keeps failing is an error,
     never a table with holes."""
     from .backends.netns import run_in_namespace
-    from .diagnostics import LabError
 
     error = ""
     for _ in range(attempts):
@@ -82,25 +83,31 @@ def read(ns: str, attempts: int = 4) -> list[Session]:
     raise LabError(f"conntrack -L in {ns} failed {attempts} times: {error}")
 
 
+class ReadError(LabError):
+    """A session table that could not be read whole."""
+
+
 def read_table(ns: str, attempts: int = 4) -> list[Session]:
-    """The conntrack table of namespace NS (nsenter: safe to call from threads). A dump the kernel
-    interrupts because the table changed under it (conntrackd writing the MNHA peer's sessions)
-    fails with part of the table: it is read again."""
+    """The whole conntrack table of namespace NS (nsenter: safe to call from threads). A dump the
+    kernel interrupts because the table changed under it (conntrackd writing the MNHA peer's
+    sessions) fails with part of the table: it is read again; one that keeps failing raises
+    `ReadError`, never a table with holes."""
     import subprocess
 
     from labkit import netnsutil
 
-    table: list[Session] = []
+    error = ""
     for _ in range(attempts):
         try:
             done = subprocess.run(["nsenter", f"--net={netnsutil.path(ns)}", "conntrack", "-L"],
                                   capture_output=True, text=True, timeout=10)
-        except (OSError, subprocess.TimeoutExpired):
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            error = str(exc)
             continue
-        table = parse_conntrack(done.stdout)
         if done.returncode == 0:
-            break
-    return table
+            return parse_conntrack(done.stdout)
+        error = done.stderr.strip()[-300:] or f"exit status {done.returncode}"
+    raise ReadError(f"the session table of {ns} could not be read whole ({attempts} tries): {error}")
 
 
 def udp_counts(tables: dict[str, list[Session]]) -> dict[tuple[str, int], dict[str, int]]:

@@ -30,7 +30,7 @@ from .topology import event_verdicts, export, file_event_verdicts, load, peek_na
 
 if TYPE_CHECKING:  # the model (pydantic) and templates load only for calls that read a topology
     from ..backends.containerlab import ClabRecord, ContainerlabBackend
-    from ..eventresult import EventResult
+    from ..eventresult import EventError, EventResult
     from ..eventrun import TrafficSpec
     from ..plan import LabPlan
     from ..validate import LoadedTopology
@@ -219,7 +219,7 @@ def down_containerlab(backend: ContainerlabBackend, record: ClabRecord) -> float
         raise LabError(f"lab {record.name}: " + "; ".join(problems))
     return time.monotonic() - started
 
-def events_junit(results: list[EventResult], lab: str) -> str:
+def events_junit(results: list[EventResult | EventError], lab: str) -> str:
     """JUnit XML of an events run: one test case per event."""
     from .. import eventverdict
 

@@ -356,6 +356,16 @@ class Lab:
             return ops.srd_master(self.state, self.plan()) or default
         return default
 
+    def traffic_choice(self, flows: int | None, rate: float | None, sizes: str = "imix", realtime: bool = True,
+                       progress: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
+        """The traffic of an events run: FLOWS/RATE as given, or (neither given) calibrated on this lab
+        (`baseline.calibrate`); {"flows", "rate", "line", "json"}."""
+        from .. import baseline
+
+        if flows is None and rate is None:
+            return baseline.traffic(None, None, baseline.calibrate(self.plan(), sizes, realtime, progress=progress))
+        return baseline.traffic(flows, rate)
+
     def run_event(self, event: str, target: str, spec: TrafficSpec,
                   progress: Callable[[str], None] = lambda _: None, daemon: str | None = None) -> EventResult:
         """Run one failure event under two-way traffic and judge it (`lab events run`); DAEMON: the

@@ -35,6 +35,7 @@ class ExitCode(IntEnum):
     OK = 0
     FAILED = 1  # the command ran and its verdict is negative (lab not up in time, an event failed, ...)
     BAD_INPUT = 2  # bad input or usage: invalid topology, unknown option, unknown node, existing output file
+    NOT_JUDGED = 3  # no verdict: a test's precondition failed (`lab events run`: a case is `error`, none failed)
     INTERNAL = 70  # a bug in lab (EX_SOFTWARE)
 
 

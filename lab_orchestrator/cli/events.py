@@ -13,12 +13,12 @@ from rich.table import Table
 
 from .. import api
 from .. import budgets as budgetsmod
-from ..diagnostics import LabError
+from ..diagnostics import LabError, NotJudged
 from .common import app, err, guarded, out, progress_printer
 from .lifecycle import print_down, print_up
 
 if TYPE_CHECKING:
-    from ..eventresult import EventResult
+    from ..eventresult import EventError, EventResult
 
 events_app = typer.Typer(help="The JVD's failure events: list them, run them with traffic.", no_args_is_help=True)
 app.add_typer(events_app, name="events")
@@ -56,9 +56,11 @@ def events_run(
     lab: str | None = typer.Option(None, "--lab", "-l", help="A running lab instead of a file."),
     event: list[str] = typer.Option([], "--event", "-e", help="Event name (repeatable; default: every applicable)."),
     target: str | None = typer.Option(None, "--target", help="Node to hit (default: the first of the right kind)."),
-    flows: int = typer.Option(200, "--flows", help="Flows per direction (distinct subscriber addresses)."),
-    rate: float = typer.Option(40000, "--rate", help="Aggregate packets/s per direction (default: 200 flows x "
-                                                     "200 pps, a 5 ms convergence resolution)."),
+    flows: int | None = typer.Option(None, "--flows", help="Flows per direction (distinct subscriber addresses; "
+                                     "default: calibrated, see --rate)."),
+    rate: float | None = typer.Option(None, "--rate", help="Aggregate packets/s per direction (default: calibrated "
+                                      "on the lab: half of the highest rate it carries loss-free and on schedule, "
+                                      "printed with the result)."),
     sizes: str = typer.Option("imix", "--sizes", help="imix (the JVD test's weights: 64:8, 127:36, 255:11, 511:4, "
                                                  "1024:2, 1518:39) or a frame size in bytes."),
     duration: float = typer.Option(4.0, "--duration", help="Seconds of traffic after each event (or restore)."),
@@ -79,6 +81,9 @@ def events_run(
     max_unaffected_loss: int | None = typer.Option(None, "--max-unaffected-loss",
                                                    help="Budget: fail when unaffected flows lose more packets "
                                                         "(MX-target events have no unaffected flows)."),
+    baseline: float = typer.Option(1.0, "--baseline", help="Seconds of the event's traffic that must arrive "
+                                   "whole and on schedule before each event (0: no check); if not, the case is "
+                                   "an error (exit 3), not a failed event."),
     budget: list[str] = typer.Option([], "--budget", help="Budget [EVENT:]METRIC=LIMIT (repeatable), e.g. "
                                      "srx-power-off:convergence_ms=300; metrics: convergence_ms, unaffected_loss, "
                                      "longest_gap_ms, flows_moved_excess. A per-event budget overrides the global "
@@ -86,45 +91,68 @@ def events_run(
 ) -> None:
     """Run the JVD's failure events under UDP traffic and report convergence per event: flows
     affected, loss-derived convergence (lost / per-flow rate), longest gap, losses of unaffected
-    flows, flows moved between SRXs, and whether every flow recovered. Exit 1 if an event fails."""
+    flows, flows moved between SRXs, and whether every flow recovered. Before each event the
+    selectors, BGP, the MNHA pairs and a baseline of the traffic are checked: a case whose check
+    failed is an error with the reason, not a verdict. Exit 1 if an event fails, 3 if none failed
+    but a case is an error."""
     def run() -> None:
         from .. import events as eventsmod
+        from ..eventresult import CaseError, EventError
 
         budgets = budgetsmod.collect(max_convergence_ms, max_unaffected_loss, budget, set(eventsmod.BY_NAME))
         started = time.monotonic()
-        results: list[EventResult] = []
+        results: list[EventResult | EventError] = []
+
+        def say(message: str) -> None:
+            err.print(f"  {message}", highlight=False)
+
         with api.running(topology, lab, progress=progress_printer(started),
                          on_up=lambda up: print_up(up, time.monotonic() - started, False),
                          on_down=print_down) as running:
             names = running.event_names(event)
-            spec = api.traffic_spec(flows=flows, rate=rate, sizes=sizes, settle=duration, warmup=warmup,
-                                    hold=hold, down_time=down_time, realtime=realtime)
+            traffic = running.traffic_choice(flows, rate, sizes, realtime, progress=say)
+            out.print(traffic["line"], highlight=False, soft_wrap=True)
+            spec = api.traffic_spec(flows=traffic["flows"], rate=traffic["rate"], sizes=sizes, settle=duration,
+                                    warmup=warmup, hold=hold, down_time=down_time, realtime=realtime,
+                                    baseline=baseline)
             for name in names:
                 node = running.event_target(name, target)
-                with err.status(f"[cyan]{name}[/] on {node} under {flows} flows x 2 directions at {rate:.0f} pps"):
-                    result = running.run_event(name, node, spec,
-                                               progress=lambda m: err.print(f"  {m}", highlight=False),
-                                               daemon=daemon)
-                if budgets:
-                    result.judge(budgets)
+                result: EventResult | EventError
+                with err.status(f"[cyan]{name}[/] on {node} under {spec.flows} flows x 2 directions at "
+                                f"{spec.rate:.0f} pps"):
+                    try:
+                        result = running.run_event(name, node, spec, progress=say, daemon=daemon)
+                    except CaseError as exc:
+                        result = exc.error
+                if isinstance(result, EventError):
+                    out.print(f"[yellow]{name} on {node}: ERROR[/] {result.error}", highlight=False, soft_wrap=True)
+                else:
+                    if budgets:
+                        result.judge(budgets)
+                    print_event(result)
                 results.append(result)
-                print_event(result)
         if json_file:
-            json_file.write_text(json.dumps({"lab": running.name, "events": [r.to_json() for r in results]},
-                                            indent=2) + "\n")
+            json_file.write_text(json.dumps({"lab": running.name, "traffic": traffic["json"],
+                                             "events": [r.to_json() for r in results]}, indent=2) + "\n")
         if junit_file:
             junit_file.write_text(api.events_junit(results, running.name))
+        judged = [r for r in results if not isinstance(r, EventError)]
         if plot_file:
-            api.events_plot(results, plot_file)
-        failed = [r.event for r in results if not r.passed]
-        broken = [line for r in results for line in r.violations()]
+            api.events_plot(judged, plot_file)
+        failed = [r.event for r in judged if not r.passed]
+        errors = [r.event for r in results if isinstance(r, EventError)]
+        broken = [line for r in judged for line in r.violations()]
         for line in broken:
             err.print(f"[red]budget:[/] {line}", highlight=False, soft_wrap=True)
+        parts = [f"events failed: {', '.join(failed)}"] if failed else []
+        if broken:
+            parts.append(f"{len(broken)} budget(s) broken: " + "; ".join(broken))
+        if errors:
+            parts.append(f"not judged (a precondition failed): {', '.join(errors)}")
         if failed or broken:
-            parts = [f"events failed: {', '.join(failed)}"] if failed else []
-            if broken:
-                parts.append(f"{len(broken)} budget(s) broken: " + "; ".join(broken))
             raise LabError("; ".join(parts))
+        if errors:
+            raise NotJudged("; ".join(parts))
 
     guarded(run)
 
@@ -150,5 +178,8 @@ def print_event(r: EventResult) -> None:
     for row in r.budgets or []:
         mark = "[green]within[/]" if row.ok else "[red]BROKEN[/]"
         out.print(f"  budget {row.metric} <= {row.limit:g} ({row.scope}): measured {row.measured:g}, {mark}")
+    if r.checks:
+        out.print("  checked: " + ", ".join(f"{c.name} {'[green]ok[/]' if c.ok else '[red]NO[/]'}" for c in r.checks),
+                  highlight=False)
     out.print(f"  resolution {r.resolution_ms} ms per flow; verdict: "
               f"{'[green]pass[/]' if r.passed else '[red]FAIL[/]'}")

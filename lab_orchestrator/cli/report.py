@@ -87,6 +87,9 @@ def report(
         except ValidationError as exc:
             problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
             raise BadOption(f"bad option: {problems}") from None
+        # neither the plan nor the options say how much traffic: measured on the first lab (`baseline`)
+        calibrate = flows is None and rate_per_flow is None and not (
+            {"flows", "rate_per_flow"} & loaded.plan.traffic.model_fields_set)
         cases = testplan.expand(loaded, labs=lab or None, topologies=topology or None, events=event or None)
         if not cases:
             raise LabError("no case left after the filters (--lab/--topology/--event)")
@@ -101,10 +104,12 @@ def report(
             return
         hostcheck.require_root()
         command = "lab " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+        load = ("traffic calibrated on the first lab" if calibrate else
+                f"{traffic.flows} flows x {traffic.rate_per_flow:g} pps per direction, resolution "
+                f"{traffic.resolution_ms:g} ms")
         err.print(f"{len(cases)} cases on {len({c.lab for c in cases})} labs, about {estimate / 60:.1f} min; "
-                  f"{traffic.flows} flows x {traffic.rate_per_flow:g} pps per direction, resolution "
-                  f"{traffic.resolution_ms:g} ms; writing {outputs.folder}/", highlight=False)
-        doc = _run_with_progress(loaded, cases, traffic, outputs, command, capture)
+                  f"{load}; writing {outputs.folder}/", highlight=False)
+        doc = _run_with_progress(loaded, cases, traffic, outputs, command, capture, calibrate)
         if budgets:
             doc = _judge_budgets(doc, budgets, outputs)
         _finish(doc, json_out, outputs)
@@ -113,7 +118,7 @@ def report(
 
 
 def _run_with_progress(loaded: Any, cases: list[Any], traffic: Any, outputs: Any, command: str,
-                       capture: bool) -> dict[str, Any]:
+                       capture: bool, calibrate: bool = False) -> dict[str, Any]:
     from .. import reportrun
 
     started = time.monotonic()
@@ -146,7 +151,8 @@ def _run_with_progress(loaded: Any, cases: list[Any], traffic: Any, outputs: Any
         def on_step(message: str) -> None:
             progress.console.print(f"  [dim]{time.monotonic() - started:6.1f}s {message}[/]", highlight=False)
 
-        return reportrun.run_plan(loaded, cases, traffic, outputs, command, capture, on_case, on_done, on_step)
+        return reportrun.run_plan(loaded, cases, traffic, outputs, command, capture, on_case, on_done, on_step,
+                                  calibrate=calibrate)
 
 
 def _judge_budgets(doc: dict[str, Any], budgets: list[Any], outputs: Any) -> dict[str, Any]:

@@ -54,6 +54,27 @@ def test_events_run_reports_convergence_and_recovery(tmp_path: Path) -> None:
         assert bad.returncode == 2 and "expected [EVENT:]METRIC=LIMIT" in bad.stderr
 
 
+def test_a_rate_the_path_cannot_carry_is_an_error_not_a_failed_event(tmp_path: Path) -> None:
+    """No generator of this kind sends a million packets/s each way: the baseline before the event
+    says so, the case is an error with the reason (exit 3), and the event is never injected."""
+    with RunningLab("er3", REPO / "labs/topology1.yml", tmp_path) as running:
+        report, junit = tmp_path / "r.json", tmp_path / "r.xml"
+        result = lab("events", "run", "--lab", running.name, "-e", "srx-power-off", "--rate", "1000000",
+                     "--json", str(report), "--junit", str(junit), check=False)
+        assert result.returncode == 3, result.stderr + result.stdout
+        assert "not judged (a precondition failed): srx-power-off" in result.stderr
+        doc = json.loads(report.read_text())
+        assert doc["traffic"] == {"chosen_by": "options", "flows": 200, "rate": 1000000.0, "resolution_ms": 0.2}
+        event = doc["events"][0]
+        assert event["status"] == "error" and "cannot carry 200 flows x 2 directions at 1000000 pps" in event["error"]
+        assert [(c["name"], c["ok"]) for c in event["checks"]] == [
+            ("selectors ready", True), ("BGP settled", True), ("baseline carried", False)]
+        suite = ET.parse(junit).getroot()
+        assert (suite.get("errors"), suite.get("failures")) == ("1", "0")
+        status = json.loads(lab("status", running.name, "--json").stdout)
+        assert not any(node["powered_off"] for node in status["nodes"]), "the event was not injected"
+
+
 @pytest.mark.parametrize("topology", ["topology1", "topology3"])
 def test_every_applicable_event_runs_and_recovers(topology: str, tmp_path: Path) -> None:
     """Issue 6 acceptance: every event that applies to topology1 and topology3, end to end."""

@@ -1,0 +1,248 @@
+"""Load the machine can carry: the baseline before each event and the calibration of the defaults.
+
+Before a failure event is injected, the runner sends the event's own traffic (same flows, rate and
+sizes, both directions) through the lab for a short baseline period and judges it: every packet of
+every flow delivered and both senders on schedule (`judge`). A lab that drops packets or a sender
+that falls behind before anything failed would put the generator's or the path's limits into the
+event's figures, so such a case is an error ("cannot carry"), never a failed event.
+
+Without --flows/--rate the runner first calibrates: it measures the same baseline at rising rates
+(`LADDER`), and `choose` takes half of the highest rate carried cleanly (the event's control plane
+needs CPU too), with the flow count and resolution that rate allows. `judge` and `choose` are pure;
+`measure` runs the traffic.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from .plan import LabPlan
+
+BASELINE_S = 1.0  # seconds of traffic judged before each event
+CALIBRATION_S = 1.0  # seconds per rung of the calibration ladder
+SENT_SHARE = 0.99  # a sender on schedule sent at least this share of the packets due
+# (aggregate packets/s per direction, flows): each rung twice the one before; the resolution of a
+# rung is flows / rate (10 ms at 100 x 100 pps, 5 ms at 200 x 200 pps)
+LADDER: tuple[tuple[float, int], ...] = ((2500.0, 50), (5000.0, 100), (10000.0, 100), (20000.0, 200),
+                                         (40000.0, 200))
+# the chosen rate is the highest clean rung's rate divided by this: a rung passes in a quiet second,
+# an event's control plane (BGP, daemons restarting, the runner's own readings) then takes CPU from
+# the forwarding, and the machine's other work may too
+HEADROOM = 4.0
+LATE_INTERVALS = 4  # a sender on schedule: no packet later than this many per-flow intervals
+
+
+@dataclass
+class Direction:
+    """What one direction of a baseline showed: the sender's schedule and the receiver's counts."""
+
+    sent: int  # packets sent
+    due: int  # packets the schedule asked for
+    lost: int  # packets sent but never received (every flow, tail included)
+    flows_silent: int  # flows of which the receiver got nothing
+    max_lag_ms: float  # the sender's worst lateness against its schedule
+    lag_p99_ms: float = 0.0  # 99 % of the packets left at most this late
+
+
+@dataclass
+class Carried:
+    """One baseline: FLOWS flows at RATE packets/s per direction for SECONDS."""
+
+    flows: int
+    rate: float
+    seconds: float
+    directions: dict[str, Direction] = field(default_factory=dict)  # forward, reverse
+
+    @property
+    def resolution_ms(self) -> float:
+        return round(1000.0 * self.flows / self.rate, 3)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"flows": self.flows, "rate": self.rate, "seconds": self.seconds,
+                "resolution_ms": self.resolution_ms,
+                "directions": {name: asdict(d) for name, d in self.directions.items()}}
+
+
+def judge(carried: Carried) -> list[str]:
+    """Why CARRIED is not a clean baseline ([] when it is): a packet lost, a flow silent, or a sender
+    behind its schedule: fewer than SENT_SHARE of the packets due sent, 1 % of the packets later than
+    one per-flow interval (the figures' resolution), or any later than LATE_INTERVALS of them (a
+    packet due during an outage and sent after it is not lost: a sender late by L shortens a flow's
+    convergence by up to L)."""
+    why = []
+    for name, d in carried.directions.items():
+        if d.lost:
+            why.append(f"{name}: {d.lost} of {d.sent} packets lost")
+        if d.flows_silent:
+            why.append(f"{name}: {d.flows_silent} of {carried.flows} flows received nothing")
+        if d.sent < SENT_SHARE * d.due:
+            why.append(f"{name}: the sender sent {d.sent} of {d.due} packets due")
+        if d.lag_p99_ms > carried.resolution_ms or d.max_lag_ms > LATE_INTERVALS * carried.resolution_ms:
+            why.append(f"{name}: the sender was up to {d.max_lag_ms:.1f} ms behind its schedule (1 % of the "
+                       f"packets {d.lag_p99_ms:.1f} ms or more; resolution {carried.resolution_ms:g} ms)")
+    if not carried.directions:
+        why.append("no traffic measured")
+    return why
+
+
+def cannot_carry(carried: Carried, reasons: list[str]) -> str:
+    """The sentence of a case whose baseline failed."""
+    return (f"the generator or the path cannot carry {carried.flows} flows x 2 directions at "
+            f"{carried.rate:.0f} pps here ({'; '.join(reasons)}): lower --rate/--flows")
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The traffic the calibration chose, and what it measured."""
+
+    flows: int
+    rate: float
+    highest_clean: float | None  # the highest rung carried cleanly (None: not even the first)
+    rungs: list[dict[str, Any]]  # per rung: rate, flows, clean, reasons
+
+    @property
+    def top(self) -> bool:
+        """The lab carried every rung of the ladder."""
+        return self.highest_clean == LADDER[-1][0]
+
+    @property
+    def resolution_ms(self) -> float:
+        return round(1000.0 * self.flows / self.rate, 3)
+
+    def line(self) -> str:
+        """One line for the terminal and the reports."""
+        head = f"traffic {self.flows} flows x {self.rate:.0f} pps per direction ({self.resolution_ms:g} ms resolution)"
+        if self.highest_clean is None:
+            return f"{head}: calibrated, but the lab did not carry even this rate loss-free and on schedule"
+        return (f"{head}: calibrated, 1/{HEADROOM:g} of the highest rate the lab carried loss-free and on "
+                f"schedule ({self.highest_clean:.0f} pps{', the top of the ladder' if self.top else ''})")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"flows": self.flows, "rate": self.rate, "resolution_ms": self.resolution_ms,
+                "highest_clean_rate": self.highest_clean, "rungs": self.rungs}
+
+
+def flows_for(rate: float) -> int:
+    """The flow count of the highest LADDER rung not above RATE (the first rung's below it)."""
+    fitting = [flows for rung_rate, flows in LADDER if rung_rate <= rate]
+    return fitting[-1] if fitting else LADDER[0][1]
+
+
+def choose(results: list[tuple[float, int, list[str]]]) -> Choice:
+    """The traffic to run from the calibration's RESULTS ((rate, flows, reasons) per rung, in
+    ladder order; reasons empty: carried cleanly): the highest clean rung's rate over HEADROOM
+    (never below the first rung's), with that rate's flow count. The climb stops at the first
+    rung that failed: a rung above it that happened to pass does not count."""
+    rungs = []
+    best: float | None = None
+    for rate, flows, reasons in results:
+        rungs.append({"rate": rate, "flows": flows, "clean": not reasons, "reasons": reasons})
+        if reasons:
+            break
+        best = rate
+    if best is None:
+        rate, flows = LADDER[0]
+        return Choice(flows, rate, None, rungs)
+    rate = max(LADDER[0][0], best / HEADROOM)
+    return Choice(flows_for(rate), rate, best, rungs)
+
+
+# --------------------------------------------------------------------------- measuring (a running lab)
+def measure(plan: LabPlan, flows: int, rate: float, sizes: str, seconds: float = BASELINE_S,
+            realtime: bool = True, cpu: int | None = None, reverse: bool = True) -> Carried:
+    """Send FLOWS flows at RATE pps per direction through the lab for SECONDS and count what arrived."""
+    from . import trafficsetup
+
+    nat = plan.use_case == "cgnat"
+    scratch = tempfile.mkdtemp(prefix="lab-baseline-") if nat and reverse else None
+    setup = trafficsetup.two_way(trafficsetup.endpoints(plan), flows, rate, sizes, seconds, reverse=reverse, nat=nat,
+                                 bindings=trafficsetup.bindings_fifo(scratch) if scratch else None,
+                                 realtime=realtime, cpu=cpu)
+    children: list[Any] = []
+    try:
+        rx_f = setup.rx_forward.spawn()
+        children.append(rx_f)
+        rx_r = setup.rx_reverse.spawn() if setup.rx_reverse else None
+        children.append(rx_r)
+        rx_f.wait_ready()
+        if rx_r:
+            rx_r.wait_ready()
+        tx_f = setup.tx_forward.spawn()
+        children.append(tx_f)
+        tx_f.wait_ready()
+        time.sleep(0.3)  # the forward packets open the sessions the reverse flows need
+        tx_r = setup.tx_reverse.spawn() if setup.tx_reverse else None
+        children.append(tx_r)
+        if tx_r:
+            tx_r.wait_ready()
+        sent_f = tx_f.wait(timeout=seconds * 3 + 10)
+        sent_r = tx_r.wait(timeout=seconds * 3 + 10) if tx_r else None
+        time.sleep(0.2)  # the last packets in flight
+        report_f = rx_f.stop(sent=sent_f)
+        report_r = rx_r.stop(sent=sent_r) if rx_r else None
+    except BaseException:
+        for child in children:
+            if child is not None:
+                child.kill()
+        raise
+    finally:
+        if scratch:
+            shutil.rmtree(scratch, ignore_errors=True)
+    out = Carried(flows, rate, seconds)
+    out.directions["forward"] = _direction(sent_f, report_f, setup.tx_forward.count)
+    if sent_r is not None and report_r is not None and setup.tx_reverse is not None:
+        out.directions["reverse"] = _direction(sent_r, report_r, setup.tx_reverse.count)
+    return out
+
+
+def _direction(sent: dict[str, Any], report: dict[str, Any], due: int | None) -> Direction:
+    rows = report.get("per_flow", [])
+    return Direction(sent=int(sent.get("sent", 0)), due=int(due or 0), lost=sum(int(r.get("lost", 0)) for r in rows),
+                     flows_silent=sum(1 for r in rows if not r.get("received")),
+                     max_lag_ms=round(float(sent.get("max_lag_ms") or 0.0), 3),
+                     lag_p99_ms=round(float(sent.get("lag_p99_ms") or 0.0), 3))
+
+
+PER_FLOW_PPS = 100.0  # --flows without --rate: each flow at this rate (a 10 ms resolution)
+
+
+def given(flows: int | None, rate: float) -> tuple[int, float]:
+    """The traffic of a run whose --rate was given (FLOWS None: the ladder's flow count for RATE)."""
+    return (flows if flows is not None else flows_for(rate)), rate
+
+
+def traffic(flows: int | None, rate: float | None, calibrated: Choice | None = None) -> dict[str, Any]:
+    """What a run sends and why: {"flows", "rate", "line", "json"}; CALIBRATED: the calibration's
+    choice when neither FLOWS nor RATE was given."""
+    if calibrated is not None:
+        return {"flows": calibrated.flows, "rate": calibrated.rate, "line": calibrated.line(),
+                "json": {"chosen_by": "calibration", **calibrated.to_json()}}
+    if rate is None:
+        assert flows is not None
+        rate = flows * PER_FLOW_PPS
+        why = f"--flows, {PER_FLOW_PPS:.0f} pps per flow"
+    else:
+        why = "--rate" + (" and --flows" if flows is not None else "")
+    flows, rate = given(flows, rate)
+    resolution = round(1000.0 * flows / rate, 3)
+    return {"flows": flows, "rate": rate,
+            "line": f"traffic {flows} flows x {rate:.0f} pps per direction ({resolution:g} ms resolution): {why}",
+            "json": {"chosen_by": "options", "flows": flows, "rate": rate, "resolution_ms": resolution}}
+
+
+def calibrate(plan: LabPlan, sizes: str, realtime: bool = True, cpu: int | None = None,
+              progress: Any = lambda _: None) -> Choice:
+    """Climb LADDER on the running lab until a rung is not carried cleanly; `choose` the traffic."""
+    results: list[tuple[float, int, list[str]]] = []
+    for rate, flows in LADDER:
+        reasons = judge(measure(plan, flows, rate, sizes, CALIBRATION_S, realtime, cpu))
+        progress(f"calibration: {flows} flows x {rate:.0f} pps per direction: "
+                 + ("carried" if not reasons else "; ".join(reasons)))
+        results.append((rate, flows, reasons))
+        if reasons:
+            break
+    return choose(results)

@@ -1,0 +1,167 @@
+"""The load a run may put on the machine: the baseline judgement before each event, the calibration's
+choice of traffic, and a case that was not judged (error) in every output (JSON, JUnit, HTML)."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from typing import Any
+
+import pytest
+from test_eventresult import sample
+from typer.testing import CliRunner
+
+from lab_orchestrator import baseline, eventverdict, reportgen
+from lab_orchestrator.baseline import Carried, Direction
+from lab_orchestrator.eventresult import Check, EventError, EventResult
+
+
+def carried(rate: float = 10000, flows: int = 100, **over: Any) -> Carried:
+    """Both directions clean unless OVER changes a field of each (sent, due, lost, ...)."""
+    fields = {"sent": int(rate), "due": int(rate), "lost": 0, "flows_silent": 0, "max_lag_ms": 1.0,
+              "lag_p99_ms": 0.5, **over}
+    return Carried(flows, rate, 1.0, {"forward": Direction(**fields), "reverse": Direction(**fields)})
+
+
+def test_a_clean_baseline_has_nothing_against_it() -> None:
+    assert baseline.judge(carried()) == []
+    assert carried().resolution_ms == 10.0
+
+
+@pytest.mark.parametrize(("over", "words"), [
+    ({"lost": 7}, "forward: 7 of 10000 packets lost"),
+    ({"flows_silent": 3}, "3 of 100 flows received nothing"),
+    ({"sent": 9800}, "the sender sent 9800 of 10000 packets due"),
+    ({"lag_p99_ms": 12.0, "max_lag_ms": 15.0}, "up to 15.0 ms behind its schedule"),
+    ({"max_lag_ms": 41.0}, "up to 41.0 ms behind"),
+])
+def test_loss_silence_or_a_late_sender_make_a_baseline_unclean(over: dict[str, Any], words: str) -> None:
+    why = baseline.judge(carried(**over))
+    assert len(why) == 2 and words in why[0] and why[1].startswith("reverse:")
+
+
+def test_lateness_is_measured_in_per_flow_intervals() -> None:
+    # 39 ms worst at a 10 ms resolution is within 4 intervals; at 2.5 ms (400 pps per flow) it is not
+    assert baseline.judge(carried(max_lag_ms=39.0)) == []
+    assert baseline.judge(carried(rate=40000, max_lag_ms=39.0)) != []
+    assert baseline.judge(Carried(10, 1000, 1.0)) == ["no traffic measured"]
+
+
+def test_the_error_sentence_names_the_load_and_the_way_out() -> None:
+    load = carried(rate=100000, flows=200, lost=5)
+    text = baseline.cannot_carry(load, baseline.judge(load))
+    assert text.startswith("the generator or the path cannot carry 200 flows x 2 directions at 100000 pps here (")
+    assert text.endswith("): lower --rate/--flows")
+
+
+def test_calibration_takes_a_share_of_the_highest_clean_rung() -> None:
+    rungs = [(rate, flows, []) for rate, flows in baseline.LADDER[:3]] + [(20000.0, 200, ["forward: 3 lost"])]
+    choice = baseline.choose(rungs)
+    assert choice.highest_clean == 10000.0 and choice.rate == max(baseline.LADDER[0][0], 10000.0 / baseline.HEADROOM)
+    assert choice.flows == baseline.flows_for(choice.rate)
+    assert [r["clean"] for r in choice.rungs] == [True, True, True, False]
+    assert "calibrated" in choice.line() and json.dumps(choice.to_json())
+
+
+def test_calibration_stops_at_the_first_unclean_rung() -> None:
+    # a rung above a failed one that happened to pass does not count
+    rungs = [(2500.0, 50, []), (5000.0, 100, ["late"]), (10000.0, 100, [])]
+    assert baseline.choose(rungs).highest_clean == 2500.0
+
+
+def test_every_rung_clean_and_none_clean() -> None:
+    top = baseline.choose([(rate, flows, []) for rate, flows in baseline.LADDER])
+    assert top.top and top.rate == baseline.LADDER[-1][0] / baseline.HEADROOM
+    assert top.resolution_ms == 1000.0 * top.flows / top.rate
+    none = baseline.choose([(2500.0, 50, ["forward: 9 of 2500 packets lost"])])
+    assert none.highest_clean is None and (none.flows, none.rate) == (50, 2500.0)
+    assert "did not carry even this rate" in none.line()
+
+
+def test_flows_follow_the_rate_and_options_win() -> None:
+    assert baseline.flows_for(100000) == baseline.LADDER[-1][1]
+    assert baseline.flows_for(1000) == baseline.LADDER[0][1]
+    assert baseline.traffic(None, 100000.0)["flows"] == 200
+    only_flows = baseline.traffic(60, None)
+    assert (only_flows["flows"], only_flows["rate"]) == (60, 60 * baseline.PER_FLOW_PPS)
+    both = baseline.traffic(60, 3000.0)
+    assert both["json"] == {"chosen_by": "options", "flows": 60, "rate": 3000.0, "resolution_ms": 20.0}
+    chosen = baseline.traffic(None, None, baseline.choose([(2500.0, 50, [])]))
+    assert chosen["json"]["chosen_by"] == "calibration" and chosen["rate"] == 2500.0
+
+
+# ------------------------------------------------------------------ a case not judged, in every output
+CHECKS = [Check(name="selectors ready", ok=True, detail="every member in service in every table"),
+          Check(name="BGP settled", ok=True, detail="every session established"),
+          Check(name="baseline carried", ok=False, detail="the generator or the path cannot carry ...")]
+
+
+def error_case() -> EventError:
+    return EventError(event="srx-power-off", title="SRX Series Firewall power off", target="srx1",
+                      error="the generator or the path cannot carry 200 flows x 2 directions at 100000 pps here "
+                            "(forward: 9 of 100000 packets lost): lower --rate/--flows",
+                      flows=200, rate=100000.0, checks=CHECKS)
+
+
+def test_an_error_case_in_json_and_junit() -> None:
+    judged = EventResult.from_json(sample(checks=[c.model_dump() for c in CHECKS[:2]]))
+    assert judged.to_json()["status"] == "passed" and judged.to_json()["checks"][0]["name"] == "selectors ready"
+    data = error_case().to_json()
+    assert data["status"] == "error" and "lower --rate/--flows" in data["error"]
+    assert [c["ok"] for c in data["checks"]] == [True, True, False]
+    suite = ET.fromstring(eventverdict.junit([judged, error_case()], "t1"))
+    assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("2", "0", "1")
+    error = suite.findall("testcase")[1].find("error")
+    assert error is not None and "cannot carry" in (error.get("message") or "")
+
+
+def test_a_failed_check_after_the_event_fails_it() -> None:
+    after = Check(name="settled after the event", ok=False, when="after", detail="the selector tables did not settle")
+    result = EventResult.from_json(sample(passed=False, checks=[after.model_dump()]))
+    assert "the selector tables did not settle" in result.failure_reasons()
+    assert result.to_json()["status"] == "failed"
+
+
+def test_an_error_case_in_the_html_report() -> None:
+    case = {"id": "t1/srx-power-off", "lab": "t1", "event": "srx-power-off", "target": "srx1", "status": "error",
+            "error": error_case().error, "checks": [c.model_dump() for c in CHECKS], "result": None,
+            "duration_s": 2.0}
+    doc = {"schema": reportgen.SCHEMA, "plan": {"name": "p", "traffic": {}}, "labs": {"t1": {}}, "cases": [case]}
+    page = reportgen.to_html(doc)
+    assert "ERROR" in page and "lower --rate/--flows" in page
+    assert "NOT MET: the generator or the path cannot carry" in page and "ok: every session established" in page
+    assert reportgen.summary(doc)["errors"] == 1
+
+
+def test_exit_status_of_a_run_with_an_error_case_is_3(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`lab events run`: a case not judged (and none failed) exits 3, distinct from a failed event (1)."""
+    import contextlib
+
+    from lab_orchestrator import api
+    from lab_orchestrator.cli import app
+    from lab_orchestrator.eventresult import CaseError
+
+    class Lab:
+        name = "t1"
+
+        def event_names(self, wanted: list[str]) -> list[str]:
+            return wanted
+
+        def event_target(self, event: str, target: str | None) -> str:
+            return "srx1"
+
+        def traffic_choice(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+            return baseline.traffic(None, 100000.0)
+
+        def run_event(self, event: str, *args: Any, **kwargs: Any) -> EventResult:
+            if event == "srx-power-off":
+                raise CaseError(error_case())
+            return EventResult.from_json(sample(event=event, passed=event != "gres"))
+
+    monkeypatch.setattr(api, "running", lambda *a, **k: contextlib.nullcontext(Lab()))
+    runner = CliRunner()
+    result = runner.invoke(app, ["events", "run", "--lab", "t1", "-e", "srx-power-off", "-e", "restart-tlb"])
+    assert result.exit_code == 3, result.output
+    assert "not judged (a precondition failed): srx-power-off" in result.output
+    failed = runner.invoke(app, ["events", "run", "--lab", "t1", "-e", "srx-power-off", "-e", "gres"])
+    assert failed.exit_code == 1 and "events failed: gres" in failed.output

@@ -71,7 +71,7 @@ def test_a_rate_the_path_cannot_carry_is_an_error_not_a_failed_event(tmp_path: P
             ("selectors ready", True), ("BGP settled", True), ("baseline carried", False)]
         suite = ET.parse(junit).getroot()
         assert (suite.get("errors"), suite.get("failures")) == ("1", "0")
-        status = json.loads(lab("status", running.name, "--json").stdout)
+        [status] = json.loads(lab("status", running.name, "--json").stdout)
         assert not any(node["powered_off"] for node in status["nodes"]), "the event was not injected"
 
 

@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from .diagnostics import LabError
+from .diagnostics import LabError, did_you_mean
 
 METRICS: dict[str, str] = {
     "convergence_ms": "longest convergence of an affected flow (ms)",
@@ -69,7 +69,8 @@ def parse(spec: str, known_events: set[str] | None = None) -> Budget:
     if metric not in METRICS:
         raise BudgetError(f"--budget {spec!r}: unknown metric {metric}; known: {', '.join(METRICS)}")
     if event is not None and known_events is not None and event not in known_events:
-        raise BudgetError(f"--budget {spec!r}: unknown event {event}; known: {', '.join(sorted(known_events))}")
+        raise BudgetError(f"--budget {spec!r}: unknown event {event}{did_you_mean(event, known_events)}; "
+                          f"known: {', '.join(sorted(known_events))}")
     return Budget(metric, float(match["limit"]), event)
 
 

@@ -42,6 +42,17 @@ class Diagnostic:
         }
 
 
+def did_you_mean(word: str, known: Iterable[str]) -> str:
+    """" (did you mean 'x'?)" for the one known name closest to a misspelt WORD; "" when none is close, or
+    when two are equally close (srx3 among srx1 and srx2: a guess would mislead)."""
+    import difflib
+
+    scores = sorted(((difflib.SequenceMatcher(None, word, name).ratio(), name) for name in set(known)), reverse=True)
+    if not scores or scores[0][0] < 0.6 or (len(scores) > 1 and scores[1][0] == scores[0][0]):
+        return ""
+    return f" (did you mean '{scores[0][1]}'?)"
+
+
 class LabError(Exception):
     """An error the user can act on; the CLI prints it as one sentence, never a traceback."""
 

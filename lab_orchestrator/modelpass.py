@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import difflib
+import re
 import types
 import typing
 from ipaddress import IPv4Interface
@@ -117,6 +118,9 @@ def _pydantic_message(err: Any, loc: YamlPath) -> tuple[str, str]:
     if kind == "string_too_long" and loc == ("name",):
         return (f"lab name {_shown(value)} is {len(str(value))} characters; at most "
                 f"{err['ctx']['max_length']} are allowed", "it prefixes every namespace name")
+    if kind == "literal_error" and _closest_choice(err):
+        message = raw.replace("Input should be", "must be")
+        return f"{message}, got {_shown(value)}", f"did you mean '{_closest_choice(err)}'?"
     if kind == "ip_v4_interface":
         return f"{_shown(value)} is not an IPv4 address with a prefix length", "e.g. 198.18.0.0/31"
     if raw.startswith("Input is not"):
@@ -187,28 +191,65 @@ def _drop(data: Any, path: YamlPath) -> bool:
     return False
 
 
-def model_pass(data: dict[str, Any], source: SourceMap) -> tuple[Topology | None, list[Diagnostic], list[YamlPath]]:
+def model_pass(data: dict[str, Any], source: SourceMap
+               ) -> tuple[Topology | None, list[Diagnostic], list[YamlPath], set[str]]:
     """Pydantic's field-by-field pass. On errors, drop the offending optional fields and validate
-    again, so the cross-reference pass can still run on the rest of the file. Returns the model
-    (None when the rest cannot be checked), the diagnostics and the dropped value paths."""
+    again, so the cross-reference pass can still run on the rest of the file: a misspelt kind stands in
+    as the kind it is closest to, and a node whose required fields are wrong otherwise is left out
+    (its name still counts as defined). Returns the model (None when the rest cannot be checked), the
+    diagnostics, the dropped value paths and the nodes left out."""
     try:
-        return Topology.model_validate(data), [], []
+        return Topology.model_validate(data), [], [], set()
     except ValidationError as exc:
         diagnostics = pydantic_diagnostics(exc, source)
         errors = exc.errors()
     trimmed = copy.deepcopy(data)
     dropped: list[YamlPath] = []
-    for err in errors:
-        loc: YamlPath = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
-        cut = _prunable(loc) if err["type"] != "missing" else None
-        if cut is None:
-            return None, diagnostics, []
-        if _drop(trimmed, cut) and err["type"] != "extra_forbidden":
-            dropped.append(cut)
-    try:
-        return Topology.model_validate(trimmed), diagnostics, dropped
-    except ValidationError:  # a required field was wrong: its default cannot stand in
-        return None, diagnostics, []
+    unchecked: set[str] = set()
+    for attempt in range(2):
+        for err in errors:
+            loc: YamlPath = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+            node = _node_of(loc)
+            if node is not None and node in unchecked:
+                continue
+            if node is not None and loc[2:] == ("kind",) and _stand_in_kind(trimmed, node, err):
+                continue
+            cut = _prunable(loc) if err["type"] != "missing" and attempt == 0 else None
+            if cut is None:
+                if node is not None and _drop(trimmed, ("nodes", node)):
+                    unchecked.add(node)
+                    continue
+                return None, diagnostics, [], unchecked
+            if _drop(trimmed, cut) and err["type"] != "extra_forbidden":
+                dropped.append(cut)
+        try:
+            return Topology.model_validate(trimmed), diagnostics, dropped, unchecked
+        except ValidationError as exc:  # a required field was wrong: its default cannot stand in
+            errors = exc.errors()
+    return None, diagnostics, [], unchecked
+
+
+def _node_of(loc: YamlPath) -> str | None:
+    """The node a problem is inside of (nodes.NAME.something), if any."""
+    return str(loc[1]) if len(loc) >= 3 and loc[0] == "nodes" else None
+
+
+def _stand_in_kind(data: dict[str, Any], node: str, err: Any) -> bool:
+    """Replace a misspelt kind by the one it is closest to (as the hint says), for the checks after."""
+    close = _closest_choice(err)
+    if not close or not isinstance(data.get("nodes"), dict) or not isinstance(data["nodes"].get(node), dict):
+        return False
+    data["nodes"][node]["kind"] = close
+    return True
+
+
+def _closest_choice(err: Any) -> str | None:
+    """For a value outside a fixed set (pydantic's literal_error), the allowed value closest to it."""
+    if err.get("type") != "literal_error" or not isinstance(err.get("input"), str):
+        return None
+    choices = re.findall(r"'([^']*)'", str((err.get("ctx") or {}).get("expected", "")))
+    close = difflib.get_close_matches(err["input"], choices, n=1, cutoff=0.6)
+    return close[0] if close else None
 
 
 def caused_by_drop(diag: Diagnostic, dropped: list[YamlPath]) -> bool:

@@ -24,7 +24,7 @@ from labkit.contracts import IKEV2_STATUS, SRD_STATUS
 from labkit.status import SrdStatus, read_status
 
 from . import kinds, supervisor
-from .diagnostics import LabError
+from .diagnostics import LabError, did_you_mean
 from .plan import LabPlan
 from .state import LabState
 
@@ -43,7 +43,7 @@ def _node_plan(plan: LabPlan, node: str) -> list[str]:
     for n in plan.nodes:
         if n.name == node:
             return n.namespaces
-    raise LabError(f"lab {plan.name} has no node {node}")
+    raise LabError(f"lab {plan.name} has no node {node}{did_you_mean(node, [n.name for n in plan.nodes])}")
 
 
 def _socket(ns: str) -> IPRoute:
@@ -272,7 +272,7 @@ def inject(state: LabState, plan: LabPlan, event: str, target: str, down_time: f
         return f"{target}/{name} killed (SIGKILL); the supervisor had it running again after {seconds:.2f} s"
     kind = {n.name: n.kind for n in plan.nodes}.get(target)
     if kind is None:
-        raise LabError(f"lab {plan.name} has no node {target}")
+        raise LabError(f"lab {plan.name} has no node {target}{did_you_mean(target, [n.name for n in plan.nodes])}")
     if event == "srx-link-failure":
         other = peer or first_mx(plan, target)
         links_down(state, plan, target, other)

@@ -28,7 +28,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from . import events as eventsmod
-from .diagnostics import Diagnostic, LabError, TopologyInvalid, YamlPath
+from .diagnostics import Diagnostic, LabError, TopologyInvalid, YamlPath, did_you_mean
 from .yamlsrc import SourceMap, load
 
 REPO = Path(__file__).resolve().parents[1]
@@ -173,14 +173,19 @@ def _check(loaded: LoadedPlan) -> list[Diagnostic]:
         for j, name in enumerate(names):
             if name not in eventsmod.BY_NAME:
                 out.append(src.diag(path + ("events", j), f"unknown event '{name}'",
-                                    "known: " + ", ".join(eventsmod.BY_NAME)))
+                                    _event_hint(name)))
             elif name in names[:j]:
                 out.append(src.diag(path + ("events", j), f"event '{name}' is listed twice"))
         for name in entry.targets:
             if name not in eventsmod.BY_NAME:
                 out.append(src.diag(path + ("targets", name), f"unknown event '{name}'",
-                                    "known: " + ", ".join(eventsmod.BY_NAME)))
+                                    _event_hint(name)))
     return out
+
+
+def _event_hint(name: str) -> str:
+    close = did_you_mean(name, eventsmod.BY_NAME).strip(" ()")
+    return close or "known: " + ", ".join(eventsmod.BY_NAME)
 
 
 def expand(loaded: LoadedPlan, labs: list[str] | None = None, topologies: list[str] | None = None,
@@ -195,7 +200,8 @@ def expand(loaded: LoadedPlan, labs: list[str] | None = None, topologies: list[s
 
     for name in events or []:
         if name not in eventsmod.BY_NAME:
-            raise FilterError(f"--event {name}: unknown event; known: {', '.join(eventsmod.BY_NAME)}")
+            raise FilterError(f"--event {name}: unknown event{did_you_mean(name, eventsmod.BY_NAME)}; "
+                              f"known: {', '.join(eventsmod.BY_NAME)}")
     cases: list[Case] = []
     problems: list[Diagnostic] = []
     matched_lab: set[str] = set()

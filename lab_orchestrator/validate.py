@@ -14,13 +14,13 @@ from pathlib import Path
 
 from . import kinds as K
 from . import naming
-from .diagnostics import Diagnostic, TopologyInvalid, YamlPath, dotted
+from .diagnostics import Diagnostic, TopologyInvalid, YamlPath, did_you_mean, dotted
 from .kinds import get as kind_of
 from .model import NAME_PATTERN, Topology
 from .modelpass import caused_by_drop, model_pass, pydantic_diagnostics
 from .modelpass import normalise as _normalise
 from .plan import default_mgmt_subnet
-from .yamlsrc import SourceMap, load, read
+from .yamlsrc import SourceMap, load_checked, read
 
 __all__ = ["LoadedTopology", "check", "load_topology", "pydantic_diagnostics"]
 
@@ -38,19 +38,29 @@ def load_topology(path: str | Path, host_routes: Iterable[IPv4Network] = ()) -> 
 
     file = shipped.resolve(path)
     if not file.exists() and file.parent == Path("."):
+        names = [lab.stem for lab in shipped.shipped_labs()]
+        close = did_you_mean(file.stem, names).strip(" ()")
         raise TopologyInvalid([Diagnostic(str(file), 0, (), "cannot read file: No such file or directory",
-                                          "a file path, or the name of a shipped lab: "
-                                          + ", ".join(lab.stem for lab in shipped.shipped_labs()))])
-    data, source = load(read(file), str(file))
+                                          (f"{close} " if close else "") + "a file path, or the name of a "
+                                          "shipped lab: " + ", ".join(names))])
+    data, source, problems = load_checked(read(file), str(file))
     data = _normalise(data, source)
     if not isinstance(data, dict):
-        raise TopologyInvalid([source.diag((), "a topology file must be a mapping with 'name' and 'nodes'")])
-    topology, problems, dropped = model_pass(data, source)
+        raise TopologyInvalid([*problems, source.diag((), "a topology file must be a mapping with 'name' and 'nodes'")])
+    topology, found, dropped, unchecked = model_pass(data, source)
+    problems += found
     if topology is not None:
-        problems += [d for d in check(topology, source, host_routes) if not caused_by_drop(d, dropped)]
+        problems += [d for d in check(topology, source, host_routes)
+                     if not caused_by_drop(d, dropped) and not _about(d, unchecked)]
     if problems or topology is None:
         raise TopologyInvalid(problems)
     return LoadedTopology(topology, source, file)
+
+
+def _about(diag: Diagnostic, nodes: set[str]) -> bool:
+    """A cross-reference problem that names a node the first pass could not build (its own errors are
+    reported already): a link to it is not a link to an undefined node."""
+    return any(f"'{node}'" in diag.message or diag.path[:2] == ("nodes", node) for node in nodes)
 
 
 def check(topo: Topology, src: SourceMap, host_routes: Iterable[IPv4Network] = ()) -> Iterable[Diagnostic]:
@@ -139,8 +149,9 @@ def _check_links(topo: Topology, src: SourceMap) -> Iterable[Diagnostic]:
                 continue
             node, ifname = parsed
             if node not in topo.nodes:
+                close = did_you_mean(node, topo.nodes).strip(" ()")
                 yield src.diag(path, f"endpoint names node '{node}', which is not defined",
-                               f"defined nodes: {', '.join(sorted(topo.nodes))}")
+                               f"{close + ' ' if close else ''}defined nodes: {', '.join(sorted(topo.nodes))}")
                 continue
             kinds.append(topo.nodes[node].kind)
             if (node, ifname) in used:
@@ -307,7 +318,8 @@ def _check_pairs(topo: Topology, src: SourceMap) -> Iterable[Diagnostic]:
             yield src.diag(base + ("nodes",), f"an MNHA pair needs two different nodes, got {pair.nodes[0]} twice")
         for side, node in enumerate(pair.nodes):
             if node not in topo.nodes:
-                yield src.diag(base + ("nodes", side), f"MNHA pair names node '{node}', which is not defined")
+                yield src.diag(base + ("nodes", side), f"MNHA pair names node '{node}', which is not defined",
+                               did_you_mean(node, topo.nodes).strip(" ()"))
             elif not K.get(topo.nodes[node].kind).firewall:
                 yield src.diag(base + ("nodes", side),
                                f"MNHA pairs are made of srx nodes; {node} is {topo.nodes[node].kind}")

@@ -291,6 +291,16 @@ def read(path: str | Path) -> str:
 def load(text: str, filename: str) -> tuple[Any, SourceMap]:
     """Parse YAML text; syntax errors become a located Diagnostic rather than a traceback. Time and
     memory stay linear in the text: nesting depth and the expanded size of aliases are bounded."""
+    data, source, problems = load_checked(text, filename)
+    if problems:
+        raise TopologyInvalid(problems)
+    return data, source
+
+
+def load_checked(text: str, filename: str) -> tuple[Any, SourceMap, list[Diagnostic]]:
+    """Like `load`, but problems that leave the rest of the file readable (a duplicate key, whose
+    first value is kept; an unknown tag) are returned with the data, for the checks that follow to
+    add theirs in the same run. Only text that cannot be parsed at all still raises."""
     if len(text) > MAX_FILE_BYTES:
         raise TopologyInvalid([Diagnostic(filename, 0, (), f"text larger than {MAX_FILE_BYTES >> 10} KiB")])
     try:
@@ -304,15 +314,13 @@ def load(text: str, filename: str) -> tuple[Any, SourceMap]:
     except _TooBig as exc:
         raise TopologyInvalid([exc.diagnostic]) from None
     if root is None:
-        return {}, SourceMap(filename, {(): 1})
+        return {}, SourceMap(filename, {(): 1}), []
     builder = _Builder(filename)
     try:
         data = builder.build(root, ())
     except _TooBig as exc:
         raise TopologyInvalid([exc.diagnostic]) from None
-    if builder.problems:
-        raise TopologyInvalid(builder.problems)
-    return data, SourceMap(filename, _Lines(builder.lines, builder.aliases))
+    return data, SourceMap(filename, _Lines(builder.lines, builder.aliases)), builder.problems
 
 
 def peek_name(path: str | Path) -> str | None:

@@ -245,13 +245,69 @@ def test_field_error_does_not_echo_as_a_cross_reference_error(tmp_path: Path) ->
     }
 
 
-def test_error_in_a_required_field_stops_before_cross_references(tmp_path: Path) -> None:
-    """Without a valid `kind` there is no model to cross-check: only the field error is reported."""
+def test_a_node_without_a_usable_kind_does_not_stop_the_cross_references(tmp_path: Path) -> None:
+    """A node whose kind is unusable is left out of the cross-reference checks (its name still counts as
+    defined, so its links are no echo); the rest of the file is checked in the same run."""
     text = ("name: req\nnodes:\n  r1: {kind: router}\n"
             "links:\n  - [r1:Gi0/0, r9:Gi0/0]\n")
     diags = _load_text(tmp_path, text)
-    assert [(d.line, dotted(d.path)) for d in diags] == [(3, "nodes.r1.kind")]
+    assert [(d.line, dotted(d.path)) for d in diags] == [(3, "nodes.r1.kind"), (5, "links[0].endpoints[1]")]
     assert diags[0].message == "must be 'mx', 'srx', 'ios-router' or 'host', got 'router'"
+    assert "'r9', which is not defined" in diags[1].message
+
+
+def test_schema_and_semantic_errors_in_one_run(tmp_path: Path) -> None:
+    """A duplicate key, a misspelt kind, an unknown key, a bad value and an undefined node: one run
+    reports all five, each at its line; the misspelt kind gets its 'did you mean' and stands in as the
+    kind it is closest to, so the links of that node are still checked."""
+    text = ("name: all\n"
+            "nodes:\n"
+            "  client: {kind: host, prefixes: [100.64.0.0/16]}\n"
+            "  gw: {kind: ios-routr, bgp: {as: 65010}}\n"
+            "  mx1: {kind: mx, bgp: {trust_as: 65100, untrust_as: 65200}, colour: red}\n"
+            "  srx1: {kind: srx, bgp: {as: notanumber}}\n"
+            "  srx1: {kind: srx, bgp: {as: 65001}}\n"
+            "links:\n"
+            "  - [client:eth1, gw:GigabitEthernet0/0]\n"
+            "  - {endpoints: [gw:GigabitEthernet0/1, mx1:ge-0/0/0], zone: trust}\n"
+            "  - {endpoints: [mx1:ge-0/1/1, srx9:ge-0/0/0], zone: trust}\n"
+            "  - {endpoints: [mx1:ge-0/2/1, srx1:ge-0/0/1], zone: untrust}\n")
+    diags = _load_text(tmp_path, text)
+    got = [(d.line, dotted(d.path)) for d in diags]
+    assert got == [(4, "nodes.gw.kind"), (5, "nodes.mx1.colour"), (6, "nodes.srx1.bgp.as"), (7, "nodes.srx1"),
+                   (11, "links[2].endpoints[1]")], got
+    assert diags[0].hint == "did you mean 'ios-router'?"
+    assert diags[3].message == "duplicate key 'srx1'"
+    assert diags[4].hint.startswith("did you mean 'srx1'?")
+
+
+def test_a_duplicate_key_does_not_hide_an_undefined_node(tmp_path: Path) -> None:
+    text = ("name: dup\nnodes:\n  h1: {kind: host}\n  h1: {kind: host}\n  h2: {kind: host}\n"
+            "links:\n  - [h1:eth1, h3:eth1]\n")
+    messages = [d.message for d in _load_text(tmp_path, text)]
+    assert "duplicate key 'h1'" in messages
+    assert any("'h3', which is not defined" in m for m in messages), messages
+
+
+def test_did_you_mean_only_when_one_name_is_closest() -> None:
+    from lab_orchestrator.diagnostics import did_you_mean
+
+    assert did_you_mean("topolgy3", ["topology3", "topology4-cgnat"]) == " (did you mean 'topology3'?)"
+    assert did_you_mean("srx3", ["srx1", "srx2"]) == ""  # two as close: no guess
+    assert did_you_mean("zzz", ["srx1"]) == ""
+
+
+def test_a_misspelt_shipped_lab_name_gets_a_suggestion(tmp_path: Path) -> None:
+    import os
+
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        with pytest.raises(TopologyInvalid) as info:
+            load_topology("topolgy3")
+    finally:
+        os.chdir(cwd)
+    assert info.value.diagnostics[0].hint.startswith("did you mean 'topology3'?")
 
 
 def test_unreadable_and_non_mapping_files(tmp_path: Path) -> None:

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""FlexVPN load balancer benchmark (issue 8): redirects, IKE SA setups vs strongSwan, HSRP failover,
+"""FlexVPN load balancer benchmark: redirects, IKE SA setups vs strongSwan, HSRP failover,
 CLB member-loss detection. Needs root; only touches labs named flexb* that it brings up (and takes
 down again in a finally block).
 
@@ -91,7 +91,7 @@ def running(name: str, edit: Callable[[str], str], tmp: Path) -> Iterator[str]:
             raise RuntimeError(f"lab up {name} failed: {result.stderr}")
         yield name
     finally:
-        lab("down", "--name", name)
+        lab("down", "--lab", name)
 
 
 def status(name: str, node: str, file: str) -> dict[str, Any]:
@@ -372,7 +372,7 @@ def machine() -> dict[str, str]:
 
 def report(results: dict[str, Any]) -> str:
     m = results["machine"]
-    lines = ["# FlexVPN load balancer benchmarks (issue 8)", "",
+    lines = ["# FlexVPN load balancer benchmarks", "",
              f"Measured by `bench/flexvpn.py` on {m['date']}: {m['cpu']}, {m['cores']} cores, kernel {m['kernel']}, "
              f"Python {m['python']}, {m['strongswan']}. Noisy shared machine: compare figures of the same run.", ""]
     r = results.get("redirects")

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""HA benchmark: MNHA SRG1 failover, MNHA session sync lag, SRD switchover convergence (issues 5, 9).
+"""HA benchmark: MNHA SRG1 failover, MNHA session sync lag, SRD switchover convergence.
 
 Measured on real namespaces, with real packets, in one run (this machine is shared and noisy, so
 every traffic measurement has a no-event baseline window measured alongside, in the same lab):

@@ -163,7 +163,7 @@ def markdown(results: dict[str, Any]) -> str:
         hb = f["heartbeat"]
         lines.append(f"MNHA heartbeat: {hb['interval_ms']} ms x {hb['threshold']} "
                      f"(silence threshold {hb['interval_ms'] * hb['threshold']} ms; an ICL carrier loss is acted on "
-                     f"at once). Goals are the acceptance tests' bounds (test_mnha.py: gap < 0.5 s; test_srd.py: gap "
+                     f"at once). Goals are the integration tests' limits (test_mnha.py: gap < 0.5 s; test_srd.py: gap "
                      "< 1 s).")
         lines.append("")
         lines.append("Per-run samples, MNHA SRG1 failover (ms; target, worst, median, longest gap, push gap, "

@@ -60,7 +60,7 @@ def parse_conntrack(text: str) -> list[Session]:
 def carrier(before: dict[str, int], now: dict[str, int]) -> str | None:
     """The SRX whose session of a flow counted the most packets between two reads (SRX -> packets),
     None when none did. A counter lower than before belongs to a session opened anew between the
-    reads (its MNHA peer's session push re-creates it, or it expired and the next packet re-opened
+    reads (its MNHA peer's table push re-creates it, or it expired and the next packet re-opened
     it): its packets since are all it has now."""
     growth = {srx: packets - before.get(srx, 0) if packets >= before.get(srx, 0) else packets
               for srx, packets in now.items()}

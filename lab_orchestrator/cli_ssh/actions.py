@@ -4,7 +4,7 @@
 recovery (`bird -R`, as the `restart-routing` failure event does), and records the new pids in the
 lab's state.json (what `lab restart` does).
 
-The others are the failure events of `lab_orchestrator.events` (issue 6), carried out by the same
+The others are the failure events of `lab_orchestrator.events`, carried out by the same
 code as `lab fail NODE EVENT`: `node_event()` below is the single entry point. It checks that the
 event applies to this lab and node (the event catalog's applicability, never faked), then runs
 `python -m lab_orchestrator.cli fail NODE EVENT --lab LAB` (in the background for a reboot, since the

@@ -1,4 +1,4 @@
-"""Issue 3 acceptance on real namespaces: CHASH symmetry, minimal movement, SFW and CGNAT.
+"""On real namespaces: CHASH symmetry, minimal movement, SFW and CGNAT.
 
 A real echo server on the server host and 1000 subscriber addresses on the client host; which SRX
 carried each flow is read back from the SRXs' own session tables (conntrack).

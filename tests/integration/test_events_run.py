@@ -77,7 +77,7 @@ def test_a_rate_the_path_cannot_carry_is_an_error_not_a_failed_event(tmp_path: P
 
 @pytest.mark.parametrize("topology", ["topology1", "topology3"])
 def test_every_applicable_event_runs_and_recovers(topology: str, tmp_path: Path) -> None:
-    """Issue 6 acceptance: every event that applies to topology1 and topology3, end to end."""
+    """Every event that applies to topology1 and topology3, end to end."""
     with RunningLab(f"ea{topology[-1]}", REPO / f"labs/{topology}.yml", tmp_path) as running:
         listed = json.loads(lab("events", "list", "--lab", running.name, "--json").stdout)
         applicable = {e["name"] for e in listed if e["applicable"]}

@@ -1,4 +1,4 @@
-"""Issue 8 acceptance on real namespaces: the FlexVPN load balancer of labs/flexvpn.yml.
+"""On real namespaces: the FlexVPN load balancer of labs/flexvpn.yml.
 
 Three labs, each brought up by this module and taken down by it (never anyone else's):
 

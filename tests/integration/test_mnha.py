@@ -1,4 +1,4 @@
-"""Issue 5 acceptance (SRG0 active/active and session sync) on topology3 and its CGNAT variant."""
+"""MNHA (SRG0 active/active and session sync) on topology3 and its CGNAT variant."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 9 acceptance on real namespaces: SRD between two MX in topology2 (CHASH) and topology4 (TLB)."""
+"""On real namespaces: SRD between two MX in topology2 (CHASH) and topology4 (TLB)."""
 
 from __future__ import annotations
 

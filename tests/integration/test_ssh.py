@@ -1,4 +1,4 @@
-"""Issue 7 acceptance on real namespaces: SSH into every node of topology1 and topology3 (and a CGNAT copy).
+"""On real namespaces: SSH into every node of topology1 and topology3 (and a CGNAT copy).
 
 The OpenSSH client (with the lab's key, or sshpass for passwords) and paramiko talk to the lab-wide
 server; outputs are checked against state read independently: `ip -n NS -j route/addr`, BIRD's

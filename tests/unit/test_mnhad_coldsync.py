@@ -1,4 +1,4 @@
-"""The MNHA session push's conntrackd commands: the peer must get every session it lacks without
+"""The MNHA table push's conntrackd commands: the peer must get every session it lacks without
 its own sessions being deleted and re-created (conntrackd re-creates a session it receives as "new"
 and already holds; it updates one it receives as "update")."""
 

@@ -13,7 +13,7 @@ def test_the_session_that_grew_carries_the_flow() -> None:
 
 
 def test_a_session_opened_anew_between_the_reads_counts_what_it_has_now() -> None:
-    # the MNHA peer's session push re-created srx1's live session (its counter starts over): it is
+    # the MNHA peer's table push re-created srx1's live session (its counter starts over): it is
     # still srx1 that carries the flow, not "nobody"
     assert carrier({"srx1": 5000, "srx2": 0}, {"srx1": 18, "srx2": 0}) == "srx1"
     # a re-created copy that sees no packet does not take the flow from the one that grows

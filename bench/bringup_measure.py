@@ -113,10 +113,10 @@ def lab_up(topology: Path, timeout: float) -> tuple[float, float | None]:
 
 
 def lab_down(name: str) -> tuple[float, float | None]:
-    """`lab down --name NAME`; return (wall seconds, in-process seconds lab printed)."""
-    wall, result = run_timed(lab_cmd() + ["down", "--name", name], timeout=120)
+    """`lab down --lab NAME`; return (wall seconds, in-process seconds lab printed)."""
+    wall, result = run_timed(lab_cmd() + ["down", "--lab", name], timeout=120)
     if result.returncode != 0:
-        raise BenchError(f"lab down --name {name} exited {result.returncode}: "
+        raise BenchError(f"lab down --lab {name} exited {result.returncode}: "
                          f"{(result.stderr or result.stdout).strip()[-800:]}")
     match = re.search(r"is down \(([\d.]+) s\)", result.stdout)
     return wall, float(match.group(1)) if match else None
@@ -135,11 +135,11 @@ def ensure_down(name: str) -> None:
         return
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        result = subprocess.run(lab_cmd() + ["down", "--name", name], capture_output=True, text=True, timeout=120)
+        result = subprocess.run(lab_cmd() + ["down", "--lab", name], capture_output=True, text=True, timeout=120)
         if result.returncode != 0:
-            log(f"cleanup: lab down --name {name} exited {result.returncode}: {result.stderr.strip()[-300:]}")
+            log(f"cleanup: lab down --lab {name} exited {result.returncode}: {result.stderr.strip()[-300:]}")
     except (OSError, subprocess.SubprocessError) as exc:
-        log(f"cleanup: lab down --name {name} failed: {exc}")
+        log(f"cleanup: lab down --lab {name} failed: {exc}")
     finally:
         signal.signal(signal.SIGINT, previous)
 

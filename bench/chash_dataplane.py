@@ -259,7 +259,7 @@ def main() -> None:
             latency = [] if tlb else failover_latency(args.trials)
             detection = tlb_detection(args.trials) if tlb else []
         finally:
-            lab("down", "--name", NAME)
+            lab("down", "--lab", NAME)
     budget = args.interval_ms * HEALTH["failures"] / 1000
     result = {
         "lab": args.lab,

@@ -72,7 +72,7 @@ class BenchLab:
 
     def __enter__(self) -> Self:
         if (self.state_dir / "state.json").exists():
-            raise BenchError(f"lab {self.name} is already up (another bench run?): `lab down --name {self.name}`")
+            raise BenchError(f"lab {self.name} is already up (another bench run?): `lab down --lab {self.name}`")
         self.log(f"lab up {self.name}")
         try:
             lab("up", str(self.file), timeout=self.up_timeout)
@@ -87,13 +87,13 @@ class BenchLab:
     def down(self) -> None:
         previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
         try:
-            result = lab("down", "--name", self.name, check=False, timeout=180)
+            result = lab("down", "--lab", self.name, check=False, timeout=180)
             if result.returncode != 0:
-                self.log(f"cleanup: lab down --name {self.name}: {result.stderr.strip()[-300:]}")
+                self.log(f"cleanup: lab down --lab {self.name}: {result.stderr.strip()[-300:]}")
             else:
                 self.log(f"lab down {self.name}")
         except (OSError, subprocess.SubprocessError) as exc:
-            self.log(f"cleanup: lab down --name {self.name} failed: {exc}")
+            self.log(f"cleanup: lab down --lab {self.name} failed: {exc}")
         finally:
             signal.signal(signal.SIGINT, previous)
 

@@ -113,7 +113,7 @@ def main() -> int:
         if web is not None:
             web.terminate()
             web.wait(10)
-        lab("down", "--name", name, check=False)
+        lab("down", "--lab", name, check=False)
     return 0
 
 

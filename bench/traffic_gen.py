@@ -121,7 +121,7 @@ def topology1(name: str) -> Iterator[NetPath]:
             yield NetPath(f"topology1 (lab {name})", f"{name}-client", "eth1", f"{name}-server", f"{name}-gw-trust",
                           "Gi0-0")
         finally:
-            subprocess.run([*LAB, "down", "--name", name], cwd=REPO, capture_output=True, text=True, timeout=120)
+            subprocess.run([*LAB, "down", "--lab", name], cwd=REPO, capture_output=True, text=True, timeout=120)
 
 
 # --------------------------------------------------------------------------- measurements

@@ -22,6 +22,7 @@ from .kinds.host import KIND as _HOST
 from .kinds.ios_router import KIND as _IOS
 from .kinds.mx import KIND as _MX
 from .kinds.srx import KIND as _SRX
+from .sshplan import PROCESS_NODE
 
 MX, SRX, IOS, HOST = _MX.name, _SRX.name, _IOS.name, _HOST.name
 
@@ -153,6 +154,8 @@ def picture(raw: dict[str, Any], previous: dict[str, Any] | None = None) -> dict
     nodes = []
     for node in status["nodes"]:
         name, kind = node["name"], node["kind"]
+        if name == PROCESS_NODE:  # the lab-wide processes (the SSH server): not a node of the topology
+            continue
         daemons = node["daemons"]
         row = {
             "name": name, "kind": kind, "bgp_sessions": len(node["bgp"]),

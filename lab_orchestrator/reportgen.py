@@ -234,6 +234,8 @@ svg .label{font-size:11px;fill:#222}svg .series{fill:none;stroke-width:1.5}svg .
 stroke-width:1.5}.case{border-top:2px solid #ddd;margin-top:2em}.flag{color:#b00;font-weight:bold}
 .graph svg{max-width:100%;height:auto}.charts{display:flex;flex-wrap:wrap;gap:16px;align-items:flex-start}
 details{margin:6px 0}
+#matrix{table-layout:fixed;width:100%;font-size:.8em}#matrix th:first-child{width:11em}
+#matrix .cell{white-space:normal;overflow-wrap:anywhere}
 """
 
 

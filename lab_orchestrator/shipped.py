@@ -27,7 +27,7 @@ def labs_dir() -> Path | None:
 @dataclass(frozen=True)
 class ShippedLab:
     stem: str  # what `lab up STEM` accepts
-    name: str  # the lab's `name:` (namespaces, `lab down --name`)
+    name: str  # the lab's `name:` (namespaces, `lab down --lab`)
     description: str
     nodes: int
     path: str

@@ -23,7 +23,7 @@ from labkit import netnsutil
 from labkit.contracts import MNHA_STATUS, MXLB_CONFIG, MXLB_STATUS, SRD_STATUS
 
 from .. import hostcheck
-from ..diagnostics import LabError
+from ..diagnostics import LabError, did_you_mean
 from ..state import STATE_ROOT, LabState, running_labs, state_dir
 from .running import Lab, Restarted, labs, pick, remove_state
 from .topology import event_verdicts, export, file_event_verdicts, load, peek_name, plan, render
@@ -77,7 +77,7 @@ def _preflight_up(loaded: LoadedTopology) -> LabPlan:
         state = LabState.load(existing)
         if any(netnsutil.exists(ns) for ns in state.namespaces):
             raise LabError(f"lab {built.name} is already up ({state.status}, from {state.source}); "
-                           f"`lab down --name {built.name}` first")
+                           f"`lab down --lab {built.name}` first")
     taken = [ns.name for ns in built.namespaces if netnsutil.exists(ns.name)]
     if taken:
         raise LabError(f"namespaces {', '.join(taken[:5])} exist but belong to no running lab record; "
@@ -148,16 +148,22 @@ def down_targets(path: Path | None = None, name: str | None = None, all_labs: bo
     """The labs `lab down` removes: every running lab, the one named, or the one of a topology file
     (without a record: what its plan would have created)."""
     hostcheck.require_root()
+    running = running_labs()
     if all_labs:
-        return [Lab(s) for s in running_labs()]
+        return [Lab(s) for s in running]
+    if path is not None and name is None and not path.exists() and any(s.name == str(path) for s in running):
+        name, path = str(path), None  # `lab down t3`: a running lab's name
     lab = name or (peek_name(path) if path else None)
+    if lab is None and path is None and len(running) == 1:
+        return [Lab(running[0])]
     if lab is None:
-        raise LabError("say which lab: a topology file, --name NAME or --all")
+        several = f" ({len(running)} run: {', '.join(s.name for s in running)})" if running else ""
+        raise LabError(f"say which lab{several}: a topology file, --lab NAME or --all")
     if (state_dir(lab) / "state.json").exists():
         return [Lab(LabState.load(state_dir(lab)))]
     if path is not None:
         return [Lab(_state_from_plan(path))]
-    raise LabError(f"no running lab named {lab} (see `lab status`)")
+    raise LabError(f"no running lab named {lab}{did_you_mean(lab, [s.name for s in running])} (see `lab status`)")
 
 
 # ---------------------------------------------------------------- containerlab backend
@@ -201,7 +207,7 @@ def containerlab_targets(path: Path | None = None, name: str | None = None,
     else:
         lab = name or (peek_name(path) if path else None)
     if lab is None:
-        raise LabError("say which lab: a topology file, --name NAME or --all")
+        raise LabError("say which lab: a topology file, --lab NAME or --all")
     record = clab.ClabRecord.load(lab)
     if record is None and path is not None and clab.is_clab_file(path):
         record = clab.record_for(path)  # deployed by hand: destroy what the file names

@@ -17,7 +17,7 @@ from labkit.contracts import MNHA_STATUS, MXLB_STATUS, SRD_STATUS
 from labkit.status import SrdStatus, read_status
 
 from .. import eventlog, hostcheck
-from ..diagnostics import LabError
+from ..diagnostics import BadInput, LabError, did_you_mean
 from ..state import LabState, running_labs, state_dir
 
 if TYPE_CHECKING:  # the model (pydantic) and templates load only for calls that read a topology
@@ -42,7 +42,7 @@ def labs(name: str | None = None) -> list[Lab]:
     """Every running lab (or the one named; LabError if it is not running)."""
     found = [Lab(s) for s in running_labs() if name in (None, s.name)]
     if name and not found:
-        raise LabError(f"no running lab named {name}")
+        raise LabError(f"no running lab named {name}{did_you_mean(name, [s.name for s in running_labs()])}")
     return found
 
 
@@ -53,12 +53,26 @@ def pick(name: str | None = None) -> Lab:
         for state in running:
             if state.name == name:
                 return Lab(state)
-        raise LabError(f"no running lab named {name}")
+        raise LabError(f"no running lab named {name}{did_you_mean(name, [s.name for s in running])}")
     if len(running) == 1:
         return Lab(running[0])
     if not running:
         raise LabError("no lab is running (`lab up labs/topology3.yml`)")
     raise LabError(f"several labs run ({', '.join(s.name for s in running)}): pick one with --lab")
+
+
+@dataclass(frozen=True)
+class Port:
+    """An interface of a node as `lab inspect` and `lab capture` name it."""
+
+    node: str
+    vendor: str  # ge-0/0/1, GigabitEthernet0/1: what the topology file says
+    kernel: str  # ge-0-0-1, Gi0-1: the Linux name in the node's namespace
+    ns: str
+    address: str | None
+    peer: str | None
+    peer_interface: str | None
+    zone: str | None
 
 
 @dataclass
@@ -133,8 +147,8 @@ class Lab:
         ns = self.ns(node, instance)
         if ns not in self.state.namespaces:
             nodes = sorted({n[len(self.name) + 1:] for n in self.state.namespaces})
-            raise LabError(f"lab {self.name} has no node/instance '{node}{'/' + instance if instance else ''}' "
-                           f"(namespaces: {', '.join(nodes)})")
+            raise LabError(f"lab {self.name} has no node/instance '{node}{'/' + instance if instance else ''}'"
+                           f"{did_you_mean(node, nodes)} (namespaces: {', '.join(nodes)})")
         return ns
 
     def exec(self, node: str, command: list[str], instance: str | None = None) -> NoReturn:
@@ -152,6 +166,72 @@ class Lab:
             os.execvp(command[0], command)
         except FileNotFoundError:
             raise LabError(f"command not found: {command[0]}") from None
+
+    def interfaces(self, node: str | None = None) -> list[Port]:
+        """The interfaces of a node (or of every node): vendor name, kernel name, namespace, address, peer."""
+        plan = self.plan()
+        ports = [Port(end.node, end.alias, end.name, end.ns, end.address, end.peer_node, end.peer_alias, end.zone)
+                 for veth in plan.veths for end in (veth.a, veth.b) if end.node in {n.name for n in plan.nodes}]
+        ports += [Port(m.node, m.name, m.name, m.ns, m.address, None, None, "management") for m in plan.mgmt.ports]
+        ports.sort(key=lambda p: (p.node, p.zone == "management", p.vendor))
+        return [p for p in ports if node in (None, p.node)]
+
+    def capture_port(self, node: str, interface: str) -> Port:
+        """A node's interface by its vendor name (ge-0/0/1, ae0.100, GigabitEthernet0/1) or kernel name."""
+        nodes = [n.name for n in self.plan().nodes]
+        if node not in nodes:
+            raise BadInput(f"lab {self.name} has no node {node}{did_you_mean(node, nodes)}")
+        ports = self.interfaces(node)
+        for port in ports:
+            if interface in (port.vendor, port.kernel):
+                return port
+        names = [p.vendor for p in ports]
+        listed = ", ".join(p.vendor if p.vendor == p.kernel else f"{p.vendor} ({p.kernel})" for p in ports)
+        raise BadInput(f"{node} has no interface {interface}{did_you_mean(interface, names)}; its interfaces: "
+                       f"{listed}")
+
+    def capture(self, port: Port, write: str | None, count: int | None, seconds: float | None,
+                bpf: str | None) -> NoReturn:
+        """Replace this process by Wireshark's capture tools on a node's interface, inside its namespace:
+        dumpcap writing a pcap file (`-` for stdout, e.g. into `wireshark -k -i -`), else tshark printing one
+        line per packet."""
+        tool = "dumpcap" if write is not None else "tshark"
+        if shutil.which(tool) is None:
+            raise LabError(f"{tool} is not installed (Debian: apt-get install tshark)")
+        argv = [tool, "-i", port.kernel, *(["-w", write, "-q"] if write is not None else ["-l", "-n"]),
+                *(["-c", str(count)] if count else []), *(["-a", f"duration:{seconds:g}"] if seconds else []),
+                *(["-f", bpf] if bpf else [])]
+        hostcheck.require_root()
+        try:
+            netnsutil.enter(port.ns)
+        except OSError:
+            raise LabError(f"cannot enter namespace {port.ns}") from None
+        sys.stdout.flush()
+        os.execvp(argv[0], argv)
+
+    def inspect(self) -> dict[str, Any]:
+        """One screen of the lab: per node its kind, state, roles, addresses, BGP sessions established and
+        selector share; per MX its selector."""
+        from .. import livestate
+
+        plan = self.plan()
+        picture = livestate.picture(livestate.collect(self))
+        rows = {row["name"]: row for row in picture["nodes"]}
+        nodes = []
+        for n in plan.nodes:
+            row = rows.get(n.name, {})
+            nodes.append({
+                "name": n.name, "kind": n.kind, "state": row.get("state"), "roles": row.get("roles", ""),
+                "mgmt": n.mgmt_address, "loopbacks": {k or "master": v for k, v in n.loopbacks.items()},
+                "interfaces": [{"vendor": p.vendor, "kernel": p.kernel, "address": p.address, "peer": p.peer,
+                                "peer_interface": p.peer_interface, "zone": p.zone}
+                               for p in self.interfaces(n.name) if p.zone != "management"],
+                "bgp": {"established": row.get("bgp_established", 0), "sessions": row.get("bgp_sessions", 0)},
+                "share": row.get("share"), "pps": row.get("pps"),
+            })
+        return {"lab": self.name, "source": self.state.source, "status": picture["status"],
+                "ready": picture["ready"], "load_balancing": plan.load_balancing, "use_case": plan.use_case,
+                "nodes": nodes, "members": picture["members"]}
 
     def ssh(self, node: str, user: str | None, args: list[str]) -> NoReturn:
         """Replace this process by the OpenSSH client logged into a node's CLI (`lab ssh`)."""
@@ -178,7 +258,6 @@ class Lab:
         (`lab show`): its output and status (0 ok, 1 the CLI reported an error)."""
         from ..cli_ssh import config as sshconfig
         from ..cli_ssh.session import Session as CliSession
-        from ..diagnostics import BadInput
 
         path = self.state_dir / "ssh" / "sshd.json"
         if not path.exists():
@@ -187,7 +266,8 @@ class Lab:
         target = config.node(node)
         if target is None:
             names = ", ".join(n.name for n in config.nodes)
-            raise BadInput(f"lab {self.name} has no node '{node}' with a CLI (nodes with one: {names})")
+            raise BadInput(f"lab {self.name} has no node '{node}' with a CLI"
+                           f"{did_you_mean(node, [n.name for n in config.nodes])} (nodes with one: {names})")
         if user is None:
             if not config.users:
                 raise LabError(f"lab {self.name} has no CLI user")
@@ -211,7 +291,8 @@ class Lab:
         hostcheck.require_root()
         ns = self.ns(node)
         if ns not in self.state.namespaces:
-            raise LabError(f"lab {self.name} has no node {node}")
+            nodes = {n[len(self.name) + 1:] for n in self.state.namespaces}
+            raise LabError(f"lab {self.name} has no node {node}{did_you_mean(node, nodes)}")
         return [s for s in sessionsmod.read(ns) if 179 not in (s.source_port, s.destination_port)]
 
     def selector(self, node: str) -> dict[str, Any]:
@@ -243,7 +324,8 @@ class Lab:
         from .. import events as eventsmod
 
         if event not in eventsmod.BY_NAME:
-            raise LabError(f"unknown event {event}; known: {', '.join(eventsmod.BY_NAME)}")
+            raise LabError(f"unknown event {event}{did_you_mean(event, eventsmod.BY_NAME)}; "
+                           f"known: {', '.join(eventsmod.BY_NAME)}")
         verdict = next(a for a in event_verdicts(json.loads(self.plan().to_json())) if a.event.name == event)
         if not verdict.applicable:
             raise LabError(f"{event} does not apply to lab {self.name}: {verdict.reason}")
@@ -336,7 +418,7 @@ class Lab:
         names = wanted or [n for n, a in verdicts.items() if a.applicable]
         for name in names:
             if name not in verdicts:
-                raise LabError(f"unknown event {name}; known: {', '.join(verdicts)}")
+                raise LabError(f"unknown event {name}{did_you_mean(name, verdicts)}; known: {', '.join(verdicts)}")
             if not verdicts[name].applicable:
                 raise LabError(f"{name} does not apply to lab {self.name}: {verdicts[name].reason}")
         return names

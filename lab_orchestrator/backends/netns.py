@@ -266,7 +266,8 @@ class NetnsBackend:
         state.save()
 
     def _wait_ready(self, plan: LabPlan, state: LabState, timeout: float) -> None:
-        self.progress("bgp", f"waiting for {len(plan.sessions)} BGP sessions")
+        # plan.sessions has one entry per end; a session is two ends, as `lab up` counts them when done
+        self.progress("bgp", f"waiting for {len(plan.sessions) // 2} BGP sessions")
         self._probe_baseline = {}
         deadline = time.monotonic() + timeout
         pending: list[str] = []

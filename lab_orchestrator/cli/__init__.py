@@ -11,7 +11,7 @@ from __future__ import annotations
 from . import topology  # noqa: F401  validate, render, export, graph
 from . import lifecycle  # noqa: F401  up, down, status, restart
 from . import operate  # noqa: F401  fail, restore, switchover
-from . import inspect  # noqa: F401  redundancy, sessions, selector, ssh, exec
+from . import inspect  # noqa: F401  redundancy, sessions, selector, ssh, exec, show, inspect, capture
 from . import events  # noqa: F401  events list|run
 from . import report  # noqa: F401  report (a test plan)
 from . import traffic  # noqa: F401  traffic start|stop|stats
@@ -24,7 +24,8 @@ from typing import NoReturn
 
 import typer.main
 
-from .common import app
+from .common import app, err
+from .grammar import rewrite_deprecated
 
 __all__ = ["app", "main"]
 
@@ -33,6 +34,9 @@ def main(argv: list[str] | None = None) -> NoReturn:
     """The `lab` command. Like `app()`, and a usage error (unknown option, missing argument) of a command
     run with --json is a JSON object on stdout too; exit codes: common.ExitCode (docs/cli.md)."""
     args = sys.argv[1:] if argv is None else argv
+    args, notes = rewrite_deprecated(args)
+    for note in notes:
+        err.print(f"[yellow]deprecated:[/] {note}", highlight=False, soft_wrap=True)
     wants_json = "--json" in (args[:args.index("--")] if "--" in args else args)
     command = typer.main.get_command(app)
     try:

@@ -8,13 +8,24 @@ import sys
 import time
 from collections.abc import Callable
 from enum import IntEnum, StrEnum
+from pathlib import Path
 from typing import Any, NoReturn
 
 import typer
+import typer.core
 from rich.console import Console
 
 from ..diagnostics import LabError, TopologyInvalid
 from . import completion
+
+
+def _flag_type(self: Any, ctx: Any) -> str | None:
+    """A flag takes no value: --help shows no type for it (typer writes `<bool>`)."""
+    return None if self.is_flag else _option_type(self, ctx)
+
+
+_option_type = typer.core.TyperOption.display_type_rich
+typer.core.TyperOption.display_type_rich = _flag_type  # type: ignore[method-assign]
 
 app = typer.Typer(
     name="lab",
@@ -55,6 +66,20 @@ TopologyArg = typer.Argument(..., exists=False, help="Topology file (e.g. labs/t
                              autocompletion=completion.topology_names)
 LabOption = typer.Option(None, "--lab", "-l", help="Lab name (needed when several run).",
                          autocompletion=completion.lab_names)
+
+
+def LabArg(help: str = "Lab name, the same as --lab.") -> Any:  # noqa: N802 - reads like typer.Argument
+    """A lab name given as the command's only positional argument (`lab status t3`)."""
+    return typer.Argument(None, help=help, metavar="[LAB]", autocompletion=completion.lab_names)
+
+
+def one_lab(positional: str | None, option: str | None) -> str | None:
+    """The lab of a command that takes it as a positional name or --lab (both: they must agree)."""
+    from ..diagnostics import BadInput
+
+    if positional and option and positional != option:
+        raise BadInput(f"two labs named: {positional} and --lab {option}; give one")
+    return positional or option
 
 
 def NodeArg(help: str, metavar: str | None = None) -> Any:  # noqa: N802 - reads like typer.Argument
@@ -116,6 +141,19 @@ def print_invalid(exc: TopologyInvalid, json_out: bool = False) -> NoReturn:
         err.print(diag.render(), highlight=False, soft_wrap=True, markup=False)
     err.print(f"[red]{len(exc.diagnostics)} error(s)[/]")
     raise typer.Exit(exc.exit_code) from None
+
+
+def write_file(path: Path, data: str | bytes) -> None:
+    """Write an output file the user named; a path that cannot be written is bad input, not a bug."""
+    from ..diagnostics import BadInput
+
+    try:
+        if isinstance(data, bytes):
+            path.write_bytes(data)
+        else:
+            path.write_text(data)
+    except OSError as exc:
+        raise BadInput(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
 def print_json(data: object) -> None:

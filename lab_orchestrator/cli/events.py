@@ -14,7 +14,7 @@ from rich.table import Table
 from .. import api
 from .. import budgets as budgetsmod
 from ..diagnostics import LabError, NotJudged
-from .common import app, err, guarded, out, progress_printer
+from .common import JsonOption, app, err, guarded, out, print_json, progress_printer, write_file
 from .lifecycle import print_down, print_up
 
 if TYPE_CHECKING:
@@ -28,7 +28,7 @@ app.add_typer(events_app, name="events")
 def events_list(
     topology: Path | None = typer.Argument(None, help="Topology file (or --lab for a running lab)."),
     lab: str | None = typer.Option(None, "--lab", "-l", help="A running lab instead of a file."),
-    json_out: bool = typer.Option(False, "--json", help="Print as JSON."),
+    json_out: bool = JsonOption,
 ) -> None:
     """Every failure event of the JVD test plan, whether it applies to this lab, and why not."""
 
@@ -46,7 +46,7 @@ def events_list(
                          "yes" if r.applicable else f"[yellow]no[/]: {r.reason}", r.event.restore)
         out.print(view)
 
-    guarded(run)
+    guarded(run, json_out)
 
 
 @events_app.command("run")
@@ -70,9 +70,12 @@ def events_run(
     realtime: bool = typer.Option(True, "--realtime/--no-realtime", help="Run the senders SCHED_FIFO, so a busy "
                                   "machine does not make them late (a late packet due during an outage is not lost, "
                                   "and the convergence figure comes out short)."),
-    json_file: Path | None = typer.Option(None, "--json", help="Write the full report as JSON."),
-    junit_file: Path | None = typer.Option(None, "--junit", help="Write JUnit XML (one test case per event)."),
-    plot_file: Path | None = typer.Option(None, "--plot", help="Write a PNG timeline of pps per SRX per event."),
+    json_out: bool = JsonOption,
+    json_file: Path | None = typer.Option(None, "--json-out", help="Write the full report as JSON to this file."),
+    junit_file: Path | None = typer.Option(None, "--junit-out", help="Write JUnit XML (one test case per event) "
+                                                                     "to this file."),
+    plot_file: Path | None = typer.Option(None, "--plot-out", help="Write a PNG timeline of pps per SRX per event "
+                                                                   "to this file."),
     daemon: str | None = typer.Option(None, "--daemon", "-d", help="daemon-crash: the daemon to kill -9 on the "
                                       "target (default: the node's first daemon that is not BIRD)."),
     max_convergence_ms: float | None = typer.Option(None, "--max-convergence-ms",
@@ -107,11 +110,11 @@ def events_run(
             err.print(f"  {message}", highlight=False)
 
         with api.running(topology, lab, progress=progress_printer(started),
-                         on_up=lambda up: print_up(up, time.monotonic() - started, False),
-                         on_down=print_down) as running:
+                         on_up=lambda up: None if json_out else print_up(up, time.monotonic() - started, False),
+                         on_down=lambda name, s: None if json_out else print_down(name, s)) as running:
             names = running.event_names(event)
             traffic = running.traffic_choice(flows, rate, sizes, realtime, progress=say)
-            out.print(traffic["line"], highlight=False, soft_wrap=True)
+            (err if json_out else out).print(traffic["line"], highlight=False, soft_wrap=True)
             spec = api.traffic_spec(flows=traffic["flows"], rate=traffic["rate"], sizes=sizes, settle=duration,
                                     warmup=warmup, hold=hold, down_time=down_time, realtime=realtime,
                                     baseline=baseline)
@@ -125,17 +128,20 @@ def events_run(
                     except CaseError as exc:
                         result = exc.error
                 if isinstance(result, EventError):
-                    out.print(f"[yellow]{name} on {node}: ERROR[/] {result.error}", highlight=False, soft_wrap=True)
+                    (err if json_out else out).print(f"[yellow]{name} on {node}: ERROR[/] {result.error}", highlight=False, soft_wrap=True)
                 else:
                     if budgets:
                         result.judge(budgets)
-                    print_event(result)
+                    if not json_out:
+                        print_event(result)
                 results.append(result)
+        doc = {"lab": running.name, "traffic": traffic["json"], "events": [r.to_json() for r in results]}
+        if json_out:
+            print_json(doc)
         if json_file:
-            json_file.write_text(json.dumps({"lab": running.name, "traffic": traffic["json"],
-                                             "events": [r.to_json() for r in results]}, indent=2) + "\n")
+            write_file(json_file, json.dumps(doc, indent=2) + "\n")
         if junit_file:
-            junit_file.write_text(api.events_junit(results, running.name))
+            write_file(junit_file, api.events_junit(results, running.name))
         judged = [r for r in results if not isinstance(r, EventError)]
         if plot_file:
             api.events_plot(judged, plot_file)
@@ -154,7 +160,7 @@ def events_run(
         if errors:
             raise NotJudged("; ".join(parts))
 
-    guarded(run)
+    guarded(run, json_out)
 
 
 def print_event(r: EventResult) -> None:

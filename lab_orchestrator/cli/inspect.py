@@ -1,8 +1,9 @@
-"""Looking into a running lab: redundancy, sessions, selector, ssh, exec."""
+"""Looking into a running lab: redundancy, sessions, selector, ssh, exec, show, inspect, capture."""
 
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -10,7 +11,7 @@ from rich.table import Table
 
 from .. import api
 from ..diagnostics import BadInput, LabError
-from .common import JsonOption, LabOption, NodeArg, app, guarded, out, print_json
+from .common import JsonOption, LabArg, LabOption, NodeArg, app, err, guarded, one_lab, out, print_json
 
 
 @app.command()
@@ -163,3 +164,73 @@ def show(
             raise typer.Exit(1)
 
     guarded(run, json_out)
+
+
+@app.command("inspect")
+def inspect_(
+    name: str | None = LabArg("Lab name, the same as --lab (default: the only running lab)."),
+    lab: str | None = LabOption,
+    json_out: bool = JsonOption,
+) -> None:
+    """One screen of a running lab: each node's kind, state, roles (SRG, SRD, HSRP, CLB), management and
+    loopback addresses, interfaces (vendor name, kernel name, address, peer), BGP sessions established
+    and share of the MX selectors."""
+
+    def run() -> None:
+        report = api.pick(one_lab(name, lab)).inspect()
+        if json_out:
+            print_json(report)
+            return
+        colour = "green" if report["ready"] else "red"
+        out.print(f"[bold]{report['lab']}[/] ({report['source']}) [{colour}]{report['status']}[/], "
+                  f"{report['load_balancing']}, {report['use_case']}", highlight=False)
+        view = Table("node", "kind", "state", "roles", "mgmt / loopback", "interfaces (kernel name) address",
+                     "BGP", "share")
+        for n in report["nodes"]:
+            state = n["state"] or "-"
+            state = state if state == "up" else f"[red]{state}[/]" if state == "failed" else f"[yellow]{state}[/]"
+            loopbacks = "\n".join(f"lo0 {address}" + ("" if instance == "master" else f" ({instance})")
+                                  for instance, address in n["loopbacks"].items())
+            ports = "\n".join(f"{p['vendor']}" + (f" ({p['kernel']})" if p["kernel"] != p["vendor"] else "")
+                              + (f" {p['address']}" if p["address"] else "")
+                              + (f" -> {p['peer']}" if p["peer"] else "") for p in n["interfaces"])
+            bgp = n["bgp"]
+            share = f"{n['share']:.0%}" if n["share"] is not None else "-"
+            view.add_row(n["name"], n["kind"], state, n["roles"] or "-",
+                         "\n".join(x for x in (n["mgmt"], loopbacks) if x), ports or "-",
+                         f"{bgp['established']}/{bgp['sessions']}" if bgp["sessions"] else "-", share)
+        out.print(view)
+
+    guarded(run, json_out)
+
+
+@app.command()
+def capture(
+    node: str = NodeArg("Node name, e.g. srx1."),
+    interface: str = typer.Argument(..., help="Interface by its vendor name (ge-0/0/1, ae0.100, "
+                                              "GigabitEthernet0/1) or its kernel name (ge-0-0-1); "
+                                              "`lab inspect` lists both."),
+    lab: str | None = LabOption,
+    write: str | None = typer.Option(None, "--out", "-o", "-w",
+                                     help="Write a pcap file (`-` for stdout: `lab capture srx1 ge-0/0/0 -w - | "
+                                          "wireshark -k -i -`); without it, one line per packet (tshark)."),
+    count: int | None = typer.Option(None, "--count", "-c", min=1, help="Stop after this many packets."),
+    seconds: float | None = typer.Option(None, "--duration", min=0.1, help="Stop after this many seconds."),
+    bpf: str | None = typer.Option(None, "--filter", help="Capture filter (pcap syntax), e.g. 'udp port 4789'."),
+) -> None:
+    """Capture packets on a node's interface inside its namespace (Wireshark's dumpcap and tshark):
+    `lab capture srx1 ge-0/0/0`, or to a file: `lab capture mx1 ge-0/1/1 -w mx1.pcap -c 1000`. Ctrl-C stops."""
+
+    def run() -> None:
+        running = api.pick(lab)
+        port = running.capture_port(node, interface)
+        if write not in (None, "-"):
+            target = Path(write)
+            if not target.parent.is_dir():
+                raise BadInput(f"cannot write {target}: no folder {target.parent}")
+        if write != "-":
+            err.print(f"capturing on {node} {port.vendor} (kernel name {port.kernel}, namespace {port.ns})"
+                      + (f" into {write}" if write else ""), highlight=False)
+        running.capture(port, write, count, seconds, bpf)
+
+    guarded(run)

@@ -16,11 +16,13 @@ from .common import (
     Backend,
     BackendOption,
     JsonOption,
+    LabArg,
     LabOption,
     NodeArg,
     TopologyArg,
     app,
     guarded,
+    one_lab,
     out,
     print_json,
     progress_printer,
@@ -82,10 +84,11 @@ def up(
 
 @app.command()
 def down(
-    topology: Path | None = typer.Argument(None, help="Topology file (or shipped lab name) of the lab to remove.",
+    topology: Path | None = typer.Argument(None, help="Topology file, shipped lab name or running lab name of "
+                                                      "the lab to remove (default: the only running lab).",
                                            autocompletion=completion.topology_names),
-    name: str | None = typer.Option(None, "--name", "-n", help="Lab name instead of a file.",
-                                    autocompletion=completion.lab_names),
+    lab: str | None = typer.Option(None, "--lab", "-l", help="Lab name instead of a file.",
+                                   autocompletion=completion.lab_names),
     all_labs: bool = typer.Option(False, "--all", help="Remove every running lab."),
     backend: Backend = BackendOption,
     json_out: bool = JsonOption,
@@ -99,17 +102,17 @@ def down(
             print_down(lab_name, seconds)
 
     def run() -> None:
-        targets = api.down_targets(topology, name, all_labs)
+        targets = api.down_targets(topology, lab, all_labs)
         if not targets and not json_out:
             out.print("no lab is running")
-        for lab in targets:
-            report(lab.name, lab.down())
+        for target in targets:
+            report(target.name, target.down())
         if json_out:
             print_json({"down": removed})
 
     def run_clab() -> None:
         clab = api.containerlab()
-        records = api.containerlab_targets(topology, name, all_labs)
+        records = api.containerlab_targets(topology, lab, all_labs)
         if not records and not json_out:
             out.print("no containerlab lab is recorded")
         for record in records:
@@ -122,15 +125,15 @@ def down(
 
 @app.command()
 def status(
-    name: str | None = typer.Argument(None, help="Lab name (default: every running lab).",
-                                      autocompletion=completion.lab_names),
+    name: str | None = LabArg("Lab name, the same as --lab (default: every running lab)."),
+    lab: str | None = LabOption,
     json_out: bool = JsonOption,
 ) -> None:
     """Running labs: nodes, namespaces, management addresses, daemons and BGP sessions."""
     from .. import status as statusmod
 
     def run() -> None:
-        reports = [lab.status() for lab in api.labs(name)]
+        reports = [running.status() for running in api.labs(one_lab(name, lab))]
         if json_out:
             sys.stdout.write(statusmod.to_json(reports))
             return

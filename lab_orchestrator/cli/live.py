@@ -6,12 +6,14 @@ import typer
 
 from .. import api
 from ..diagnostics import LabError
-from .common import app, guarded, out
+from .common import LabArg, LabOption, app, guarded, one_lab, out
 
 
 @app.command()
 def top(
-    lab: str | None = typer.Argument(None, help="Lab name (default: the first running lab; `l` goes to the next)."),
+    name: str | None = LabArg("Lab name, the same as --lab (default: the first running lab; `l` goes to "
+                              "the next)."),
+    lab: str | None = LabOption,
 ) -> None:
     """A live terminal view (twice a second, and at once when a node fails): node states, BGP, SRG/SRD/HSRP
     roles, restarts, each selector member's share and packets/s, recent events. Keys: `f` / `r` fail (power off) /
@@ -20,7 +22,7 @@ def top(
     from .. import livetop
 
     def run() -> None:
-        running = api.labs(lab)
+        running = api.labs(one_lab(name, lab))
         if not running:
             raise LabError("no lab is running (`lab up labs/topology3.yml`)")
         try:
@@ -33,7 +35,8 @@ def top(
 
 @app.command()
 def web(
-    lab: str | None = typer.Argument(None, help="Lab name (default: the only running lab)."),
+    name: str | None = LabArg("Lab name, the same as --lab (default: the only running lab)."),
+    lab: str | None = LabOption,
     port: int = typer.Option(8040, "--port", "-p", help="TCP port."),
     host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on (default: this machine only; beyond it "
                                            "every request needs the printed URL's token)."),
@@ -48,7 +51,7 @@ def web(
     from .. import liveweb
 
     def run() -> None:
-        running = api.pick(lab)
+        running = api.pick(one_lab(name, lab))
         token = liveweb.new_token()
         out.print(f"lab {running.name} live at {liveweb.page_url(host, port, token)} "
                   f"(state: /state.json; Ctrl-C stops)", soft_wrap=True)

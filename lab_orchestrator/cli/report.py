@@ -23,7 +23,7 @@ class BadOption(LabError):
 
 @app.command("report")
 def report(
-    plan_file: Path | None = typer.Option(None, "--plan", "-p", help="Test plan (YAML). Default: the JVD's "
+    plan_file: Path | None = typer.Option(None, "--plan", help="Test plan (YAML). Default: the JVD's "
                                                                       "(`lab report --list` shows its cases)."),
     lab: list[str] = typer.Option([], "--lab", "-l",
                                   help="Only this lab (repeatable): a lab of the plan, or any running lab."),

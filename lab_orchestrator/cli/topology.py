@@ -10,7 +10,7 @@ import typer
 
 from .. import api
 from ..diagnostics import BadInput, TopologyInvalid
-from .common import JsonOption, TopologyArg, app, guarded, out, print_json
+from .common import JsonOption, TopologyArg, app, guarded, out, print_json, write_file
 
 
 @app.command()
@@ -131,13 +131,13 @@ def graph(
         if fmt in (GraphFormat.mermaid, GraphFormat.dot):
             text = graphmod.mermaid(topo) if fmt == GraphFormat.mermaid else graphmod.dot(topo)
             if output:
-                output.write_text(text)
+                write_file(output, text)
             else:
                 sys.stdout.write(text)
             return
         data = graphmod.render_image(topo, fmt.value)
         target = output or Path(f"{topo.name}.{fmt.value}")
-        target.write_bytes(data)
+        write_file(target, data)
         out.print(f"wrote {target}")
 
     guarded(run)

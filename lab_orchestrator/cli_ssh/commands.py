@@ -122,10 +122,10 @@ JUNOS_COMMANDS: list[Command] = [
         Param("zone", "Name of security zone", "positional", check=is_word),
     ), kinds=SRX),
     Command(("show", "route", "advertising-protocol", "bgp"), "Border Gateway Protocol", "bgp-advertising", (
-        Param("neighbor", "IP address of BGP peer", "positional", check=is_address),
+        Param("neighbor", "IP address of BGP peer", "positional", check=is_address, required=True),
     )),
     Command(("show", "route", "receive-protocol", "bgp"), "Border Gateway Protocol", "bgp-receive", (
-        Param("neighbor", "IP address of BGP peer", "positional", check=is_address),
+        Param("neighbor", "IP address of BGP peer", "positional", check=is_address, required=True),
     )),
     Command(("show", "arp"), "Show system Address Resolution Protocol table entries", "arp", (
         Param("no-resolve", "Don't attempt to print addresses symbolically"),

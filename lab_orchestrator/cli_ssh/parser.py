@@ -27,6 +27,7 @@ class Param:
     value_help: str = ""  # "<table-name>"
     check: Callable[[str], bool] | None = None  # positional: does this word fit?
     choices: tuple[str, ...] = ()  # values offered by tab completion
+    required: bool = False  # positional: the command needs it (`expecting <neighbor>` without it)
 
 
 @dataclass(frozen=True)
@@ -142,6 +143,10 @@ class Grammar:
             end = words[-1].start + len(words[-1].text) + 1 if words else 0
             raise ParseError("incomplete", end, expecting="<command>")
         args = self._params(command, words[used:])
+        missing = next((p for p in command.params if p.required and p.name not in args), None)
+        if missing is not None:
+            end = words[-1].start + len(words[-1].text) + 1
+            raise ParseError("expecting", end, expecting=missing.value_help or f"<{missing.name}>")
         return Parsed(command, args, self._pipes(pipe_tokens))
 
     def _walk(self, words: list[Token]) -> tuple[Node, int]:

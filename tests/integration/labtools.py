@@ -324,7 +324,7 @@ class LabOwner:
         facts = plan_facts(topology, self.tmp_dir)
         if is_present(facts):
             pytest.fail(f"lab {facts.name} is already present on this host and was not created by this "
-                        f"test; refusing to touch it (remove it with `lab down --name {facts.name}`)")
+                        f"test; refusing to touch it (remove it with `lab down --lab {facts.name}`)")
         self.labs[facts.name] = (topology, facts)
         return facts
 
@@ -333,7 +333,7 @@ class LabOwner:
         for name, (topology, facts) in reversed(list(self.labs.items())):
             if not leftovers(facts):
                 continue  # the test took it down already (or it never came up): nothing to do
-            args = ["down", "--name", name] if (STATE_ROOT / name / "state.json").exists() \
+            args = ["down", "--lab", name] if (STATE_ROOT / name / "state.json").exists() \
                 else ["down", str(topology)]
             try:
                 result = run_lab(*args, timeout=60)

@@ -57,7 +57,7 @@ class RunningLab:
         if self.server:
             self.server.terminate()
             self.server.wait(5)
-        lab("down", "--name", self.name, check=False)
+        lab("down", "--lab", self.name, check=False)
 
     @property
     def running(self) -> api.Lab:

@@ -232,7 +232,7 @@ def test_two_labs_coexist_and_go_down_independently(owner: LabOwner, tmp_path: P
     assert {facts1.name, facts2.name} <= {r["name"] for r in json.loads(listed.stdout)}
     before = daemon_pids(facts2.name)
 
-    down = run_lab("down", "--name", facts1.name, timeout=60)
+    down = run_lab("down", "--lab", facts1.name, timeout=60)
     assert down.returncode == 0, explain(down)
     assert leftovers(facts1) == []
 

@@ -59,6 +59,6 @@ def test_reporting_commands_json_and_one_shot_cli(owner: LabOwner, tmp_path: Pat
     stopped = as_json("traffic", "stop", "--lab", name, "--json")
     assert set(stopped) == set(stats["daemons"])
 
-    down = as_json("down", "--name", name, "--json")
+    down = as_json("down", "--lab", name, "--json")
     assert [entry["name"] for entry in down["down"]] == [name]
     assert leftovers(facts) == []

@@ -45,7 +45,7 @@ def topology(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     try:
         yield file
     finally:
-        lab("down", "--name", LAB)
+        lab("down", "--lab", LAB)
 
 
 class Page(HTMLParser):

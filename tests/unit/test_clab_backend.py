@@ -262,7 +262,7 @@ def test_cli_up_and_down_with_the_containerlab_backend(stand_ins: StandIns, monk
     assert stand_ins.calls("containerlab")[0] == ["deploy", "-t", str(topo)]
     again = runner.invoke(app, ["up", "--backend", "containerlab", str(REPO / "labs" / "topology3.yml")])
     assert again.exit_code == 1 and "already deployed with containerlab" in again.output
-    result = runner.invoke(app, ["down", "--backend", "containerlab", "--name", "t3"])
+    result = runner.invoke(app, ["down", "--backend", "containerlab", "--lab", "t3"])
     assert result.exit_code == 0, result.output
     assert stand_ins.calls("containerlab")[-1] == ["destroy", "-t", str(topo), "--cleanup"]
     assert "lab t3 is down" in result.output

@@ -205,3 +205,11 @@ def test_every_command_has_an_implementation(vendor: str, table: list) -> None: 
         elif run not in ("noop", "exit", "configure", "enable"):
             assert commands.implementation(vendor, run) is not None, command
         assert command.help, command
+
+
+@pytest.mark.parametrize("line", ["show route advertising-protocol bgp", "show route receive-protocol bgp"])
+def test_a_missing_neighbor_is_a_junos_syntax_error(mx, line: str) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(ParseError) as caught:
+        mx.parse(line)
+    assert (caught.value.kind, caught.value.expecting, caught.value.column) == ("expecting", "<neighbor>", len(line) + 1)
+    assert mx.parse(line + " 10.0.0.3").args == {"neighbor": "10.0.0.3"}

@@ -191,3 +191,9 @@ def test_sessions_per_srx_are_shown_when_read() -> None:
     raw["sessions"] = {"srx1": 42}
     nodes = {n["name"]: n for n in livestate.picture(raw)["nodes"]}
     assert nodes["srx1"]["sessions"] == 42 and nodes["srx2"]["sessions"] is None
+
+
+def test_the_lab_wide_processes_are_not_a_node_of_the_views() -> None:
+    raw = _raw(10.0, 100, [])
+    raw["status"]["nodes"].append({"name": "_lab", "kind": "", "daemons": [], "bgp": []})
+    assert "_lab" not in [n["name"] for n in livestate.picture(raw)["nodes"]]

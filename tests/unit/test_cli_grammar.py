@@ -1,0 +1,114 @@
+"""One grammar for every `lab` command, checked over every command's options: `--json` is a flag that
+prints JSON; files written go through `--out/-o` or `--KIND-out`; the lab is `--lab/-l` (or a lone
+positional name); a short flag means the same long option everywhere; no `<bool>` in help. Old
+spellings are rewritten, with a note, for one release."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from lab_orchestrator.cli import app
+from lab_orchestrator.cli.grammar import RENAMED, rewrite_deprecated
+from lab_orchestrator.docgen import _commands, _param_type
+
+COMMANDS = _commands()
+# options that name a file or folder the command reads, not one it writes
+INPUT_PATHS = {"--plan", "--render", "--labs"}
+
+
+def options(cmd: Any) -> list[Any]:
+    return [p for p in cmd.params if p.param_type_name == "option" and "--help" not in p.opts]
+
+
+def test_json_is_always_a_flag_that_prints_json() -> None:
+    seen = 0
+    for path, cmd in COMMANDS:
+        for opt in options(cmd):
+            if "--json" in opt.opts:
+                seen += 1
+                assert opt.is_flag, f"{path}: --json takes a value"
+                assert (opt.help or "").startswith("Print"), f"{path}: --json does not print: {opt.help}"
+    assert seen >= 15
+
+
+def test_files_written_go_through_out_options() -> None:
+    for path, cmd in COMMANDS:
+        for opt in options(cmd):
+            long = next(o for o in opt.opts if o.startswith("--"))
+            if _param_type(opt, cmd.context_class(cmd)) == "<path>" and long not in INPUT_PATHS:
+                assert long == "--out" or long.endswith("-out"), f"{path}: {long} names a file: --out or --KIND-out"
+            if "-o" in opt.opts:
+                assert long == "--out", f"{path}: -o is {long}"
+
+
+def test_the_lab_is_chosen_by_lab_option() -> None:
+    for path, cmd in COMMANDS:
+        for param in cmd.params:
+            if param.name in ("lab", "name") and param.param_type_name == "option":
+                assert param.opts[:2] == ["--lab", "-l"], f"{path}: the lab option is {param.opts}"
+        positional_labs = [p for p in cmd.params if p.param_type_name == "argument" and p.metavar == "[LAB]"]
+        if positional_labs:  # a positional lab name only where it is the only argument, next to --lab
+            assert len([p for p in cmd.params if p.param_type_name == "argument"]) == 1, path
+            assert any("--lab" in p.opts for p in options(cmd)), path
+
+
+def test_one_meaning_per_short_flag() -> None:
+    meaning: dict[str, set[str]] = defaultdict(set)
+    for _, cmd in COMMANDS:
+        for opt in options(cmd):
+            long = next(o for o in opt.opts if o.startswith("--"))
+            for short in (o for o in [*opt.opts, *opt.secondary_opts] if not o.startswith("--")):
+                meaning[short].add(long)
+    assert meaning["-l"] == {"--lab"} and meaning["-o"] == {"--out"}
+    clashes = {short: longs for short, longs in meaning.items() if len(longs) > 1}
+    assert not clashes, clashes
+
+
+@pytest.mark.parametrize("path", [path for path, _ in COMMANDS])
+def test_help_shows_no_bool_placeholder(path: str) -> None:
+    result = CliRunner().invoke(app, [*path.split()[1:], "--help"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "<bool>" not in result.output and "BOOLEAN" not in result.output
+
+
+def test_old_spellings_are_rewritten_with_a_note() -> None:
+    args, notes = rewrite_deprecated(["down", "--name", "t3"])
+    assert args == ["down", "--lab", "t3"] and "--lab" in notes[0]
+    assert rewrite_deprecated(["down", "-n", "t3"])[0] == ["down", "--lab", "t3"]
+    assert rewrite_deprecated(["report", "-p", "plan.yml"])[0] == ["report", "--plan", "plan.yml"]
+    args, notes = rewrite_deprecated(["events", "run", "topology3", "--json", "r.json", "--junit", "r.xml"])
+    assert args == ["events", "run", "topology3", "--json-out", "r.json", "--junit-out", "r.xml"] and len(notes) == 2
+    assert rewrite_deprecated(["events", "run", "--json=r.json"])[0] == ["events", "run", "--json-out", "r.json"]
+    # the current spellings pass untouched: --json as a flag before the topology, -p of `lab web`
+    for current in (["events", "run", "--json", "topology3"], ["web", "-p", "8041"], ["up", "topology3", "--json"]):
+        assert rewrite_deprecated(current) == (current, [])
+    # words after `--` are a node's command
+    assert rewrite_deprecated(["exec", "srx1", "--", "down", "--name"])[0] == ["exec", "srx1", "--", "down", "--name"]
+
+
+def test_every_old_spelling_maps_to_an_option_of_its_command() -> None:
+    by_path = {path[len("lab "):]: cmd for path, cmd in COMMANDS}
+    for (command, old), new in RENAMED.items():
+        names = {o for opt in options(by_path[command]) for o in opt.opts}
+        assert new in names and old not in names, (command, old, new)
+
+
+def test_old_spelling_still_runs(tmp_path: Any) -> None:
+    """`lab down --name X` answers like `lab down --lab X` (here: no such lab), with the note on stderr."""
+    import os
+    import subprocess
+    import sys
+
+    from wheelkit import REPO
+
+    env = {**os.environ, "PYTHONPATH": str(REPO), "LAB_STATE_ROOT": str(tmp_path)}
+    old = subprocess.run([sys.executable, "-m", "lab_orchestrator.cli", "status", "--lab", "nosuch"], env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert old.returncode == 1 and "no running lab named nosuch" in old.stderr
+    result = subprocess.run([sys.executable, "-m", "lab_orchestrator.cli", "report", "-p", str(tmp_path / "x.yml"),
+                             "--list"], env=env, capture_output=True, text=True, timeout=60)
+    assert "deprecated:" in result.stderr and "No such option" not in result.stderr, result.stderr

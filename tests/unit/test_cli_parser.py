@@ -211,5 +211,6 @@ def test_every_command_has_an_implementation(vendor: str, table: list) -> None: 
 def test_a_missing_neighbor_is_a_junos_syntax_error(mx, line: str) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(ParseError) as caught:
         mx.parse(line)
-    assert (caught.value.kind, caught.value.expecting, caught.value.column) == ("expecting", "<neighbor>", len(line) + 1)
+    error = caught.value
+    assert (error.kind, error.expecting, error.column) == ("expecting", "<neighbor>", len(line) + 1)
     assert mx.parse(line + " 10.0.0.3").args == {"neighbor": "10.0.0.3"}

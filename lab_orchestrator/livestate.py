@@ -204,6 +204,29 @@ def picture(raw: dict[str, Any], previous: dict[str, Any] | None = None) -> dict
             "events": events}
 
 
+def inspect(lab: Lab) -> dict[str, Any]:
+    """`lab inspect`: per node its kind, state, roles, addresses, interfaces (vendor and kernel names), BGP
+    sessions established and selector share, from one `collect`."""
+    plan = lab.plan()
+    now = picture(collect(lab))
+    rows = {row["name"]: row for row in now["nodes"]}
+    nodes = []
+    for n in plan.nodes:
+        row = rows.get(n.name, {})
+        nodes.append({
+            "name": n.name, "kind": n.kind, "state": row.get("state"), "roles": row.get("roles", ""),
+            "mgmt": n.mgmt_address, "loopbacks": {k or "master": v for k, v in n.loopbacks.items()},
+            "interfaces": [{"vendor": p.vendor, "kernel": p.kernel, "address": p.address, "peer": p.peer,
+                            "peer_interface": p.peer_interface, "zone": p.zone}
+                           for p in lab.interfaces(n.name) if p.zone != "management"],
+            "bgp": {"established": row.get("bgp_established", 0), "sessions": row.get("bgp_sessions", 0)},
+            "share": row.get("share"), "pps": row.get("pps"),
+        })
+    return {"lab": lab.name, "source": lab.state.source, "status": now["status"],
+            "ready": now["ready"], "load_balancing": plan.load_balancing, "use_case": plan.use_case,
+            "nodes": nodes, "members": now["members"]}
+
+
 def fail_event(kind: str) -> str | None:
     """The event the views' "fail" runs on a node of KIND: its power-off, else its reboot (None: none)."""
     from .events import CATALOG

@@ -209,30 +209,6 @@ class Lab:
         sys.stdout.flush()
         os.execvp(argv[0], argv)
 
-    def inspect(self) -> dict[str, Any]:
-        """One screen of the lab: per node its kind, state, roles, addresses, BGP sessions established and
-        selector share; per MX its selector."""
-        from .. import livestate
-
-        plan = self.plan()
-        picture = livestate.picture(livestate.collect(self))
-        rows = {row["name"]: row for row in picture["nodes"]}
-        nodes = []
-        for n in plan.nodes:
-            row = rows.get(n.name, {})
-            nodes.append({
-                "name": n.name, "kind": n.kind, "state": row.get("state"), "roles": row.get("roles", ""),
-                "mgmt": n.mgmt_address, "loopbacks": {k or "master": v for k, v in n.loopbacks.items()},
-                "interfaces": [{"vendor": p.vendor, "kernel": p.kernel, "address": p.address, "peer": p.peer,
-                                "peer_interface": p.peer_interface, "zone": p.zone}
-                               for p in self.interfaces(n.name) if p.zone != "management"],
-                "bgp": {"established": row.get("bgp_established", 0), "sessions": row.get("bgp_sessions", 0)},
-                "share": row.get("share"), "pps": row.get("pps"),
-            })
-        return {"lab": self.name, "source": self.state.source, "status": picture["status"],
-                "ready": picture["ready"], "load_balancing": plan.load_balancing, "use_case": plan.use_case,
-                "nodes": nodes, "members": picture["members"]}
-
     def ssh(self, node: str, user: str | None, args: list[str]) -> NoReturn:
         """Replace this process by the OpenSSH client logged into a node's CLI (`lab ssh`)."""
         config = self.state_dir / "ssh_config"

@@ -177,7 +177,9 @@ def inspect_(
     and share of the MX selectors."""
 
     def run() -> None:
-        report = api.pick(one_lab(name, lab)).inspect()
+        from .. import livestate
+
+        report = livestate.inspect(api.pick(one_lab(name, lab)))
         if json_out:
             print_json(report)
             return

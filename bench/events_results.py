@@ -137,7 +137,7 @@ active/active MNHA), their CGNAT files and the SRG1 (active/backup) variants; on
 up for it and down after:
 
 ```sh
-python3 bench/events_results.py run LAB    # lab events run labs/LAB.yml {options} --json ...
+python3 bench/events_results.py run LAB    # lab events run labs/LAB.yml {options} --json-out ...
 ```
 
 60 flows x 50 pps in each direction: a per-flow interval (the resolution of a convergence figure)
@@ -223,7 +223,7 @@ def commit() -> str:
 def record(lab: str, report: dict[str, Any] | None, started: str, ended: str, commit_id: str, rc: int,
            machine: dict[str, Any] | None, error: str = "") -> dict[str, Any]:
     kept = {"lab": lab, "description": description(lab), "started": started, "ended": ended, "commit": commit_id,
-            "rc": rc, "command": f"lab events run labs/{lab}.yml {' '.join(OPTIONS)} --json REPORT",
+            "rc": rc, "command": f"lab events run labs/{lab}.yml {' '.join(OPTIONS)} --json-out REPORT",
             "machine": machine, "events": trim(report or {})}
     if error:
         kept["error"] = error
@@ -249,7 +249,7 @@ def run(lab: str) -> int:
     with tempfile.TemporaryDirectory(prefix="events-results-") as tmp:
         out = Path(tmp) / "report.json"
         argv = [sys.executable, "-m", "lab_orchestrator.cli", "events", "run", str(ROOT / "labs" / f"{lab}.yml"),
-                *OPTIONS, "--json", str(out)]
+                *OPTIONS, "--json-out", str(out)]
         print(f"[events-results] {time.strftime('%H:%M:%S')} {lab}: {' '.join(argv[3:])}", file=sys.stderr, flush=True)
         env = dict(os.environ, PYTHONPATH=str(ROOT))
         done = subprocess.run(argv, cwd=ROOT, env=env, check=False)

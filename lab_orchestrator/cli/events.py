@@ -128,7 +128,8 @@ def events_run(
                     except CaseError as exc:
                         result = exc.error
                 if isinstance(result, EventError):
-                    (err if json_out else out).print(f"[yellow]{name} on {node}: ERROR[/] {result.error}", highlight=False, soft_wrap=True)
+                    (err if json_out else out).print(f"[yellow]{name} on {node}: ERROR[/] {result.error}",
+                                                     highlight=False, soft_wrap=True)
                 else:
                     if budgets:
                         result.judge(budgets)

@@ -27,7 +27,7 @@ ARGS = ["--flows", "60", "--rate", "3000", "--warmup", "1.5", "--hold", "1.5", "
 def run_events(running: RunningLab, tmp_path: Path, *events: str) -> dict[str, dict]:  # type: ignore[type-arg]
     report = tmp_path / "events.json"
     picked = [arg for event in events for arg in ("-e", event)]
-    result = lab("events", "run", "--lab", running.name, *picked, *ARGS, "--json", str(report), check=False)
+    result = lab("events", "run", "--lab", running.name, *picked, *ARGS, "--json-out", str(report), check=False)
     assert report.exists(), result.stderr + result.stdout
     out = {e["event"]: e for e in json.loads(report.read_text())["events"]}
     assert result.returncode == 0, {k: (v["recovered"], v["packets_lost_by_unaffected_flows"]) for k, v in out.items()}

@@ -24,7 +24,7 @@ def test_events_run_reports_convergence_and_recovery(tmp_path: Path) -> None:
         report, junit, png = tmp_path / "r.json", tmp_path / "r.xml", tmp_path / "r.png"
         result = lab("events", "run", "--lab", running.name, "-e", "srx-power-off", "-e", "restart-tlb",
                      "--flows", "100", "--rate", "5000", "--duration", "3",
-                     "--json", str(report), "--junit", str(junit), "--plot", str(png), check=False)
+                     "--json-out", str(report), "--junit-out", str(junit), "--plot-out", str(png), check=False)
         assert result.returncode == 0, result.stderr + result.stdout
         events = {e["event"]: e for e in json.loads(report.read_text())["events"]}
         power = events["srx-power-off"]
@@ -45,7 +45,7 @@ def test_events_run_reports_convergence_and_recovery(tmp_path: Path) -> None:
         gated = tmp_path / "gated.json"
         result = lab("events", "run", "--lab", running.name, "-e", "restart-tlb", "--flows", "50", "--rate", "2500",
                      "--warmup", "1", "--duration", "2", "--max-convergence-ms", "100000",
-                     "--budget", "restart-tlb:longest_gap_ms=1", "--json", str(gated), check=False)
+                     "--budget", "restart-tlb:longest_gap_ms=1", "--json-out", str(gated), check=False)
         assert result.returncode == 1, result.stderr + result.stdout
         assert "restart-tlb on mx1 broke the budget longest_gap_ms <= 1 (restart-tlb): measured" in result.stderr
         rows = json.loads(gated.read_text())["events"][0]["budgets"]
@@ -60,7 +60,7 @@ def test_a_rate_the_path_cannot_carry_is_an_error_not_a_failed_event(tmp_path: P
     with RunningLab("er3", REPO / "labs/topology1.yml", tmp_path) as running:
         report, junit = tmp_path / "r.json", tmp_path / "r.xml"
         result = lab("events", "run", "--lab", running.name, "-e", "srx-power-off", "--rate", "1000000",
-                     "--json", str(report), "--junit", str(junit), check=False)
+                     "--json-out", str(report), "--junit-out", str(junit), check=False)
         assert result.returncode == 3, result.stderr + result.stdout
         assert "not judged (a precondition failed): srx-power-off" in result.stderr
         doc = json.loads(report.read_text())
@@ -87,7 +87,7 @@ def test_every_applicable_event_runs_and_recovers(topology: str, tmp_path: Path)
         report = tmp_path / "all.json"
         result = lab("events", "run", "--lab", running.name, "--flows", "60", "--rate", "3000",
                      "--warmup", "1.5", "--hold", "1.5", "--duration", "3", "--down-time", "1",
-                     "--json", str(report), check=False, timeout=300)
+                     "--json-out", str(report), check=False, timeout=300)
         events = {e["event"]: e for e in json.loads(report.read_text())["events"]} if report.exists() else {}
         assert set(events) == applicable, result.stderr
         failed = {name: (e["recovered"], e["packets_lost_by_unaffected_flows"]) for name, e in events.items()

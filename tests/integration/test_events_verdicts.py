@@ -38,7 +38,7 @@ def run_captured(name: str, tmp_path: Path, events: list[str], policy: str | Non
         with Capture(f"{name}-server", "eth1", fwd, "udp and dst host 203.0.113.10"), \
                 Capture(f"{name}-client", "eth1", rev, "udp and dst net 100.64.0.0/16"):
             picked = [arg for event in events for arg in ("-e", event)]
-            result = lab("events", "run", "--lab", name, *picked, *ARGS, "--json", str(report), check=False)
+            result = lab("events", "run", "--lab", name, *picked, *ARGS, "--json-out", str(report), check=False)
         assert report.exists(), result.stderr + result.stdout
         results = {e["event"]: e for e in json.loads(report.read_text())["events"]}
         forward, reverse = sequences(fwd), sequences(rev)

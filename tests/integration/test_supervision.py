@@ -73,7 +73,7 @@ def test_kill_9_of_each_daemon_kind_is_back_in_seconds_without_unaffected_loss(
     report = tmp_path / "r.json"
     result = lab("events", "run", "--lab", NAME, "-e", "daemon-crash", "--target", node, "--daemon", name,
                  "--flows", "60", "--rate", "3000", "--warmup", "1.5", "--duration", "2",
-                 "--json", str(report), check=False)
+                 "--json-out", str(report), check=False)
     event = json.loads(report.read_text())["events"][0]
     crash = event["daemon_crash"]
     assert result.returncode == 0, f"{result.stderr}\n{json.dumps({k: event[k] for k in event if k != 'per_flow'})}"
@@ -152,7 +152,7 @@ def test_tlb_selector_and_monitor_restart_on_their_own_without_loss(t4: RunningL
     assert wait_ready()["ready"]
     report = tmp_path / "r.json"
     result = lab("events", "run", "--lab", NAME, "-e", "restart-tlb-selector", "-e", "restart-tlb-monitor",
-                 "--flows", "60", "--rate", "3000", "--warmup", "1.5", "--duration", "2", "--json", str(report),
+                 "--flows", "60", "--rate", "3000", "--warmup", "1.5", "--duration", "2", "--json-out", str(report),
                  check=False)
     events = {e["event"]: e for e in json.loads(report.read_text())["events"]}
     assert result.returncode == 0, result.stderr

@@ -165,3 +165,22 @@ def test_exit_status_of_a_run_with_an_error_case_is_3(monkeypatch: pytest.Monkey
     assert "not judged (a precondition failed): srx-power-off" in result.output
     failed = runner.invoke(app, ["events", "run", "--lab", "t1", "-e", "srx-power-off", "-e", "gres"])
     assert failed.exit_code == 1 and "events failed: gres" in failed.output
+
+
+def test_a_report_without_flows_or_rate_runs_every_case_at_the_calibrated_load(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from types import SimpleNamespace
+
+    from lab_orchestrator import api, reportrun, testplan
+
+    choice = baseline.choose([(rate, flows, []) for rate, flows in baseline.LADDER[:4]])
+    monkeypatch.setattr(baseline, "calibrate", lambda *a, **k: choice)
+    monkeypatch.setattr(api, "pick", lambda name: SimpleNamespace(plan=lambda: None))
+    doc: dict[str, Any] = {"plan": {"traffic": {}}}
+    steps: list[str] = []
+    traffic = reportrun._calibrated("t1", testplan.TrafficParams(), doc, steps.append)
+    assert (traffic.flows, traffic.rate) == (choice.flows, choice.rate) == (100, 5000.0)
+    assert doc["plan"]["traffic"]["chosen_by"] == "calibration" and doc["plan"]["traffic"]["resolution_ms"] == 20.0
+    assert steps == [choice.line()]
+    shipped = testplan.load_plan(testplan.DEFAULT_PLAN).plan.traffic
+    assert not {"flows", "rate_per_flow"} & shipped.model_fields_set, "the shipped plan is calibrated"

@@ -81,12 +81,26 @@ def judge(carried: Carried) -> list[str]:
             why.append(f"{name}: {d.flows_silent} of {carried.flows} flows received nothing")
         if d.sent < SENT_SHARE * d.due:
             why.append(f"{name}: the sender sent {d.sent} of {d.due} packets due")
-        if d.lag_p99_ms > carried.resolution_ms or d.max_lag_ms > LATE_INTERVALS * carried.resolution_ms:
-            why.append(f"{name}: the sender was up to {d.max_lag_ms:.1f} ms behind its schedule (1 % of the "
-                       f"packets {d.lag_p99_ms:.1f} ms or more; resolution {carried.resolution_ms:g} ms)")
+        why += late(name, d.max_lag_ms, d.lag_p99_ms, carried.resolution_ms)
     if not carried.directions:
         why.append("no traffic measured")
     return why
+
+
+def late(name: str, max_lag_ms: float, lag_p99_ms: float, resolution_ms: float) -> list[str]:
+    """The sentence of sender NAME if it kept no schedule at RESOLUTION_MS: 1 % of its packets later
+    than one per-flow interval, or one later than LATE_INTERVALS of them ([] when it kept it)."""
+    if lag_p99_ms > resolution_ms or max_lag_ms > LATE_INTERVALS * resolution_ms:
+        return [f"{name}: the sender was up to {max_lag_ms:.1f} ms behind its schedule (1 % of the "
+                f"packets {lag_p99_ms:.1f} ms or more; resolution {resolution_ms:g} ms)"]
+    return []
+
+
+def senders_late(senders: dict[str, dict[str, Any]], resolution_ms: float) -> list[str]:
+    """`late` for each sender report of SENDERS (name -> the generator's sender report)."""
+    return [line for name, sent in senders.items()
+            for line in late(name, float(sent.get("max_lag_ms") or 0.0), float(sent.get("lag_p99_ms") or 0.0),
+                             resolution_ms)]
 
 
 def cannot_carry(carried: Carried, reasons: list[str]) -> str:

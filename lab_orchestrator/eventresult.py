@@ -100,31 +100,6 @@ class Check(_Model):
     when: Literal["before", "after"] = "before"
 
 
-class EventError(_Model):
-    """A case the runner could not judge: a precondition failed (or the lab could not be read), so
-    no verdict on the event is given. `lab events run` exits 3 when a case is an error and none failed."""
-
-    event: str
-    title: str
-    target: str
-    status: Literal["error"] = "error"
-    error: str  # the reason, one sentence
-    flows: int
-    rate: float  # aggregate packets/s per direction
-    checks: list[Check] = []
-
-    def to_json(self) -> dict[str, Any]:
-        return self.model_dump(mode="json")
-
-
-class CaseError(LabError):
-    """Raised by the runner when a case cannot be judged; carries its `EventError`."""
-
-    def __init__(self, error: EventError):
-        super().__init__(error.error)
-        self.error = error
-
-
 class EventResult(_Model):
     event: str
     title: str
@@ -210,3 +185,33 @@ class EventResult(_Model):
         if self.daemon_crash and not self.daemon_crash.returned:
             why.append(f"{self.daemon_crash.daemon} was not running again within {DAEMON_RETURN_S:.0f} s")
         return why or ["the event's verdict failed"]
+
+
+class EventError(_Model):
+    """A case the runner could not judge: a precondition failed, the lab could not be read, or the
+    senders fell behind their schedule during the event, so no verdict on the event is given.
+    `lab events run` exits 3 when a case is an error and none failed."""
+
+    event: str
+    title: str
+    target: str
+    status: Literal["error"] = "error"
+    error: str  # the reason, one sentence
+    flows: int
+    rate: float  # aggregate packets/s per direction
+    checks: list[Check] = []
+    result: EventResult | None = None  # the figures, when the event ran but cannot be trusted
+
+    def to_json(self) -> dict[str, Any]:
+        data = self.model_dump(mode="json", exclude={"result"})
+        if self.result is not None:
+            data["result"] = self.result.to_json()
+        return data
+
+
+class CaseError(LabError):
+    """Raised by the runner when a case cannot be judged; carries its `EventError`."""
+
+    def __init__(self, error: EventError):
+        super().__init__(error.error)
+        self.error = error

@@ -40,6 +40,7 @@ from .state import LabState
 from .trafficsetup import endpoints
 
 MAX_EXTRA_S = 30.0
+ON_SCHEDULE = "senders on schedule"  # the check after the event: a failure makes the case an error
 READY_S = 10.0  # before an event: selector members in their tables, MNHA pairs in step
 BGP_WHOLE_S = 20.0  # before an event: every BGP session up and no BIRD still in graceful-restart recovery
 LASTING = {"srx-link-failure", "srx-power-off", "mnha-pair-power-off", "nexthop-delete", "srd-link-failure"}
@@ -109,7 +110,15 @@ def run_event(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target
     except sessions.ReadError as exc:
         raise CaseError(EventError(event=event.name, title=event.title, target=target, flows=spec.flows,
                                    rate=spec.rate, checks=checks, error=f"cannot judge the event: {exc}")) from None
-    result.checks = checks + (result.checks or [])
+    late = baseline.senders_late(result.senders, result.resolution_ms)
+    result.checks = checks + (result.checks or []) + [Check(
+        name=ON_SCHEDULE, ok=not late, when="after",
+        detail="; ".join(late) if late else "both senders kept their schedule during the event")]
+    if late:  # a packet due during the outage and sent after it was not lost: the figures are short
+        raise CaseError(EventError(event=event.name, title=event.title, target=target, flows=spec.flows,
+                                   rate=spec.rate, checks=result.checks, result=result,
+                                   error=f"the generator fell behind during the event ({'; '.join(late)}): "
+                                         "its figures cannot be trusted; lower --rate/--flows"))
     if not all(c.ok for c in result.checks):
         result.passed = False
     return result

@@ -188,6 +188,8 @@ def run_case(case: Case, traffic: TrafficParams, capture: bool, workdir: Path,
     except CaseError as exc:  # a precondition failed: no verdict, the reason and what was checked
         record["error"] = exc.error.error
         record["checks"] = [c.model_dump(mode="json") for c in exc.error.checks]
+        if exc.error.result is not None:  # the event ran, its figures are kept (and not trusted)
+            record["result"] = exc.error.result.to_json()
     except Exception as exc:  # a case that breaks is recorded, the plan goes on
         record["error"] = f"{type(exc).__name__}: {exc}" if not isinstance(exc, LabError) else str(exc)
         if not isinstance(exc, LabError):

@@ -184,3 +184,18 @@ def test_a_report_without_flows_or_rate_runs_every_case_at_the_calibrated_load(
     assert steps == [choice.line()]
     shipped = testplan.load_plan(testplan.DEFAULT_PLAN).plan.traffic
     assert not {"flows", "rate_per_flow"} & shipped.model_fields_set, "the shipped plan is calibrated"
+
+
+def test_a_sender_late_during_the_event_makes_it_an_error_with_its_figures() -> None:
+    on_time = {"forward": {"max_lag_ms": 13.0, "lag_p99_ms": 4.3}, "reverse": {"max_lag_ms": 6.0, "lag_p99_ms": 1.0}}
+    assert baseline.senders_late(on_time, 10.0) == []
+    late = {**on_time, "reverse": {"max_lag_ms": 55.0, "lag_p99_ms": 2.0}}
+    assert baseline.senders_late(late, 10.0) == [
+        "reverse: the sender was up to 55.0 ms behind its schedule (1 % of the packets 2.0 ms or more; "
+        "resolution 10 ms)"]
+    measured = EventResult.from_json(sample())
+    error = EventError(event="gres", title="GRES", target="mx1", error="the generator fell behind", flows=2,
+                       rate=100.0, result=measured)
+    data = error.to_json()
+    assert data["status"] == "error" and data["result"]["status"] == "passed"
+    assert EventResult.from_json(data["result"]) == measured

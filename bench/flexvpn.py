@@ -205,8 +205,8 @@ def bench_redirects(tmp: Path, count: int) -> dict[str, Any]:
 
     with running("flexb", edit, tmp) as name:
         elected(name, 30)
-        filled = netns(name, "client2", sys.executable, "-m", "dataplane.ikev2.client", "--gateway", "10.10.10.1",
-                       "--bind", "10.10.20.7", "--count", "34", "--no-delete", "--summary")
+        filled = netns(name, "client2", sys.executable, "-m", "dataplane.ikev2.client", "--psk-file", psk_file(name),
+                       "--gateway", "10.10.10.1", "--bind", "10.10.20.7", "--count", "34", "--no-delete", "--summary")
         log(f"master filled: {filled.stdout.strip()}")
         wait(lambda: status(name, "router1", IKEV2_STATUS)["cluster"]["rows"][0]["code"] == "-", 10,
              "the master overloaded")
@@ -227,8 +227,12 @@ def bench_redirects(tmp: Path, count: int) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------------------------------ 2. setups
+def psk_file(name: str) -> str:  # the lab's pre-shared key (drawn at random by `lab up`)
+    return str(STATE_ROOT / name / "nodes" / "router1" / "psk.secret.json")
+
+
 def client_run(name: str, gateway: str, count: int, concurrency: int, child: bool) -> dict[str, Any]:
-    extra = [] if child else ["--no-child", "--no-address"]
+    extra = ["--psk-file", psk_file(name)] + ([] if child else ["--no-child", "--no-address"])
     out = netns(name, "client1", sys.executable, "-m", "dataplane.ikev2.client", "--gateway", gateway, "--bind",
                 "10.10.20.6", "--port", "0", "--count", str(count), "--concurrency", str(concurrency), "--summary",
                 "--no-redirect", "--timeout", "2", *extra)

@@ -200,7 +200,8 @@ def measure(name: str, what: str, count: int) -> dict[str, Any]:
             raise RuntimeError(f"redirect client failed: {out.stderr[-500:]}")
         data: dict[str, Any] = json.loads(out.stdout)
         return data
-    out = fv.netns(name, "client1", sys.executable, "-m", "dataplane.ikev2.client", "--gateway", MEMBER, "--bind",
+    out = fv.netns(name, "client1", sys.executable, "-m", "dataplane.ikev2.client", "--gateway", MEMBER,
+                   "--psk-file", fv.psk_file(name), "--bind",
                    CLIENT1, "--port", "0", "--count", str(count), "--concurrency", "32", "--summary", "--no-redirect",
                    "--timeout", "2", "--no-child", "--no-address", timeout=180)
     if not out.stdout.strip():
@@ -326,6 +327,7 @@ def main(argv: list[str] | None = None) -> int:
             fv.running("flexfl", edit, Path(folder)) as name:
         fv.elected(name, 60)
         filled = fv.netns(name, "client2", sys.executable, "-m", "dataplane.ikev2.client", "--gateway", "10.10.10.1",
+                          "--psk-file", fv.psk_file(name),
                           "--bind", CLIENT2, "--count", "34", "--no-delete", "--summary")
         log(f"master filled: {filled.stdout.strip()}")
         fv.wait(lambda: gateway_status(name, "router1")["cluster"]["rows"][0]["code"] == "-", 10,

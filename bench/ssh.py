@@ -134,7 +134,7 @@ def paramiko_client(bench: Lab, node: str) -> Any:
 
     client = paramiko.SSHClient()
     client.load_host_keys(str(bench.state / "ssh" / "known_hosts"))
-    client.connect(bench.address(node), username="admin", key_filename=str(bench.state / "ssh" / "id_ed25519"),
+    client.connect(bench.address(node), username="admin", key_filename=str(bench.state / "ssh" / "id_ed25519-admin"),
                    look_for_keys=False, allow_agent=False, timeout=5)
     return client
 

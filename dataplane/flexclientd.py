@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from labkit.configs import FlexclientConfig
-from labkit.files import write_json
+from labkit.files import read_secret, write_json
 
 from .esp.engine import EspEngine, drain_udp
 from .flexclient import ClientStatus, Liveness, PeerList
@@ -115,7 +115,7 @@ class Client:
         self.publish(force=True)
         runner = Runner(self.config.source, 4500, keep=True)
         client = ClientConfig(gateway=target, identity=self.config.identity,
-                              psk=self.config.psk.encode(), port=4500,
+                              psk=read_secret(self.config.psk_file, "psk").encode(), port=4500,
                               max_redirects=self.config.max_redirects, ike=self.ike_suite,
                               esp=self.esp_suite, timeout=0.5, retries=3)
         self.blocking = True

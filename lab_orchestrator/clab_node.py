@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from labkit.files import write_json
+from labkit.files import SECRET_MODE, is_secret, write_json
 
 from .clab_nodeconfig import Daemon, NodeConfig, interface_names, load_config, moves, ordered_daemons, readiness
 
@@ -74,6 +74,8 @@ def copy_config(config: NodeConfig) -> None:
     for item in config.source_dir.iterdir():
         if item.is_file():
             shutil.copyfile(item, config.node_dir / item.name)
+            if is_secret(item.name):
+                os.chmod(config.node_dir / item.name, SECRET_MODE)
     (Path(config.state_dir) / "logs").mkdir(parents=True, exist_ok=True)
 
 

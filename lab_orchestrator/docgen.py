@@ -92,6 +92,8 @@ DESCRIPTIONS = {
     "Ikev2Cluster.shutdown": "cluster configured but shut down",
     "Ikev2.redirect": "IKEv2 redirect during IKE_SA_INIT, IKE_AUTH, or none",
     "Ikev2.pool": "addresses assigned to clients",
+    "Ikev2.psk": "pre-shared key (default: the lab's own, drawn at random by `lab up`, the same for every "
+                 "router and client; `nodes/NODE/psk.secret.json`, 0600)",
     "StaticRoute.prefix": "destination",
     "StaticRoute.via": "next hop",
     "Link.endpoints": "`node:interface` with vendor interface names",
@@ -116,9 +118,10 @@ DESCRIPTIONS = {
     "Ssh.enabled": "run the lab's SSH server (false: no SSH, no ssh_config)",
     "Ssh.port": "TCP port on every node's management address",
     "Ssh.users": "logins of every node",
-    "Ssh.lab_key": "the lab's generated client key logs in as any user",
+    "Ssh.lab_key": "the lab makes a client key for each user (`ssh/id_ed25519-USER`), good for that user only",
     "SshUser.name": "login name",
-    "SshUser.password": "password (stored only as a salted PBKDF2 hash in the plan)",
+    "SshUser.password": "password (default: a random one drawn by `lab up` unless the user has keys; in "
+                        "`ssh/passwords.secret.json`, 0600; `lab status` shows it)",
     "SshUser.keys": "authorized public keys",
     "SshUser.class": "super-user and operator may run commands that change state; read-only may not",
 }

@@ -33,7 +33,7 @@ PROCESS_NAME = "flexvpn"
 CONFIG_NAME = "flexvpn.json"
 CLIENT_PROCESS_NAME = "flexclient"  # an IOS FlexVPN client (crypto ikev2 client flexvpn)
 CLIENT_CONFIG_NAME = "flexclient.json"
-DEFAULT_PSK = "cisco123"  # pre-shared key of the lab's gateways (clients use the same)
+PSK_FILE = "psk.secret.json"  # nodes/NODE/: {"psk": KEY}; null in the plan: the lab's key, drawn by `lab up`
 VIP_SYSCTLS = (
     ("net.ipv4.conf.all.arp_ignore", "1"),  # the ARP reply for the VIP comes from the macvlan (virtual MAC)
     ("net.ipv4.conf.all.arp_announce", "2"),
@@ -90,7 +90,7 @@ def plan_flexvpn(topo: Topology, plan: LabPlan, python: str) -> None:
                 pool=str(pool) if pool else None,
                 pool_first=str(pool[1]) if pool else None,
                 pool_last=str(pool[-2]) if pool else None,
-                psk=DEFAULT_PSK,
+                psk_file=_psk_file(plan, node, spec.ikev2.psk),
                 pki_dir=f"{plan.state_dir}/pki",
                 identities=own,
                 max_redirects=5,
@@ -113,6 +113,16 @@ def plan_flexvpn(topo: Topology, plan: LabPlan, python: str) -> None:
                        for ns in plan.namespaces]
 
 
+def _psk_file(plan: LabPlan, node: NodePlan, psk: str | None) -> str:
+    """The node's pre-shared key file (a secret file: credentials): the topology's key, or null for the
+    lab's own, drawn at random when the lab comes up (the same in every router's file)."""
+    name = f"nodes/{node.name}/{PSK_FILE}"
+    plan.files[name] = json.dumps({"psk": psk}, indent=2, sort_keys=True) + "\n"
+    if name not in node.files:
+        node.files.append(name)
+    return f"{plan.state_dir}/{name}"
+
+
 def _plan_client(spec: Node, plan: LabPlan, node: NodePlan, python: str,
                  interfaces: dict[tuple[str, str], Interface]) -> None:
     """The IOS FlexVPN client of NODE: its daemon's config and Process (dataplane.flexclientd)."""
@@ -126,7 +136,7 @@ def _plan_client(spec: Node, plan: LabPlan, node: NodePlan, python: str,
         node=node.name, lab=plan.name, name=client.name, interface=f"Tunnel{client.tunnel}",
         device=linux_ifname(f"Tunnel{client.tunnel}"), source_interface=client.source,
         source=str(IPv4Interface(source.address).ip), peers=[str(p) for p in client.peers],
-        routes=[str(r) for r in client.routes], psk=DEFAULT_PSK, identity=node.name,
+        routes=[str(r) for r in client.routes], psk_file=_psk_file(plan, node, client.psk), identity=node.name,
         ike="aes256-sha256-ecp256", esp=client.esp, max_redirects=client.max_redirects,
         dpd_interval=client.dpd_interval, dpd_retry=client.dpd_retry,
         status=f"{plan.state_dir}/{base}/{IKEV2_STATUS}",

@@ -79,6 +79,9 @@ class Ikev2Cluster(Strict):
 class Ikev2(Strict):
     redirect: Literal["init", "auth", "none"] = "init"
     pool: IPv4Network | None = None
+    psk: str | None = Field(default=None, min_length=8, max_length=128)  # None: the lab's random key
+
+
 
 
 class FlexvpnClient(Strict):
@@ -96,6 +99,7 @@ class FlexvpnClient(Strict):
     dpd_retry: int = Field(default=2, ge=1, le=60)  # seconds between unanswered DPD checks (5, then the peer is dead)
     esp: Literal["aes256-sha256", "aes128-sha256", "aes256-sha1", "aes256gcm16", "aes128gcm16"] = \
         "aes256-sha256"  # the CHILD_SA's transform (IOS: esp-aes 256 esp-sha256-hmac)
+    psk: str | None = Field(default=None, min_length=8, max_length=128)  # None: the lab's random key
 
 
 class Node(Strict):
@@ -224,8 +228,9 @@ class Services(Strict):
 
 
 class SshUser(Strict):
-    """A login of every emulated node (docs/ssh-cli.md). No password and no keys: the lab's own
-    client key only (when `ssh.lab_key` is on)."""
+    """A login of every emulated node (docs/ssh-cli.md). Without `password`: a random one drawn by
+    `lab up` (shown by `lab status`) unless the user has `keys` (then keys only); with `ssh.lab_key`,
+    also a client key the lab makes for this user alone."""
 
     name: str = Field(pattern=r"^[a-z_][a-z0-9_.-]*$", max_length=32)
     password: str | None = Field(default=None, min_length=1, max_length=128)
@@ -234,12 +239,12 @@ class SshUser(Strict):
 
 
 class Ssh(Strict):
-    """SSH into the mx, srx and ios-router nodes. Defaults: user admin, password admin, and the lab's
-    generated client key (under the state dir) authorised for every user; port 22 on fxp0/mgmt0."""
+    """SSH into the mx, srx and ios-router nodes. Defaults: user admin with a random password per lab
+    (`lab status` shows it), a client key per user generated under the state dir; port 22 on fxp0/mgmt0."""
 
     enabled: bool = True
     port: int = Field(default=22, ge=1, le=65535)
-    users: list[SshUser] = Field(default_factory=lambda: [SshUser(name="admin", password="admin")], min_length=1)
+    users: list[SshUser] = Field(default_factory=lambda: [SshUser(name="admin")], min_length=1)
     lab_key: bool = True
 
 

@@ -7,14 +7,19 @@ as the lab's state dir) and writes `ssh/known_hosts` next to them.
 
 Every mx, srx and ios-router answers on port 22 at its management address (fxp0 / mgmt0); hosts
 are reached with `lab exec`. Users come from the topology's optional `ssh:` section; without it,
-user `admin` with password `admin`, and the lab's client key is authorised for every user so
-`lab ssh NODE` and `ssh -F STATE_DIR/ssh_config admin@LAB-NODE` log in without a password.
+user `admin`. A user's password is the topology's, or (a user without keys) a random one drawn by
+`lab up` into `ssh/passwords.secret.json` (0600, shown by `lab status`); no password is in the plan.
+With `ssh.lab_key` the server makes a client key for each user (`ssh/id_ed25519-USER`, authorised for
+that user only), so `lab ssh NODE` and `ssh -F STATE_DIR/ssh_config admin@LAB-NODE` log in without one.
 """
 
 from __future__ import annotations
 
+import json
+
 from . import kinds, mxlb
 from .cli_ssh.config import (
+    PASSWORDS_FILE,
     VENDORS,
     Bird,
     Instance,
@@ -23,9 +28,8 @@ from .cli_ssh.config import (
     Port,
     ServerConfig,
     User,
-    hash_password,
 )
-from .model import Ssh, Topology
+from .model import Ssh, SshUser, Topology
 from .plantypes import LabPlan, NodePlan, Process
 
 PROCESS_NODE = "_lab"  # not a node name (names start with a letter): the process serves every node
@@ -86,9 +90,9 @@ def _features(topo: Topology, plan: LabPlan, node: NodePlan) -> dict[str, object
         if spec.ikev2_cluster is not None:
             features["ikev2_cluster"] = spec.ikev2_cluster.model_dump(mode="json")
         if spec.ikev2 is not None:
-            features["ikev2"] = spec.ikev2.model_dump(mode="json")
+            features["ikev2"] = spec.ikev2.model_dump(mode="json", exclude={"psk"})
         if spec.flexvpn_client is not None:
-            features["flexvpn_client"] = spec.flexvpn_client.model_dump(mode="json")
+            features["flexvpn_client"] = spec.flexvpn_client.model_dump(mode="json", exclude={"psk"})
     return features
 
 
@@ -119,13 +123,24 @@ def _node(topo: Topology, plan: LabPlan, node: NodePlan) -> Node:
     )
 
 
+def password_login(user: SshUser) -> bool:
+    """Whether USER logs in with a password: the topology's, or a random one when it has no keys."""
+    return user.password is not None or not user.keys
+
+
+def passwords_text(topo: Topology) -> str:
+    """The secret file of the passwords (credentials): the topology's, or null for one drawn by `lab up`."""
+    users = (topo.ssh or Ssh()).users
+    return json.dumps({u.name: u.password for u in users if password_login(u)}, indent=2, sort_keys=True) + "\n"
+
+
 def server_config(topo: Topology, plan: LabPlan) -> ServerConfig | None:
     ssh = topo.ssh or Ssh()
     nodes = tuple(_node(topo, plan, n) for n in plan.nodes if n.kind in VENDORS)
     if not ssh.enabled or not nodes:
         return None
-    users = tuple(User(u.name, hash_password(plan.name, u.name, u.password) if u.password else "",
-                       tuple(" ".join(k.split()[:2]) for k in u.keys), u.class_) for u in ssh.users)
+    users = tuple(User(u.name, password_login(u), tuple(" ".join(k.split()[:2]) for k in u.keys), u.class_)
+                  for u in ssh.users)
     return ServerConfig(
         lab=plan.name, state_dir=plan.state_dir, source=plan.source, port=ssh.port,
         load_balancing=plan.load_balancing, use_case=plan.use_case, users=users, lab_key=ssh.lab_key,
@@ -156,8 +171,8 @@ def ssh_config_text(config: ServerConfig) -> str:
             "    CheckHostIP no",
             "    LogLevel ERROR",
         ]
-        if config.lab_key:
-            lines += [f"    IdentityFile {config.client_key}", "    IdentitiesOnly yes"]
+        if config.lab_key:  # %r: the remote user, so each login offers its own key
+            lines += [f"    IdentityFile {config.client_key}-%r", "    IdentitiesOnly yes"]
         lines.append("")
     return "\n".join(lines)
 
@@ -168,6 +183,7 @@ def plan_ssh(topo: Topology, plan: LabPlan, python: str) -> None:
     if config is None:
         return
     plan.files[CONFIG_FILE] = config.to_json()
+    plan.files[PASSWORDS_FILE] = passwords_text(topo)
     plan.files[SSH_CONFIG_FILE] = ssh_config_text(config)
     # The process is listed in the first served node's namespace (every plan process lives in a lab
     # namespace); the server moves itself to the supervisor's namespace at once, so that no node's

@@ -11,7 +11,7 @@ import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from labkit.files import write_json
+from labkit.files import private_dir, write_json
 
 from . import supervisor
 from .supervisor import ProcessRecord
@@ -42,7 +42,7 @@ class LabState:
         return Path(self.state_dir) / "state.json"
 
     def save(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(self.path.parent)  # keys, passwords and pre-shared keys live here: owner only
         write_json(self.path, asdict(self), sort_keys=True)
 
     @classmethod

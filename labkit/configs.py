@@ -237,7 +237,7 @@ class Ikev2GatewayConfig(_Part):
     pool: str | None  # `ip local pool`: the prefix, and the first and last address handed out
     pool_first: str | None
     pool_last: str | None
-    psk: str
+    psk_file: str  # a secret file (labkit.files): {"psk": KEY}
     pki_dir: str  # the lab CA and the routers' certificates
     identities: list[str]  # the addresses the gateway answers as (its own and the HSRP VIPs)
     max_redirects: int
@@ -269,7 +269,7 @@ class FlexclientConfig(DaemonConfig):
     source: str  # the address IKE and ESP leave from
     peers: list[str]  # in order: the cluster VIP first
     routes: list[str]  # what goes through the tunnel
-    psk: str
+    psk_file: str  # a secret file (labkit.files): {"psk": KEY}
     identity: str
     ike: str  # the IKE SA's suite
     esp: str  # the CHILD_SA's suite

@@ -235,7 +235,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--count", type=int, default=1)
     parser.add_argument("--concurrency", type=int, default=1)
     parser.add_argument("--identity", default="client")
-    parser.add_argument("--psk", default="cisco123")
+    parser.add_argument("--psk", help="the pre-shared key")
+    parser.add_argument("--psk-file", help="a lab's pre-shared key file (STATE_DIR/nodes/ROUTER/psk.secret.json)")
     parser.add_argument("--cert", help="NAME: authenticate with STATE_DIR/pki/NAME.crt (needs --pki)")
     parser.add_argument("--pki", help="the lab's pki folder (CA), for certificates")
     parser.add_argument("--ike", default="aes256-sha256-ecp256")
@@ -253,6 +254,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not 1 <= args.max_redirects <= 255:
         parser.error("--max-redirects is 1..255")
+    if args.psk_file:
+        from labkit.files import read_secret
+
+        try:
+            args.psk = read_secret(args.psk_file, "psk")
+        except ValueError as exc:
+            parser.error(str(exc))
+    if not args.psk:
+        parser.error("give the pre-shared key: --psk KEY or --psk-file STATE_DIR/nodes/ROUTER/psk.secret.json")
     cert = key = ca = None
     if args.cert:
         from . import pki

@@ -19,6 +19,7 @@ from ipaddress import IPv4Address, IPv4Network
 from typing import Any
 
 from labkit.configs import Ikev2GatewayConfig
+from labkit.files import read_secret
 
 from ..esp import encap
 from ..esp.engine import EspEngine
@@ -58,7 +59,7 @@ class IkeService:
             except (OSError, ValueError) as exc:
                 self.log(f"no certificates ({exc}); pre-shared key only")
         config = gateway.GatewayConfig(
-            identities=list(self.spec.identities), psk=self.spec.psk.encode(),
+            identities=list(self.spec.identities), psk=read_secret(self.spec.psk_file, "psk").encode(),
             redirect=self.spec.redirect, pool_first=self.spec.pool_first,
             pool_last=self.spec.pool_last, cert=cert, key=key, ca=ca)
         self.gateway = gateway.Gateway(config, redirect=self.redirect, on_change=self.daemon.crypto_changed,

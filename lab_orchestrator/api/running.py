@@ -140,6 +140,20 @@ class Lab:
 
         return statusmod.collect(self.state)
 
+    def ssh_logins(self) -> dict[str, str] | None:
+        """Each SSH user that logs in with a password, and its password (drawn at random by `lab up` unless
+        the topology set one); {} without SSH; None when the secret file is not readable here (not root)."""
+        from ..cli_ssh.config import PASSWORDS_FILE
+
+        path = self.state_dir / PASSWORDS_FILE
+        try:
+            data = json.loads(path.read_text())
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError):
+            return None
+        return {str(k): str(v) for k, v in data.items() if isinstance(v, str)}
+
     # -- entering nodes
 
     def exec_namespace(self, node: str, instance: str | None = None) -> str:
@@ -222,6 +236,11 @@ class Lab:
         deadline = time.monotonic() + 10.0
         while not ready.exists() and time.monotonic() < deadline:
             time.sleep(0.05)
+        if "IdentityFile" not in config.read_text():  # no lab key (ssh.lab_key false): OpenSSH asks for one
+            logins = self.ssh_logins() or {}
+            login = user or next(iter(logins), "")
+            if login in logins:
+                print(f"password of {login}: {logins[login]}", file=sys.stderr)
         argv = ["ssh", "-F", str(config)] + (["-l", user] if user else []) + [host] + list(args)
         sys.stdout.flush()
         try:

@@ -69,14 +69,22 @@ def _writable_folder(out_dir: Path) -> None:
         raise BadInput(f"--out {out_dir} is an existing file; give a folder (it is created if missing)")
 
 
-def _write_files(files: dict[str, str], out_dir: Path) -> None:
+def _write_files(files: dict[str, str], out_dir: Path, drawn: bool = False) -> None:
+    """FILES into OUT_DIR; a secret file (labkit.files.is_secret) 0600, masked (its values said, not shown)
+    or, DRAWN, with its random values drawn (an export that is deployed as it is)."""
+    from labkit.files import is_secret, write_secret
+
+    from .. import credentials
     from ..diagnostics import BadInput
 
-    for rel, content in files.items():
+    for rel, content in (credentials.materialize(files) if drawn else files).items():
         target = out_dir / rel
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(content)
+            if is_secret(rel):
+                write_secret(target, content if drawn else credentials.masked(rel, content))
+            else:
+                target.write_text(content)
         except OSError as exc:
             raise BadInput(f"cannot write {target}: {exc.strerror or exc}") from None
 
@@ -95,7 +103,7 @@ def export(path: Path, out_dir: Path, options: ExportOptions) -> ClabExport:
 
     _writable_folder(out_dir)
     result = clab_export.export(plan(path, state_root=None), options)
-    _write_files(result.files, out_dir)
+    _write_files(result.files, out_dir, drawn=True)
     return result
 
 

@@ -30,9 +30,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from labkit.files import write_json
+from labkit.files import is_secret, write_json, write_secret
 
-from .. import clab_export
+from .. import clab_export, credentials
 from ..diagnostics import LabError
 from ..plan import LabPlan
 from ..state import STATE_ROOT
@@ -153,10 +153,14 @@ def deployed_labs() -> list[ClabRecord]:
 
 
 def write_export(export: clab_export.ClabExport, out_dir: Path) -> None:
-    for rel, content in export.files.items():
+    """The export's files into OUT_DIR, its secret files drawn (credentials) and written 0600."""
+    for rel, content in credentials.materialize(export.files).items():
         target = out_dir / rel
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(content)
+        if is_secret(rel):
+            write_secret(target, content)
+        else:
+            target.write_text(content)
 
 
 def record_for(topology_file: Path) -> ClabRecord:

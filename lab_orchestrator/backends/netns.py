@@ -25,8 +25,9 @@ from pyroute2.netlink.rtnl.ifinfmsg import ifinfmsg
 
 from labkit import birdctl, netnsutil
 from labkit.contracts import MXLB_STATUS, RESPONDER_READY
+from labkit.files import is_secret, private_dir, write_secret
 
-from .. import readiness, supervisor
+from .. import credentials, readiness, supervisor
 from ..diagnostics import LabError
 from ..plan import Interface, LabPlan, Route
 from ..state import LabState
@@ -79,11 +80,15 @@ class NetnsBackend:
         return state
 
     def _write_files(self, plan: LabPlan) -> None:
-        root = Path(plan.state_dir)
-        for rel, content in plan.files.items():
+        """The plan's files into the state dir (0700); secret files drawn (credentials) and written 0600."""
+        root = private_dir(plan.state_dir)
+        for rel, content in credentials.materialize(plan.files).items():
             target = root / rel
             target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(content)
+            if is_secret(rel):
+                write_secret(target, content)
+            else:
+                target.write_text(content)
         (root / "logs").mkdir(exist_ok=True)
 
     def ipr(self, ns: str) -> IPRoute:

@@ -133,7 +133,8 @@ def status(
     from .. import status as statusmod
 
     def run() -> None:
-        reports = [running.status() for running in api.labs(one_lab(name, lab))]
+        running = api.labs(one_lab(name, lab))
+        reports = [each.status() for each in running]
         if json_out:
             sys.stdout.write(statusmod.to_json(reports))
             return
@@ -155,8 +156,20 @@ def status(
                 table.add_row(node.name, node.kind, node.mgmt_address.split("/")[0],
                               "\n".join(node.namespaces), daemons or "-", bgp)
             out.print(table)
+            _ssh_logins(next(each for each in running if each.name == report.name))
 
     guarded(run, json_out)
+
+
+def _ssh_logins(lab: api.Lab) -> None:
+    """The lab's SSH passwords (`lab ssh NODE` logs in with the lab's key of the user, no password)."""
+    logins = lab.ssh_logins()
+    if logins is None:
+        out.print(f"  SSH passwords: in {lab.state_dir}/ssh/passwords.secret.json (readable by its owner only)",
+                  highlight=False)
+    elif logins:
+        shown = ", ".join(f"{user} / {password}" for user, password in logins.items())
+        out.print(f"  SSH logins (user / password): {shown}", highlight=False, markup=False)
 
 
 def _daemon_cell(d: DaemonStatus) -> str:

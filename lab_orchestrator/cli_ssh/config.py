@@ -1,7 +1,9 @@
 """The SSH server's configuration: users, nodes and where their state lives (JSON, from the planner).
 
-Passwords are stored as PBKDF2-SHA256 hashes with a salt derived from the lab and user names, so the
-plan stays deterministic (golden-tested) and no password is written in clear to the state dir.
+No password is in it: the users' passwords are in the lab's secret file `ssh/passwords.secret.json`
+(0600; drawn at random by `lab up` unless the topology sets one). The server hashes each once when it
+starts (PBKDF2-HMAC-SHA256, a random 16-byte salt, PBKDF2_ITERATIONS rounds: OWASP's recommendation),
+keeps only the hash, and checks a login against it in constant time.
 """
 
 from __future__ import annotations
@@ -9,20 +11,23 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..kinds import KINDS
 
-PBKDF2_ITERATIONS = 20000
+PBKDF2_ITERATIONS = 600_000  # OWASP's Password Storage Cheat Sheet for PBKDF2-HMAC-SHA256
 VENDORS = {k.name: k.ssh_vendor for k in KINDS.values() if k.ssh_vendor}  # kind -> CLI dialect
+PASSWORDS_FILE = "ssh/passwords.secret.json"  # {user: password}: the users who may log in with one
 
 
-def hash_password(lab: str, user: str, password: str) -> str:
-    salt = hashlib.sha256(f"lab-ssh:{lab}:{user}".encode()).hexdigest()[:32]
-    digest = hashlib.pbkdf2_hmac("sha256", password.encode(), bytes.fromhex(salt), PBKDF2_ITERATIONS)
-    return f"pbkdf2-sha256${PBKDF2_ITERATIONS}${salt}${digest.hex()}"
+def hash_password(password: str, rounds: int = PBKDF2_ITERATIONS, salt: bytes | None = None) -> str:
+    """pbkdf2-sha256$ROUNDS$SALT$DIGEST (hex), with a fresh random salt unless one is given."""
+    salt = os.urandom(16) if salt is None else salt
+    digest = hashlib.pbkdf2_hmac("sha256", password.encode(), salt, rounds)
+    return f"pbkdf2-sha256${rounds}${salt.hex()}${digest.hex()}"
 
 
 def check_password(stored: str, password: str) -> bool:
@@ -39,7 +44,7 @@ def check_password(stored: str, password: str) -> bool:
 @dataclass(frozen=True)
 class User:
     name: str
-    password_hash: str  # "" : no password login
+    password: bool  # may log in with a password (its own, in PASSWORDS_FILE)
     keys: tuple[str, ...]  # "type base64" of each authorized key (comment dropped)
     klass: str  # super-user | operator | read-only
 
@@ -118,9 +123,18 @@ class ServerConfig:
     use_case: str
     users: tuple[User, ...]
     lab_key: bool
-    client_key: str  # the lab's client private key (public key next to it, .pub)
+    client_key: str  # prefix of the lab's client keys: user U's private key is CLIENT_KEY-U (.pub next to it)
     known_hosts: str
     nodes: tuple[Node, ...]
+
+    def client_key_of(self, user: str) -> str:
+        """The private key the lab made for USER (each user has a key of its own)."""
+        return f"{self.client_key}-{user}"
+
+    @property
+    def passwords(self) -> str:
+        """The secret file of the users' passwords."""
+        return f"{self.state_dir}/{PASSWORDS_FILE}"
 
     def node(self, name: str) -> Node | None:
         return next((n for n in self.nodes if n.name == name), None)
@@ -150,10 +164,21 @@ def from_json(text: str) -> ServerConfig:
     return ServerConfig(
         lab=data["lab"], state_dir=data["state_dir"], source=data["source"], port=int(data["port"]),
         load_balancing=data["load_balancing"], use_case=data["use_case"],
-        users=tuple(User(u["name"], u["password_hash"], tuple(u["keys"]), u["klass"]) for u in data["users"]),
+        users=tuple(User(u["name"], bool(u["password"]), tuple(u["keys"]), u["klass"]) for u in data["users"]),
         lab_key=bool(data["lab_key"]), client_key=data["client_key"], known_hosts=data["known_hosts"],
         nodes=tuple(_node(n) for n in data["nodes"]),
     )
+
+
+def read_passwords(config: ServerConfig, rounds: int = PBKDF2_ITERATIONS) -> dict[str, str]:
+    """The hash of each password user's password (PASSWORDS_FILE, written by `lab up`); a user missing
+    from it (or an unreadable file) has no password login."""
+    try:
+        data = json.loads(Path(config.passwords).read_text())
+    except (OSError, ValueError):
+        return {}
+    return {u.name: hash_password(data[u.name], rounds) for u in config.users
+            if u.password and isinstance(data.get(u.name), str) and data[u.name]}
 
 
 def load(path: str | Path) -> ServerConfig:

@@ -1,4 +1,4 @@
-"""Host keys, the lab's client key and known_hosts: made on the lab's first start, kept for its life.
+"""Host keys, the users' client keys and known_hosts: made on the lab's first start, kept for its life.
 
 Keys are ed25519 in OpenSSH's own format (the OpenSSH client and paramiko both read it), private
 files 0600. An existing key is never replaced: restarting the server (or `lab restart _lab sshd`)
@@ -65,11 +65,12 @@ def known_hosts_lines(config: ServerConfig, public_keys: dict[str, str]) -> list
 
 
 def prepare(config: ServerConfig) -> dict[str, str]:
-    """Every node's host key and the lab's client key exist; known_hosts lists them. Returns the
-    public key of each node."""
+    """Every node's host key and each user's client key exist; known_hosts lists the host keys. Returns
+    the public key of each node."""
     public = {node.name: ensure_key(node.host_key, f"{config.lab}-{node.name}") for node in config.nodes}
     if config.lab_key:
-        ensure_key(config.client_key, f"lab {config.lab} client key")
+        for user in config.users:
+            ensure_key(config.client_key_of(user.name), f"lab {config.lab} client key of {user.name}")
     text = "".join(line + "\n" for line in known_hosts_lines(config, public))
     target = Path(config.known_hosts)
     with contextlib.suppress(OSError):
@@ -79,11 +80,13 @@ def prepare(config: ServerConfig) -> dict[str, str]:
     return public
 
 
-def lab_client_key(config: ServerConfig) -> str | None:
-    """The lab's client public key ("ssh-ed25519 AAAA..."), authorised for every user, or None."""
+def lab_client_keys(config: ServerConfig) -> dict[str, str]:
+    """The client public key ("ssh-ed25519 AAAA...") the lab made for each user: authorised for that user
+    alone. Empty without `ssh.lab_key`."""
     if not config.lab_key:
-        return None
-    try:
-        return " ".join(Path(config.client_key + ".pub").read_text().split()[:2])
-    except OSError:
-        return None
+        return {}
+    keys = {}
+    for user in config.users:
+        with contextlib.suppress(OSError):
+            keys[user.name] = " ".join(Path(config.client_key_of(user.name) + ".pub").read_text().split()[:2])
+    return keys

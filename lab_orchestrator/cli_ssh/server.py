@@ -32,7 +32,7 @@ from pathlib import Path
 import paramiko
 
 from . import keys
-from .config import ServerConfig, User, check_password
+from .config import ServerConfig, User, check_password, read_passwords
 from .listeners import Listeners, NodeListener
 from .session import Session
 from .shell import Event, LineEditor
@@ -80,7 +80,8 @@ class Authenticator(paramiko.ServerInterface):  # type: ignore[misc]
 
     def check_auth_password(self, username: str, password: str) -> int:
         user = self.server.config.user(username)
-        if user is not None and user.password_hash and check_password(user.password_hash, password):
+        stored = self.server.password_hashes.get(username, "")
+        if user is not None and stored and check_password(stored, password):
             self.user = user
             log.info("%s: %s logged in from %s (password)", self.listener.node.name, username, self.peer)
             return AUTH_SUCCESSFUL
@@ -94,8 +95,8 @@ class Authenticator(paramiko.ServerInterface):  # type: ignore[misc]
             return AUTH_FAILED
         offered = f"{key.get_name()} {key.get_base64()}"
         allowed = set(user.keys)
-        if self.server.lab_key:
-            allowed.add(self.server.lab_key)
+        if username in self.server.lab_keys:  # the key the lab made for this user, and no other
+            allowed.add(self.server.lab_keys[username])
         if offered in allowed:
             self.user = user
             return AUTH_SUCCESSFUL
@@ -210,13 +211,16 @@ class LabSshServer:
         self.config = config
         self.listeners = listeners
         self.stopping = False
-        self.lab_key: str | None = None
+        self.lab_keys: dict[str, str] = {}
+        self.password_hashes: dict[str, str] = {}
         self.host_keys: dict[str, paramiko.PKey] = {}
 
     def prepare(self) -> None:
-        """Host keys (made on the lab's first start, kept for its life), known_hosts, the lab's key."""
+        """Host keys (made on the lab's first start, kept for its life), known_hosts, the users' keys,
+        and each password hashed once (a random salt, PBKDF2_ITERATIONS rounds): only the hash is kept."""
         keys.prepare(self.config)
-        self.lab_key = keys.lab_client_key(self.config)
+        self.lab_keys = keys.lab_client_keys(self.config)
+        self.password_hashes = read_passwords(self.config)
         for node in self.config.nodes:
             self.host_keys[node.name] = paramiko.Ed25519Key(filename=node.host_key)
         ready = Path(self.config.state_dir) / READY_FILE

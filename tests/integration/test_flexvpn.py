@@ -32,6 +32,7 @@ from labtools import STATE_ROOT, LabOwner, copy_lab, explain, run_lab
 
 from dataplane.ikev2 import swan
 from lab_orchestrator import api, flexvpn
+from labkit.files import read_secret
 
 REPO = Path(__file__).resolve().parents[2]
 VIP = "10.10.10.100"
@@ -81,10 +82,15 @@ class Lab:
     def show(self, node: str, command: str) -> str:
         return flexvpn.show(self.state_dir, node, command)
 
+    @property
+    def psk_file(self) -> str:
+        """The lab's pre-shared key (drawn at random by `lab up`), as router1 holds it."""
+        return str(self.state_dir / "nodes" / "router1" / flexvpn.PSK_FILE)
+
     def clients(self, count: int, *extra: str, node: str = "client1", source: str = CLIENT1,
                 gateway: str = VIP) -> dict[str, Any]:
         out = self.run(node, sys.executable, "-m", "dataplane.ikev2.client", "--gateway", gateway, "--bind",
-                       source, "--count", str(count), *extra, check=False, timeout=120)
+                       source, "--psk-file", self.psk_file, "--count", str(count), *extra, check=False, timeout=120)
         data: dict[str, Any] = json.loads(out.stdout)
         return data
 
@@ -260,7 +266,7 @@ def test_strongswan_is_redirected_and_establishes_ike_and_child_sa(shipped: Lab,
     elected(shipped, 45)
     cert = _swan_cert(shipped, "client2") if auth == "rsa" else None
     peer = swan.initiator(shipped.ns("client2"), tmp_path / "swan", VIP, CLIENT2, "client2",
-                          psk=None if cert else "cisco123", cert=cert)
+                          psk=None if cert else read_secret(shipped.psk_file, "psk"), cert=cert)
     peer.start()
     try:
         result = peer.initiate()

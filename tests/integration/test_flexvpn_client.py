@@ -114,6 +114,7 @@ def test_strict_overload_refuses_new_ike_sas_on_a_full_member(branch_lab: Lab) -
     need = max(1, math.ceil((10 - own["ike"] - own["ipsec"]) / 3))  # sessions of 3 SAs up to max-session 10
     fill = subprocess.Popen(["ip", "netns", "exec", branch_lab.ns("client1"), sys.executable, "-m",
                              "dataplane.ikev2.client", "--gateway", ROUTERS["router3"], "--bind", CLIENT1,
+                             "--psk-file", branch_lab.psk_file,
                              "--count", str(need), "--keep", "8"], stdout=subprocess.PIPE, text=True, cwd=REPO)
     try:
         wait_for(lambda: branch_lab.ike("router3")["cluster"]["own"]["overloaded"], 15, "router3 overloaded")

@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import socket
+import stat
 import subprocess
 import time
 import zlib
@@ -35,6 +36,7 @@ from labtools import (
 
 from lab_orchestrator import api
 from labkit import birdctl
+from labkit.files import read_secret
 
 pytestmark = [
     pytest.mark.root,
@@ -90,12 +92,21 @@ class Lab:
         argv = ["ssh", "-F", self.ssh_config, *options, f"{self.name}-{node}", command]
         return subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=timeout)
 
-    def client(self, node: str, user: str = "admin", password: str | None = None) -> paramiko.SSHClient:
+    def password(self, user: str = "admin") -> str:
+        """USER's password: the topology's, or the one `lab up` drew at random (ssh/passwords.secret.json)."""
+        return read_secret(self.state_dir / "ssh" / "passwords.secret.json", user)
+
+    def key(self, user: str = "admin") -> str:
+        """The client key the lab made for USER."""
+        return str(self.state_dir / "ssh" / f"id_ed25519-{user}")
+
+    def client(self, node: str, user: str = "admin", password: str | None = None,
+               key: str | None = None) -> paramiko.SSHClient:
         client = paramiko.SSHClient()
         client.load_host_keys(str(self.state_dir / "ssh" / "known_hosts"))
         client.set_missing_host_key_policy(paramiko.RejectPolicy())
         if password is None:
-            client.connect(self.address(node), username=user, key_filename=str(self.state_dir / "ssh" / "id_ed25519"),
+            client.connect(self.address(node), username=user, key_filename=key or self.key(user),
                            look_for_keys=False, allow_agent=False, timeout=5)
         else:
             client.connect(self.address(node), username=user, password=password, look_for_keys=False,
@@ -259,18 +270,33 @@ def test_host_keys_are_pinned_in_known_hosts(t1: Lab) -> None:
 
 @pytest.mark.skipif(SSHPASS is None, reason="needs sshpass (make deps)")
 def test_passwords_right_and_wrong(t1: Lab) -> None:
+    """topology1 sets no password: admin's is drawn at random by `lab up`; admin/admin is refused."""
+    password = t1.password()
+    assert password != "admin" and len(password) >= 16
     base = ["-o", f"UserKnownHostsFile={t1.state_dir / 'ssh' / 'known_hosts'}", "-o", "PubkeyAuthentication=no",
             "-o", "NumberOfPasswordPrompts=1"]
-    right = subprocess.run([SSHPASS, "-p", "admin", "ssh", *base, f"admin@{t1.address('srx1')}", "show version"],
-                           capture_output=True, text=True, timeout=30)
+
+    def login(user: str, given: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([SSHPASS, "-p", given, "ssh", *base, f"{user}@{t1.address('srx1')}", "show version"],
+                              capture_output=True, text=True, timeout=30)
+
+    right = login("admin", password)
     assert right.returncode == 0, explain(right)
     assert "Hostname: srx1" in right.stdout
-    wrong = subprocess.run([SSHPASS, "-p", "Admin", "ssh", *base, f"admin@{t1.address('srx1')}", "show version"],
-                           capture_output=True, text=True, timeout=30)
-    assert wrong.returncode != 0 and "Hostname" not in wrong.stdout
-    nobody = subprocess.run([SSHPASS, "-p", "admin", "ssh", *base, f"root@{t1.address('srx1')}", "show version"],
-                            capture_output=True, text=True, timeout=30)
-    assert nobody.returncode != 0 and "Hostname" not in nobody.stdout
+    for user, given in (("admin", "admin"), ("admin", password.upper()), ("root", password)):
+        refused = login(user, given)
+        assert refused.returncode != 0 and "Hostname" not in refused.stdout, (user, given)
+
+
+def test_secrets_are_owner_only(t1: Lab) -> None:
+    assert stat.S_IMODE(t1.state_dir.stat().st_mode) == 0o700
+    ssh = t1.state_dir / "ssh"
+    for path in (ssh / "passwords.secret.json", Path(t1.key()), ssh / "mx1_ed25519_key"):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
+    assert t1.password() not in (t1.state_dir / "ssh" / "sshd.json").read_text()
+    shown = run_lab("status", t1.name)
+    assert shown.returncode == 0, explain(shown)
+    assert f"admin / {t1.password()}" in shown.stdout
 
 
 def test_a_key_the_lab_does_not_know_is_refused(t1: Lab, tmp_path: Path) -> None:
@@ -309,6 +335,17 @@ def test_lab_ssh_command(t1: Lab) -> None:
     refused = run_lab("ssh", "client", "--lab", t1.name)
     assert refused.returncode != 0 and "does not answer SSH" in refused.stderr
     assert_no_traceback(refused.stderr)
+
+
+def test_each_user_logs_in_with_its_own_key_only(t3: Lab) -> None:
+    client = t3.client("mx1", user="viewer")
+    client.close()
+    with pytest.raises(paramiko.AuthenticationException):  # admin's key is not viewer's
+        t3.client("mx1", user="viewer", key=t3.key("admin"))
+    with pytest.raises(paramiko.AuthenticationException):
+        t3.client("mx1", user="admin", key=t3.key("viewer"))
+    ok = t3.ssh("mx1", "show version", "-l", "viewer")  # ssh_config offers the key of the user logging in
+    assert ok.returncode == 0, explain(ok)
 
 
 def test_read_only_user_from_the_topology(t3: Lab) -> None:

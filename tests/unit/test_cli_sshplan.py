@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from lab_orchestrator import credentials, sshplan
 from lab_orchestrator import plan as planmod
-from lab_orchestrator import sshplan
 from lab_orchestrator.cli_ssh import config as sshconfig
 from lab_orchestrator.cli_ssh import keys
 from lab_orchestrator.model import Topology
@@ -84,15 +84,44 @@ def test_features_of_mnha_and_flexvpn() -> None:
     assert "ikev2_cluster" in router.features and "ikev2" in router.features
 
 
-def test_default_user_and_password_hash() -> None:
-    config = server_config(build())
-    assert [(u.name, u.klass) for u in config.users] == [("admin", "super-user")]
+def test_default_user_has_no_fixed_password() -> None:
+    plan = build()
+    config = server_config(plan)
+    assert [(u.name, u.klass, u.password) for u in config.users] == [("admin", "super-user", True)]
     assert config.lab_key
-    stored = config.users[0].password_hash
-    assert "admin" not in stored and stored.startswith("pbkdf2-sha256$")
-    assert sshconfig.check_password(stored, "admin")
-    assert not sshconfig.check_password(stored, "Admin")
+    assert "password" not in config.to_json().replace('"password": true', "")  # no password, no hash in the plan
+    # the password file of the plan leaves it to `lab up`, which draws one at random per lab
+    assert json.loads(plan.files[sshconfig.PASSWORDS_FILE]) == {"admin": None}
+    first, second = (json.loads(credentials.materialize(plan.files)[sshconfig.PASSWORDS_FILE])["admin"]
+                     for _ in range(2))
+    assert first != second and len(first) >= 16 and first != "admin"
+
+
+def test_password_hash_salt_and_rounds() -> None:
+    fast = 1000  # the check's logic, not its cost: the server hashes with PBKDF2_ITERATIONS
+    assert sshconfig.PBKDF2_ITERATIONS >= 600_000
+    one, two = sshconfig.hash_password("admin", fast), sshconfig.hash_password("admin", fast)
+    assert one != two  # a random salt each time
+    scheme, rounds, salt, digest = one.split("$")
+    assert (scheme, rounds, len(bytes.fromhex(salt))) == ("pbkdf2-sha256", "1000", 16) and "admin" not in one
+    assert sshconfig.check_password(one, "admin") and sshconfig.check_password(two, "admin")
+    assert not sshconfig.check_password(one, "Admin")
     assert not sshconfig.check_password("garbage", "admin")
+    assert sshconfig.hash_password("x").split("$")[1] == str(sshconfig.PBKDF2_ITERATIONS)
+
+
+def test_server_hashes_the_password_file(tmp_path: Path) -> None:
+    plan = build(ssh={"users": [{"name": "ops", "password": "s3cret"}, {"name": "admin"}]}, tmp=tmp_path)
+    config = sshconfig.ServerConfig(**{**server_config(plan).__dict__, "state_dir": str(tmp_path)})
+    drawn = credentials.materialize(plan.files)[sshconfig.PASSWORDS_FILE]
+    (tmp_path / "ssh").mkdir()
+    Path(config.passwords).write_text(drawn)
+    hashes = sshconfig.read_passwords(config, rounds=1000)
+    assert sshconfig.check_password(hashes["ops"], "s3cret")
+    assert sshconfig.check_password(hashes["admin"], json.loads(drawn)["admin"])
+    assert not sshconfig.check_password(hashes["admin"], "admin")
+    Path(config.passwords).unlink()
+    assert sshconfig.read_passwords(config, rounds=1000) == {}  # no file: no password login at all
 
 
 def test_users_from_the_topology(tmp_path: Path) -> None:
@@ -102,8 +131,10 @@ def test_users_from_the_topology(tmp_path: Path) -> None:
     config = server_config(plan)
     assert config.port == 2222 and not config.lab_key
     ops, noc = config.users
-    assert sshconfig.check_password(ops.password_hash, "s3cret") and ops.may_change_state()
-    assert noc.password_hash == "" and noc.keys == (" ".join(key.split()[:2]),) and not noc.may_change_state()
+    assert ops.password and ops.may_change_state()
+    assert not noc.password and noc.keys == (" ".join(key.split()[:2]),) and not noc.may_change_state()
+    assert json.loads(plan.files[sshconfig.PASSWORDS_FILE]) == {"ops": "s3cret"}  # noc: keys only
+    assert "s3cret" not in config.to_json()
     text = plan.files[sshplan.SSH_CONFIG_FILE]
     assert "    Port 2222\n" in text and "    User ops\n" in text and "IdentityFile" not in text
 
@@ -128,7 +159,7 @@ def test_ssh_config_names_each_node() -> None:
     assert text.endswith("\n")
     assert "Host t1-mx1\n    HostName " + plan.node("mx1").mgmt_address.split("/")[0] + "\n" in text
     assert "    UserKnownHostsFile /run/lab/t1/ssh/known_hosts\n    StrictHostKeyChecking yes\n" in text
-    assert "    IdentityFile /run/lab/t1/ssh/id_ed25519\n    IdentitiesOnly yes\n" in text
+    assert "    IdentityFile /run/lab/t1/ssh/id_ed25519-%r\n    IdentitiesOnly yes\n" in text
     assert "Host t1-*" not in text and "Host t1-client" not in text  # no wildcard, no hosts
     assert "Include /run/lab/*/ssh_config" in text
 
@@ -137,6 +168,16 @@ def test_config_round_trips_through_json() -> None:
     config = server_config(build("topology3.yml"))
     assert sshconfig.from_json(config.to_json()) == config
     json.loads(config.to_json())
+
+
+def test_each_user_gets_a_key_of_its_own(tmp_path: Path) -> None:
+    config = server_config(build(ssh={"users": [{"name": "admin"}, {"name": "viewer", "class": "read-only"}]},
+                                 tmp=tmp_path))
+    config = sshconfig.ServerConfig(**{**config.__dict__, "nodes": (), "client_key": str(tmp_path / "id"),
+                                       "known_hosts": str(tmp_path / "known_hosts")})
+    keys.prepare(config)
+    own = keys.lab_client_keys(config)
+    assert set(own) == {"admin", "viewer"} and own["admin"] != own["viewer"]
 
 
 def test_host_keys_known_hosts_and_lab_key(tmp_path: Path) -> None:
@@ -155,7 +196,8 @@ def test_host_keys_known_hosts_and_lab_key(tmp_path: Path) -> None:
     mx = config.node("mx1")
     assert mx is not None
     assert f"t1-mx1,{mx.mgmt_address.split('/')[0]} {public['mx1']}" in lines
-    assert keys.lab_client_key(config) == " ".join((tmp_path / "id.pub").read_text().split()[:2])
+    assert keys.lab_client_keys(config) == {"admin": " ".join((tmp_path / "id-admin.pub").read_text().split()[:2])}
+    assert stat.S_IMODE(os.stat(tmp_path / "id-admin").st_mode) == 0o600
     before = {n.name: Path(n.host_key).read_bytes() for n in nodes}
     assert keys.prepare(config) == public  # kept for the lab's life: a restart makes no new keys
     assert before == {n.name: Path(n.host_key).read_bytes() for n in nodes}

@@ -183,7 +183,8 @@ def _established(tmp_path: Path) -> tuple[Client, _Sent, Gateway]:
     assert ini.state == "established"
     client = Client(FlexclientConfig(
         node="branch1", lab="t", name="flex_client", interface="Tunnel1", device="Tu1", source_interface="Gi1",
-        source="10.10.20.11", peers=["10.10.10.100"], routes=[], psk="cisco123", identity="branch1",
+        source="10.10.20.11", peers=["10.10.10.100"], routes=[], psk_file=str(tmp_path / "psk.secret.json"),
+        identity="branch1",
         ike="aes256-sha256-ecp256", esp="aes256-sha256", max_redirects=5, dpd_interval=3, dpd_retry=1,
         status=str(tmp_path / "ikev2-status.json")))
     sent = _Sent()

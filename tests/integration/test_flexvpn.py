@@ -327,7 +327,8 @@ def test_strongswan_returns_the_cookie_of_a_flooded_gateway(shipped: Lab, tmp_pa
     status = wait_for(lambda: (s := shipped.ike("router3"))["gateway_counters"]["cookies_sent"] > 0 and s, 10,
                       "cookies demanded")
     assert 0 < status["ike"]["half_open"] <= 50, status["ike"]
-    peer = swan.initiator(shipped.ns("client2"), tmp_path / "swan", member, CLIENT2, "client2", vip=False)
+    peer = swan.initiator(shipped.ns("client2"), tmp_path / "swan", member, CLIENT2, "client2", vip=False,
+                          psk=read_secret(shipped.psk_file, "psk"))
     peer.start()
     try:
         result = peer.initiate()
@@ -565,7 +566,8 @@ def test_redirect_in_ike_auth_after_mutual_authentication(auth_mode: Lab) -> Non
 @needs_swan
 def test_strongswan_follows_an_ike_auth_redirect(auth_mode: Lab, tmp_path: Path) -> None:
     elected(auth_mode, 20)
-    peer = swan.initiator(auth_mode.ns("client2"), tmp_path / "swan", VIP, CLIENT2, "client2", vip=False)
+    peer = swan.initiator(auth_mode.ns("client2"), tmp_path / "swan", VIP, CLIENT2, "client2", vip=False,
+                          psk=read_secret(auth_mode.psk_file, "psk"))
     peer.start()
     try:
         result = peer.swanctl("--initiate", "--ike", "gw", "--timeout", "10", timeout=15)

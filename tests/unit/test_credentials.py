@@ -53,7 +53,8 @@ def test_flexvpn_key_is_drawn_per_lab_and_shared_by_its_routers(tmp_path: Path) 
 
 
 def test_flexvpn_key_set_by_the_topology_is_kept(tmp_path: Path) -> None:
-    plan = built("flexvpn.yml", "/run/lab", {"router1": {"ikev2": {"redirect": "init", "psk": "our-own-key"}}}, tmp_path)
+    own = {"router1": {"ikev2": {"redirect": "init", "psk": "our-own-key"}}}
+    plan = built("flexvpn.yml", "/run/lab", own, tmp_path)
     drawn = credentials.materialize(plan.files)
     assert json.loads(drawn["nodes/router1/psk.secret.json"]) == {"psk": "our-own-key"}
     assert json.loads(drawn["nodes/router2/psk.secret.json"])["psk"] != "our-own-key"

@@ -154,8 +154,8 @@ def down_targets(path: Path | None = None, name: str | None = None, all_labs: bo
     if path is not None and name is None and not path.exists() and any(s.name == str(path) for s in running):
         name, path = str(path), None  # `lab down t3`: a running lab's name
     lab = name or (peek_name(path) if path else None)
-    if lab is None and path is None and len(running) == 1:
-        return [Lab(running[0])]
+    if lab is None and path is None and len(running) <= 1:
+        return [Lab(s) for s in running]  # the only running lab, or none: nothing to do
     if lab is None:
         several = f" ({len(running)} run: {', '.join(s.name for s in running)})" if running else ""
         raise LabError(f"say which lab{several}: a topology file, --lab NAME or --all")

@@ -207,12 +207,13 @@ class Lab:
     def capture(self, port: Port, write: str | None, count: int | None, seconds: float | None,
                 bpf: str | None) -> NoReturn:
         """Replace this process by Wireshark's capture tools on a node's interface, inside its namespace:
-        dumpcap writing a pcap file (`-` for stdout, e.g. into `wireshark -k -i -`), else tshark printing one
-        line per packet."""
+        dumpcap writing a capture file (pcap for a name ending in .pcap, else pcapng; `-` for stdout, e.g.
+        into `wireshark -k -i -`), else tshark printing one line per packet."""
         tool = "dumpcap" if write is not None else "tshark"
         if shutil.which(tool) is None:
             raise LabError(f"{tool} is not installed (Debian: apt-get install tshark)")
         argv = [tool, "-i", port.kernel, *(["-w", write, "-q"] if write is not None else ["-l", "-n"]),
+                *(["-P"] if write is not None and write.endswith(".pcap") else []),  # pcap, not pcapng
                 *(["-c", str(count)] if count else []), *(["-a", f"duration:{seconds:g}"] if seconds else []),
                 *(["-f", bpf] if bpf else [])]
         hostcheck.require_root()

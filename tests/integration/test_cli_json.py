@@ -5,6 +5,7 @@ without SSH by the SSH CLI's own code."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -56,9 +57,47 @@ def test_reporting_commands_json_and_one_shot_cli(owner: LabOwner, tmp_path: Pat
     assert set(stats) == {"pps_per_srx", "daemons"} and stats["daemons"]
     table = run_lab("traffic", "stats", "--lab", name)
     assert table.returncode == 0 and "delivered pps" in table.stdout and "total" in table.stdout, explain(table)
+    # while the traffic runs: one screen of the lab, and a capture on an SRX by the interface's vendor name
+    inspected = as_json("inspect", name, "--json")
+    nodes = {n["name"]: n for n in inspected["nodes"]}
+    assert "_lab" not in nodes and set(nodes) == set(up["nodes"])
+    assert all(n["bgp"]["established"] == n["bgp"]["sessions"] for n in nodes.values()), nodes
+    ports = {p["vendor"]: p for p in nodes["srx1"]["interfaces"]}
+    assert ports["ge-0/0/0"]["kernel"] == "ge-0-0-0" and ports["ge-0/0/0"]["peer"] in ("mx1", "mx2")
+    assert "SRG" in nodes["srx1"]["roles"] and "SRD" in nodes["mx1"]["roles"], nodes["srx1"]
+    assert abs(sum(m["share"] for m in inspected["members"]) - 1) < 0.01, inspected["members"]
+    pcap = tmp_path / "srx1.pcap"
+    captured = run_lab("capture", "srx1", "ge-0/0/0", "--lab", name, "-w", str(pcap), "-c", "5", "--duration", "10")
+    assert captured.returncode == 0, explain(captured)
+    assert pcap.read_bytes()[:4] == bytes.fromhex("d4c3b2a1"), "not a pcap file (little-endian, microseconds)"
+    assert "Packets captured: 5" in captured.stderr, explain(captured)
+    wrong = run_lab("capture", "srx1", "ge-0/0/7", "--lab", name)
+    assert wrong.returncode == 2 and "ge-0/0/0 (ge-0-0-0)" in wrong.stderr, explain(wrong)
+    no_neighbor = run_lab("show", "mx1", "--lab", name, "route", "advertising-protocol", "bgp")
+    assert no_neighbor.returncode == 1 and "syntax error, expecting <neighbor>." in no_neighbor.stdout, \
+        explain(no_neighbor)
+
     stopped = as_json("traffic", "stop", "--lab", name, "--json")
     assert set(stopped) == set(stats["daemons"])
 
     down = as_json("down", "--lab", name, "--json")
     assert [entry["name"] for entry in down["down"]] == [name]
     assert leftovers(facts) == []
+
+
+def test_down_alone_takes_the_only_running_lab(owner: LabOwner, tmp_path: Path) -> None:
+    """With one lab in its state folder, `lab down` needs no name; with none it says so."""
+    topology = copy_lab(REPO / "labs" / "topology1.yml", "it-one", tmp_path)
+    facts = owner.claim(topology)
+    alone = {"LAB_STATE_ROOT": str(tmp_path / "state")}
+    up = run_lab("up", str(topology), env=alone)
+    assert up.returncode == 0, explain(up)
+    waited = re.search(r"waiting for (\d+) BGP sessions", up.stderr)
+    established = re.search(r"(\d+) BGP sessions established", up.stdout)
+    assert waited and established and waited.group(1) == established.group(1), explain(up)  # one count
+    down = run_lab("down", "--json", env=alone)
+    assert down.returncode == 0, explain(down)
+    assert [entry["name"] for entry in json.loads(down.stdout)["down"]] == [facts.name]
+    assert leftovers(facts) == []
+    again = run_lab("down", env=alone)  # safe to repeat
+    assert again.returncode == 0 and "no lab is running" in again.stdout, explain(again)

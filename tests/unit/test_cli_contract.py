@@ -203,3 +203,10 @@ def test_test_module_basenames_are_unique() -> None:
             continue
         assert path.name not in seen, f"{path.relative_to(REPO)} and {seen[path.name].relative_to(REPO)}: rename one"
         seen[path.name] = path
+
+
+def test_an_output_file_in_a_missing_folder_is_bad_input(tmp_path: Path) -> None:
+    for fmt in ("mermaid", "svg"):
+        result = lab("graph", "topology3", "--format", fmt, "--out", str(tmp_path / "nonexistent" / "x.svg"))
+        assert result.returncode == 2, (fmt, result.stderr)
+        assert "cannot write" in result.stderr and "internal error" not in result.stderr, result.stderr

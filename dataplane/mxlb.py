@@ -307,15 +307,13 @@ class Daemon(SelectorCore):
 
     # ------------------------------------------------------------ status
     def write_status(self) -> None:
-        counts = self.table.counts() if self.table.n_buckets else {}
         status = {
             "node": self.config.node, "mode": self.mode, "buckets": self.buckets,
             "pid": os.getpid(), "updated_at": time.time(),
             "last_event_at": self.last_event, "last_programmed_at": self.last_programmed,
-            "changes": self.changes,
+            "changes": self.changes, "settling": self.settling(),
             "members": [{
-                "name": name, "mark": state.mark, "alive": state.alive(self.gate_open), "carrier": state.carrier,
-                "routed": state.routed, "buckets": counts.get(name, 0), "route_gate_open": self.gate_open,
+                **core,
                 "health": None if state.health is None else {
                     "up": state.health.up, "last_result": state.health.last_result,
                     "probes": state.health.probes, "fail_streak": state.health.fail_streak,
@@ -332,7 +330,8 @@ class Daemon(SelectorCore):
                                    for side in self.chosen if (side, name) in self.member_cfg),
                 "counters": {side: values.get(name, {"packets": 0, "bytes": 0})
                              for side, values in self.counters.items()},
-            } for name, state in sorted(self.members.items(), key=lambda kv: kv[1].mark)],
+            } for core in self.members_status()
+                for name, state in [(core["name"], self.members[core["name"]])]],
             "fallback_route": self.fallback_route,
             "health_monitor": {"reports": self.health_reports, "last_report_at": self.health_report_at}
             if self.mode == "tlb" else None,

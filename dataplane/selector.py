@@ -221,6 +221,19 @@ class SelectorCore:
         members = list((table if table is not None else self.table).members())
         self.history = (self.history + [{"at": at, "reason": reason, "members": members}])[-HISTORY:]
 
+    def settling(self) -> bool:
+        """A change of the table is pending: a member's routed state is held down, or an MNHA peer
+        keeps a leaving SRX's buckets while BGP catches up (the table will move without a new event)."""
+        return self.pending_hold or bool(self.takeover_until)
+
+    def members_status(self) -> list[dict[str, Any]]:
+        """Each member's standing as the status file reports it (the daemon adds health, via, counters):
+        what `lab up` compares with the table (lab_orchestrator.readiness)."""
+        counts = self.table.counts() if self.table.n_buckets else {}
+        return [{"name": name, "mark": state.mark, "alive": state.alive(self.gate_open), "carrier": state.carrier,
+                 "routed": state.routed, "buckets": counts.get(name, 0), "route_gate_open": self.gate_open}
+                for name, state in sorted(self.members.items(), key=lambda kv: kv[1].mark)]
+
     def initial(self) -> SelectorTable:
         return build_initial([n for n in self.order if n in self.members], self.buckets)
 

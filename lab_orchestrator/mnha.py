@@ -8,9 +8,10 @@ both ways by conntrackd in FTFW mode over the ICL. See docs/mnha.md.
 from __future__ import annotations
 
 from ipaddress import IPv4Interface
+from pathlib import Path
 
 from labkit.configs import MnhaConfig
-from labkit.contracts import MNHA_STATUS
+from labkit.contracts import MNHA_CONFIG, MNHA_STATUS
 
 from .model import Topology
 from .plantypes import Interface, LabPlan, Process
@@ -124,9 +125,23 @@ def _plan_daemon(topo: Topology, plan: LabPlan, mode: str, node: str, peer: str,
         # cold sync: when the peer comes back, this node's whole session table is sent to it
         "sync_config": f"{plan.state_dir}/nodes/{node}/conntrackd.conf" if pair.sync else None,
     })
-    name = f"nodes/{node}/mnha.json"
+    name = f"nodes/{node}/{MNHA_CONFIG}"
     plan.files[name] = config.to_json()
     plan.files[role_file(plan, node)] = role_defines(active is not False, srg2, False)
     node_plan.files += [name, role_file(plan, node)]
     plan.processes.append(Process(node, node_plan.master_ns, "mnhad",
                                   (python, "-m", "dataplane.mnhad", f"{plan.state_dir}/{name}")))
+
+
+def srg1_peers(state_dir: str) -> dict[str, str]:
+    """SRX -> its MNHA peer, for the pairs of a running lab with an SRG1 (one of the two is backup,
+    out of the MXs' ECMP routes), from the daemons' configurations in its state folder."""
+    peers = {}
+    for path in Path(state_dir, "nodes").glob(f"*/{MNHA_CONFIG}"):
+        try:
+            config = MnhaConfig.read(str(path))
+        except (OSError, ValueError):
+            continue
+        if config.mode != "srg0":
+            peers[config.node] = config.peer
+    return peers

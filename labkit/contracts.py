@@ -9,6 +9,7 @@ from __future__ import annotations
 MXLB_CONFIG = "mxlb.json"  # dataplane.mxlb's configuration (the MX selector)
 MXLB_STATUS = "mxlb-status.json"  # dataplane.mxlb: members, buckets, changes
 HEALTH_STATUS = "health-status.json"  # dataplane.healthd: TLB health checks
+MNHA_CONFIG = "mnha.json"  # dataplane.mnhad's configuration (pair, SRG mode)
 MNHA_STATUS = "mnha-status.json"  # dataplane.mnhad: SRG roles, ICL, heartbeats
 SRD_STATUS = "srd-status.json"  # dataplane.srdd: mastership, signal route
 HSRP_STATUS = "hsrp-status.json"  # dataplane.flexvpnd: HSRP groups

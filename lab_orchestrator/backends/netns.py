@@ -27,7 +27,7 @@ from labkit import birdctl, netnsutil
 from labkit.contracts import MXLB_STATUS, RESPONDER_READY
 from labkit.files import is_secret, private_dir, write_secret
 
-from .. import credentials, readiness, supervisor
+from .. import credentials, mnha, readiness, supervisor
 from ..diagnostics import LabError
 from ..plan import Interface, LabPlan, Route
 from ..state import LabState
@@ -44,6 +44,7 @@ class NetnsBackend:
         self.progress = progress
         self._sockets: dict[str, IPRoute] = {}
         self._probe_baseline: dict[str, dict[str, int]] = {}  # MX -> TLB probe counts (readiness)
+        self._waited: set[str] = set()  # the readiness steps a progress line has announced
 
     # ---------------------------------------------------------------- up
     def up(self, plan: LabPlan, ready_timeout: float = 30.0) -> LabState:
@@ -274,6 +275,7 @@ class NetnsBackend:
         # plan.sessions has one entry per end; a session is two ends, as `lab up` counts them when done
         self.progress("bgp", f"waiting for {len(plan.sessions) // 2} BGP sessions")
         self._probe_baseline = {}
+        self._waited = set()
         deadline = time.monotonic() + timeout
         pending: list[str] = []
         while time.monotonic() < deadline:
@@ -289,6 +291,12 @@ class NetnsBackend:
                 return
             time.sleep(0.05)
         raise LabError(f"lab {plan.name} not ready after {timeout:.0f} s: " + "; ".join(pending[:6]))
+
+    def _waiting(self, step: str, detail: str) -> None:
+        """One progress line per thing `lab up` starts waiting for (not one per look)."""
+        if step not in self._waited:
+            self._waited.add(step)
+            self.progress(step, detail)
 
     def _not_ready(self, plan: LabPlan) -> list[str]:
         pending = []
@@ -307,7 +315,9 @@ class NetnsBackend:
         if pending:
             return pending
         if any(p.name == "sshd" for p in plan.processes) and not (Path(plan.state_dir) / "ssh" / "ready").exists():
+            self._waiting("ssh", "BGP established; waiting for the SSH server")
             return ["SSH server not listening yet"]
+        self._waiting("routes", f"BGP established; waiting for {len(plan.expected_routes)} routes at the gateways")
         for expected in plan.expected_routes:
             net = IPv4Network(expected.prefix)
             routes = self.ipr(expected.ns).get_routes(dst_len=net.prefixlen, table=254)
@@ -323,6 +333,7 @@ class NetnsBackend:
         """Each MX selector forwards as the lab means to (lab_orchestrator.readiness); the first
         time everything else is ready, the TLB probe counts are the baseline fresh probes count from."""
         pending = []
+        srg1_peers = mnha.srg1_peers(plan.state_dir)
         for node in sorted({p.node for p in plan.processes if p.name == "mxlb"}):
             path = Path(plan.state_dir) / "nodes" / node / MXLB_STATUS
             try:
@@ -333,7 +344,9 @@ class NetnsBackend:
                 self._probe_baseline[node] = readiness.probe_counts(selector)
                 if selector.get("mode") == "tlb":
                     self.progress("health", f"{node}: waiting for health checks on the reachable lab")
-            pending += readiness.selector_pending(node, selector, self._probe_baseline.get(node))
+                else:
+                    self.progress("selector", f"{node}: waiting for every SRX in service in the selector's table")
+            pending += readiness.selector_pending(node, selector, self._probe_baseline.get(node), srg1_peers)
         return pending
 
     # ---------------------------------------------------------------- down

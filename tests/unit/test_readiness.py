@@ -28,8 +28,50 @@ def test_no_status_yet_is_pending_whatever_the_mode() -> None:
     assert readiness.selector_pending("mx1", None, None) == ["mx1: the selector has not written its status yet"]
 
 
-def test_an_ecmp_selector_is_ready_once_it_reports() -> None:
+def ecmp(buckets: dict[str, int], routed: set[str], carrier: set[str] | None = None,
+         settling: bool = False) -> dict[str, Any]:
+    names = ("srx1", "srx2", "srx3", "srx4")
+    return {"mode": "chash", "settling": settling, "members": [
+        {"name": n, "buckets": buckets.get(n, 0),
+         "carrier": {s: n in (carrier if carrier is not None else set(names)) for s in ("trust", "untrust")},
+         "routed": {s: n in routed for s in ("trust", "untrust")}} for n in names]}
+
+
+ALL = {"srx1", "srx2", "srx3", "srx4"}
+
+
+def test_an_ecmp_selector_is_ready_when_its_table_holds_every_srx_in_service() -> None:
+    assert readiness.selector_pending("mx1", ecmp({n: 16 for n in ALL}, ALL), {}) == []
     assert readiness.selector_pending("mx1", {"mode": "chash", "members": []}, {}) == []
+
+
+def test_an_ecmp_selector_whose_table_lags_the_routes_is_not_ready() -> None:
+    """All four routed, the table still with one (the others' routes came after the gate opened and
+    are held down): the first flows would all go to srx4."""
+    pending = readiness.selector_pending("mx1", ecmp({"srx4": 64}, ALL, settling=True), {})
+    assert pending == ["mx1: a selector table change is pending (BGP hold-down)",
+                       "mx1: srx1 routed but not in the selector's table yet",
+                       "mx1: srx2 routed but not in the selector's table yet",
+                       "mx1: srx3 routed but not in the selector's table yet"]
+
+
+def test_an_ecmp_selector_waits_for_an_srx_whose_routes_have_not_come() -> None:
+    assert readiness.selector_pending("mx1", ecmp({n: 16 for n in ALL}, ALL - {"srx2"}), {}) == [
+        "mx1: srx2: its BGP next hop not in the routes yet"]
+
+
+def test_an_ecmp_selector_leaves_out_srxs_without_carrier_and_srg1_backups() -> None:
+    spare = ecmp({n: 21 for n in ALL - {"srx4"}}, ALL - {"srx4"}, carrier=ALL - {"srx4"})
+    assert readiness.selector_pending("mx1", spare, {}) == []
+    peers = {"srx1": "srx2", "srx2": "srx1", "srx3": "srx4", "srx4": "srx3"}
+    backups_out = ecmp({"srx1": 32, "srx3": 32}, {"srx1", "srx3"})
+    assert readiness.selector_pending("mx1", backups_out, {}, peers) == []
+    assert readiness.selector_pending("mx1", backups_out, {}) == [
+        "mx1: srx2: its BGP next hop not in the routes yet", "mx1: srx4: its BGP next hop not in the routes yet"]
+    gate_closed = ecmp({n: 16 for n in ALL}, {"srx1", "srx3"})
+    assert readiness.selector_pending("mx1", gate_closed, {}, peers) == [
+        "mx1: srx2 (SRG1 backup) still in the table until the route gate opens",
+        "mx1: srx4 (SRG1 backup) still in the table until the route gate opens"]
 
 
 def test_tlb_waits_for_probes_made_after_the_baseline() -> None:

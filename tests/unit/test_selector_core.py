@@ -21,6 +21,7 @@ from dataplane.selector import (
     read_map,
     routed_everywhere,
 )
+from lab_orchestrator import readiness
 from labkit.configs import Hop
 
 ORDER = ["srx1", "srx2", "srx3", "srx4"]
@@ -426,3 +427,50 @@ def test_a_pair_returns_to_the_node_routed_on_both_sides() -> None:
     both = routed_everywhere("P", sides, up, routes)
     assert pick_hop(sides["trust"], up["trust"], routes["trust"]["P"], both).node == "srx2"  # type: ignore[union-attr]
     assert routed_everywhere("P", sides, up, {"trust": {}, "untrust": {}}) is None, "no route yet: no preference"
+
+
+# ------------------------------------------------------------ members arriving one by one, and `lab up`
+def test_srxs_routed_after_the_gate_opened_join_the_table_late_and_lab_up_waits_for_them() -> None:
+    """Start-up with one SRX's BGP much earlier than the others' (a slow machine): the gate opens on
+    quiet routes with only srx4 routed, the table shrinks to srx4; the others' routes arrive and are
+    held down ROUTE_HOLD_S. Until they are in the table, the readiness `lab up` waits for says no
+    (it once said yes as soon as the selector had written a status: the first flows all went to srx4)."""
+    members = {name: member(name, routed=False) for name in ORDER}
+    selector = SelectorCore(ORDER, BUCKETS, "chash", {}, "proportional", members)
+    selector.table = selector.initial()  # the ruleset's map: every SRX, by carrier
+
+    def status() -> dict[str, Any]:
+        return {"mode": "chash", "settling": selector.settling(), "members": selector.members_status()}
+
+    def settle(now: float) -> None:
+        wanted = selector.desired(now)
+        if wanted != selector.table:
+            selector.commit(wanted, "test", now)
+
+    members["srx4"].set_routed("trust", True, 1.0)
+    members["srx4"].set_routed("untrust", True, 1.0)
+    selector.route_event(1.0)
+    selector.routes_seen(1.0)
+    settle(1.5)
+    assert list(selector.table.members()) == ORDER, "gate closed: carrier decides"
+    assert readiness.selector_pending("mx1", status(), {}) != [], "srx1-3 have no BGP route yet"
+
+    settle(1.0 + ROUTE_QUIET_S + 0.1)  # quiet routes: the gate opens with srx4 alone routed
+    assert selector.gate_open and list(selector.table.members()) == ["srx4"]
+
+    arrival = 1.0 + ROUTE_QUIET_S + 0.5
+    for i, name in enumerate(("srx1", "srx2", "srx3")):  # one by one
+        for side in SIDES:
+            members[name].set_routed(side, True, arrival + i * 0.1)
+        selector.route_event(arrival + i * 0.1)
+        settle(arrival + i * 0.1)
+        assert list(selector.table.members()) == ["srx4"], "held down"
+        assert selector.settling()
+        pending = readiness.selector_pending("mx1", status(), {})
+        assert f"mx1: {name} routed but not in the selector's table yet" in pending
+
+    settle(arrival + 0.2 + ROUTE_HOLD_S + 0.01)
+    assert sorted(selector.table.members()) == ORDER
+    settle(arrival + 0.2 + ROUTE_HOLD_S + 0.02)  # the hold-down cleared by this pass
+    assert not selector.settling()
+    assert readiness.selector_pending("mx1", status(), {}) == []

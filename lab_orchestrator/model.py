@@ -122,6 +122,9 @@ class Node(Strict):
     # srx: false = built (namespaces, links, configuration) but not in service: powered off once the
     # lab is ready, so neither advertised nor health-checked up; `nexthop-add` brings it into service.
     in_service: bool = True
+    # `lab import`: the configuration statements this node emulates, as FILE:LINE: statement (status),
+    # or why the import added it; `lab render` prints them at the top of the node's configuration.
+    source: list[str] = []
 
 
 class StaticRoute(Strict):

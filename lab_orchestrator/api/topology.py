@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from ipaddress import IPv4Network
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -13,6 +14,7 @@ from ..state import STATE_ROOT, running_labs
 if TYPE_CHECKING:  # the model (pydantic) and templates load only for calls that read a topology
     from ..clab_export import ClabExport, ExportOptions
     from ..events import Applicability
+    from ..importer import ImportResult
     from ..plan import LabPlan
     from ..validate import LoadedTopology
 
@@ -87,6 +89,13 @@ def _write_files(files: dict[str, str], out_dir: Path, drawn: bool = False) -> N
                 target.write_text(content)
         except OSError as exc:
             raise BadInput(f"cannot write {target}: {exc.strerror or exc}") from None
+
+
+def import_configs(paths: list[Path], name: str, client_lan: IPv4Network | None = None) -> ImportResult:
+    """`lab import`: a topology (and its report) from device configurations; ParseError if one is unreadable."""
+    from ..importer import import_configs as run
+
+    return run(paths, name, client_lan)
 
 
 def render(path: Path, out_dir: Path) -> int:

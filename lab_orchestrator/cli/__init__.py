@@ -9,6 +9,7 @@ from __future__ import annotations
 
 # isort: off
 from . import topology  # noqa: F401  validate, render, export, graph
+from . import importcmd  # noqa: F401  import (a topology from device configurations)
 from . import lifecycle  # noqa: F401  up, down, status, restart
 from . import operate  # noqa: F401  fail, restore, switchover
 from . import inspect  # noqa: F401  redundancy, sessions, selector, ssh, exec, show, inspect, capture

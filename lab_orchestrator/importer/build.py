@@ -1,0 +1,418 @@
+"""From the facts of every configuration to one topology of the lab's schema.
+
+Links come from subnets: two or more interfaces of different files in one IPv4 subnet are a link
+(a LAN from three). Kinds come from what each configuration holds: an SRX has `security` or MNHA, an
+MX has TLB or consistent hashing or routing instances toward SRXs, any other Junos device is a
+gateway whose BGP-speaking routing instances become the lab's routers, an IOS configuration is an
+ios-router. What the configurations imply but do not contain (client and server hosts, the router
+northbound of a FlexVPN cluster) is added and said so in the report."""
+
+from __future__ import annotations
+
+import re
+from ipaddress import IPv4Network
+from pathlib import Path
+from typing import Any
+
+from . import implied
+from . import junos as junosmod
+from .devices import GATEWAY, MX, ROUTER, SRX, Device, End, Result
+from .parse import Statement
+
+PLATFORM = re.compile(r"[-_](mx|srx|vsrx|ptx|qfx|ex|acx|csr|isr|asr|c)\d*[a-z]*$")
+
+
+def node_name(file: str, configured: str | None) -> str:
+    base = configured or Path(file).stem
+    base = base.lower()
+    if not configured:
+        base = PLATFORM.sub("", base) or base
+    base = re.sub(r"[^a-z0-9-]+", "-", base).strip("-")
+    if not base or not base[0].isalpha():
+        base = "n" + base
+    return base
+
+
+def _slug(instance: str) -> str:
+    s = re.sub(r"[-_]?vr$", "", instance.lower())
+    return re.sub(r"[^a-z0-9-]+", "-", s).strip("-") or "vr"
+
+
+def build(devices: list[Device], lab_name: str, client_lan: IPv4Network | None = None) -> Result:
+    result = Result({}, devices)
+    taken: set[str] = set()
+    for d in devices:
+        configured = (d.junos.host_name if d.junos else d.ios.hostname if d.ios else None)
+        name = node_name(d.file, configured)
+        while name in taken:
+            name += "-2"
+        taken.add(name)
+        d.name = name
+        if d.junos is not None:
+            j = d.junos
+            d.kind = SRX if (j.security or j.mnha) else MX if (j.tlb or j.chash) else ""
+        else:
+            d.kind = ROUTER
+    ends = _ends(devices)
+    # a Junos device without security, TLB or CHASH: an MX if its instances reach SRXs, else a gateway
+    by_net = _by_net(ends)
+    for d in devices:
+        if d.kind == "":
+            reaches_srx = any(o.device.kind == SRX for e in ends if e.device is d
+                              for o in by_net.get(e.address.network, []) if o.device is not d)
+            d.kind = MX if reaches_srx else GATEWAY
+    ends = _ends(devices)  # gateways: one node per routing instance
+    by_net = _by_net(ends)
+    _zones(devices, ends, by_net)
+    topo: dict[str, Any] = {"name": lab_name, "description": "imported from " + ", ".join(
+        Path(d.file).name for d in devices)}
+    nodes: dict[str, dict[str, Any]] = {}
+    links: list[dict[str, Any]] = []
+    mx = [d for d in devices if d.kind == MX]
+    srx = [d for d in devices if d.kind == SRX]
+    # ---- nodes
+    for d in devices:
+        if d.kind in (MX, SRX):
+            nodes[d.name] = {"kind": d.kind}
+        elif d.kind == GATEWAY:
+            for node in sorted({e.node for e in ends if e.device is d}):
+                nodes[node] = {"kind": ROUTER}
+        else:
+            nodes[d.name] = {"kind": ROUTER}
+    # ---- links
+    icl_pairs: list[tuple[End, End]] = []
+    for net, group in by_net.items():
+        devs = {id(e.device) for e in group}
+        if len(devs) < 2 or net.prefixlen == 32:
+            continue
+        mx_icl = [e for e in group if e.device.kind == MX and e.zone == "icl"]
+        if mx_icl:
+            for e in group:
+                e.stmt.mark("approximated", "ICL routed through the MX: the lab links the two SRXs of the pair "
+                                            "directly (zone icl)")
+            continue
+        zone = next((e.zone for e in group if e.zone), None)
+        ordered = sorted(group, key=lambda e: (e.device.kind != ROUTER or e.zone != "trust", e.address.ip))
+        ordered = sorted(group, key=lambda e: e.address.ip)
+        link: dict[str, Any] = {"endpoints": [f"{e.node}:{e.iface}" for e in ordered],
+                                "addresses": [str(e.address) for e in ordered]}
+        if zone and any(e.device.kind in (MX, SRX) for e in group):
+            link["zone"] = zone
+        if len(group) == 2 and all(e.device.kind == SRX for e in group):
+            link["zone"] = "icl"
+            icl_pairs.append((group[0], group[1]))
+        links.append(link)
+        for e in group:
+            e.stmt.mark("emulated", f"address of link {' - '.join(link['endpoints'])}"
+                                    + (f" (zone {link['zone']})" if link.get("zone") else ""))
+    for d in devices:
+        for s in d.statements:
+            if d.kind == GATEWAY and ("instance-type" in s.tags or "instance-interface" in s.tags):
+                inst = s.path[1] if s.path[:1] == ("routing-instances",) else junosmod.MASTER
+                s.mark("approximated", f"routing instance {inst}: a router node of its own ({instance_node(d, inst)})")
+            elif s.path[:4] == ("interfaces", "lo0", "unit", "0") and s.path[4:6] == ("family", "inet"):
+                s.mark("approximated", "loopback address: the lab allocates loopbacks from addressing.loopback")
+            elif d.kind == MX and s.path[:2] == ("interfaces", "lo0") and s.path[4:6] == ("family", "inet"):
+                s.mark("approximated", "health-check source address: the lab's MX probes from its own addresses")
+    # ---- BGP
+    _bgp(devices, ends, by_net, nodes, result)
+    # ---- MNHA
+    mnha = _mnha(srx, ends, links, result)
+    # ---- services
+    services: dict[str, Any] = {}
+    if mx:
+        m = mx[0].junos
+        assert m is not None
+        if m.tlb:
+            services["load_balancing"] = "tlb"
+            checks = []
+            for name in m.tlb_profiles:
+                p = m.probes.get(name)
+                if p is None:
+                    continue
+                check: dict[str, Any] = {"type": p.type}
+                if p.port:
+                    check["port"] = p.port
+                if p.interval_s:
+                    check["interval_ms"] = p.interval_s * 1000
+                if p.failures:
+                    check["failures"] = p.failures
+                if p.recoveries:
+                    check["recoveries"] = p.recoveries
+                checks.append(check)
+            if checks:
+                services["health_checks"] = checks
+        elif m.chash:
+            services["load_balancing"] = "ecmp-chash"
+        else:
+            services["load_balancing"] = "ecmp"
+    if any(d.junos and d.junos.nat_rule_pools for d in srx):
+        services["use_case"] = "cgnat"
+        _nat_pools(srx, mnha, nodes, result)
+    elif srx:
+        services["use_case"] = "sfw"
+    # ---- hosts the configurations imply
+    implied.hosts(devices, ends, by_net, nodes, links, result)
+    implied.flexvpn(devices, ends, by_net, nodes, links, result, client_lan)
+    for d in devices:
+        if d.ios is not None:
+            implied.ios_node(d, nodes[d.name])
+    if services:
+        topo["services"] = services
+    topo["nodes"] = nodes
+    topo["links"] = links
+    if mnha:
+        topo["mnha"] = mnha
+    result.topology = topo
+    return result
+
+
+def instance_node(d: Device, instance: str) -> str:
+    return f"{d.name}-{_slug(instance)}" if d.kind == GATEWAY and instance != junosmod.MASTER else d.name
+
+
+def _ends(devices: list[Device]) -> list[End]:
+    out: list[End] = []
+    for d in devices:
+        if d.junos is not None:
+            for a in d.junos.addresses:
+                inst = d.junos.instance_of.get(a.iface, junosmod.MASTER)
+                if a.iface.startswith(("lo0.", "fxp0", "em0", "re0:mgmt", "me0")):
+                    continue
+                out.append(End(d, instance_node(d, inst), a.iface, a.address, a.stmt, inst))
+        elif d.ios is not None:
+            for iface, (addr, stmt) in d.ios.addresses.items():
+                if iface.lower().startswith(("loopback", "virtual-template", "tunnel")):
+                    continue
+                out.append(End(d, d.name, iface, addr, stmt))
+    return out
+
+
+def _by_net(ends: list[End]) -> dict[IPv4Network, list[End]]:
+    out: dict[IPv4Network, list[End]] = {}
+    for e in ends:
+        out.setdefault(e.address.network, []).append(e)
+    return out
+
+
+def _srx_zone(j: junosmod.Junos, iface: str) -> str | None:
+    inst = j.instance_of.get(iface, junosmod.MASTER)
+    if j.mnha is not None and j.mnha.instance and inst == j.mnha.instance:
+        return "icl"
+    zone = j.zone_of.get(iface)
+    if zone is None:
+        return None
+    if zone in j.from_zones and zone not in j.to_zones:
+        return "trust"
+    if zone in j.to_zones and zone not in j.from_zones:
+        return "untrust"
+    low = zone.lower()
+    return "untrust" if "untrust" in low else "trust" if "trust" in low else None
+
+
+def _zones(devices: list[Device], ends: list[End], by_net: dict[IPv4Network, list[End]]) -> None:
+    for e in ends:
+        if e.device.kind == SRX and e.device.junos is not None:
+            e.zone = _srx_zone(e.device.junos, e.iface)
+    # an MX instance takes the side of the SRX interfaces it reaches
+    side: dict[tuple[int, str], str] = {}
+    for e in ends:
+        if e.device.kind != MX:
+            continue
+        for o in by_net.get(e.address.network, []):
+            if o.device.kind == SRX and o.zone:
+                side[(id(e.device), e.instance)] = o.zone
+    for e in ends:
+        if e.device.kind == MX:
+            e.zone = side.get((id(e.device), e.instance))
+    for e in ends:
+        if e.device.kind in (GATEWAY, ROUTER):
+            for o in by_net.get(e.address.network, []):
+                if o.device.kind == MX and o.zone in ("trust", "untrust"):
+                    e.zone = o.zone
+
+
+def _bgp(devices: list[Device], ends: list[End], by_net: dict[IPv4Network, list[End]],
+         nodes: dict[str, dict[str, Any]], result: Result) -> None:
+    owner = {e.address.ip: e for e in ends}
+    for d in devices:
+        j = d.junos
+        if j is None:
+            continue
+        local: dict[str, int] = {}
+        for peer in j.bgp:
+            node = instance_node(d, peer.instance)
+            la = peer.local_as or junosmod.group_setting(j, peer, "local-as") or j.instance_as.get(peer.instance)
+            pa = peer.peer_as or junosmod.group_setting(j, peer, "peer-as")
+            there = owner.get(peer.neighbor)
+            here = next((e for e in ends if e.device is d and peer.neighbor in e.address.network), None)
+            on_link = there is not None and here is not None and here.zone != "icl" and there.zone != "icl"
+            if on_link and la:
+                zone = here.zone if here else None
+                key = f"{zone}_as" if d.kind == MX else "as"
+                local.setdefault(f"{node}|{key}", la)
+                note = f"eBGP session {node} (AS {la}) - {there.node if there else '?'} (AS {pa})"
+                for s in peer.stmts:
+                    s.mark("emulated", note)
+            else:
+                icl = (here is not None and here.zone == "icl") or (there is not None and there.zone == "icl")
+                why = ("the lab's ICL is a direct SRX link (the peer's loopback is reached without BGP)" if icl
+                       else "no file has the neighbor's address")
+                status = "approximated" if "ICL" in why else "unsupported"
+                for s in peer.stmts:
+                    s.mark(status, f"BGP neighbor {peer.neighbor}: {why}")
+        for key, asn in local.items():
+            node, field_ = key.split("|")
+            if node in nodes:
+                nodes[node].setdefault("bgp", {})[field_] = asn
+        for s in j.statements:
+            tag = next((t for t in s.tags if t.startswith("bgp:")), None)
+            if tag is None or s.status:
+                continue
+            inst = tag.split(":")[1]
+            rest = s.path[s.path.index("group") + 2:]
+            node = instance_node(d, inst)
+            group_peers = [p for p in j.bgp if f"bgp:{p.instance}:{p.group}" == tag]
+            emulated_group = any(p.stmts and p.stmts[0].status == "emulated" for p in group_peers)
+            v6_only = not group_peers and any(tag in x.tags and "bgp6" in x.tags for x in j.statements)
+            icl_group = any(p.stmts and "ICL" in p.stmts[0].note for p in group_peers)
+            if v6_only:
+                s.mark("ignored", "setting of an IPv6 BGP group: the lab is IPv4-only")
+            elif icl_group:
+                s.mark("approximated", "BGP over the ICL (reachability of the peer's loopback): the lab's ICL is "
+                                       "a direct link, no BGP needed")
+            elif not emulated_group:
+                s.mark("unsupported", "setting of a BGP group the lab does not run")
+            elif rest[:1] in (("peer-as",), ("local-as",), ("type",)):
+                s.mark("emulated", f"{rest[0]}: the eBGP session of {node}")
+            elif rest[:1] == ("multipath",):
+                s.mark("emulated", "multipath: the lab's BGP installs every equal path")
+            elif rest[:1] == ("export",):
+                s.mark("approximated", "export policy: the lab's templates announce the equivalent routes "
+                                       "(host prefixes, pair addresses, NAT pools, defaults)")
+            elif rest[:1] == ("bfd-liveness-detection",):
+                s.mark("unsupported", "BFD on BGP sessions: not run (BGP hold timers; the SRG0 monitor has BFD)")
+            else:
+                s.mark("unsupported", "BGP group setting not modelled")
+        # gateway: a default route discarded and exported = default_originate
+        if d.kind == GATEWAY:
+            for s in j.statements:
+                if "static" in s.tags and "0.0.0.0/0" in s.path and "discard" in s.path:
+                    inst = s.path[1] if s.path[0] == "routing-instances" else junosmod.MASTER
+                    node = instance_node(d, inst)
+                    if node in nodes and "bgp" in nodes[node]:
+                        nodes[node]["bgp"]["default_originate"] = True
+                        s.mark("emulated", "default route (discard) announced: bgp.default_originate")
+    for d in devices:
+        if d.ios is not None and d.ios.bgp_as:
+            nodes[d.name]["bgp"] = {"as": d.ios.bgp_as}
+            if d.ios.bgp_networks:
+                nodes[d.name]["bgp"]["announce"] = [str(n) for n in d.ios.bgp_networks]
+    del by_net, result
+
+
+def _mnha(srx: list[Device], ends: list[End], links: list[dict[str, Any]], result: Result) -> list[dict[str, Any]]:
+    by_ip = {d.junos.mnha.local_ip: d for d in srx if d.junos and d.junos.mnha and d.junos.mnha.local_ip}
+    pairs: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for d in srx:
+        ha = d.junos.mnha if d.junos else None
+        if ha is None or d.name in seen:
+            continue
+        peer = by_ip.get(ha.peer_ip) if ha.peer_ip else None
+        if peer is None:
+            for s in ha.stmts:
+                s.mark("unsupported", "MNHA peer not among the files")
+            continue
+        seen |= {d.name, peer.name}
+        first, second = sorted([d, peer], key=lambda x: (x.junos.mnha.local_id or 0) if x.junos and x.junos.mnha else 0)
+        pair: dict[str, Any] = {"nodes": [first.name, second.name]}
+        fha = first.junos.mnha if first.junos else None
+        assert fha is not None
+        if fha.srg1:
+            pair["mode"] = "srg1"
+            prio = {x.name: (x.junos.mnha.srg1_priority or 0) for x in (first, second) if x.junos and x.junos.mnha}
+            pair["srg1_active"] = max(prio, key=lambda n: prio[n])
+        if fha.interval_ms:
+            pair["heartbeat_ms"] = fha.interval_ms
+        if fha.multiplier:
+            pair["heartbeat_threshold"] = fha.multiplier
+        mon = fha.monitor
+        if mon is not None and (mon.interfaces or mon.srg_threshold):
+            monitor: dict[str, Any] = {}
+            zones = {_srx_zone(first.junos, i) for i in mon.interfaces} if first.junos else set()
+            zones.discard(None)
+            if zones:
+                monitor["zone"] = sorted(z for z in zones if z)[0]
+            for key, value in (("weight", mon.weight), ("threshold", mon.threshold),
+                               ("object_threshold", mon.object_threshold), ("srg_threshold", mon.srg_threshold)):
+                if value:
+                    monitor[key] = value
+            pair["monitor"] = monitor
+        elif mon is None:
+            pair["monitor"] = None
+        if fha.signal_route:
+            pair["signal_route"] = str(fha.signal_route)
+        # lo0.1 shared by both nodes: the TLB real-service of the pair
+        lo1 = [a.address.ip for a in (first.junos.addresses if first.junos else []) if a.iface == "lo0.1"]
+        lo1b = [a.address.ip for a in (second.junos.addresses if second.junos else []) if a.iface == "lo0.1"]
+        if lo1 and lo1 == lo1b:
+            pair["pair_address"] = str(lo1[0])
+            for x in (first, second):
+                for a in x.junos.addresses if x.junos else []:
+                    if a.iface == "lo0.1":
+                        a.stmt.mark("emulated", "lo0.1 pair address: mnha[].pair_address (the TLB real-service)")
+        # ICL: the interfaces of the HA routing instance, linked directly
+        if not any(set(link["endpoints"]) and all(ep.split(":")[0] in (first.name, second.name)
+                                                   for ep in link["endpoints"]) for link in links):
+            icl = [next((e.iface for e in ends if e.device is x and e.zone == "icl"), None) for x in (first, second)]
+            if all(icl):
+                links.append({"endpoints": [f"{first.name}:{icl[0]}", f"{second.name}:{icl[1]}"], "zone": "icl"})
+                result.notes.append(f"ICL {first.name}:{icl[0]} - {second.name}:{icl[1]}: a direct link (the "
+                                    "configurations route it through the MX)")
+        pairs.append(pair)
+        # prepends: the lab prepends once, three times with the signal route
+        for x in (first, second):
+            counts = sorted(set(x.junos.prepend_counts)) if x.junos else []
+            for s in x.junos.statements if x.junos else []:
+                if "prepend" in s.tags:
+                    if counts == [1, 3]:
+                        s.mark("emulated", "as-path-prepend: once, three times with the SRG0 signal route")
+                    else:
+                        s.mark("approximated", f"as-path-prepend x{'/'.join(map(str, counts))}: the lab prepends "
+                                               "once, three times while the signal route exists (the order of "
+                                               "preference is the same)")
+    return pairs
+
+
+def _nat_pools(srx: list[Device], mnha: list[dict[str, Any]], nodes: dict[str, dict[str, Any]],
+               result: Result) -> None:
+    pool_of: dict[str, IPv4Network] = {}
+    stmt_of: dict[str, list[Statement]] = {}
+    for d in srx:
+        j = d.junos
+        if j is None:
+            continue
+        for name in j.nat_rule_pools:
+            nets = j.nat_pools.get(name)
+            if nets:
+                pool_of[d.name] = nets[0]
+                stmt_of[d.name] = [s for s in j.statements if "nat-pool" in s.tags and s.path[4] == name]
+                break
+    done: set[str] = set()
+    for pair in mnha:
+        a, b = pair["nodes"]
+        if a in pool_of and pool_of.get(b) == pool_of[a] and pool_of[a].prefixlen < 32:
+            low, high = pool_of[a].subnets(prefixlen_diff=1)
+            for name, half in ((a, low), (b, high)):
+                nodes[name]["nat_pool"] = str(half)
+                for s in stmt_of[name]:
+                    s.mark("approximated", f"pool {pool_of[a]} shared by the pair: the lab gives each SRX its own "
+                                           f"half ({name}: {half}); the peer announces it as a backup path")
+                done.add(name)
+    for name, net in pool_of.items():
+        if name not in done:
+            nodes[name]["nat_pool"] = str(net)
+            for s in stmt_of[name]:
+                s.mark("emulated", f"source NAT pool: nodes.{name}.nat_pool")
+    del result

@@ -108,7 +108,7 @@ def test_bgp_mnha_nat_and_chash(junos_lab: dict) -> None:
     assert nodes["lb1"]["bgp"] == {"trust_as": 64601, "untrust_as": 64602}
     assert nodes["fw-a"]["bgp"] == {"as": 64610} == nodes["fw-b"]["bgp"]
     assert nodes["edge-out"]["bgp"] == {"as": 64603, "default_originate": True}
-    assert (nodes["fw-a"]["nat_pool"], nodes["fw-b"]["nat_pool"]) == ("192.0.2.0/27", "192.0.2.32/27")
+    assert (nodes["fw-a"]["nat_pool"], nodes["fw-b"]["nat_pool"]) == ("100.71.0.0/27", "100.71.0.32/27")
     assert junos_lab["services"] == {"load_balancing": "ecmp-chash", "use_case": "cgnat"}
     assert junos_lab["mnha"] == [{"nodes": ["fw-a", "fw-b"], "heartbeat_ms": 400, "heartbeat_threshold": 4,
                                   "monitor": {"zone": "trust", "weight": 200, "threshold": 200,

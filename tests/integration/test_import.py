@@ -30,6 +30,6 @@ def test_imported_lab_comes_up_with_bgp_established(owner: LabOwner, tmp_path: P
     assert len(sessions) == 6 + 4 + 2, sessions
     assert all(info.startswith("Established") for _, _, info in sessions), sessions
     assert {(name, proto) for name, proto, _ in sessions} == facts.sessions
-    down = run_lab("down", facts.name)
+    down = run_lab("down", "--name", facts.name)
     assert down.returncode == 0, explain(down)
     assert leftovers(facts) == []

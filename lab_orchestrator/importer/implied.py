@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from ipaddress import IPv4Address, IPv4Network
+from ipaddress import IPv4Address, IPv4Interface, IPv4Network
 from typing import Any
 
 from .devices import GATEWAY, HOST, MX, ROUTER, Added, Device, End, Result, zone_of_node
@@ -145,6 +145,10 @@ def ios_node(d: Device, node: dict[str, Any]) -> None:
         if out.get("name") == "flex_client":
             out.pop("name")
         node["flexvpn_client"] = out
+        for s in d.statements:
+            if s.path[:2] == ("interface", tunnel):
+                s.mark("emulated", f"client tunnel {tunnel}: flexvpn_client (source, dynamic destination, "
+                                   "negotiated address)")
 
 
 def flexvpn(devices: list[Device], ends: list[End], by_net: dict[IPv4Network, list[End]],
@@ -191,15 +195,27 @@ def flexvpn(devices: list[Device], ends: list[End], by_net: dict[IPv4Network, li
     seg_link["addresses"].append(f"{wan_ip}/{segment.prefixlen}")
     hosts = list(lan.hosts())
     wan_lan_ip = hosts[0]
-    endpoints, addresses = ["wan:Ethernet0/1"], [f"{wan_lan_ip}/{lan.prefixlen}"]
-    for n in (1, 2):
-        name = f"client{n}"
+    # FlexVPN clients of the files (branch routers) on that LAN join it; added hosts fill it up
+    branches = [e for e in ends if e.device not in gws and e.address.network == lan]
+    lan_link = next((link for link in links if link.get("addresses")
+                     and IPv4Interface(link["addresses"][0]).network == lan), None)
+    if lan_link is None:
+        lan_link = {"endpoints": [f"{e.node}:{e.iface}" for e in branches],
+                    "addresses": [str(e.address) for e in branches]}
+        links.append(lan_link)
+        for e in branches:
+            e.stmt.mark("emulated", f"address on the client LAN {lan} behind the added router wan")
+    lan_link["endpoints"].insert(0, "wan:Ethernet0/1")
+    lan_link["addresses"].insert(0, f"{wan_lan_ip}/{lan.prefixlen}")
+    used = {IPv4Interface(a).ip for a in lan_link["addresses"]}
+    free = [h for h in hosts[5:] if h not in used]
+    added_hosts = [f"client{n}" for n in range(1, 2 if branches else 3)]
+    for name, address in zip(added_hosts, free, strict=False):
         nodes[name] = {"kind": HOST, "source": [f"added: a remote-access client on {lan}"]}
-        endpoints.append(f"{name}:eth1")
-        addresses.append(f"{hosts[4 + n]}/{lan.prefixlen}")
-    links.append({"endpoints": endpoints, "addresses": addresses})
+        lan_link["endpoints"].append(f"{name}:eth1")
+        lan_link["addresses"].append(f"{address}/{lan.prefixlen}")
     result.added.append(Added(f"router wan ({wan_ip} on {segment}, {wan_lan_ip} on {lan}) with a route to each "
                               "member's pool", "the router northbound of the cluster must know the address pools "
                               "(return traffic to the clients); no file has it"))
-    result.added.append(Added(f"hosts client1, client2 on {lan}", "remote-access clients of the cluster VIP"))
+    result.added.append(Added(f"host(s) {', '.join(added_hosts)} on {lan}", "remote-access clients of the cluster VIP"))
     del by_net

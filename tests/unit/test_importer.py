@@ -248,3 +248,41 @@ def test_render_shows_the_statements_each_node_emulates(tmp_path: Path) -> None:
     gateway = (tmp_path / "out" / "nodes" / "edge-in" / "running-config").read_text()
     assert "! imported: edge.conf:49: routing-instances IN_VR protocols bgp group lb neighbor 10.50.0.1\n" in gateway
     assert "OUT_VR" not in gateway  # the other routing instance is the other node's
+
+
+BRANCH = """hostname Br{n}
+crypto ikev2 client flexvpn hub
+ peer 1 10.30.0.50
+ client connect Tunnel2
+crypto ikev2 redirect client max-redirects 3
+crypto ikev2 dpd 4 2 periodic
+interface Ethernet0/0
+ ip address 10.32.0.2{n} 255.255.255.0
+interface Tunnel2
+ ip address negotiated
+ tunnel source Ethernet0/0
+ tunnel destination dynamic
+ip route 10.30.0.0 255.255.255.0 10.32.0.1
+ip route 10.30.0.254 255.255.255.255 Tunnel2
+"""
+
+
+def test_flexvpn_clients_join_the_client_lan(tmp_path: Path) -> None:
+    files = []
+    for n, text in ((1, ROUTER.format(n=1, prio=110)), (2, BRANCH.format(n=1)), (3, BRANCH.format(n=2))):
+        path = tmp_path / f"r{n}.cfg"
+        path.write_text(text)
+        files.append(path)
+    imported = import_configs(files, name="fv")
+    topo = imported.topology
+    assert topo["nodes"]["br1"]["flexvpn_client"] == {
+        "peers": ["10.30.0.50"], "source": "Ethernet0/0", "tunnel": 2, "name": "hub", "routes": ["10.30.0.254/32"],
+        "max_redirects": 3, "dpd_interval": 4, "dpd_retry": 2}
+    lan = next(link for link in topo["links"] if "wan:Ethernet0/1" in link["endpoints"])
+    assert lan["endpoints"] == ["wan:Ethernet0/1", "br1:Ethernet0/0", "br2:Ethernet0/0", "client1:eth1"]
+    assert lan["addresses"] == ["10.32.0.1/24", "10.32.0.21/24", "10.32.0.22/24", "10.32.0.6/24"]
+    rows = imported.report_json()["statements"]
+    assert all(r["status"] == "emulated" for r in rows if r["file"] == "r2.cfg" and "Tunnel2" in r["statement"])
+    path = tmp_path / "fv.yml"
+    path.write_text(imported.yaml())
+    load_topology(path)

@@ -26,12 +26,13 @@ def _lab_name(output: Path, given: str | None) -> str:
 def import_(
     configs: list[Path] = typer.Argument(..., help="Configuration files: Junos (braces or set lines) or IOS; "
                                                    "one file per device."),
-    output: Path = typer.Option(..., "--output", "-o", help="Topology file to write (an existing file is an "
+    output: Path = typer.Option(..., "--out", "-o", help="Topology file to write (an existing file is an "
                                                             "error unless --force)."),
-    report_file: Path | None = typer.Option(None, "--report", help="Write the import report (every statement "
+    report_file: Path | None = typer.Option(None, "--report-out", help="Write the import report (every statement "
                                                                    "with file:line and what the lab does with it) "
                                                                    "to this file; else it is printed."),
-    name: str | None = typer.Option(None, "--name", help="Lab name (default: from the output file name)."),
+    lab_name: str | None = typer.Option(None, "--lab-name", help="Name of the new lab (default: from the output "
+                                                                 "file name)."),
     client_lan: str | None = typer.Option(None, "--client-lan", help="FlexVPN: the LAN of the added "
                                                                      "remote-access clients (default: from the "
                                                                      "gateways' routes)."),
@@ -55,7 +56,7 @@ def import_(
                 lan = IPv4Network(client_lan)
             except ValueError as exc:
                 raise BadInput(f"--client-lan {client_lan}: {exc}") from None
-        imported = api.import_configs(configs, _lab_name(output, name), lan)  # ParseError: a located BadInput
+        imported = api.import_configs(configs, _lab_name(output, lab_name), lan)  # ParseError: a located BadInput
         output.write_text(imported.yaml(), encoding="utf-8")
         if report_file is not None:
             report_file.write_text(imported.report_text(str(output)) + "\n", encoding="utf-8")

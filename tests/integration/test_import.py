@@ -16,7 +16,7 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "import"
 def test_imported_lab_comes_up_with_bgp_established(owner: LabOwner, tmp_path: Path) -> None:
     topology = tmp_path / "it-import.yml"
     files = [str(FIXTURES / n) for n in ("lb1.conf", "fw-a.conf", "fw-b.set", "edge.conf")]
-    result = run_lab("import", *files, "-o", str(topology), "--name", "it-import", "--report",
+    result = run_lab("import", *files, "-o", str(topology), "--lab-name", "it-import", "--report-out",
                      str(tmp_path / "report.txt"), timeout=60)
     assert result.returncode == 0, explain(result)
     topology.write_text(topology.read_text() + f"addressing:\n  mgmt: {free_mgmt_subnet()}\n")
@@ -30,6 +30,6 @@ def test_imported_lab_comes_up_with_bgp_established(owner: LabOwner, tmp_path: P
     assert len(sessions) == 6 + 4 + 2, sessions
     assert all(info.startswith("Established") for _, _, info in sessions), sessions
     assert {(name, proto) for name, proto, _ in sessions} == facts.sessions
-    down = run_lab("down", "--name", facts.name)
+    down = run_lab("down", "--lab", facts.name)
     assert down.returncode == 0, explain(down)
     assert leftovers(facts) == []

@@ -137,7 +137,7 @@ class Choice:
 
     def to_json(self) -> dict[str, Any]:
         return {"flows": self.flows, "rate": self.rate, "resolution_ms": self.resolution_ms,
-                "highest_clean_rate": self.highest_clean, "rungs": self.rungs}
+                "highest_clean_rate": self.highest_clean, "headroom": HEADROOM, "rungs": self.rungs}
 
 
 def flows_for(rate: float) -> int:

@@ -366,6 +366,14 @@ def _case_html(doc: Doc, case: Case) -> str:
     return "".join(parts)
 
 
+def _chosen_by(traffic: dict[str, Any]) -> str:
+    calibration = traffic.get("calibration") or {}
+    if traffic.get("chosen_by") != "calibration":
+        return "the plan or the options"
+    return (f"calibration on the first lab: 1/{_num(calibration.get('headroom'), 0)} of the highest rate it carried "
+            f"loss-free and on schedule ({_num(calibration.get('highest_clean_rate'), 0)} pps)")
+
+
 def to_html(doc: Doc) -> str:
     plan = doc.get("plan", {})
     traffic = plan.get("traffic", {})
@@ -379,7 +387,8 @@ def to_html(doc: Doc) -> str:
               ("convergence resolution", f"{_num(traffic.get('resolution_ms'), 3)} ms (one per-flow interval)"),
               ("warm-up / hold / settle / down time (s)",
                " / ".join(str(traffic.get(k)) for k in ("warmup", "hold", "settle", "down_time"))),
-              ("timeline sampling", "100 ms (MX per-SRX counters)")]
+              ("timeline sampling", "100 ms (MX per-SRX counters)"),
+              ("flows and rate chosen by", _chosen_by(traffic))]
     title = f"lab report: {plan.get('name', 'plan')}"
     body = [f"<h1>{_e(title)}</h1>",
             f"<p>{_e(plan.get('description', ''))}</p>",

@@ -199,3 +199,12 @@ def test_a_sender_late_during_the_event_makes_it_an_error_with_its_figures() -> 
     data = error.to_json()
     assert data["status"] == "error" and data["result"]["status"] == "passed"
     assert EventResult.from_json(data["result"]) == measured
+
+
+def test_the_html_report_says_how_the_load_was_chosen() -> None:
+    choice = baseline.choose([(rate, flows, []) for rate, flows in baseline.LADDER])
+    doc = {"schema": reportgen.SCHEMA, "plan": {"name": "p", "traffic": {"chosen_by": "calibration",
+                                                                         "calibration": choice.to_json()}},
+           "labs": {}, "cases": []}
+    assert "calibration on the first lab: 1/4 of the highest rate it carried loss-free and on schedule (40000 pps)" \
+        in reportgen.to_html(doc)

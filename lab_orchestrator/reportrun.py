@@ -168,6 +168,7 @@ def run_case(case: Case, traffic: TrafficParams, capture: bool, workdir: Path,
         spec = api.traffic_spec(flows=traffic.flows, rate=traffic.rate, sizes=str(traffic.sizes),
                                     reverse=traffic.reverse, warmup=traffic.warmup, hold=traffic.hold,
                                     settle=traffic.settle, down_time=traffic.down_time, receiver=traffic.receiver,
+                                    baseline=traffic.baseline,
                                     realtime=traffic.realtime if realtime is None else realtime,
                                     sender_cpu=traffic.sender_cpu if cpu is None else cpu)
         if capture:

@@ -61,6 +61,9 @@ class TrafficParams(_Strict):
     # packet: the generator counts frames reaching the receiving host's interface (AF_PACKET);
     # socket: what reaches a UDP socket, after the host's own netfilter (see `lab report --help`)
     receiver: Literal["packet", "socket"] = "packet"
+    # seconds of each case's traffic that must arrive whole and on schedule before its event (0: not
+    # checked); a case whose baseline fails is an error (docs/events.md, "Before each event")
+    baseline: float = Field(default=1.0, ge=0, le=60)
     # Senders SCHED_FIFO, both pinned to one CPU: they keep their schedule on a busy machine and
     # leave the other CPUs to the control plane (docs/benchmarks-report.md has the measurements).
     realtime: bool = True

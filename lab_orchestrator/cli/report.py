@@ -44,6 +44,9 @@ def report(
     receiver: str | None = typer.Option(None, "--receiver",
                                         help="packet (count at the host's interface, default) or socket (count at "
                                              "a UDP socket, after the host's own firewall)."),
+    baseline: float | None = typer.Option(None, "--baseline",
+                                          help="Override the plan: seconds of each case's traffic that must arrive "
+                                               "whole and on schedule before its event (0: not checked; default 1)."),
     list_only: bool = typer.Option(False, "--list", help="Print the cases and the estimated time; run nothing."),
     render: Path | None = typer.Option(None, "--render",
                                        help="Write HTML/JUnit/Markdown again from a report.json; run nothing."),
@@ -80,7 +83,8 @@ def report(
         loaded = testplan.load_plan(plan_file or testplan.DEFAULT_PLAN)
         loaded = reportrun.with_running_labs(loaded, lab)
         traffic = loaded.plan.traffic.model_copy(update={k: v for k, v in (
-            ("flows", flows), ("rate_per_flow", rate_per_flow), ("sizes", sizes), ("receiver", receiver))
+            ("flows", flows), ("rate_per_flow", rate_per_flow), ("sizes", sizes), ("receiver", receiver),
+            ("baseline", baseline))
             if v is not None})
         try:
             traffic = testplan.TrafficParams.model_validate(traffic.model_dump())  # overrides checked too

@@ -138,8 +138,10 @@ def test_a_drop_on_purpose_makes_capture_and_generator_disagree(topology: Path, 
     subprocess.run(["ip", "netns", "exec", server, "nft", "-f", "-"], input=rules, text=True, check=True)
     try:
         out = tmp_path / "drop"
+        # the drop is the fault under test: no baseline check (it would make the case an error), and a
+        # fixed load (a calibration would measure the drop too)
         done = lab("report", "--lab", LAB, "-e", "restart-tlb", "--capture", "--receiver", "socket",
-                   "--out", str(out))
+                   "--flows", "100", "--rate-per-flow", "100", "--baseline", "0", "--out", str(out))
     finally:
         subprocess.run(["ip", "netns", "exec", server, "nft", "delete", "table", "inet", "drop_test"], check=False)
     assert done.returncode == 1, done.stderr[-3000:]

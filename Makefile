@@ -105,7 +105,7 @@ print-apt-packages:
 	@echo $(APT_PACKAGES) $(TEST_APT_PACKAGES)
 
 demo: deps
-	@$(VENV_PATH) $(PYTHON) -m lab_orchestrator.demo $(DEMO_LAB)
+	@$(VENV_PATH) $(PYTHON) -m lab_orchestrator.cli.demo $(DEMO_LAB)
 
 bench: deps
 	$(VENV_PATH) $(PYTHON) bench/chash_moves.py
@@ -138,4 +138,4 @@ image:
 # Generated documentation: topology reference + JSON Schema (the model), CLI reference (the commands),
 # figures (lab graph); a unit test fails when they are stale.
 docs: deps-python
-	PYTHONPATH=$(CURDIR) $(PYTHON) -m lab_orchestrator.docgen
+	PYTHONPATH=$(CURDIR) $(PYTHON) -m lab_orchestrator.cli.docgen

@@ -11,7 +11,7 @@
    interfaces with the same table in place of the nft rule, same marks, rules and tables), in the
    same rounds. Written to docs/benchmarks-chash-forwarding.md.
 2. CHASH: time from carrier loss on an MX-SRX link (the SRX end set down over netlink) to the
-   selector map being reprogrammed by dataplane.mxlb (its status file records when): goal <= 10 ms.
+   selector map being reprogrammed by dataplane.daemons.mxlb (its status file records when): goal <= 10 ms.
 3. TLB (--lab topology3): time from an SRX ceasing to answer health checks (its loopback filtered)
    to its removal from the selector, against the configured interval x failures, over N runs.
 
@@ -122,7 +122,7 @@ def set_ebpf(on: bool) -> int:
     """The eBPF selector in place of the nft one (whose table set_rules removes): the program of
     `services.selector: ebpf` on the same ingress interfaces, its map holding the daemon's table.
     Returns the packets the program being removed had steered (0 when none was there)."""
-    from dataplane.tcsel import TcSelector
+    from dataplane.kernel.tcsel import TcSelector
     from labkit.configs import SelectorConfig
 
     root = Path(f"/run/lab/{NAME}/nodes/mx1")

@@ -27,7 +27,7 @@ from pathlib import Path
 # Run as a plain script from anywhere: make the repository root importable.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from dataplane.chash import (  # noqa: E402
+from dataplane.core.chash import (
     DEFAULT_BUCKETS,
     SelectorTable,
     add_member,

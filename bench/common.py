@@ -25,7 +25,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from lab_orchestrator import api  # noqa: E402
-from lab_orchestrator.state import state_dir  # noqa: E402
+from lab_orchestrator.runtime.state import state_dir  # noqa: E402
 from labkit.contracts import SRD_STATUS  # noqa: E402
 from labkit.status import SrdStatus, read_status  # noqa: E402
 

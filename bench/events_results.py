@@ -241,7 +241,7 @@ def _now() -> str:
 
 
 def run(lab: str) -> int:
-    from lab_orchestrator.reportrun import machine
+    from lab_orchestrator.report.run import machine
 
     facts = machine()
     started = _now()
@@ -293,7 +293,7 @@ def main(argv: list[str]) -> int:
             write()
         return worst
     if args.cmd == "record":
-        from lab_orchestrator.reportrun import machine
+        from lab_orchestrator.report.run import machine
 
         facts = machine()
         facts.pop("load_average_at_start", None)  # not measured when that run started

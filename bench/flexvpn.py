@@ -287,8 +287,8 @@ def bench_setups(tmp: Path, count: int, rounds: int) -> dict[str, Any]:
 
 # ------------------------------------------------------------------------------------------ 3. failover
 def power(name: str, node: str, on: bool) -> None:
-    from lab_orchestrator import ops
-    from lab_orchestrator.state import running_labs
+    from lab_orchestrator.runtime import ops
+    from lab_orchestrator.runtime.state import running_labs
 
     state = next(s for s in running_labs() if s.name == name)
     (ops.power_on if on else ops.power_off)(state, ops.load_plan(state), node)

@@ -9,7 +9,7 @@ every traffic measurement has a no-event baseline window measured alongside, in 
      per-flow rate; the SRG1 active carrying the flows is powered off (`lab fail ... srx-power-off`)
      and its backup takes the flows with the synced sessions. Per run: the loss-derived outage
      (lost / per-flow rate, RFC 6412) and the longest gap of every flow the failed SRX carried, plus
-     a server-push flow (`dataplane.udpprobe push/pull`, only the server sends) through the same SRX.
+     a server-push flow (`dataplane.traffic.udpprobe push/pull`, only the server sends) through the same SRX.
      Then `lab restore` under traffic: the failback (preemption) outage, and the wait for it.
   2. MNHA session sync lag (lab bh3: labs/topology3.yml, SRG0 pairs, TLB). 1000 new UDP sessions in
      1 s (1000 distinct subscriber addresses, one datagram each, paced 1 ms apart). With the conntrack
@@ -89,7 +89,8 @@ from ha_observe import (  # noqa: E402
 from ha_report import DOC, PARTS, machine, markdown  # noqa: E402
 
 from dataplane.traffic import Receiver, Sender, make_flows  # noqa: E402
-from lab_orchestrator import ops, trafficsetup  # noqa: E402
+from lab_orchestrator.plan import trafficsetup  # noqa: E402
+from lab_orchestrator.runtime import ops  # noqa: E402
 
 
 def measure_failover(out: dict[str, Any], workdir: Path, runs: int, flows_n: int, rate: float, sizes: str) -> None:

@@ -26,9 +26,10 @@ from common import (  # noqa: E402
 )
 
 from dataplane.traffic import Flow, Receiver, Sender, Spawned, reverse_flows  # noqa: E402
-from lab_orchestrator import eventwatch, trafficsetup  # noqa: E402
-from lab_orchestrator.plan import LabPlan  # noqa: E402
-from lab_orchestrator.state import LabState  # noqa: E402
+from lab_orchestrator.events import watch as eventwatch  # noqa: E402
+from lab_orchestrator.plan import trafficsetup  # noqa: E402
+from lab_orchestrator.plan.pipeline import LabPlan  # noqa: E402
+from lab_orchestrator.runtime.state import LabState  # noqa: E402
 
 log = logger("ha")
 
@@ -225,12 +226,12 @@ class CarrierWatch:
 
 # ---------------------------------------------------------------- 1. MNHA SRG1 failover
 class PushFlow:
-    """Server push (`dataplane.udpprobe push/pull`): one client datagram, then only the server sends."""
+    """Server push (`dataplane.traffic.udpprobe push/pull`): one client datagram, then only the server sends."""
 
     def __init__(self, lab_: Lab, client: str, port: int, seconds: float, rate: int = PUSH_RATE):
         base = [*lab_cmd(), "exec", "--lab", lab_.name]
         self.server = subprocess.Popen(
-            [*base, "server", "--", sys.executable, "-m", "dataplane.udpprobe", "push", "--bind", SERVER,
+            [*base, "server", "--", sys.executable, "-m", "dataplane.traffic.udpprobe", "push", "--bind", SERVER,
              "--port", str(port), "--rate", str(rate), "--seconds", str(seconds)],
             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         assert self.server.stdout is not None
@@ -238,7 +239,7 @@ class PushFlow:
             self.kill()
             raise BenchError("push server did not start")
         self.puller = subprocess.Popen(
-            [*base, "client", "--", sys.executable, "-m", "dataplane.udpprobe", "pull", "--source", client,
+            [*base, "client", "--", sys.executable, "-m", "dataplane.traffic.udpprobe", "pull", "--source", client,
              "--port", str(port + 1000), "--to", f"{SERVER}:{port}", "--seconds", str(seconds)],
             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
 

@@ -32,7 +32,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from lab_orchestrator import reportrun, testplan  # noqa: E402
+from lab_orchestrator.report import run as reportrun  # noqa: E402
+from lab_orchestrator.report import testplan  # noqa: E402
 
 LAB = "rr1"
 MARKER = "<!-- notes below this line are kept when the benchmark rewrites this file -->"

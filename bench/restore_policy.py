@@ -2,13 +2,13 @@
 
 For N = 4, 5, 8 SRX (6400 buckets, the default) and each SRX failing in turn: the selector table
 goes through the failure (`remove_member`) and the return of the SRX under each policy of
-`dataplane.chash.reconcile_pairs`:
+`dataplane.core.chash.reconcile_pairs`:
 
 - proportional (the Junos-like default): the returning SRX is an ECMP addition and takes an equal
   share from every member;
 - keep-buckets: it gets back exactly the buckets it had.
 
-Flows: 10 000 subscriber addresses hashed as the MX does (nftables jhash, `dataplane.nfthash`,
+Flows: 10 000 subscriber addresses hashed as the MX does (nftables jhash, `dataplane.core.nfthash`,
 default seed). Per cycle: flows that moved at least once (disturbed), flows that never were on the
 failed SRX but moved anyway (collateral), flows that moved twice, and the balance after the
 restore (largest / smallest share of buckets). The baseline is the failure alone (the flows of the
@@ -33,8 +33,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from dataplane.chash import DEFAULT_BUCKETS, build_initial, reconcile_pairs  # noqa: E402
-from dataplane.nfthash import bucket  # noqa: E402
+from dataplane.core.chash import DEFAULT_BUCKETS, build_initial, reconcile_pairs  # noqa: E402
+from dataplane.core.nfthash import bucket  # noqa: E402
 
 SEED = 0x5EED  # the lab's default services.hash_seed
 FLOWS = 10_000
@@ -103,8 +103,8 @@ def markdown(rows: list[Row], took: float, buckets: int) -> str:
         f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} by `python3 bench/restore_policy.py --out "
         f"docs/benchmarks-restore.md` in {took:.1f} s. Machine: {machine}.",
         "",
-        f"Pure selector logic (`dataplane.chash`), no lab: {FLOWS} subscriber addresses hashed into {buckets} "
-        "buckets as the MX does (nftables jhash, `dataplane.nfthash`), each SRX failing in turn and coming back "
+        f"Pure selector logic (`dataplane.core.chash`), no lab: {FLOWS} subscriber addresses hashed into {buckets} "
+        "buckets as the MX does (nftables jhash, `dataplane.core.nfthash`), each SRX failing in turn and coming back "
         "under each `services.restore_policy`; figures are means over the SRXs. Baseline (same run): the failure "
         "alone moves the failed SRX's flows (1/N); `ratio` = flows disturbed by the whole cycle / that baseline "
         "(1.00 = only the failed SRX's flows ever moved).",

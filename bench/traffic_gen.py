@@ -193,7 +193,7 @@ def iperf(path: NetPath, length: int, seconds: float) -> dict[str, Any]:
 def accuracy(path: NetPath, outage_s: float = 0.3, per_flow_pps: int = 100) -> dict[str, Any]:
     """A known outage (nft netdev ingress drop, switched by libnftables in well under a ms) in
     200 flows x PER_FLOW_PPS: how far each flow's lost/rate is from the outage we made."""
-    from dataplane.nft import Nft
+    from dataplane.kernel.nft import Nft
 
     nft = Nft()
     nft.run("add table netdev tg_outage; add chain netdev tg_outage cut "

@@ -47,7 +47,7 @@ import traffic_gen as tg  # noqa: E402
 from common import BenchLab, interruptible, logger, topology_text, write_doc  # noqa: E402
 
 from dataplane.traffic import Receiver, Sender, make_flows, reverse_flows  # noqa: E402
-from lab_orchestrator.trafficsetup import REVERSE_ID_OFFSET, Endpoints, endpoints  # noqa: E402
+from lab_orchestrator.plan.trafficsetup import REVERSE_ID_OFFSET, Endpoints, endpoints  # noqa: E402
 
 NAME = "tpace"
 FLOWS, PER_FLOW = 200, 500

@@ -1,5 +1,5 @@
-"""Typed daemon configurations: the planner builds them (lab_orchestrator.srd, .mnha, .mxlb,
-.flexvpn), writes them as JSON into the lab's state folder, and the daemon (dataplane.srdd, .mnhad,
+"""Typed daemon configurations: the planner builds them (lab_orchestrator.plan.features.srd, .mnha, .mxlb,
+.flexvpn), writes them as JSON into the lab's state folder, and the daemon (dataplane.daemons.srdd, .mnhad,
 .mxlb, .flexvpnd, .flexclientd) reads them back with the same type: a field renamed or mistyped
 on one end fails on the other at once, not as a KeyError at run time. Unknown keys are errors.
 
@@ -31,7 +31,7 @@ class DaemonConfig(BaseModel):
 
 
 class SrdConfig(DaemonConfig):
-    """dataplane.srdd on one MX of an SRD pair."""
+    """dataplane.daemons.srdd on one MX of an SRD pair."""
 
     node: str
     peer: str
@@ -77,7 +77,7 @@ class MonitorConfig(BaseModel):
 
 
 class MnhaConfig(DaemonConfig):
-    """dataplane.mnhad on one SRX of an MNHA pair."""
+    """dataplane.daemons.mnhad on one SRX of an MNHA pair."""
 
     node: str
     peer: str
@@ -152,7 +152,7 @@ class HealthProfile(_Part):
 
 
 class SelectorConfig(DaemonConfig):
-    """dataplane.mxlb (the MX selector) and, with TLB, dataplane.healthd (its monitor) on one MX."""
+    """dataplane.daemons.mxlb (the MX selector) and, with TLB, dataplane.daemons.healthd (its monitor) on one MX."""
 
     node: str
     mode: Literal["chash", "ecmp", "tlb"]
@@ -165,7 +165,7 @@ class SelectorConfig(DaemonConfig):
     health: dict[Literal["profiles"], tuple[HealthProfile, ...]]  # TLB: {"profiles": [...]}; else {}
     peers: dict[str, str]  # MNHA pair peer of each SRX: a failed SRX's buckets go to its peer
     mark_table_base: int = 100  # member with mark M: table base + (M & 0xff)
-    health_status_file: str = ""  # TLB: the health monitor's published state (dataplane.healthd)
+    health_status_file: str = ""  # TLB: the health monitor's published state (dataplane.daemons.healthd)
     health_socket: str = ""  # TLB: where the monitor sends each round's state to the selector
     restore_policy: str = "proportional"  # a returning member: an equal share from each, or its old buckets
     backend: Literal["nftables", "ebpf"] = "nftables"  # the map the daemon programs: nft map or tc eBPF program
@@ -186,7 +186,7 @@ class ResponderNode(_Part):
 
 
 class ResponderConfig(DaemonConfig):
-    """dataplane.responder: one process for the lab, answering the TLB health checks of every SRX."""
+    """dataplane.daemons.responder: one process for the lab, answering the TLB health checks of every SRX."""
 
     nodes: tuple[ResponderNode, ...]
 
@@ -244,7 +244,7 @@ class Ikev2GatewayConfig(_Part):
 
 
 class FlexvpnConfig(DaemonConfig):
-    """dataplane.flexvpnd on one FlexVPN router: HSRP groups, the IKEv2 cluster, the IKEv2 gateway."""
+    """dataplane.daemons.flexvpnd on one FlexVPN router: HSRP groups, the IKEv2 cluster, the IKEv2 gateway."""
 
     node: str
     lab: str
@@ -258,7 +258,7 @@ class FlexvpnConfig(DaemonConfig):
 
 
 class FlexclientConfig(DaemonConfig):
-    """dataplane.flexclientd on an IOS FlexVPN client: `crypto ikev2 client flexvpn` and its Tunnel."""
+    """dataplane.daemons.flexclientd on an IOS FlexVPN client: `crypto ikev2 client flexvpn` and its Tunnel."""
 
     node: str
     lab: str

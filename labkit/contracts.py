@@ -6,15 +6,15 @@ Each daemon's status file lives in the lab's state folder under nodes/NODE/.
 
 from __future__ import annotations
 
-MXLB_CONFIG = "mxlb.json"  # dataplane.mxlb's configuration (the MX selector)
-MXLB_STATUS = "mxlb-status.json"  # dataplane.mxlb: members, buckets, changes
-HEALTH_STATUS = "health-status.json"  # dataplane.healthd: TLB health checks
-MNHA_CONFIG = "mnha.json"  # dataplane.mnhad's configuration (pair, SRG mode)
-MNHA_STATUS = "mnha-status.json"  # dataplane.mnhad: SRG roles, ICL, heartbeats
-SRD_STATUS = "srd-status.json"  # dataplane.srdd: mastership, signal route
-HSRP_STATUS = "hsrp-status.json"  # dataplane.flexvpnd: HSRP groups
-IKEV2_STATUS = "ikev2-status.json"  # dataplane.flexvpnd: CLB cluster and IKEv2 SAs
-# dataplane.responder, next to its configuration: every listening socket is open (what `lab up` waits for)
+MXLB_CONFIG = "mxlb.json"  # dataplane.daemons.mxlb's configuration (the MX selector)
+MXLB_STATUS = "mxlb-status.json"  # dataplane.daemons.mxlb: members, buckets, changes
+HEALTH_STATUS = "health-status.json"  # dataplane.daemons.healthd: TLB health checks
+MNHA_CONFIG = "mnha.json"  # dataplane.daemons.mnhad's configuration (pair, SRG mode)
+MNHA_STATUS = "mnha-status.json"  # dataplane.daemons.mnhad: SRG roles, ICL, heartbeats
+SRD_STATUS = "srd-status.json"  # dataplane.daemons.srdd: mastership, signal route
+HSRP_STATUS = "hsrp-status.json"  # dataplane.daemons.flexvpnd: HSRP groups
+IKEV2_STATUS = "ikev2-status.json"  # dataplane.daemons.flexvpnd: CLB cluster and IKEv2 SAs
+# dataplane.daemons.responder, next to its configuration: every listening socket is open (what `lab up` waits for)
 RESPONDER_READY = "responder.ready"
 
 STATUS_FILES = (MXLB_STATUS, MNHA_STATUS, SRD_STATUS, HSRP_STATUS, IKEV2_STATUS)

@@ -1,7 +1,7 @@
 """Files other processes read while they are being rewritten, and the lab's secret files.
 
 A secret file (a name ending in SECRET_SUFFIX: passwords, pre-shared keys) is a JSON object written
-0600 (owner only); the lab's state directory is 0700 (lab_orchestrator.state), so neither its keys nor
+0600 (owner only); the lab's state directory is 0700 (lab_orchestrator.runtime.state), so neither its keys nor
 its passwords are readable by other users of the machine.
 """
 

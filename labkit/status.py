@@ -52,7 +52,7 @@ def read_status(path: str | Path, model: type[S]) -> S | None:
         return None
 
 
-# ---------------------------------------------------------------- dataplane.srdd (labkit.contracts.SRD_STATUS)
+# ---------------------------------------------------------------- dataplane.daemons.srdd (labkit.contracts.SRD_STATUS)
 SrdRole = Literal["init", "master", "standby", "ineligible"]  # Junos' words for the SRD states
 
 
@@ -70,7 +70,7 @@ class SrdHeartbeat(StatusModel):
 
 class SrdTransition(StatusModel):
     at: float  # wall clock
-    role: Literal["init", "active", "backup", "ineligible"]  # dataplane.mnha.Role values
+    role: Literal["init", "active", "backup", "ineligible"]  # dataplane.core.mnha.Role values
     why: str
 
 

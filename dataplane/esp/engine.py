@@ -34,7 +34,7 @@ class EspEngine:
     def open(self, addresses: tuple[str, ...] = ()) -> int:
         """Create the device, give it ADDRESSES (/32), bring it up, route `routes` into it; the
         descriptor to watch."""
-        from ..vip import Rtnl, link_index
+        from ..kernel.vip import Rtnl, link_index
         from .tun import open_tun, set_route
 
         self.fd = open_tun(self.device)

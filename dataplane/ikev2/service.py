@@ -1,4 +1,4 @@
-"""The IKEv2 gateway on UDP 500 and 4500 inside the FlexVPN daemon (dataplane.flexvpnd).
+"""The IKEv2 gateway on UDP 500 and 4500 inside the FlexVPN daemon (dataplane.daemons.flexvpnd).
 
 Both sockets are bound to 0.0.0.0 with IP_PKTINFO: the destination address of each request (the
 VIP or the router's own address) is what the redirect decision looks at, and the answer leaves from

@@ -22,18 +22,18 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from labkit import netnsutil
 from labkit.contracts import MNHA_STATUS, MXLB_CONFIG, MXLB_STATUS, SRD_STATUS
 
-from .. import hostcheck
-from ..diagnostics import LabError, did_you_mean
-from ..state import STATE_ROOT, LabState, running_labs, state_dir
+from ..model.diagnostics import LabError, did_you_mean
+from ..runtime import hostcheck
+from ..runtime.state import STATE_ROOT, LabState, running_labs, state_dir
 from .running import Lab, Restarted, labs, pick, remove_state
 from .topology import event_verdicts, export, file_event_verdicts, import_configs, load, peek_name, plan, render
 
 if TYPE_CHECKING:  # the model (pydantic) and templates load only for calls that read a topology
-    from ..backends.containerlab import ClabRecord, ContainerlabBackend
-    from ..eventresult import EventError, EventResult
-    from ..eventrun import TrafficSpec
-    from ..plan import LabPlan
-    from ..validate import LoadedTopology
+    from ..clab.backend import ClabRecord, ContainerlabBackend
+    from ..events.result import EventError, EventResult
+    from ..events.run import TrafficSpec
+    from ..model.validate import LoadedTopology
+    from ..plan.pipeline import LabPlan
 
 __all__ = [
     "CLAB_UP_TIMEOUT", "MNHA_STATUS", "MXLB_CONFIG", "MXLB_STATUS", "SRD_STATUS", "UP_TIMEOUT", "Lab", "Progress",
@@ -58,7 +58,7 @@ CLAB_UP_TIMEOUT = 180.0
 
 
 def _preflight_up(loaded: LoadedTopology) -> LabPlan:
-    from .. import plan as planmod
+    from ..plan import pipeline as planmod
 
     hostcheck.require_root()
     hostcheck.require_kernel()
@@ -87,7 +87,7 @@ def _preflight_up(loaded: LoadedTopology) -> LabPlan:
 def up(path: Path, timeout: float = UP_TIMEOUT, progress: Progress = _quiet) -> Lab:
     """Bring a lab up with the netns backend; returns once every BGP session and expected route is
     there. On any failure, Ctrl-C or SIGTERM everything this attempt created is removed (LabError)."""
-    from ..backends.netns import NetnsBackend
+    from ..runtime.netns import NetnsBackend
 
     loaded = load(path)
     built = _preflight_up(loaded)
@@ -126,7 +126,7 @@ def up(path: Path, timeout: float = UP_TIMEOUT, progress: Progress = _quiet) -> 
             raise LabError(f"{exc} — the lab was removed") from None
         raise
     if built.spares:  # built but not in service: out before any traffic, so no flow was ever on them
-        from .. import ops
+        from ..runtime import ops
 
         for name in built.spares:
             ops.power_off(state, built, name)
@@ -171,7 +171,7 @@ def down_targets(path: Path | None = None, name: str | None = None, all_labs: bo
 
 def containerlab(progress: Progress = _quiet) -> ContainerlabBackend:
     """The containerlab backend, after checking containerlab and Docker are there."""
-    from ..backends import containerlab as clab
+    from ..clab import backend as clab
 
     backend = clab.ContainerlabBackend(progress)
     backend.require()
@@ -180,14 +180,14 @@ def containerlab(progress: Progress = _quiet) -> ContainerlabBackend:
 
 def up_containerlab(path: Path, timeout: float = CLAB_UP_TIMEOUT, progress: Progress = _quiet) -> ClabRecord:
     """Deploy a topology (or a .clab.yml written by `lab export`) with containerlab and wait for it."""
-    from ..backends import containerlab as clab
+    from ..clab import backend as clab
 
     backend = containerlab(progress)
     if clab.is_clab_file(path):
         record = clab.record_for(path)
         clab.refuse_if_deployed(record.name)
     else:
-        from .. import clab_export
+        from ..clab import export as clab_export
 
         built = plan(path, state_root=None)
         clab.refuse_if_deployed(built.name)
@@ -197,7 +197,7 @@ def up_containerlab(path: Path, timeout: float = CLAB_UP_TIMEOUT, progress: Prog
 
 def containerlab_targets(path: Path | None = None, name: str | None = None,
                          all_labs: bool = False) -> list[ClabRecord]:
-    from ..backends import containerlab as clab
+    from ..clab import backend as clab
 
     if all_labs:
         return clab.deployed_labs()
@@ -227,20 +227,20 @@ def down_containerlab(backend: ContainerlabBackend, record: ClabRecord) -> float
 
 def events_junit(results: list[EventResult | EventError], lab: str) -> str:
     """JUnit XML of an events run: one test case per event."""
-    from .. import eventverdict
+    from ..events import verdict as eventverdict
 
     return eventverdict.junit(results, lab)
 
 
 def events_plot(results: list[EventResult], path: Path) -> None:
     """A PNG timeline of packets/s per SRX around each event."""
-    from .. import eventverdict
+    from ..events import verdict as eventverdict
 
     eventverdict.plot(results, path)
 
 
 def traffic_spec(**kwargs: Any) -> TrafficSpec:
-    from ..eventrun import TrafficSpec
+    from ..events.run import TrafficSpec
 
     return TrafficSpec(**kwargs)
 

@@ -16,17 +16,18 @@ from labkit import netnsutil
 from labkit.contracts import MNHA_STATUS, MXLB_STATUS, SRD_STATUS
 from labkit.status import SrdStatus, read_status
 
-from .. import eventlog, hostcheck
-from ..diagnostics import BadInput, LabError, did_you_mean
-from ..state import LabState, running_labs, state_dir
+from ..events import log as eventlog
+from ..model.diagnostics import BadInput, LabError, did_you_mean
+from ..runtime import hostcheck
+from ..runtime.state import LabState, running_labs, state_dir
 
 if TYPE_CHECKING:  # the model (pydantic) and templates load only for calls that read a topology
-    from ..eventresult import EventResult
-    from ..eventrun import TrafficSpec
-    from ..events import Applicability
-    from ..plan import LabPlan
-    from ..sessions import Session
-    from ..status import LabStatus
+    from ..events.catalog import Applicability
+    from ..events.result import EventResult
+    from ..events.run import TrafficSpec
+    from ..events.sessions import Session
+    from ..plan.pipeline import LabPlan
+    from ..runtime.status import LabStatus
 
 from .topology import event_verdicts
 
@@ -106,7 +107,7 @@ class Lab:
     def plan(self) -> LabPlan:
         """The plan that was applied (with its rendered rulesets)."""
         if self._plan is None:
-            from .. import ops
+            from ..runtime import ops
 
             self._plan = ops.load_plan(self.state)
         return self._plan
@@ -126,7 +127,7 @@ class Lab:
 
     def down(self) -> float:
         """Tear the lab down (daemons, namespaces, links, bridge, nft table, state); seconds taken."""
-        from ..backends.netns import NetnsBackend
+        from ..runtime.netns import NetnsBackend
 
         started = time.monotonic()
         problems = NetnsBackend().down(self.state)
@@ -136,7 +137,7 @@ class Lab:
         return time.monotonic() - started
 
     def status(self) -> LabStatus:
-        from .. import status as statusmod
+        from ..runtime import status as statusmod
 
         return statusmod.collect(self.state)
 
@@ -282,7 +283,7 @@ class Lab:
 
     def sessions(self, node: str) -> list[Session]:
         """An SRX's transit sessions (conntrack; its own BGP sessions on port 179 left out)."""
-        from .. import sessions as sessionsmod
+        from ..events import sessions as sessionsmod
 
         hostcheck.require_root()
         ns = self.ns(node)
@@ -317,7 +318,7 @@ class Lab:
     # -- operations
 
     def _checked_event(self, event: str) -> None:
-        from .. import events as eventsmod
+        from ..events import catalog as eventsmod
 
         if event not in eventsmod.BY_NAME:
             raise LabError(f"unknown event {event}{did_you_mean(event, eventsmod.BY_NAME)}; "
@@ -330,7 +331,7 @@ class Lab:
              daemon: str | None = None) -> str:
         """Inject one failure event now; returns what was done (daemon-crash: LabError if the
         daemon is not running again within 10 s)."""
-        from .. import ops
+        from ..runtime import ops
 
         hostcheck.require_root()
         self._checked_event(event)
@@ -351,7 +352,7 @@ class Lab:
 
     def restore(self, node: str) -> list[str]:
         """Undo lasting failure events on a node (power on, failed links up); what was done."""
-        from .. import ops
+        from ..runtime import ops
 
         hostcheck.require_root()
         done = ops.restore(self.state, self.plan(), node)
@@ -360,7 +361,7 @@ class Lab:
 
     def restart(self, node: str, process: str, kill: bool = False) -> Restarted:
         """Stop one daemon (SIGKILL with kill) and start the same command again under the supervisor."""
-        from .. import supervisor as sup
+        from ..runtime import supervisor as sup
 
         hostcheck.require_root()
         record = self.state.process(node, process)
@@ -377,33 +378,33 @@ class Lab:
 
     def power(self, node: str, on: bool) -> None:
         """Power a node off (links down, daemons killed, state forgotten) or on again."""
-        from .. import ops
+        from ..runtime import ops
 
         hostcheck.require_root()
         (ops.power_on if on else ops.power_off)(self.refresh().state, self.plan(), node)
 
     def switchover(self) -> str:
         """SRD switchover requested on the master MX; returns its name."""
-        from .. import ops
+        from ..runtime import ops
 
         return ops.switchover(self.state, self.plan())
 
     # -- traffic and events
 
     def traffic_start(self, flows: int, rate: float, sizes: str, duration: float, reverse: bool) -> list[str]:
-        from .. import traffic_cli
+        from ..events import traffic as traffic_cli
 
         hostcheck.require_root()
         return traffic_cli.start(self.state, flows, rate, sizes, duration, reverse)
 
     def traffic_stop(self) -> dict[str, Any]:
-        from .. import traffic_cli
+        from ..events import traffic as traffic_cli
 
         hostcheck.require_root()
         return traffic_cli.stop(self.state)
 
     def traffic_stats(self) -> dict[str, Any]:
-        from .. import traffic_cli
+        from ..events import traffic as traffic_cli
 
         hostcheck.require_root()
         return traffic_cli.stats(self.state)
@@ -420,8 +421,8 @@ class Lab:
         return names
 
     def event_target(self, event: str, target: str | None = None) -> str:
-        from .. import eventrun
-        from .. import events as eventsmod
+        from ..events import catalog as eventsmod
+        from ..events import run as eventrun
 
         if target:
             return target
@@ -429,7 +430,7 @@ class Lab:
         if default in self.plan().srd:
             # the JVD's MX events hit the primary: the current SRD master (after an MX reboot without
             # preemption that is the other MX), not the standby, which forwards nothing
-            from .. import ops
+            from ..runtime import ops
 
             return ops.srd_master(self.state, self.plan()) or default
         return default
@@ -448,8 +449,8 @@ class Lab:
                   progress: Callable[[str], None] = lambda _: None, daemon: str | None = None) -> EventResult:
         """Run one failure event under two-way traffic and judge it (`lab events run`); DAEMON: the
         daemon a daemon-crash kills."""
-        from .. import eventrun
-        from .. import events as eventsmod
+        from ..events import catalog as eventsmod
+        from ..events import run as eventrun
 
         started = time.time()
         ident = eventlog.record(self.state_dir, event, target, "running", "under traffic", started)

@@ -8,15 +8,15 @@ from ipaddress import IPv4Network
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .. import hostcheck
-from ..state import STATE_ROOT, running_labs
+from ..runtime import hostcheck
+from ..runtime.state import STATE_ROOT, running_labs
 
 if TYPE_CHECKING:  # the model (pydantic) and templates load only for calls that read a topology
-    from ..clab_export import ClabExport, ExportOptions
-    from ..events import Applicability
+    from ..clab.export import ClabExport, ExportOptions
+    from ..events.catalog import Applicability
     from ..importer import ImportResult
-    from ..plan import LabPlan
-    from ..validate import LoadedTopology
+    from ..model.validate import LoadedTopology
+    from ..plan.pipeline import LabPlan
 
 Progress = Callable[[str, str], None]
 
@@ -31,8 +31,8 @@ def _quiet(step: str, detail: str) -> None:
 def peek_name(path: Path) -> str | None:
     """The `name:` of a topology file without validating it (None if unreadable): the same bounded
     reader and loader as the validation that follows, which reports whatever made it fail."""
-    from .. import yamlsrc
-    from ..shipped import resolve
+    from ..model import yamlsrc
+    from ..model.shipped import resolve
 
     return yamlsrc.peek_name(resolve(path))
 
@@ -48,14 +48,14 @@ def load(path: Path, check_host: bool = True) -> LoadedTopology:
             routes = hostcheck.root_routes(own)
         except (OSError, ImportError):
             routes = []
-    from ..validate import load_topology
+    from ..model.validate import load_topology
 
     return load_topology(path, routes)
 
 
 def plan(path: Path, state_root: str | None = str(STATE_ROOT)) -> LabPlan:
     """The plan of a topology file as `lab render` writes it (no host check)."""
-    from .. import plan as planmod
+    from ..plan import pipeline as planmod
 
     loaded = load(path, check_host=False)
     if state_root is None:
@@ -65,7 +65,7 @@ def plan(path: Path, state_root: str | None = str(STATE_ROOT)) -> LabPlan:
 
 def _writable_folder(out_dir: Path) -> None:
     """--out must be a folder (made if missing): an existing file there is bad input, before any work."""
-    from ..diagnostics import BadInput
+    from ..model.diagnostics import BadInput
 
     if out_dir.exists() and not out_dir.is_dir():
         raise BadInput(f"--out {out_dir} is an existing file; give a folder (it is created if missing)")
@@ -77,7 +77,7 @@ def _write_files(files: dict[str, str], out_dir: Path, drawn: bool = False) -> N
     from labkit.files import is_secret, write_secret
 
     from .. import credentials
-    from ..diagnostics import BadInput
+    from ..model.diagnostics import BadInput
 
     for rel, content in (credentials.materialize(files) if drawn else files).items():
         target = out_dir / rel
@@ -108,7 +108,7 @@ def render(path: Path, out_dir: Path) -> int:
 
 def export(path: Path, out_dir: Path, options: ExportOptions) -> ClabExport:
     """Write the lab for containerlab (LAB.clab.yml, node files, lab-export.json) into out_dir."""
-    from .. import clab_export
+    from ..clab import export as clab_export
 
     _writable_folder(out_dir)
     result = clab_export.export(plan(path, state_root=None), options)
@@ -117,7 +117,7 @@ def export(path: Path, out_dir: Path, options: ExportOptions) -> ClabExport:
 
 
 def event_verdicts(plan_data: dict[str, Any]) -> list[Applicability]:
-    from .. import events as eventsmod
+    from ..events import catalog as eventsmod
 
     return eventsmod.applicable(plan_data)
 

@@ -15,7 +15,7 @@ import typer
 import typer.core
 from rich.console import Console
 
-from ..diagnostics import LabError, TopologyInvalid
+from ..model.diagnostics import LabError, TopologyInvalid
 from . import completion
 
 
@@ -75,7 +75,7 @@ def LabArg(help: str = "Lab name, the same as --lab.") -> Any:  # noqa: N802 - r
 
 def one_lab(positional: str | None, option: str | None) -> str | None:
     """The lab of a command that takes it as a positional name or --lab (both: they must agree)."""
-    from ..diagnostics import BadInput
+    from ..model.diagnostics import BadInput
 
     if positional and option and positional != option:
         raise BadInput(f"two labs named: {positional} and --lab {option}; give one")
@@ -145,7 +145,7 @@ def print_invalid(exc: TopologyInvalid, json_out: bool = False) -> NoReturn:
 
 def write_file(path: Path, data: str | bytes) -> None:
     """Write an output file the user named; a path that cannot be written is bad input, not a bug."""
-    from ..diagnostics import BadInput
+    from ..model.diagnostics import BadInput
 
     try:
         if isinstance(data, bytes):

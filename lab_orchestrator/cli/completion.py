@@ -9,7 +9,7 @@ from pathlib import Path
 
 import typer
 
-from ..state import STATE_ROOT
+from ..runtime.state import STATE_ROOT
 
 
 def _running() -> list[Path]:
@@ -45,14 +45,14 @@ def node_names(ctx: typer.Context, incomplete: str) -> list[tuple[str, str]]:
 
 
 def event_names(incomplete: str) -> list[tuple[str, str]]:
-    from ..events import CATALOG
+    from ..events.catalog import CATALOG
 
     return [(e.name, e.title) for e in CATALOG if e.name.startswith(incomplete)]
 
 
 def topology_names(incomplete: str) -> list[str]:
     """Shipped labs by name, and topology files (*.yml, *.yaml, folders) under what is typed."""
-    from ..shipped import shipped_labs
+    from ..model.shipped import shipped_labs
 
     names = [lab.stem for lab in shipped_labs() if lab.stem.startswith(incomplete)]
     folder = Path(incomplete).parent if "/" in incomplete else Path(".")

@@ -12,13 +12,13 @@ import typer
 from rich.table import Table
 
 from .. import api
-from .. import budgets as budgetsmod
-from ..diagnostics import LabError, NotJudged
+from ..events import budgets as budgetsmod
+from ..model.diagnostics import LabError, NotJudged
 from .common import JsonOption, app, err, guarded, out, print_json, progress_printer, write_file
 from .lifecycle import print_down, print_up
 
 if TYPE_CHECKING:
-    from ..eventresult import EventError, EventResult
+    from ..events.result import EventError, EventResult
 
 events_app = typer.Typer(help="The JVD's failure events: list them, run them with traffic.", no_args_is_help=True)
 app.add_typer(events_app, name="events")
@@ -99,8 +99,8 @@ def events_run(
     failed is an error with the reason, not a verdict. Exit 1 if an event fails, 3 if none failed
     but a case is an error."""
     def run() -> None:
-        from .. import events as eventsmod
-        from ..eventresult import CaseError, EventError
+        from ..events import catalog as eventsmod
+        from ..events.result import CaseError, EventError
 
         budgets = budgetsmod.collect(max_convergence_ms, max_unaffected_loss, budget, set(eventsmod.BY_NAME))
         started = time.monotonic()

@@ -9,7 +9,7 @@ from pathlib import Path
 import typer
 
 from .. import api
-from ..diagnostics import BadInput, TopologyInvalid
+from ..model.diagnostics import BadInput, TopologyInvalid
 from .common import JsonOption, app, guarded, out, print_json
 
 

@@ -10,7 +10,7 @@ import typer
 from rich.table import Table
 
 from .. import api
-from ..diagnostics import BadInput, LabError
+from ..model.diagnostics import BadInput, LabError
 from .common import JsonOption, LabArg, LabOption, NodeArg, app, err, guarded, one_lab, out, print_json
 
 
@@ -177,7 +177,7 @@ def inspect_(
     and share of the MX selectors."""
 
     def run() -> None:
-        from .. import livestate
+        from ..live import state as livestate
 
         report = livestate.inspect(api.pick(one_lab(name, lab)))
         if json_out:

@@ -29,7 +29,7 @@ from .common import (
 )
 
 if TYPE_CHECKING:
-    from ..status import DaemonStatus
+    from ..runtime.status import DaemonStatus
 
 
 def print_up(lab: api.Lab, seconds: float, json_out: bool) -> None:
@@ -130,7 +130,7 @@ def status(
     json_out: bool = JsonOption,
 ) -> None:
     """Running labs: nodes, namespaces, management addresses, daemons and BGP sessions."""
-    from .. import status as statusmod
+    from ..runtime import status as statusmod
 
     def run() -> None:
         running = api.labs(one_lab(name, lab))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from .. import api
-from ..diagnostics import LabError
+from ..model.diagnostics import LabError
 from .common import LabArg, LabOption, app, guarded, one_lab, out
 
 
@@ -19,7 +19,7 @@ def top(
     roles, restarts, each selector member's share and packets/s, recent events. Keys: `f` / `r` fail (power off) /
     restore a node (asks its name, then a confirmation), `l` next running lab, `q` quits. Without a terminal:
     one line per second."""
-    from .. import livetop
+    from ..live import top as livetop
 
     def run() -> None:
         running = api.labs(one_lab(name, lab))
@@ -48,7 +48,7 @@ def web(
     """A live web page of the lab: the topology coloured by state, selector shares and packets/s with
     sparklines, updated by server-sent events; /state.json for scripts. Nothing is fetched from the network.
     The printed URL carries this run's secret token (docs/security.md)."""
-    from .. import liveweb
+    from ..live import web as liveweb
 
     def run() -> None:
         running = api.pick(one_lab(name, lab))

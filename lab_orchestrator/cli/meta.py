@@ -11,7 +11,7 @@ import typer
 from rich.table import Table
 
 from .. import __version__
-from ..diagnostics import LabError
+from ..model.diagnostics import LabError
 from .common import app, guarded, out
 
 
@@ -25,10 +25,10 @@ def doctor(
     """Check this host for every kernel and tool feature the labs use (each kernel feature probed in a
     throwaway namespace), with a one-line fix for each failure and the labs/features that will not work.
     Exit 0 when every feature works, 1 otherwise."""
-    from .. import doctor as doctormod
+    from ..runtime import doctor as doctormod
 
     def run() -> None:
-        from ..shipped import labs_dir
+        from ..model.shipped import labs_dir
 
         checks, features = doctormod.run(labs_dir=labs or labs_dir())
         if json_out:
@@ -70,7 +70,7 @@ def labs_cmd(
 ) -> None:
     """List the labs shipped with lab: `lab up NAME` (or validate/render/graph/export NAME) takes these
     names from any directory."""
-    from ..shipped import shipped_labs
+    from ..model.shipped import shipped_labs
 
     def run() -> None:
         labs = shipped_labs()

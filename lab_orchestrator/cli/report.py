@@ -13,7 +13,7 @@ import typer
 from pydantic import ValidationError
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from ..diagnostics import LabError
+from ..model.diagnostics import LabError
 from .common import app, err, guarded
 
 
@@ -65,11 +65,13 @@ def report(
     event x lab, and per case the pps timeline, convergence distribution, movers, lab graph),
     JSON (everything) and JUnit (one test case per lab x event). Exit 1 if a case fails, 2 on a
     bad plan."""
-    from .. import hostcheck, reportrun, testplan
+    from ..report import run as reportrun
+    from ..report import testplan
+    from ..runtime import hostcheck
 
     def run() -> None:
-        from .. import budgets as budgetsmod
-        from .. import events as eventsmod
+        from ..events import budgets as budgetsmod
+        from ..events import catalog as eventsmod
 
         budgets = budgetsmod.collect(max_convergence_ms, max_unaffected_loss, budget, set(eventsmod.BY_NAME))
         outputs = reportrun.Outputs(out_dir, markdown)
@@ -123,7 +125,7 @@ def report(
 
 def _run_with_progress(loaded: Any, cases: list[Any], traffic: Any, outputs: Any, command: str,
                        capture: bool, calibrate: bool = False) -> dict[str, Any]:
-    from .. import reportrun
+    from ..report import run as reportrun
 
     started = time.monotonic()
     spent: list[float] = []
@@ -160,7 +162,7 @@ def _run_with_progress(loaded: Any, cases: list[Any], traffic: Any, outputs: Any
 
 
 def _judge_budgets(doc: dict[str, Any], budgets: list[Any], outputs: Any) -> dict[str, Any]:
-    from .. import reportrun
+    from ..report import run as reportrun
 
     doc, broken = reportrun.judge_budgets(doc, budgets, outputs)
     for line in broken:
@@ -169,7 +171,7 @@ def _judge_budgets(doc: dict[str, Any], budgets: list[Any], outputs: Any) -> dic
 
 
 def _finish(doc: dict[str, Any], json_out: bool, outputs: Any) -> None:
-    from .. import reportgen
+    from ..report import document as reportgen
 
     s = reportgen.summary(doc)
     if json_out:

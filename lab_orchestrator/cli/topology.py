@@ -9,7 +9,7 @@ from pathlib import Path
 import typer
 
 from .. import api
-from ..diagnostics import BadInput, TopologyInvalid
+from ..model.diagnostics import BadInput, TopologyInvalid
 from .common import JsonOption, TopologyArg, app, guarded, out, print_json, write_file
 
 
@@ -82,7 +82,7 @@ def export(
     """Write the lab for containerlab: LAB.clab.yml, the files each node binds and lab-export.json.
     No root and no containerlab needed; deploy with `containerlab deploy -t DIR/LAB.clab.yml` or
     `lab up --backend containerlab DIR/LAB.clab.yml`."""
-    from .. import clab_export
+    from ..clab import export as clab_export
 
     def run() -> None:
         pair = None
@@ -124,7 +124,7 @@ def graph(
     output: Path | None = typer.Option(None, "--out", "-o", help="File to write (default: stdout for text)."),
 ) -> None:
     """Draw the topology: Mermaid or DOT text, or SVG/PNG through Graphviz."""
-    from .. import graph as graphmod
+    from ..report import graph as graphmod
 
     def run() -> None:
         topo = api.load(topology, check_host=False).topology

@@ -8,7 +8,7 @@ files), and a pure function (`junos`, `ios`) turns that state into the vendor's 
 (`pipes`) filter the text. docs/ssh-cli.md describes it for users.
 
 Modules:
-    config   the server's configuration (written by lab_orchestrator.sshplan) and password hashes
+    config   the server's configuration (written by lab_orchestrator.plan.sshplan) and password hashes
     keys     host keys, the lab's client key and known_hosts (generated on the lab's first start)
     state    dataclasses of the gathered state (what the renderers take)
     gather   reads that state from the kernel, BIRD, conntrack and status files

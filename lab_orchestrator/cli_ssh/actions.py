@@ -4,7 +4,7 @@
 recovery (`bird -R`, as the `restart-routing` failure event does), and records the new pids in the
 lab's state.json (what `lab restart` does).
 
-The others are the failure events of `lab_orchestrator.events`, carried out by the same
+The others are the failure events of `lab_orchestrator.events.catalog`, carried out by the same
 code as `lab fail NODE EVENT`: `node_event()` below is the single entry point. It checks that the
 event applies to this lab and node (the event catalog's applicability, never faked), then runs
 `python -m lab_orchestrator.cli fail NODE EVENT --lab LAB` (in the background for a reboot, since the
@@ -58,7 +58,7 @@ def _plan(config: ServerConfig) -> dict[str, Any]:
 
 def event_applies(config: ServerConfig, node: Node, event: str) -> str | None:
     """None if EVENT can be carried out on NODE in this lab, else why not (one sentence)."""
-    from .. import events
+    from ..events import catalog as events
 
     kind = events.BY_NAME.get(event)
     if kind is None:
@@ -109,7 +109,7 @@ def _error(ctx: Context, text: str) -> Output:
 
 
 def reboot(ctx: Context, args: dict[str, Any]) -> Output:
-    from .. import events
+    from ..events import catalog as events
 
     # the catalog's reboot event aimed at this node's kind (an MX: mx-reboot, an SRX: srx-reboot)
     event = next((e.name for e in events.CATALOG if e.name.endswith("-reboot") and ctx.node.kind in e.node_kinds),
@@ -165,8 +165,8 @@ def srd_switchover(ctx: Context, args: dict[str, Any]) -> Output:
 
 def restart_routing(ctx: Context, args: dict[str, Any]) -> Output:
     """Stop the node's BIRD processes and start them again under the supervisor (`bird -R`)."""
-    from .. import supervisor
-    from ..state import LabState
+    from ..runtime import supervisor
+    from ..runtime.state import LabState
 
     wanted = {b.process for b in ctx.node.birds}
     state = LabState.load(Path(ctx.config.state_dir))

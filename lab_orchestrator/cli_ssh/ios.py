@@ -303,8 +303,9 @@ def show_running_config(snap: Snapshot, args: Args) -> Output:
 
 
 # ---------------------------------------------------------------------- features (HSRP, FlexVPN)
-# dataplane.flexvpnd writes nodes/NODE/hsrp-status.json and ikev2-status.json; dataplane.hsrp, dataplane.clb
-# and dataplane.ikev2.gateway turn them into IOS text (the same functions `lab_orchestrator.flexvpn show` uses).
+# dataplane.daemons.flexvpnd writes nodes/NODE/hsrp-status.json and ikev2-status.json; dataplane.core.hsrp,
+# dataplane.core.clb and dataplane.ikev2.gateway turn them into IOS text (the same functions
+# `lab_orchestrator.plan.features.flexvpn show` uses).
 def _not_there(configured: bool, what: str) -> Output:
     if not configured:
         return error(f"{what} is not configured")
@@ -315,7 +316,7 @@ def show_standby(snap: Snapshot, args: Args) -> Output:
     status = snap.status.get(HSRP_STATUS)
     if not isinstance(status, dict) or not status.get("groups"):
         return _not_there("hsrp" in snap.node.features, "HSRP")
-    from dataplane import hsrp
+    from dataplane.core import hsrp
 
     groups = status["groups"]
     if args.get("brief"):
@@ -345,7 +346,7 @@ def show_crypto_ikev2_cluster(snap: Snapshot, args: Args) -> Output:
         if isinstance(configured, dict) and configured.get("shutdown"):
             return Output("Cluster is shutdown\n")
         return _not_there(configured is not None, "IKEv2 cluster")
-    from dataplane import clb
+    from dataplane.core import clb
 
     return Output(clb.show_cluster(status.get("cluster"), snap.now), status.get("cluster"))
 
@@ -402,7 +403,7 @@ def show_crypto_session(snap: Snapshot, args: Args) -> Output:
     status = snap.status.get(IKEV2_STATUS)
     if not isinstance(status, dict):
         return _not_there(bool({"ikev2", "flexvpn_client"} & set(snap.node.features)), "IKEv2")
-    from dataplane import flexclient
+    from dataplane.core import flexclient
 
     return Output(flexclient.show_session(status), status.get("client") or status.get("sas", []))
 

@@ -2,7 +2,7 @@
 
     python -m lab_orchestrator.cli_ssh STATE_DIR/ssh/sshd.json      (see __main__: binds first)
 
-Started by the lab's supervisor (a Process of the plan, lab_orchestrator.sshplan). It moves itself to
+Started by the lab's supervisor (a Process of the plan, lab_orchestrator.plan.sshplan). It moves itself to
 the supervisor's network namespace (so no node's power-off, which kills what runs in that node's
 namespaces, takes SSH down for the whole lab), binds one socket per node inside the node's namespace
 (listeners.py), makes sure the host keys exist (keys.py), writes STATE_DIR/ssh/ready and serves.

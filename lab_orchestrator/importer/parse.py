@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from ..diagnostics import BadInput
+from ..model.diagnostics import BadInput
 
 Syntax = Literal["junos", "junos-set", "ios"]
 

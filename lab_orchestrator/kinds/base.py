@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ..model import Node
+    from ..model.schema import Node
 
 # IPv6 off: the lab is IPv4 (as the JVD), and link-local chatter would pollute packet counters.
 NO_IPV6 = (

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from .base import NO_IPV6, Kind, NodeProblem
 
 if TYPE_CHECKING:
-    from ..model import Node
+    from ..model.schema import Node
 
 
 def check(node: Node) -> Iterable[NodeProblem]:

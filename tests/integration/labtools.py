@@ -130,8 +130,8 @@ def _plan_json(topology: Path, tmp_dir: Path) -> dict[str, Any]:
     """The plan `lab render` would write: computed in this process (a `lab` subprocess costs ~1 s on
     a busy machine), through `lab render` itself if the internals moved."""
     try:
-        from lab_orchestrator import plan as planmod
-        from lab_orchestrator.validate import load_topology
+        from lab_orchestrator.model.validate import load_topology
+        from lab_orchestrator.plan import pipeline as planmod
 
         plan = planmod.build(load_topology(topology).topology, str(topology), str(STATE_ROOT))
         return dict(json.loads(plan.files.get("plan.json") or plan.to_json()))

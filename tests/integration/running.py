@@ -12,7 +12,8 @@ import sys
 import time
 from pathlib import Path
 
-from lab_orchestrator import api, sessions
+from lab_orchestrator import api
+from lab_orchestrator.events import sessions
 
 REPO = Path(__file__).resolve().parents[2]
 LAB = [sys.executable, "-m", "lab_orchestrator.cli"]
@@ -46,7 +47,7 @@ class RunningLab:
         lab("up", str(self.file))
         self.lab = api.pick(self.name)
         self.server = subprocess.Popen(
-            [*LAB, "exec", "--lab", self.name, "server", "--", sys.executable, "-m", "dataplane.udpprobe",
+            [*LAB, "exec", "--lab", self.name, "server", "--", sys.executable, "-m", "dataplane.traffic.udpprobe",
              "serve", "--bind", "203.0.113.9", "--seconds", "180"], cwd=REPO,
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         assert self.server.stdout is not None
@@ -71,7 +72,7 @@ class RunningLab:
         return lab("exec", "--lab", self.name, node, "--", *argv, check=check).stdout
 
     def probe(self, port: int, sources: str = "100.64.4.0/22") -> dict[str, object]:
-        out = self.exec("client", sys.executable, "-m", "dataplane.udpprobe", "probe", "--sources", sources,
+        out = self.exec("client", sys.executable, "-m", "dataplane.traffic.udpprobe", "probe", "--sources", sources,
                         "--count", str(FLOWS), "--to", "203.0.113.9:7000", "--port", str(port))
         result: dict[str, object] = json.loads(out)
         self._probed[port] = sources

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from running import FLOWS, LAB, REPO, SRX, RunningLab
 
-from lab_orchestrator import sessions
+from lab_orchestrator.events import sessions
 
 pytestmark = [
     pytest.mark.root,
@@ -72,12 +72,12 @@ def test_removal_moves_only_the_failed_srx_flows_and_readd_takes_evenly(sfw: Run
 
 def test_untrust_initiated_flow_is_dropped(sfw: RunningLab) -> None:
     server = subprocess.Popen(
-        [*LAB, "exec", "--lab", sfw.name, "client", "--", sys.executable, "-m", "dataplane.udpprobe",
+        [*LAB, "exec", "--lab", sfw.name, "client", "--", sys.executable, "-m", "dataplane.traffic.udpprobe",
          "serve", "--bind", "100.64.30.1", "--port", "7001", "--seconds", "5"], cwd=REPO,
         stdout=subprocess.PIPE, text=True)
     try:
         time.sleep(0.3)
-        out = sfw.exec("server", sys.executable, "-m", "dataplane.udpprobe", "probe", "--sources",
+        out = sfw.exec("server", sys.executable, "-m", "dataplane.traffic.udpprobe", "probe", "--sources",
                        "203.0.113.0/24", "--count", "20", "--to", "100.64.30.1:7001", "--timeout", "0.5")
         assert json.loads(out)["answered"] == []
     finally:

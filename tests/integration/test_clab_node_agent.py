@@ -3,7 +3,7 @@
 No Docker and no containerlab here: each "container" is a process in a network namespace and a
 private mount namespace of its own (a fresh tmpfs on /run/netns and /run/lab, as a container has its
 own /run), running exactly the command the exported .clab.yml gives the node image:
-`python3 -m lab_orchestrator.clab_node run CONFIG`, with CONFIG the node's exported folder. The links
+`python3 -m lab_orchestrator.clab.agent run CONFIG`, with CONFIG the node's exported folder. The links
 are then added the way containerlab adds them: one veth pair per exported link, each end created in
 its container's namespace with the exported interface name. What this checks is the agent: that the
 exported node slices, applied in separate namespaces, make the lab (BGP established, routes in,
@@ -25,14 +25,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from lab_orchestrator import clab_export
-from lab_orchestrator import plan as planmod
-from lab_orchestrator.validate import load_topology
+from lab_orchestrator.clab import export as clab_export
+from lab_orchestrator.model.validate import load_topology
+from lab_orchestrator.plan import pipeline as planmod
 from labkit import netnsutil
 
 REPO = Path(__file__).resolve().parents[2]
 CONTAINER = ("mount --make-rprivate / && mkdir -p /run/netns /run/lab && mount -t tmpfs lab-netns /run/netns && "
-             "mount -t tmpfs lab-run /run/lab && exec {python} -m lab_orchestrator.clab_node run {config}")
+             "mount -t tmpfs lab-run /run/lab && exec {python} -m lab_orchestrator.clab.agent run {config}")
 
 
 class StandInContainers:
@@ -61,7 +61,7 @@ class StandInContainers:
         # -r: the container's root directory too (the one it was started in: differs from the mount
         # namespace's own root when the tests run in a chroot)
         return subprocess.run(["nsenter", "-t", str(self.pid(node)), "-n", "-m", "-r", "--wd=" + str(REPO),
-                               sys.executable, "-m", "lab_orchestrator.clab_node", *args, str(config)],
+                               sys.executable, "-m", "lab_orchestrator.clab.agent", *args, str(config)],
                               capture_output=True, text=True, timeout=timeout,
                               env={**os.environ, "PYTHONPATH": str(REPO)})
 

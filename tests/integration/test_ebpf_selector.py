@@ -21,8 +21,9 @@ from collections.abc import Iterator
 import pytest
 from running import FLOWS, REPO, SRX, RunningLab, lab
 
-from dataplane import bpfsys, nfthash, tcprog
-from dataplane.chash import SelectorTable, build_initial, remove_member
+from dataplane.core import nfthash
+from dataplane.core.chash import SelectorTable, build_initial, remove_member
+from dataplane.kernel import bpfsys, tcprog
 
 pytestmark = [
     pytest.mark.root,

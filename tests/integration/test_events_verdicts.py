@@ -13,7 +13,7 @@ import pytest
 from capture import Capture, holes, sequences
 from running import REPO, lab
 
-from lab_orchestrator.trafficsetup import REVERSE_ID_OFFSET
+from lab_orchestrator.plan.trafficsetup import REVERSE_ID_OFFSET
 
 pytestmark = [
     pytest.mark.root,

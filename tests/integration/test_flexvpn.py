@@ -31,7 +31,8 @@ import pytest
 from labtools import STATE_ROOT, LabOwner, copy_lab, explain, run_lab
 
 from dataplane.ikev2 import swan
-from lab_orchestrator import api, flexvpn
+from lab_orchestrator import api
+from lab_orchestrator.plan.features import flexvpn
 from labkit.files import read_secret
 
 REPO = Path(__file__).resolve().parents[2]

@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 from headless import Chromium, chromium_problem
 
-from lab_orchestrator import livestate, liveweb
-from lab_orchestrator.validate import load_topology
+from lab_orchestrator.live import state as livestate
+from lab_orchestrator.live import web as liveweb
+from lab_orchestrator.model.validate import load_topology
 
 REPO = Path(__file__).resolve().parents[2]
 TOPOLOGY = load_topology(REPO / "labs" / "topology3.yml").topology

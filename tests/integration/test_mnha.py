@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from running import LAB, REPO, SRX, RunningLab, lab
 
-from lab_orchestrator import sessions
+from lab_orchestrator.events import sessions
 
 pytestmark = [
     pytest.mark.root,
@@ -32,12 +32,12 @@ class PushFlow:
     def __init__(self, running: RunningLab, client: str, port: int, seconds: float, rate: int = 200):
         self.running, self.client, self.port = running, client, port
         self.server = subprocess.Popen(
-            [*LAB, "exec", "--lab", running.name, "server", "--", sys.executable, "-m", "dataplane.udpprobe",
+            [*LAB, "exec", "--lab", running.name, "server", "--", sys.executable, "-m", "dataplane.traffic.udpprobe",
              "push", "--bind", "203.0.113.9", "--port", str(port), "--rate", str(rate), "--seconds", str(seconds)],
             cwd=REPO, stdout=subprocess.PIPE, text=True)
         assert self.server.stdout is not None and "serving" in self.server.stdout.readline()
         self.puller = subprocess.Popen(
-            [*LAB, "exec", "--lab", running.name, "client", "--", sys.executable, "-m", "dataplane.udpprobe",
+            [*LAB, "exec", "--lab", running.name, "client", "--", sys.executable, "-m", "dataplane.traffic.udpprobe",
              "pull", "--source", client, "--port", str(port + 1000), "--to", f"203.0.113.9:{port}",
              "--seconds", str(seconds)], cwd=REPO, stdout=subprocess.PIPE, text=True)
 

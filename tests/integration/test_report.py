@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from lab_orchestrator.state import state_dir
+from lab_orchestrator.runtime.state import state_dir
 
 REPO = Path(__file__).resolve().parents[2]
 LAB = "rp1"

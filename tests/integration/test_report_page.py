@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from headless import Chromium, chromium_problem
 
-from lab_orchestrator import reportgen
-from lab_orchestrator.events import CATALOG
+from lab_orchestrator.events.catalog import CATALOG
+from lab_orchestrator.report import document as reportgen
 
 LABS = ["t1", "t1-nat", "t2", "t2-nat", "t3", "t3-nat", "t4", "t4-nat", "t3-srg1", "t4-srg1", "t2-srg1"]
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from running import FLOWS, REPO, SRX, RunningLab, lab
 
-from lab_orchestrator import sessions
+from lab_orchestrator.events import sessions
 
 pytestmark = [
     pytest.mark.root,

@@ -189,7 +189,7 @@ def test_known_outage_is_measured_exactly(lab: PlanFacts) -> None:
     """A 300 ms blackhole of the client link (no redundancy) that routing does not see: an nft
     netdev ingress drop on gw-trust's GigabitEthernet0/0, switched by libnftables in ~0.3 ms.
     Every flow's lost/rate must be the outage within one per-flow packet interval (10 ms)."""
-    from dataplane.nft import Nft
+    from dataplane.kernel.nft import Nft
 
     nft = Nft()
     where = ns("gw-trust")

@@ -123,8 +123,8 @@ def test_the_cycle_finder_finds_a_cycle() -> None:
 
 
 def test_the_import_graph_is_read() -> None:
-    assert "lab_orchestrator.plantypes" in GRAPH["lab_orchestrator.render"]
-    assert "labkit.netnsutil" in GRAPH["lab_orchestrator.backends.netns"]
+    assert "lab_orchestrator.plan.plantypes" in GRAPH["lab_orchestrator.plan.render"]
+    assert "labkit.netnsutil" in GRAPH["lab_orchestrator.runtime.netns"]
     assert "lab_orchestrator.api" in GRAPH["lab_orchestrator.cli.lifecycle"]
 
 
@@ -144,14 +144,19 @@ def test_lower_layers_do_not_import_upper_ones(package: str, forbidden: tuple[st
 
 def test_the_cli_only_parses_and_prints() -> None:
     """Orchestration lives in lab_orchestrator.api: no cli module drives a backend or a daemon."""
-    forbidden = {f"lab_orchestrator.{name}" for name in (
-        "ops", "supervisor", "supervisord", "eventrun", "eventwatch", "eventverdict", "trafficsetup",
-        "traffic_cli", "plan", "render", "readiness", "bgpready", "clab_node", "mnha", "srd", "mxlb",
-        "flexvpn", "sshplan")} | {"labkit.netnsutil", "labkit.birdctl"}
+    forbidden = {
+        "lab_orchestrator.runtime.ops", "lab_orchestrator.runtime.supervisor",
+        "lab_orchestrator.runtime.supervisord", "lab_orchestrator.events.run", "lab_orchestrator.events.watch",
+        "lab_orchestrator.events.verdict", "lab_orchestrator.plan.trafficsetup",
+        "lab_orchestrator.events.traffic", "lab_orchestrator.plan.pipeline", "lab_orchestrator.plan.render",
+        "lab_orchestrator.runtime.readiness", "lab_orchestrator.runtime.bgpready",
+        "lab_orchestrator.clab.agent", "lab_orchestrator.plan.features.mnha",
+        "lab_orchestrator.plan.features.srd", "lab_orchestrator.plan.features.mxlb",
+        "lab_orchestrator.plan.features.flexvpn", "lab_orchestrator.plan.sshplan",
+        "lab_orchestrator.runtime.netns", "lab_orchestrator.clab.backend"} | {"labkit.netnsutil", "labkit.birdctl"}
     cli_modules = [m for m in GRAPH if m == "lab_orchestrator.cli" or m.startswith("lab_orchestrator.cli.")]
     assert len(cli_modules) == len(list((REPO / "lab_orchestrator" / "cli").glob("*.py"))), "every cli module"
-    reached = {m: sorted(t for t in GRAPH[m] if t in forbidden or t.startswith("lab_orchestrator.backends"))
-               for m in cli_modules}
+    reached = {m: sorted(t for t in GRAPH[m] if t in forbidden) for m in cli_modules}
     assert {m: t for m, t in reached.items() if t} == {}
 
 
@@ -190,13 +195,13 @@ def test_no_module_reaches_into_another_modules_private_names() -> None:
 
 
 def test_the_plan_is_built_by_its_listed_phases() -> None:
-    from lab_orchestrator import plan
+    from lab_orchestrator.plan import pipeline as plan
 
     names = [name for name, _ in plan.PHASES]
     assert names[:2] == ["nodes", "links"] and names[-1] == "plan.json"
     assert names.index("configs") < names.index("srd"), "srdd reads the BIRD processes of the configs phase"
     assert names.index("bgp") < names.index("configs") < names.index("selectors") < names.index("ssh")
-    build = next(n for n in ast.walk(TREES["lab_orchestrator.plan"])
+    build = next(n for n in ast.walk(TREES["lab_orchestrator.plan.pipeline"])
                  if isinstance(n, ast.FunctionDef) and n.name == "build")
     assert not [n for n in ast.walk(build) if isinstance(n, ast.Import | ast.ImportFrom)], "no late import"
 
@@ -204,7 +209,7 @@ def test_the_plan_is_built_by_its_listed_phases() -> None:
 # Node-kind literals outside the places that define kinds: none. Code asks the kind registry
 # (`kinds.get(kind).firewall`, `kinds.names(...)`, the event catalog's roles) instead of naming kinds.
 KIND_LITERAL = re.compile(r"""["'](mx|srx|ios-router|host)["']""")
-KIND_HOMES = ("lab_orchestrator/kinds/", "lab_orchestrator/templates/", "lab_orchestrator/model.py")
+KIND_HOMES = ("lab_orchestrator/kinds/", "lab_orchestrator/templates/", "lab_orchestrator/model/schema.py")
 # The same words where they do not name a node kind (each is what the user types or reads):
 NOT_A_KIND = re.compile("|".join((
     r"""Param\("host", """,  # the SSH CLI's ping/traceroute destination: Junos and IOS call it "host"
@@ -286,8 +291,8 @@ def test_daemons_read_their_configuration_typed() -> None:
 # Daemon status files are typed on both ends (labkit.status: the daemon builds the model and writes it,
 # every reader parses it with the same model). Daemons still writing a raw dict as their status:
 RAW_STATUS = re.compile(r"\bwrite_json\(")
-RAW_STATUS_DAEMONS = {"dataplane/flexclientd.py", "dataplane/flexvpnd.py", "dataplane/healthd.py",
-                      "dataplane/mnhad.py", "dataplane/mxlb.py"}
+RAW_STATUS_DAEMONS = {"dataplane/daemons/flexclientd.py", "dataplane/daemons/flexvpnd.py",
+                      "dataplane/daemons/healthd.py", "dataplane/daemons/mnhad.py", "dataplane/daemons/mxlb.py"}
 
 
 def test_daemons_write_their_status_typed() -> None:

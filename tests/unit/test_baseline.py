@@ -11,9 +11,11 @@ import pytest
 from test_eventresult import sample
 from typer.testing import CliRunner
 
-from lab_orchestrator import baseline, eventverdict, reportgen
+from lab_orchestrator import baseline
 from lab_orchestrator.baseline import Carried, Direction
-from lab_orchestrator.eventresult import Check, EventError, EventResult
+from lab_orchestrator.events import verdict as eventverdict
+from lab_orchestrator.events.result import Check, EventError, EventResult
+from lab_orchestrator.report import document as reportgen
 
 
 def carried(rate: float = 10000, flows: int = 100, **over: Any) -> Carried:
@@ -139,7 +141,7 @@ def test_exit_status_of_a_run_with_an_error_case_is_3(monkeypatch: pytest.Monkey
 
     from lab_orchestrator import api
     from lab_orchestrator.cli import app
-    from lab_orchestrator.eventresult import CaseError
+    from lab_orchestrator.events.result import CaseError
 
     class Lab:
         name = "t1"
@@ -171,7 +173,9 @@ def test_a_report_without_flows_or_rate_runs_every_case_at_the_calibrated_load(
         monkeypatch: pytest.MonkeyPatch) -> None:
     from types import SimpleNamespace
 
-    from lab_orchestrator import api, reportrun, testplan
+    from lab_orchestrator import api
+    from lab_orchestrator.report import run as reportrun
+    from lab_orchestrator.report import testplan
 
     choice = baseline.choose([(rate, flows, []) for rate, flows in baseline.LADDER[:4]])
     monkeypatch.setattr(baseline, "calibrate", lambda *a, **k: choice)

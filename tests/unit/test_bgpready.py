@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from lab_orchestrator import bgpready
-from lab_orchestrator.plantypes import BgpSession
+from lab_orchestrator.plan.plantypes import BgpSession
+from lab_orchestrator.runtime import bgpready
 from labkit import birdctl
 
 

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from lab_orchestrator import budgets
-from lab_orchestrator.budgets import Budget, BudgetError
+from lab_orchestrator.events import budgets
+from lab_orchestrator.events.budgets import Budget, BudgetError
 
 
 def report(event: str = "srx-power-off", conv: float = 420.0, unaffected: int = 0, gap: float = 450.0,

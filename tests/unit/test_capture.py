@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from lab_orchestrator import capture
+from lab_orchestrator.events import capture
 
 
 def _frame(flow: int, seq: int, ihl: int = 5, size: int = 60, magic: int = 0x5447) -> bytes:

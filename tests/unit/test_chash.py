@@ -1,4 +1,4 @@
-"""Unit tests for dataplane.chash: balance, minimal movement, determinism, errors.
+"""Unit tests for dataplane.core.chash: balance, minimal movement, determinism, errors.
 
 Properties are checked against facts computed here from the tables themselves (counts,
 per-index diffs, an independent lower bound on moves), never by re-running the algorithm.
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from dataplane.chash import (
+from dataplane.core.chash import (
     DEFAULT_BUCKETS,
     SelectorTable,
     add_member,
@@ -567,7 +567,7 @@ def test_moved_metrics_reject_different_sizes() -> None:
 # --- determinism across processes ------------------------------------------------------
 
 _SCENARIO = """
-from dataplane.chash import add_member, build_initial, reconcile, remove_member
+from dataplane.core.chash import add_member, build_initial, reconcile, remove_member
 order = [f"srx{i}" for i in range(1, 11)]
 t = build_initial(order[:6], 64)
 t = remove_member(t, "srx3", order)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dataplane.chash import DEFAULT_BUCKETS, add_member, build_initial, moved_buckets, reconcile
+from dataplane.core.chash import DEFAULT_BUCKETS, add_member, build_initial, moved_buckets, reconcile
 
 ORDER = [f"srx{i}" for i in range(1, 65)]
 

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from dataplane.chash import SelectorTable, build_initial, hand_back, hand_over, moved_buckets, reconcile_pairs
+from dataplane.core.chash import SelectorTable, build_initial, hand_back, hand_over, moved_buckets, reconcile_pairs
 
 ORDER = ["srx1", "srx2", "srx3", "srx4"]
 PEERS = {"srx1": "srx2", "srx2": "srx1", "srx3": "srx4", "srx4": "srx3"}
@@ -107,7 +107,7 @@ def test_srg1_backup_takes_over_the_active_buckets_as_they_are() -> None:
 
 # --------------------------------------------------------------------------- restore policy
 def test_keep_buckets_restore_moves_back_only_what_moved_away() -> None:
-    from dataplane.chash import add_member, build_initial, reconcile_pairs, remove_member, restore_member
+    from dataplane.core.chash import add_member, build_initial, reconcile_pairs, remove_member, restore_member
 
     order = ["srx1", "srx2", "srx3", "srx4", "srx5"]
     start = build_initial(order, 6400)
@@ -129,7 +129,7 @@ def test_keep_buckets_restore_moves_back_only_what_moved_away() -> None:
 
 
 def test_keep_buckets_for_a_member_new_to_the_table_takes_its_initial_buckets() -> None:
-    from dataplane.chash import build_initial, reconcile_pairs
+    from dataplane.core.chash import build_initial, reconcile_pairs
 
     table = build_initial(["a", "b", "c", "d"], 64)
     got = reconcile_pairs(table, list("abcde"), list("abcde"), {}, n_buckets=64, policy="keep-buckets",
@@ -141,7 +141,7 @@ def test_keep_buckets_for_a_member_new_to_the_table_takes_its_initial_buckets() 
 
 
 def test_restore_member_refuses_nonsense_and_keeps_other_members_alive() -> None:
-    from dataplane.chash import SelectorTable, reconcile_pairs, restore_member
+    from dataplane.core.chash import SelectorTable, reconcile_pairs, restore_member
 
     table = SelectorTable(("a", "b", "a", "b"))
     with pytest.raises(ValueError, match="already"):

@@ -20,12 +20,12 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from lab_orchestrator import clab_export
-from lab_orchestrator import plan as planmod
-from lab_orchestrator.backends import containerlab as clab
-from lab_orchestrator.diagnostics import LabError
-from lab_orchestrator.plan import LabPlan
-from lab_orchestrator.validate import load_topology
+from lab_orchestrator.clab import backend as clab
+from lab_orchestrator.clab import export as clab_export
+from lab_orchestrator.model.diagnostics import LabError
+from lab_orchestrator.model.validate import load_topology
+from lab_orchestrator.plan import pipeline as planmod
+from lab_orchestrator.plan.pipeline import LabPlan
 
 REPO = Path(__file__).resolve().parents[2]
 NODES_T3 = ["client", "gw-trust", "mx1", "srx1", "srx2", "srx3", "srx4", "gw-untrust", "server"]
@@ -45,11 +45,11 @@ if [ "{name}" = containerlab ]; then
   esac
   exit 0
 fi
-# docker exec CONTAINER python3 -m lab_orchestrator.clab_node SUBCOMMAND ...
+# docker exec CONTAINER python3 -m lab_orchestrator.clab.agent SUBCOMMAND ...
 if [ "$1" = exec ]; then
   container=$2
   shift 2
-  while [ $# -gt 0 ] && [ "$1" != lab_orchestrator.clab_node ]; do shift; done
+  while [ $# -gt 0 ] && [ "$1" != lab_orchestrator.clab.agent ]; do shift; done
   [ $# -gt 0 ] && shift
   case "$1" in
     status)
@@ -159,7 +159,7 @@ def test_up_deploys_inspects_and_waits_for_every_emulated_node(stand_ins: StandI
     assert calls[1] == ["inspect", "-t", topo, "--format", "json"]
     status_calls = stand_ins.calls("docker")
     assert [c[1] for c in status_calls] == [f"clab-t3-{n}" for n in NODES_T3]
-    assert all(c[0] == "exec" and c[2:] == ["python3", "-m", "lab_orchestrator.clab_node", "status"]
+    assert all(c[0] == "exec" and c[2:] == ["python3", "-m", "lab_orchestrator.clab.agent", "status"]
                for c in status_calls)
     saved = clab.ClabRecord.load("t3")
     assert saved is not None and saved.status == "ready" and len(saved.inspect) == len(NODES_T3)
@@ -233,8 +233,8 @@ def test_operations_go_through_the_node_agent(stand_ins: StandIns) -> None:
         "clab-t3-mx1 ge-0-1-2 down", "clab-t3-srx2 ge-0-0-0 down",
         "clab-t3-mx1 ge-0-2-2 down", "clab-t3-srx2 ge-0-0-1 down"]
     agent = [c[4:] for c in stand_ins.calls("docker")[before:]]
-    assert agent[:3] == [["lab_orchestrator.clab_node", "power-off"], ["lab_orchestrator.clab_node", "power-on"],
-                         ["lab_orchestrator.clab_node", "restart", "bird-trust-vr", "--recover"]]
+    assert agent[:3] == [["lab_orchestrator.clab.agent", "power-off"], ["lab_orchestrator.clab.agent", "power-on"],
+                         ["lab_orchestrator.clab.agent", "restart", "bird-trust-vr", "--recover"]]
     with pytest.raises(LabError, match="srx4 is a juniper_vsrx node"):
         backend.power(record, "srx4", on=False)
     with pytest.raises(LabError, match="no link between srx1 and srx3"):

@@ -17,12 +17,13 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from lab_orchestrator import clab_export, naming
-from lab_orchestrator import plan as planmod
-from lab_orchestrator.clab_export import ExportOptions
-from lab_orchestrator.diagnostics import LabError
-from lab_orchestrator.plan import LabPlan
-from lab_orchestrator.validate import load_topology
+from lab_orchestrator.clab import export as clab_export
+from lab_orchestrator.clab.export import ExportOptions
+from lab_orchestrator.model import naming
+from lab_orchestrator.model.diagnostics import LabError
+from lab_orchestrator.model.validate import load_topology
+from lab_orchestrator.plan import pipeline as planmod
+from lab_orchestrator.plan.pipeline import LabPlan
 
 REPO = Path(__file__).resolve().parents[2]
 LABS = REPO / "labs"
@@ -183,7 +184,7 @@ def test_node_folders_carry_the_rendered_files_and_the_agent_config() -> None:
     assert entry["kind"] == "linux"
     linux = result.topology["topology"]["kinds"]["linux"]
     assert linux["image"] == clab_export.DEFAULT_NODE_IMAGE and linux["privileged"] is True
-    assert "lab_orchestrator.clab_node run /etc/lab/node/clab-node.json" in linux["cmd"]
+    assert "lab_orchestrator.clab.agent run /etc/lab/node/clab-node.json" in linux["cmd"]
 
 
 @pytest.mark.parametrize("lab", SHIPPED, ids=lambda p: p.stem)

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from lab_orchestrator import clab_export, clab_node
-from lab_orchestrator import plan as planmod
-from lab_orchestrator.validate import load_topology
+from lab_orchestrator.clab import agent as clab_node
+from lab_orchestrator.clab import export as clab_export
+from lab_orchestrator.model.validate import load_topology
+from lab_orchestrator.plan import pipeline as planmod
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -1,4 +1,4 @@
-"""CLB (dataplane.clb): the load formula against the seed's figures, the wire protocol (and fuzzing
+"""CLB (dataplane.core.clb): the load formula against the seed's figures, the wire protocol (and fuzzing
 of it), the master's table, hold time, least-loaded choice, overload, and the show output."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dataplane import clb
-from dataplane.clb import ClbError, Hello, Load, Master, Weights
+from dataplane.core import clb
+from dataplane.core.clb import ClbError, Hello, Load, Master, Weights
 
 # ------------------------------------------------------------------------------------------ formula
 # The seed's members: 13.2 % with no SA, 28.2 % with 1 IKE + 2 IPsec SAs (max-session 10). The system

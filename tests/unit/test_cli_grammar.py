@@ -12,8 +12,8 @@ import pytest
 from typer.testing import CliRunner
 
 from lab_orchestrator.cli import app
+from lab_orchestrator.cli.docgen import _commands, _param_type
 from lab_orchestrator.cli.grammar import RENAMED, rewrite_deprecated
-from lab_orchestrator.docgen import _commands, _param_type
 
 COMMANDS = _commands()
 # options that name a file or folder the command reads, not one it writes

@@ -10,12 +10,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from lab_orchestrator import credentials, sshplan
-from lab_orchestrator import plan as planmod
+from lab_orchestrator import credentials
 from lab_orchestrator.cli_ssh import config as sshconfig
 from lab_orchestrator.cli_ssh import keys
-from lab_orchestrator.model import Topology
-from lab_orchestrator.validate import load_topology
+from lab_orchestrator.model.schema import Topology
+from lab_orchestrator.model.validate import load_topology
+from lab_orchestrator.plan import pipeline as planmod
+from lab_orchestrator.plan import sshplan
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -146,7 +147,7 @@ def test_ssh_can_be_switched_off(tmp_path: Path) -> None:
 
 
 def test_bad_keys_are_refused(tmp_path: Path) -> None:
-    from lab_orchestrator.diagnostics import TopologyInvalid
+    from lab_orchestrator.model.diagnostics import TopologyInvalid
 
     with pytest.raises(TopologyInvalid) as caught:
         build(ssh={"users": [{"name": "x", "keys": ["not a key"]}]}, tmp=tmp_path)

@@ -9,13 +9,14 @@ from pathlib import Path
 
 import yaml
 
-from lab_orchestrator import credentials, flexvpn
-from lab_orchestrator import plan as planmod
+from lab_orchestrator import credentials
 from lab_orchestrator.api import topology as apitopology
-from lab_orchestrator.backends.netns import NetnsBackend
 from lab_orchestrator.cli_ssh import config as sshconfig
-from lab_orchestrator.state import LabState
-from lab_orchestrator.validate import load_topology
+from lab_orchestrator.model.validate import load_topology
+from lab_orchestrator.plan import pipeline as planmod
+from lab_orchestrator.plan.features import flexvpn
+from lab_orchestrator.runtime.netns import NetnsBackend
+from lab_orchestrator.runtime.state import LabState
 from labkit import files
 
 REPO = Path(__file__).resolve().parents[2]

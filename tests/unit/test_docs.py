@@ -1,6 +1,6 @@
 """The docs follow the code: every model field and every command and option is in the generated
 references (a reworded help text alone does not fail: `make docs` refreshes it), and no user document
-names internal material or paths outside the repository. `make docs` (python -m lab_orchestrator.docgen)
+names internal material or paths outside the repository. `make docs` (python -m lab_orchestrator.cli.docgen)
 regenerates what is generated."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-from lab_orchestrator import docgen
-from lab_orchestrator.model import Topology
+from lab_orchestrator.cli import docgen
+from lab_orchestrator.model.schema import Topology
 
 REPO = Path(__file__).resolve().parents[2]
 USER_DOCS = sorted([REPO / "README.md", *(REPO / "docs").glob("*.md")])

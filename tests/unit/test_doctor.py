@@ -6,9 +6,9 @@ import os
 import shutil
 from pathlib import Path
 
-from lab_orchestrator import doctor
-from lab_orchestrator.doctor import CheckResult
-from lab_orchestrator.validate import load_topology
+from lab_orchestrator.model.validate import load_topology
+from lab_orchestrator.runtime import doctor
+from lab_orchestrator.runtime.doctor import CheckResult
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from lab_orchestrator import events, kinds
+from lab_orchestrator import kinds
+from lab_orchestrator.events import catalog as events
 
 
 def test_a_role_target_is_shown_and_matched_by_the_kinds_that_declare_it() -> None:

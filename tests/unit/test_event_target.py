@@ -6,7 +6,7 @@ from pathlib import Path
 
 from lab_orchestrator import api
 from lab_orchestrator.api.running import Lab
-from lab_orchestrator.state import LabState
+from lab_orchestrator.runtime.state import LabState
 from labkit.status import SrdHeartbeat, SrdSignalRoute, SrdStatus, write_status
 
 REPO = Path(__file__).resolve().parents[2]

@@ -11,9 +11,11 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from lab_orchestrator import budgets, eventverdict, eventwatch
-from lab_orchestrator.eventresult import EventResult
-from lab_orchestrator.trafficsetup import REVERSE_ID_OFFSET
+from lab_orchestrator.events import budgets
+from lab_orchestrator.events import verdict as eventverdict
+from lab_orchestrator.events import watch as eventwatch
+from lab_orchestrator.events.result import EventResult
+from lab_orchestrator.plan.trafficsetup import REVERSE_ID_OFFSET
 from labkit.contracts import MNHA_STATUS
 
 KEYS = ["event", "title", "target", "action", "flows", "rate_per_flow_pps", "resolution_ms", "affected_flows",
@@ -110,7 +112,7 @@ def test_budgets_and_junit_read_the_model() -> None:
 def test_the_runner_s_own_analysis_is_a_valid_result() -> None:
     """What `analyse` builds from receiver reports validates against the model (every per-flow key known)."""
     from dataplane.traffic import make_flows
-    from lab_orchestrator.events import BY_NAME
+    from lab_orchestrator.events.catalog import BY_NAME
 
     flows = make_flows(2, "100.64.0.0/16", "203.0.113.10")
     keys = [(f.src, f.sport) for f in flows]

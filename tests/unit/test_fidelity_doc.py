@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from lab_orchestrator import plan as planmod
-from lab_orchestrator.validate import load_topology
+from lab_orchestrator.model.validate import load_topology
+from lab_orchestrator.plan import pipeline as planmod
 
 REPO = Path(__file__).resolve().parents[2]
 DOC = REPO / "docs" / "fidelity.md"

@@ -9,14 +9,14 @@ from typing import cast
 
 import pytest
 
-from dataplane import flexclient
-from dataplane.flexclient import DPD_RETRIES, Liveness, PeerList, show_session
-from dataplane.flexclientd import Client
+from dataplane.core import flexclient
+from dataplane.core.flexclient import DPD_RETRIES, Liveness, PeerList, show_session
+from dataplane.daemons.flexclientd import Client
 from dataplane.ikev2.client import ClientConfig, Initiator, Runner
 from dataplane.ikev2.gateway import Gateway, GatewayConfig
-from lab_orchestrator import flexvpn
-from lab_orchestrator import plan as planmod
-from lab_orchestrator.validate import TopologyInvalid, load_topology
+from lab_orchestrator.model.validate import TopologyInvalid, load_topology
+from lab_orchestrator.plan import pipeline as planmod
+from lab_orchestrator.plan.features import flexvpn
 from labkit.configs import FlexclientConfig
 
 REPO = Path(__file__).resolve().parents[2]
@@ -114,7 +114,7 @@ def test_each_ios_client_gets_its_daemon_and_config() -> None:
     plan = _plan(BRANCH)
     procs = [p for p in plan.processes if p.name == flexvpn.CLIENT_PROCESS_NAME]
     assert [(p.node, p.ns) for p in procs] == [("branch1", "fvios-branch1"), ("branch2", "fvios-branch2")]
-    assert procs[0].argv == ("python3", "-m", "dataplane.flexclientd",
+    assert procs[0].argv == ("python3", "-m", "dataplane.daemons.flexclientd",
                              "/run/lab/fvios/nodes/branch1/flexclient.json")
     config = json.loads(plan.files["nodes/branch1/flexclient.json"])
     assert (config["peers"], config["source"], config["device"], config["interface"]) == \

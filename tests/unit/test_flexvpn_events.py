@@ -9,10 +9,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from lab_orchestrator import eventrun, events, ops
-from lab_orchestrator import plan as planmod
-from lab_orchestrator.diagnostics import LabError
-from lab_orchestrator.validate import load_topology
+from lab_orchestrator.events import catalog as events
+from lab_orchestrator.events import run as eventrun
+from lab_orchestrator.model.diagnostics import LabError
+from lab_orchestrator.model.validate import load_topology
+from lab_orchestrator.plan import pipeline as planmod
+from lab_orchestrator.runtime import ops
 
 REPO = Path(__file__).resolve().parents[2]
 EVENT = "flexvpn-member-power-off"

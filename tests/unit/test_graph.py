@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from lab_orchestrator import graph
-from lab_orchestrator.validate import load_topology
+from lab_orchestrator.model.validate import load_topology
+from lab_orchestrator.report import graph
 
 REPO = Path(__file__).resolve().parents[2]
 

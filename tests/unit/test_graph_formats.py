@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from wheelkit import REPO
 
 from lab_orchestrator.cli import app
-from lab_orchestrator.validate import load_topology
+from lab_orchestrator.model.validate import load_topology
 
 LABS = REPO / "labs"
 SHIPPED = sorted(LABS.glob("*.yml"))

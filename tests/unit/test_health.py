@@ -6,7 +6,7 @@ import struct
 
 import pytest
 
-from dataplane.health import HealthState, _checksum, icmp_echo, parse_echo_reply
+from dataplane.core.health import HealthState, _checksum, icmp_echo, parse_echo_reply
 
 
 def test_starts_up_and_goes_down_after_exactly_n_consecutive_failures() -> None:

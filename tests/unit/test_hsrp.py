@@ -1,4 +1,4 @@
-"""HSRP codec and state machine (dataplane.hsrp): wire format, elections, failover, preemption,
+"""HSRP codec and state machine (dataplane.core.hsrp): wire format, elections, failover, preemption,
 authentication, learning, `show standby`, and fuzzing of the decoder."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dataplane import hsrp
-from dataplane.hsrp import GroupConfig, HsrpError, HsrpMachine, HsrpPacket, Op, State
+from dataplane.core import hsrp
+from dataplane.core.hsrp import GroupConfig, HsrpError, HsrpMachine, HsrpPacket, Op, State
 
 VIP = "10.10.10.100"
 

@@ -1,4 +1,4 @@
-"""The FlexVPN planner (lab_orchestrator.flexvpn): one daemon per FlexVPN router with its config,
+"""The FlexVPN planner (lab_orchestrator.plan.features.flexvpn): one daemon per FlexVPN router with its config,
 the VIP sysctls, the redirect warning, and the `show` entry point on status files."""
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ import json
 import time
 from pathlib import Path
 
-from lab_orchestrator import flexvpn
-from lab_orchestrator import plan as planmod
-from lab_orchestrator.plan import LabPlan
-from lab_orchestrator.validate import load_topology
+from lab_orchestrator.model.validate import load_topology
+from lab_orchestrator.plan import pipeline as planmod
+from lab_orchestrator.plan.features import flexvpn
+from lab_orchestrator.plan.pipeline import LabPlan
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -30,7 +30,8 @@ def test_one_daemon_per_flexvpn_router() -> None:
     assert [p.node for p in procs] == ["router1", "router2", "router3"]
     for proc in procs:
         assert proc.ns == f"flexvpn-{proc.node}"
-        assert proc.argv == ("python3", "-m", "dataplane.flexvpnd", f"/run/lab/flexvpn/nodes/{proc.node}/flexvpn.json")
+        assert proc.argv == ("python3", "-m", "dataplane.daemons.flexvpnd",
+                             f"/run/lab/flexvpn/nodes/{proc.node}/flexvpn.json")
         assert f"nodes/{proc.node}/flexvpn.json" in plan.node(proc.node).files
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from lab_orchestrator.importer import import_configs
 from lab_orchestrator.importer.parse import ParseError, detect, parse_ios, parse_junos, parse_junos_set
-from lab_orchestrator.validate import load_topology
+from lab_orchestrator.model.validate import load_topology
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "import"
 JUNOS_FILES = [FIXTURES / n for n in ("lb1.conf", "fw-a.conf", "fw-b.set", "edge.conf")]

@@ -7,7 +7,7 @@ from typing import get_args
 import pytest
 
 from lab_orchestrator import kinds
-from lab_orchestrator.model import NodeKind
+from lab_orchestrator.model.schema import NodeKind
 
 
 def test_every_model_kind_is_registered_and_nothing_else() -> None:
@@ -75,7 +75,7 @@ def test_bgp_exports_follow_the_jvd_route_exchange() -> None:
 
 
 def test_containerlab_kinds_stand_in_for_lab_kinds() -> None:
-    from lab_orchestrator.clab_export import VENDOR_KINDS
+    from lab_orchestrator.clab.export import VENDOR_KINDS
 
     assert {v: spec.replaces for v, spec in VENDOR_KINDS.items()} == {
         "juniper_vjunosrouter": ("mx",), "juniper_vsrx": ("srx",), "juniper_crpd": ("mx",),
@@ -97,7 +97,7 @@ def test_containerlab_kinds_stand_in_for_lab_kinds() -> None:
 ])
 def test_each_kind_checks_its_own_node_settings(kind: str, fields: dict[str, object],
                                                 problems: list[tuple[tuple[str, ...], str]]) -> None:
-    from lab_orchestrator.model import Node
+    from lab_orchestrator.model.schema import Node
 
     node = Node.model_validate({"kind": kind, **fields})
     assert [(path, message) for path, message, _ in kinds.get(kind).check_node(node)] == problems

@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from lab_orchestrator import livestate, livetop
+from lab_orchestrator.live import state as livestate
+from lab_orchestrator.live import top as livetop
 
 
 def _raw(at: float, packets: int, down: list[str]) -> dict[str, Any]:
@@ -97,7 +98,7 @@ def test_ticker_reads_again_at_once_when_the_record_changes(tmp_path: Any) -> No
 
 
 def test_event_log_keeps_the_last_entries_and_a_run_is_rewritten_when_judged(tmp_path: Any) -> None:
-    from lab_orchestrator import eventlog
+    from lab_orchestrator.events import log as eventlog
 
     assert eventlog.read(tmp_path) == []
     ident = eventlog.record(tmp_path, "srx-power-off", "srx2", "running", "under traffic", started=100.0)
@@ -168,8 +169,8 @@ def test_rate_holds_between_counter_readings_and_uses_their_time() -> None:
 def test_event_log_summary_reads_an_event_runs_typed_result() -> None:
     from test_eventresult import sample
 
-    from lab_orchestrator import eventlog
-    from lab_orchestrator.eventresult import EventResult
+    from lab_orchestrator.events import log as eventlog
+    from lab_orchestrator.events.result import EventResult
 
     result = EventResult.from_json(sample())
     assert eventlog.summary(result.to_json()) == (

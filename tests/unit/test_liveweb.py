@@ -11,7 +11,8 @@ from http.server import ThreadingHTTPServer
 
 import pytest
 
-from lab_orchestrator import livestate, liveweb
+from lab_orchestrator.live import state as livestate
+from lab_orchestrator.live import web as liveweb
 
 TOKEN = "s3cret-token-of-this-run"
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dataplane.mnha import HeartbeatError, PeerView, Role, Srg1, decode_heartbeat, encode_heartbeat
+from dataplane.core.mnha import HeartbeatError, PeerView, Role, Srg1, decode_heartbeat, encode_heartbeat
 
 GONE = PeerView(alive=False)
 
@@ -132,7 +132,7 @@ def test_heartbeat_decoder_never_crashes(data: bytes) -> None:
 
 
 def test_session_sync_cold_pushes_then_a_refresh_per_period_while_the_peer_is_heard() -> None:
-    from dataplane.mnha import SessionSync
+    from dataplane.core.mnha import SessionSync
 
     sync = SessionSync(cold=(0.2, 2.0), refresh=10.0)
     assert sync.tick(0.0, False) is None
@@ -143,7 +143,7 @@ def test_session_sync_cold_pushes_then_a_refresh_per_period_while_the_peer_is_he
 
 
 def test_session_sync_flushes_between_refreshes_and_a_refresh_counts_as_one() -> None:
-    from dataplane.mnha import SessionSync
+    from dataplane.core.mnha import SessionSync
 
     sync = SessionSync(cold=(0.0,), refresh=30.0, flush=10.0)
     ticks = {t: sync.tick(float(t), True) for t in range(0, 95)}
@@ -153,7 +153,7 @@ def test_session_sync_flushes_between_refreshes_and_a_refresh_counts_as_one() ->
 
 
 def test_session_sync_stops_while_the_peer_is_away_and_starts_over_when_it_returns() -> None:
-    from dataplane.mnha import SessionSync
+    from dataplane.core.mnha import SessionSync
 
     sync = SessionSync(cold=(0.5,), refresh=10.0, flush=4.0)
     assert sync.tick(1.0, True) is None and sync.tick(1.5, True) == "cold"
@@ -166,7 +166,7 @@ def test_session_sync_stops_while_the_peer_is_away_and_starts_over_when_it_retur
 
 
 def test_session_sync_keeps_its_beat_after_a_late_tick_and_zero_periods_disable() -> None:
-    from dataplane.mnha import SessionSync
+    from dataplane.core.mnha import SessionSync
 
     sync = SessionSync(cold=(), refresh=10.0)
     assert sync.tick(0.0, True) is None
@@ -178,7 +178,7 @@ def test_session_sync_keeps_its_beat_after_a_late_tick_and_zero_periods_disable(
 
 
 def test_session_sync_without_cold_pushes_for_a_peer_found_at_start() -> None:
-    from dataplane.mnha import SessionSync
+    from dataplane.core.mnha import SessionSync
 
     sync = SessionSync(cold=(0.2, 2.0), refresh=10.0, flush=4.0)
     kinds = [sync.tick(t / 10, True, cold=False) for t in range(0, 125)]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataplane.mnha import Destination, MonitorObject, SrgMonitor
+from dataplane.core.mnha import Destination, MonitorObject, SrgMonitor
 
 
 def jvd(dests: int = 1, weight: int = 300) -> SrgMonitor:

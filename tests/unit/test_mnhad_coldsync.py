@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from dataplane import mnhad
+from dataplane.daemons import mnhad
 
 CONFIG = "/run/lab/x/nodes/srx1/conntrackd.conf"
 

@@ -7,10 +7,10 @@ import socket
 
 import pytest
 
-from dataplane import nfthash
-from dataplane.chash import add_member, build_initial, remove_member
-from lab_orchestrator import movers
-from lab_orchestrator.movers import Phase, TableSample
+from dataplane.core import nfthash
+from dataplane.core.chash import add_member, build_initial, remove_member
+from lab_orchestrator.events import movers
+from lab_orchestrator.events.movers import Phase, TableSample
 
 
 def test_jhash_matches_the_kernel_lookup3_for_one_word() -> None:

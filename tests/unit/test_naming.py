@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from lab_orchestrator import naming
-from lab_orchestrator.naming import IFNAMSIZ_MAX, NameError_, linux_ifname
+from lab_orchestrator.model import naming
+from lab_orchestrator.model.naming import IFNAMSIZ_MAX, NameError_, linux_ifname
 
 
 @pytest.mark.parametrize(("vendor", "linux"), [

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from lab_orchestrator import naming
-from lab_orchestrator import plan as planmod
-from lab_orchestrator.plan import LabPlan
-from lab_orchestrator.validate import load_topology
+from lab_orchestrator.model import naming
+from lab_orchestrator.model.validate import load_topology
+from lab_orchestrator.plan import pipeline as planmod
+from lab_orchestrator.plan.pipeline import LabPlan
 
 REPO = Path(__file__).resolve().parents[2]
 LAB_FILES = sorted((REPO / "labs").glob("*.yml"))

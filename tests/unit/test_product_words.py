@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from lab_orchestrator.cli import app
-from lab_orchestrator.docgen import _commands
+from lab_orchestrator.cli.docgen import _commands
 
 REPO = Path(__file__).resolve().parents[2]
 PROCESS_WORDS = [

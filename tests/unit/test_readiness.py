@@ -1,10 +1,10 @@
-"""What `lab up` waits for on each MX selector (lab_orchestrator.readiness, pure)."""
+"""What `lab up` waits for on each MX selector (lab_orchestrator.runtime.readiness, pure)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from lab_orchestrator import readiness
+from lab_orchestrator.runtime import readiness
 
 
 def tlb(probes: int, up: bool = True, buckets: int = 100, via_settled: bool = True,

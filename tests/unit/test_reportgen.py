@@ -7,7 +7,7 @@ import xml.etree.ElementTree as ET
 from html.parser import HTMLParser
 from typing import Any
 
-from lab_orchestrator import reportgen
+from lab_orchestrator.report import document as reportgen
 
 
 def _result(event: str, target: str, lost: dict[int, int], moved: int, ideal: int, recovered: bool = True,

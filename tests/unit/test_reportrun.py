@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from lab_orchestrator import reportgen, reportrun, testplan
-from lab_orchestrator.diagnostics import LabError
+from lab_orchestrator.model.diagnostics import LabError
+from lab_orchestrator.report import document as reportgen
+from lab_orchestrator.report import run as reportrun
+from lab_orchestrator.report import testplan
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_reportgen import document  # noqa: E402

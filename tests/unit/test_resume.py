@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from dataplane import daemonkit, healthd, mnhad, mxlb, srdd
-from dataplane.health import HealthState, ProfileHealth
-from dataplane.hsrp import GroupConfig, HsrpMachine, State
-from dataplane.mnha import Role, Srg1
-from dataplane.srd import Mastership
+from dataplane.core.health import HealthState, ProfileHealth
+from dataplane.core.hsrp import GroupConfig, HsrpMachine, State
+from dataplane.core.mnha import Role, Srg1
+from dataplane.core.srd import Mastership
+from dataplane.daemons import daemonkit, healthd, mnhad, mxlb, srdd
 from labkit.configs import MnhaConfig
 from labkit.status import SrdStatus
 
@@ -160,7 +160,7 @@ def test_mnhad_cold_syncs_a_returning_peer_then_refreshes(monkeypatch: pytest.Mo
     period while the peer stays (its copies age with the sessions here); nothing while it is away."""
     from types import SimpleNamespace
 
-    from dataplane.mnha import SessionSync
+    from dataplane.core.mnha import SessionSync
 
     pushed: list[tuple[str, str]] = []
     monkeypatch.setattr(mnhad, "cold_sync", lambda config, kind="cold": pushed.append((config, kind)))
@@ -210,7 +210,7 @@ def test_mnhad_cold_syncs_a_returning_peer_then_refreshes(monkeypatch: pytest.Mo
 def test_mnhad_skips_a_push_while_the_previous_one_runs(monkeypatch: pytest.MonkeyPatch) -> None:
     from types import SimpleNamespace
 
-    from dataplane.mnha import SessionSync
+    from dataplane.core.mnha import SessionSync
 
     started: list[float] = []
     running = SimpleNamespace(is_alive=lambda: True)
@@ -246,7 +246,7 @@ def test_mnhad_makes_no_cold_push_to_a_peer_it_finds_while_starting(monkeypatch:
     it. No cold push then (the periodic refresh runs as usual); a later return of the peer is pushed to."""
     from types import SimpleNamespace
 
-    from dataplane.mnha import SessionSync
+    from dataplane.core.mnha import SessionSync
 
     pushed: list[str] = []
     monkeypatch.setattr(mnhad, "cold_sync", lambda config, kind="cold": pushed.append(kind))

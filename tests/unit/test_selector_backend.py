@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from lab_orchestrator import hostcheck
-from lab_orchestrator import plan as planmod
-from lab_orchestrator.diagnostics import LabError
-from lab_orchestrator.validate import load_topology
+from lab_orchestrator.model.diagnostics import LabError
+from lab_orchestrator.model.validate import load_topology
+from lab_orchestrator.plan import pipeline as planmod
+from lab_orchestrator.runtime import hostcheck
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -49,7 +49,7 @@ def test_unknown_selector_is_a_located_error(tmp_path: Path) -> None:
 
 
 def test_kernel_refusing_the_program_refuses_the_lab(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from dataplane import tcsel
+    from dataplane.kernel import tcsel
 
     monkeypatch.setattr(tcsel, "probe", lambda: "this kernel refuses the eBPF selector program (bpf: no)")
     topo = load_topology(_lab(tmp_path, "topology1.yml", "ebpf")).topology

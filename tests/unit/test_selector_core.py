@@ -1,4 +1,4 @@
-"""The MX selector's pure core (dataplane.selector): member verdicts, the route gate, the hold-down,
+"""The MX selector's pure core (dataplane.core.selector): member verdicts, the route gate, the hold-down,
 MNHA takeover, restore policies, adopting a programmed map, the monitor's reports, the nft map diff."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from dataplane.chash import SelectorTable, build_initial, plain_ecmp
-from dataplane.health import HealthState, ProfileHealth
-from dataplane.selector import (
+from dataplane.core.chash import SelectorTable, build_initial, plain_ecmp
+from dataplane.core.health import HealthState, ProfileHealth
+from dataplane.core.selector import (
     ROUTE_HOLD_S,
     ROUTE_QUIET_S,
     ROUTE_SETTLE_S,
@@ -21,7 +21,7 @@ from dataplane.selector import (
     read_map,
     routed_everywhere,
 )
-from lab_orchestrator import readiness
+from lab_orchestrator.runtime import readiness
 from labkit.configs import Hop
 
 ORDER = ["srx1", "srx2", "srx3", "srx4"]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from lab_orchestrator import eventwatch
-from lab_orchestrator.sessions import Session, growth_carriers, udp_counts
+from lab_orchestrator.events import watch as eventwatch
+from lab_orchestrator.events.sessions import Session, growth_carriers, udp_counts
 
 
 def session(src: str, sport: int, packets: int, protocol: str = "udp") -> Session:

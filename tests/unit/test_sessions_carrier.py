@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from lab_orchestrator.sessions import carrier
+from lab_orchestrator.events.sessions import carrier
 
 
 def test_the_session_that_grew_carries_the_flow() -> None:

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from lab_orchestrator import api
-from lab_orchestrator.diagnostics import TopologyInvalid
-from lab_orchestrator.eventrun import default_target
-from lab_orchestrator.events import CATALOG
+from lab_orchestrator.events.catalog import CATALOG
+from lab_orchestrator.events.run import default_target
+from lab_orchestrator.model.diagnostics import TopologyInvalid
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from dataplane.mnha import PeerView, Role
-from dataplane.srd import Mastership
+from dataplane.core.mnha import PeerView, Role
+from dataplane.core.srd import Mastership
 
 
 def view(node: Mastership) -> PeerView:

@@ -4,7 +4,7 @@ says the mode and marks the member's own row when it is overloaded."""
 
 from __future__ import annotations
 
-from dataplane import clb
+from dataplane.core import clb
 from dataplane.ikev2.client import ClientConfig, Initiator
 from dataplane.ikev2.gateway import Gateway, GatewayConfig
 

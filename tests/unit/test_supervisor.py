@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from lab_orchestrator import state as statemod
-from lab_orchestrator import status, supervisor
-from lab_orchestrator.supervisord import Supervisor
+from lab_orchestrator.runtime import state as statemod
+from lab_orchestrator.runtime import status, supervisor
+from lab_orchestrator.runtime.supervisord import Supervisor
 
 
 # ---------------------------------------------------------------- pure parts
@@ -35,8 +35,8 @@ def test_recovery_of_bird_is_graceful_restart_and_of_the_rest_a_resume() -> None
     argv, env = supervisor.recovery(["bird", "-f", "-c", "x.conf"])
     assert argv == ["bird", "-f", "-c", "x.conf", "-R"] and supervisor.RESUME_ENV not in env
     assert supervisor.recovery(["/usr/sbin/bird", "-R"])[0] == ["/usr/sbin/bird", "-R"]  # not twice
-    argv, env = supervisor.recovery(["python3", "-m", "dataplane.mnhad", "c.json"], {"A": "1"})
-    assert argv == ["python3", "-m", "dataplane.mnhad", "c.json"]
+    argv, env = supervisor.recovery(["python3", "-m", "dataplane.daemons.mnhad", "c.json"], {"A": "1"})
+    assert argv == ["python3", "-m", "dataplane.daemons.mnhad", "c.json"]
     assert env == {"A": "1", supervisor.RESUME_ENV: "1"}
 
 

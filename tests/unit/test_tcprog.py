@@ -13,10 +13,11 @@ import struct
 
 import pytest
 
-from dataplane import bpfasm, nfthash, tcprog
-from dataplane.bpfasm import R0, R1, R6, R10, Asm
-from dataplane.chash import build_initial, remove_member
-from dataplane.selector import map_updates, read_map
+from dataplane.core import nfthash
+from dataplane.core.chash import build_initial, remove_member
+from dataplane.core.selector import map_updates, read_map
+from dataplane.kernel import bpfasm, tcprog
+from dataplane.kernel.bpfasm import R0, R1, R6, R10, Asm
 
 M64 = (1 << 64) - 1
 SEL_FD, CNT_FD = 7, 8
@@ -221,7 +222,7 @@ def test_prefix_words_match_the_packet_s_byte_order() -> None:
 
 
 def test_map_updates_and_read_map_round_trip_through_the_array() -> None:
-    from dataplane.chash import SelectorTable
+    from dataplane.core.chash import SelectorTable
 
     names = {mark: name for name, mark in MARKS.items()}
     before = build_initial(list(MARKS), 64)
@@ -241,6 +242,6 @@ def test_map_updates_and_read_map_round_trip_through_the_array() -> None:
 
 
 def test_the_steering_mark_is_the_planner_s() -> None:
-    from lab_orchestrator import mxlb
+    from lab_orchestrator.plan.features import mxlb
 
     assert tcprog.TLB_BIT == mxlb.TLB_BIT

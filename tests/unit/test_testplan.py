@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from lab_orchestrator import events as eventsmod
-from lab_orchestrator import plan as planmod
-from lab_orchestrator import testplan
-from lab_orchestrator.diagnostics import TopologyInvalid
-from lab_orchestrator.validate import load_topology
+from lab_orchestrator.events import catalog as eventsmod
+from lab_orchestrator.model.diagnostics import TopologyInvalid
+from lab_orchestrator.model.validate import load_topology
+from lab_orchestrator.plan import pipeline as planmod
+from lab_orchestrator.report import testplan
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from lab_orchestrator import yamlsrc
 from lab_orchestrator.cli import app
-from lab_orchestrator.diagnostics import TopologyInvalid
-from lab_orchestrator.validate import load_topology
+from lab_orchestrator.model import yamlsrc
+from lab_orchestrator.model.diagnostics import TopologyInvalid
+from lab_orchestrator.model.validate import load_topology
 
 HEAD = "name: t\nnodes:\n  h1: {kind: host}\n"
 
@@ -175,8 +175,8 @@ def test_validate_in_a_process_stays_small_and_fast(tmp_path: Path) -> None:
                                                       "mapping-50000", "huge")]
     script = (
         "import json, resource, sys, time\n"
-        "from lab_orchestrator.validate import load_topology\n"
-        "from lab_orchestrator.diagnostics import TopologyInvalid\n"
+        "from lab_orchestrator.model.validate import load_topology\n"
+        "from lab_orchestrator.model.diagnostics import TopologyInvalid\n"
         "out = []\n"
         "for p in sys.argv[1:]:\n"
         "    t = time.monotonic()\n"

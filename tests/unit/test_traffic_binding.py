@@ -161,7 +161,7 @@ def test_packet_mode_receiver_records_and_publishes_translated_sources() -> None
 def test_bindings_through_a_fifo_reach_a_sender_started_later(tmp_path: Path) -> None:
     """`lab traffic start` runs receiver and sender as separate daemons: the receiver publishes on a
     FIFO before the sender exists; the records wait there and the sender learns them all."""
-    from lab_orchestrator.trafficsetup import bindings_fifo
+    from lab_orchestrator.plan.trafficsetup import bindings_fifo
 
     fifo = bindings_fifo(tmp_path)
     assert bindings_fifo(tmp_path) == fifo, "a second start replaces the FIFO"
@@ -205,7 +205,7 @@ def test_bindings_through_a_fifo_reach_a_sender_started_later(tmp_path: Path) ->
 
 
 def test_two_way_setup_is_the_same_for_events_and_traffic_by_hand(tmp_path: Path) -> None:
-    from lab_orchestrator.trafficsetup import REVERSE_ID_OFFSET, Endpoints, bindings_fifo, two_way
+    from lab_orchestrator.plan.trafficsetup import REVERSE_ID_OFFSET, Endpoints, bindings_fifo, two_way
 
     ends = Endpoints("c-ns", "eth1", "100.64.0.0/16", "s-ns", "eth1", "203.0.113.10")
     fifo = bindings_fifo(tmp_path)

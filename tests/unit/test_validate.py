@@ -20,9 +20,9 @@ import pytest
 from typer.testing import CliRunner
 
 from lab_orchestrator.cli import app
-from lab_orchestrator.diagnostics import Diagnostic, TopologyInvalid, dotted
-from lab_orchestrator.model import Services
-from lab_orchestrator.validate import load_topology
+from lab_orchestrator.model.diagnostics import Diagnostic, TopologyInvalid, dotted
+from lab_orchestrator.model.schema import Services
+from lab_orchestrator.model.validate import load_topology
 
 REPO = Path(__file__).resolve().parents[2]
 ERRORS = REPO / "tests" / "golden" / "errors"
@@ -290,7 +290,7 @@ def test_a_duplicate_key_does_not_hide_an_undefined_node(tmp_path: Path) -> None
 
 
 def test_did_you_mean_only_when_one_name_is_closest() -> None:
-    from lab_orchestrator.diagnostics import did_you_mean
+    from lab_orchestrator.model.diagnostics import did_you_mean
 
     assert did_you_mean("topolgy3", ["topology3", "topology4-cgnat"]) == " (did you mean 'topology3'?)"
     assert did_you_mean("srx3", ["srx1", "srx2"]) == ""  # two as close: no guess

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from lab_orchestrator.diagnostics import TopologyInvalid
-from lab_orchestrator.validate import _normalise, load_topology
-from lab_orchestrator.yamlsrc import SourceMap, load
+from lab_orchestrator.model.diagnostics import TopologyInvalid
+from lab_orchestrator.model.validate import _normalise, load_topology
+from lab_orchestrator.model.yamlsrc import SourceMap, load
 
 NESTED = textwrap.dedent("""\
     # comment on line 1

@@ -92,7 +92,7 @@ def _srg0_monitoring(srg0: dict[str, Any]) -> list[str]:
 
 
 def show_chassis_ha(snap: Snapshot, args: Args) -> Output:
-    """MNHA (`dataplane.mnhad` writes nodes/NODE/mnha-status.json) in Junos's layout."""
+    """MNHA (`dataplane.daemons.mnhad` writes nodes/NODE/mnha-status.json) in Junos's layout."""
     status = snap.status.get(MNHA_STATUS)
     if "mnha" not in snap.node.features:
         return error("Chassis high availability is not configured")
@@ -167,7 +167,7 @@ def show_chassis_ha(snap: Snapshot, args: Args) -> Output:
 
 # ---------------------------------------------------------------------- SRD (MX)
 def show_services_redundancy_group(snap: Snapshot, args: Args) -> Output:
-    """Services Redundancy (`dataplane.srdd` writes nodes/MX/srd-status.json) in a Junos-like layout."""
+    """Services Redundancy (`dataplane.daemons.srdd` writes nodes/MX/srd-status.json) in a Junos-like layout."""
     srd = snap.node.features.get("srd")
     if not isinstance(srd, dict):
         return error("services redundancy is not configured")

@@ -1,0 +1,1 @@
+"""Pure control-plane cores: decisions and codecs, no socket, no kernel."""

@@ -1,0 +1,1 @@
+"""The per-node daemons around the cores (`python -m dataplane.daemons.NAME CONFIG`)."""

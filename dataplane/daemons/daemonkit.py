@@ -1,0 +1,117 @@
+"""What every per-node daemon needs the same way: a stop flag set by SIGTERM/SIGINT, an atomic JSON
+status file, and the peer heartbeat bookkeeping of the HA daemons (MNHA, SRD)."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from labkit.status import StatusModel, read_status
+
+from ..core.mnha import HeartbeatError, PeerView, decode_heartbeat_ext
+
+
+class StopFlag:
+    """True once SIGTERM or SIGINT arrived: loops check it and finish their round cleanly."""
+
+    def __init__(self) -> None:
+        self.set = False
+        signal.signal(signal.SIGTERM, self._on_signal)
+        signal.signal(signal.SIGINT, self._on_signal)
+
+    def _on_signal(self, signum: int, frame: object) -> None:
+        self.set = True
+
+    def __bool__(self) -> bool:
+        return self.set
+
+
+RESUME_ENV = "LAB_RESUME"  # the lab supervisor sets it to 1 when it restarts a daemon after a crash
+
+
+S = TypeVar("S", bound=StatusModel)
+
+
+def resumed(path: str | Path, model: type[S]) -> S | None:
+    """The typed status this daemon's previous instance published, when it is being restarted after a
+    crash (LAB_RESUME=1) and resumes from it; None on a fresh start, or when the file is not a MODEL."""
+    if os.environ.get(RESUME_ENV) != "1":
+        return None
+    return read_status(path, model)
+
+
+def resumed_status(path: str | Path) -> dict[str, Any] | None:
+    """The status this daemon's previous instance published, when it is being restarted after a crash
+    (LAB_RESUME=1) and resumes from it; None on a fresh start (boot, power on)."""
+    if os.environ.get(RESUME_ENV) != "1":
+        return None
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+@dataclass
+class PeerLink:
+    """Heartbeats from one known peer (node name and address) on a non-blocking UDP socket."""
+
+    sock: socket.socket
+    peer: str
+    peer_ip: str
+    view: PeerView = field(default_factory=lambda: PeerView(False))
+    heard: float = 0.0
+    received: int = 0
+    bad: int = 0
+
+    def drain(self, now: float) -> None:
+        while True:
+            try:
+                data, source = self.sock.recvfrom(512)
+            except BlockingIOError:
+                return
+            try:
+                node, role, priority, healthy, _seq, role2, priority2 = decode_heartbeat_ext(data)
+            except HeartbeatError:
+                self.bad += 1
+                continue
+            if node != self.peer or source[0] != self.peer_ip:
+                self.bad += 1  # a stranger on the link: ignored, counted
+                continue
+            self.received += 1
+            self.heard = now
+            self.view = PeerView(True, role, priority, healthy, role2, priority2)
+
+    def expire(self, now: float, deadline_s: float, link_up: bool) -> None:
+        """Silence for DEADLINE_S, or the link without carrier, means no peer over this link."""
+        if now - self.heard > deadline_s or not link_up:
+            self.view = PeerView(False)
+
+
+DECIDE_S = 0.05  # how often an HA daemon re-decides (a lost carrier or route is acted on at once)
+
+
+def heartbeat_loop(interval: float, handlers: dict[socket.socket, Callable[[float], None]],
+                   tick: Callable[[float, bool], None]) -> None:
+    """The HA daemons' loop: serve readable sockets, decide every DECIDE_S, and let TICK send a
+    heartbeat (second argument True) every INTERVAL, until SIGTERM/SIGINT."""
+    stopping = StopFlag()
+    next_beat = time.monotonic()
+    while not stopping:
+        timeout = max(0.0, min(next_beat - time.monotonic(), DECIDE_S))
+        ready, _, _ = select.select(list(handlers), [], [], timeout)
+        now = time.monotonic()
+        for sock in ready:
+            handlers[sock](now)
+        beat = now >= next_beat
+        tick(now, beat)
+        if beat:
+            next_beat = max(next_beat + interval, now)

@@ -1,0 +1,1 @@
+"""Kernel edges: nftables, eBPF (tc) programs and maps, virtual IPs."""

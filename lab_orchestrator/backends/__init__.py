@@ -1,1 +1,0 @@
-"""Backends apply a plan: `netns` (this host's kernel); containerlab comes later."""

@@ -1,0 +1,125 @@
+"""Convergence budgets for `lab events run`: a CI job fails when an event exceeds what the design allows.
+
+A budget is a metric, a limit and optionally one event: `--max-convergence-ms 300` holds for every
+event, `--budget srx-power-off:convergence_ms=500` for that event only (it overrides the global one
+for that metric). Each event's report gets its budget verdicts; `violations` says in one line each
+which event broke which budget with what it measured. Pure: no I/O, unit-tested.
+
+Metrics (of an event's report, see `eventverdict.analyse`):
+- `convergence_ms`: the longest loss-derived convergence of an affected flow (lost / per-flow rate);
+- `unaffected_loss`: packets lost by flows the event should not touch. An MX-target event (mx-reboot,
+  restart-routing, gres...) touches every flow, since every flow crosses that MX: all its flows count as
+  affected and its unaffected loss is 0 by definition; its budget is `convergence_ms`;
+- `longest_gap_ms`: the longest gap between two packets of any flow;
+- `flows_moved_excess`: flows moved between SRXs beyond the ideal (the failed SRX's own flows).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from ..model.diagnostics import LabError, did_you_mean
+
+METRICS: dict[str, str] = {
+    "convergence_ms": "longest convergence of an affected flow (ms)",
+    "unaffected_loss": "packets lost by unaffected flows",
+    "longest_gap_ms": "longest gap of any flow (ms)",
+    "flows_moved_excess": "flows moved beyond the ideal",
+}
+_SPEC = re.compile(r"^(?:(?P<event>[a-z][a-z0-9-]*):)?(?P<metric>[a-z_]+)=(?P<limit>\d+(?:\.\d+)?)$")
+
+
+class BudgetError(LabError):
+    """A budget option that cannot be read: bad input, exit 2."""
+
+    exit_code = 2
+
+
+@dataclass(frozen=True)
+class Budget:
+    metric: str
+    limit: float
+    event: str | None = None  # None: every event
+
+    def describe(self) -> str:
+        return f"{self.metric} <= {self.limit:g}"
+
+
+def measured(result: dict[str, Any], metric: str) -> float:
+    if metric == "convergence_ms":
+        return float(result["convergence_ms"]["max"])
+    if metric == "unaffected_loss":
+        return float(result["packets_lost_by_unaffected_flows"])
+    if metric == "longest_gap_ms":
+        return float(result["longest_gap_ms"])
+    if metric == "flows_moved_excess":
+        ideal = result.get("flows_moved_ideal") or 0
+        return float(max(0, result["flows_moved"] - ideal)) if ideal else 0.0
+    raise KeyError(metric)
+
+
+def parse(spec: str, known_events: set[str] | None = None) -> Budget:
+    """`[EVENT:]METRIC=LIMIT` -> Budget; a LabError (exit 2) saying what is wrong otherwise."""
+    match = _SPEC.match(spec.strip())
+    if not match:
+        raise BudgetError(f"--budget {spec!r}: expected [EVENT:]METRIC=LIMIT, e.g. srx-power-off:convergence_ms=300")
+    metric, event = match["metric"], match["event"]
+    if metric not in METRICS:
+        raise BudgetError(f"--budget {spec!r}: unknown metric {metric}; known: {', '.join(METRICS)}")
+    if event is not None and known_events is not None and event not in known_events:
+        raise BudgetError(f"--budget {spec!r}: unknown event {event}{did_you_mean(event, known_events)}; "
+                          f"known: {', '.join(sorted(known_events))}")
+    return Budget(metric, float(match["limit"]), event)
+
+
+def collect(max_convergence_ms: float | None, max_unaffected_loss: int | None, specs: list[str],
+            known_events: set[str] | None = None) -> list[Budget]:
+    budgets = []
+    if max_convergence_ms is not None:
+        budgets.append(Budget("convergence_ms", float(max_convergence_ms)))
+    if max_unaffected_loss is not None:
+        budgets.append(Budget("unaffected_loss", float(max_unaffected_loss)))
+    budgets += [parse(spec, known_events) for spec in specs]
+    return budgets
+
+
+def applicable(budgets: list[Budget], event: str) -> list[Budget]:
+    """The budgets that hold for EVENT: per-event ones override the global one of the same metric."""
+    own = {b.metric: b for b in budgets if b.event == event}
+    general = {b.metric: b for b in budgets if b.event is None and b.metric not in own}
+    return [*general.values(), *own.values()]
+
+
+def judge(result: dict[str, Any], budgets: list[Budget]) -> list[dict[str, Any]]:
+    """Verdicts of the budgets that hold for this event's report."""
+    rows = []
+    for budget in applicable(budgets, result["event"]):
+        value = measured(result, budget.metric)
+        rows.append({"metric": budget.metric, "limit": budget.limit, "measured": value,
+                     "ok": value <= budget.limit, "scope": budget.event or "all events"})
+    return rows
+
+
+def violations(result: dict[str, Any]) -> list[str]:
+    """One sentence per broken budget of a judged report (its "budgets" rows)."""
+    return [f"{result['event']} on {result['target']} broke the budget {row['metric']} <= {row['limit']:g} "
+            f"({row['scope']}): measured {row['measured']:g}"
+            for row in result.get("budgets", []) if not row["ok"]]
+
+
+def apply_to_report(doc: dict[str, Any], budgets: list[Budget]) -> list[str]:
+    """`lab report`: judge every case's event result against BUDGETS; a case that broke one fails.
+    Returns the sentences of every broken budget."""
+    broken: list[str] = []
+    for case in doc.get("cases", []):
+        result = case.get("result")
+        if not result:
+            continue
+        result["budgets"] = judge(result, budgets)
+        lines = violations(result)
+        if lines and case.get("status") == "passed":
+            case["status"] = "failed"
+        broken += [f"{case.get('lab', '?')}: {line}" for line in lines]
+    return broken

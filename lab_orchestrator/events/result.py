@@ -1,0 +1,217 @@
+"""The result of one failure event run under traffic (`lab events run`, `lab report`), typed.
+
+`eventrun.run_event` builds it (`eventverdict.analyse`), the CLI prints it, `eventverdict.junit` / `.plot` and the JSON
+writers read it. `to_json()` gives the documented JSON form (docs/events.md: same keys, same order
+as always; the optional parts `daemon_crash`, `flows_moved_on_restore`,
+`flows_moved_on_restore_ideal_max` and `budgets` only when they apply), `from_json()` reads it back
+with validation. The receivers' and senders' own reports (`forward`, `reverse`, `senders`) are the
+traffic generator's format (dataplane.traffic), kept as they are.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from ..model.diagnostics import LabError
+from . import budgets as budgetsmod
+
+DAEMON_RETURN_S = 5.0  # daemon-crash passes only if the daemon runs again within this
+OPTIONAL = ("daemon_crash", "flows_moved_on_restore", "flows_moved_on_restore_ideal_max", "budgets", "checks")
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, validate_assignment=True)
+
+
+class Convergence(_Model):
+    max: float
+    median: float
+
+
+class PhaseFigures(_Model):
+    """One phase (the event, its restore): flows the MX selector tables moved vs those seen moving."""
+
+    expected_movers: int
+    movers: int
+    ideal: int
+    unexpected_movers: int
+    expected_but_stayed: int
+    members: list[int]  # selector members before, after
+    bucket_share_moved: float | None
+    bucket_share_ideal: float
+    buckets: int
+    cross_mx_movers: int = 0  # of the expected movers: buckets the two MXs' tables disagree on (SRD labs)
+
+
+class FlowRow(_Model):
+    """One flow, both directions (same flow id)."""
+
+    flow: int
+    src: str
+    carrier_before: str | None
+    carrier_during: str | None
+    carrier_after: str | None
+    srx_before: str | None  # older names of the first two
+    srx_after: str | None
+    expected_mover: dict[str, bool]
+    mover: dict[str, bool | None]
+    lost_forward: int
+    lost_reverse: int
+    convergence_ms: float
+    max_gap_ms: float
+    max_gap_forward_ms: float = 0.0  # each direction's longest gap (a capture compares each with its own)
+    max_gap_reverse_ms: float | None = None  # None: no reverse traffic
+    gap_at_s: list[float | None]  # where each direction's longest gap started, seconds from the event
+    recovered: bool
+    moved: bool
+    moved_on_restore: bool
+    bindings: list[str] | None  # CGNAT: the bindings the server saw, in order
+    rebound: bool
+    lost: int
+
+
+class DaemonCrash(_Model):
+    daemon: str
+    restarts_before: int
+    restarts_after: int = 0
+    down_s: float | None = None
+    running: bool = False
+    returned: bool = False
+
+
+class BudgetVerdict(_Model):
+    metric: str
+    limit: float
+    measured: float
+    ok: bool
+    scope: str
+
+
+class Check(_Model):
+    """One condition the runner checked around an event: before it (selectors ready, BGP settled,
+    MNHA pairs synced, baseline carried) or after it (the selector tables settled)."""
+
+    name: str
+    ok: bool
+    detail: str = ""
+    when: Literal["before", "after"] = "before"
+
+
+class EventResult(_Model):
+    event: str
+    title: str
+    target: str
+    action: str
+    flows: int
+    rate_per_flow_pps: float
+    resolution_ms: float
+    affected_flows: int
+    unaffected_flows: int
+    convergence_ms: Convergence
+    longest_gap_ms: float
+    packets_lost_by_unaffected_flows: int
+    flows_moved: int
+    flows_rebound: int
+    phases: dict[str, PhaseFigures]
+    tables_missed: int | None
+    verdict_from: Literal["selector tables", "observed carriers"]
+    flows_moved_ideal: int
+    recovered: bool
+    passed: bool
+    forward: dict[str, Any]  # the forward receiver's report (dataplane.traffic)
+    reverse: dict[str, Any]  # the reverse receiver's ({} without reverse traffic)
+    marks: dict[str, float]  # event, restore, settled: CLOCK_MONOTONIC seconds
+    timeline: list[tuple[float, dict[str, float]]]  # (time, pps per SRX from the MX counters)
+    per_flow: list[FlowRow]
+    daemon_crash: DaemonCrash | None = None
+    senders: dict[str, dict[str, Any]] = {}
+    flows_moved_on_restore: int | None = None
+    flows_moved_on_restore_ideal_max: int | None = None
+    budgets: list[BudgetVerdict] | None = None
+    checks: list[Check] | None = None  # what the runner checked before (and after) the event
+
+    @property
+    def status(self) -> Literal["passed", "failed"]:
+        return "passed" if self.passed and all(b.ok for b in self.budgets or []) else "failed"
+
+    def to_json(self) -> dict[str, Any]:
+        data = self.model_dump(mode="json")
+        for key in OPTIONAL:
+            if data[key] is None:
+                del data[key]
+        data["status"] = self.status
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> EventResult:
+        return cls.model_validate_json(json.dumps({k: v for k, v in data.items() if k != "status"}))
+
+    def judge(self, budgets: list[budgetsmod.Budget]) -> None:
+        """Record the verdicts of the budgets that hold for this event."""
+        self.budgets = [BudgetVerdict(**row) for row in budgetsmod.judge(self.to_json(), budgets)]
+
+    def violations(self) -> list[str]:
+        """One sentence per budget this event broke."""
+        return budgetsmod.violations(self.to_json())
+
+    def phase_lines(self) -> list[str]:
+        """Per phase of the selector-table verdict, one line: flows moved (seen on the SRXs) against
+        the tables' expected movers and the ideal share, and the share of the table that moved."""
+        lines = []
+        for name, ph in self.phases.items():
+            share = "" if ph.bucket_share_moved is None else (
+                f"; table: {ph.bucket_share_moved:.1%} of {ph.buckets} buckets moved "
+                f"(ideal {ph.bucket_share_ideal:.1%}, members {ph.members[0]} -> {ph.members[1]})")
+            extra = [f"{ph.unexpected_movers} unexpected"] if ph.unexpected_movers else []
+            if ph.expected_but_stayed:
+                extra.append(f"{ph.expected_but_stayed} expected but stayed")
+            lines.append(f"  {name}: {ph.movers} flows moved, {ph.expected_movers} expected from the tables, "
+                         f"ideal {ph.ideal}" + (f" ({', '.join(extra)})" if extra else "") + share)
+        return lines
+
+    def failure_reasons(self) -> list[str]:
+        """Why the event failed (empty when it passed and kept its budgets)."""
+        why = self.violations()
+        if self.passed and not why:
+            return []
+        if not self.recovered:
+            why.append("not every flow recovered after the event")
+        if self.packets_lost_by_unaffected_flows:
+            why.append(f"unaffected flows lost {self.packets_lost_by_unaffected_flows} packets")
+        why += [c.detail for c in self.checks or [] if not c.ok]
+        if self.daemon_crash and not self.daemon_crash.returned:
+            why.append(f"{self.daemon_crash.daemon} was not running again within {DAEMON_RETURN_S:.0f} s")
+        return why or ["the event's verdict failed"]
+
+
+class EventError(_Model):
+    """A case the runner could not judge: a precondition failed, the lab could not be read, or the
+    senders fell behind their schedule during the event, so no verdict on the event is given.
+    `lab events run` exits 3 when a case is an error and none failed."""
+
+    event: str
+    title: str
+    target: str
+    status: Literal["error"] = "error"
+    error: str  # the reason, one sentence
+    flows: int
+    rate: float  # aggregate packets/s per direction
+    checks: list[Check] = []
+    result: EventResult | None = None  # the figures, when the event ran but cannot be trusted
+
+    def to_json(self) -> dict[str, Any]:
+        data = self.model_dump(mode="json", exclude={"result"})
+        if self.result is not None:
+            data["result"] = self.result.to_json()
+        return data
+
+
+class CaseError(LabError):
+    """Raised by the runner when a case cannot be judged; carries its `EventError`."""
+
+    def __init__(self, error: EventError):
+        super().__init__(error.error)
+        self.error = error

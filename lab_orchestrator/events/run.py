@@ -1,0 +1,261 @@
+"""Run failure events under traffic and measure convergence the way the JVD's IxNetwork does.
+
+For each event: UDP flows (distinct subscriber addresses, IMIX by default) run client -> server and,
+on the same 5-tuples, server -> client (so both hash directions are exercised); after a warm-up the
+event is injected, restored when it is a lasting one, and the traffic runs on until every flow has
+had time to recover. Per flow: packets lost, loss-derived convergence (lost / per-flow rate, RFC
+6412's packet-loss duration), longest gap. Which SRX carried each flow comes from the SRXs
+themselves (conntrack packet counters, before and after the event); the delivered rate per SRX over
+time comes from the MX's per-SRX counters.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .. import baseline
+from ..plan import trafficsetup
+from ..plan.pipeline import LabPlan
+from ..plan.trafficsetup import endpoints
+from ..runtime import bgpready, ops
+from ..runtime.state import LabState
+from . import catalog as eventsmod
+from . import sessions
+from .result import DAEMON_RETURN_S, CaseError, Check, DaemonCrash, EventError, EventResult
+from .verdict import analyse
+from .watch import (
+    Sampler,
+    TableWatcher,
+    carried_by,
+    carriers,
+    expected_movers,
+    load_balancers,
+    selector_configs,
+    selector_status_files,
+    wait_mnha_synced,
+    wait_selectors_ready,
+    wait_settled,
+)
+
+MAX_EXTRA_S = 30.0
+ON_SCHEDULE = "senders on schedule"  # the check after the event: a failure makes the case an error
+READY_S = 10.0  # before an event: selector members in their tables, MNHA pairs in step
+BGP_WHOLE_S = 20.0  # before an event: every BGP session up and no BIRD still in graceful-restart recovery
+LASTING = {"srx-link-failure", "srx-power-off", "mnha-pair-power-off", "nexthop-delete", "srd-link-failure"}
+
+Progress = Callable[[str], None]
+
+
+@dataclass
+class TrafficSpec:
+    flows: int = 200
+    rate: float = 40000.0  # aggregate packets/s in each direction: 200 flows x 200 pps, a 5 ms resolution
+    sizes: str = "imix"
+    reverse: bool = True
+    warmup: float = 2.0  # seconds of traffic before the event
+    hold: float = 3.0  # lasting events: seconds before the restore step
+    settle: float = 4.0  # seconds after the event (or its restore) before traffic stops
+    down_time: float = 3.0  # reboot events
+    # packet: count frames reaching the receiving host's interface (AF_PACKET, before its netfilter);
+    # socket: count what a UDP socket of the receiving host gets (after its netfilter)
+    receiver: str = "packet"
+    realtime: bool = True  # senders SCHED_FIFO (keeps their schedule when the machine is busy)
+    sender_cpu: int | None = None  # pin both senders to this CPU (with realtime: the other CPUs stay free)
+    baseline: float = baseline.BASELINE_S  # seconds of the traffic judged before the event (0: none)
+
+
+def default_target(plan: LabPlan, event: eventsmod.EventKind) -> str:
+    if event.target == eventsmod.ANY_NODE:  # daemon-crash: the first MX, else the first node running a daemon
+        nodes = [n.name for n in load_balancers(plan)] + [p.node for p in plan.processes]
+        return nodes[0]
+    if event.target == eventsmod.FLEXVPN_MEMBER:  # the last FlexVPN router: the lowest HSRP priority, a member
+        return [p.node for p in plan.processes if p.name == "flexvpn"][-1]
+    if event.name == "nexthop-add" and plan.spares:  # a never-seen SRX (or pair) when the lab has one
+        return plan.spares[0]
+    # a node of the targeted role; an MNHA pair: its first firewall
+    wanted = eventsmod.role_kinds(eventsmod.FIREWALL) if event.target == eventsmod.MNHA_PAIR else event.node_kinds
+    return next(n.name for n in plan.nodes if n.kind in wanted and n.name not in plan.spares)
+
+
+
+
+
+def _slot(state: LabState, node: str, name: str) -> Any:
+    from ..runtime import supervisor
+
+    return next((s for s in supervisor.Supervisor(state.state_dir).table() if s.key == (node, name)), None)
+
+
+
+def run_event(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target: str, spec: TrafficSpec,
+              progress: Progress = lambda _: None, daemon: str | None = None) -> EventResult:
+    """Check the preconditions, run EVENT on TARGET under the traffic of SPEC and judge it. A case
+    whose preconditions failed, or whose session tables could not be read, raises `CaseError`."""
+    taken_out = event.name == "nexthop-add" and target not in state.down_nodes
+    if taken_out:
+        ops.power_off(state, plan, target)  # out of service first: the event puts it (back) in
+        time.sleep(1.0)
+    checks = preconditions(state, plan, spec, progress)
+    failed = [c for c in checks if not c.ok]
+    if failed:
+        if taken_out:
+            ops.power_on(state, plan, target)  # as it was: the event did not run
+        raise CaseError(EventError(event=event.name, title=event.title, target=target, flows=spec.flows,
+                                   rate=spec.rate, checks=checks,
+                                   error="; ".join(c.detail for c in failed)))
+    try:
+        result = _run(state, plan, event, target, spec, progress, daemon)
+    except sessions.ReadError as exc:
+        raise CaseError(EventError(event=event.name, title=event.title, target=target, flows=spec.flows,
+                                   rate=spec.rate, checks=checks, error=f"cannot judge the event: {exc}")) from None
+    late = baseline.senders_late(result.senders, result.resolution_ms)
+    result.checks = checks + (result.checks or []) + [Check(
+        name=ON_SCHEDULE, ok=not late, when="after",
+        detail="; ".join(late) if late else "both senders kept their schedule during the event")]
+    if late:  # a packet due during the outage and sent after it was not lost: the figures are short
+        raise CaseError(EventError(event=event.name, title=event.title, target=target, flows=spec.flows,
+                                   rate=spec.rate, checks=result.checks, result=result,
+                                   error=f"the generator fell behind during the event ({'; '.join(late)}): "
+                                         "its figures cannot be trusted; lower --rate/--flows"))
+    if not all(c.ok for c in result.checks):
+        result.passed = False
+    return result
+
+
+def preconditions(state: LabState, plan: LabPlan, spec: TrafficSpec, progress: Progress) -> list[Check]:
+    """What must hold before an event is injected, each checked and recorded: every selector member
+    with an SRX in service in every MX's table, BGP whole, the MNHA pairs in step, and the event's
+    traffic carried loss-free and on schedule for a baseline period (only once the rest holds)."""
+    checks = []
+    waiting = wait_selectors_ready(state, plan, timeout=READY_S)
+    checks.append(Check(name="selectors ready", ok=not waiting,
+                        detail=f"selector members not in their tables after {READY_S:.0f} s: "
+                               f"{', '.join(waiting[:6])}" if waiting else "every member in service in every table"))
+    unsettled = bgpready.wait_whole(plan, set(state.down_nodes), timeout=BGP_WHOLE_S)
+    checks.append(Check(name="BGP settled", ok=not unsettled,
+                        detail=f"BGP not settled after {BGP_WHOLE_S:.0f} s: {', '.join(unsettled[:4])}"
+                        if unsettled else "every session established, no graceful-restart recovery left"))
+    if plan.mnha:
+        unsynced = wait_mnha_synced(state, plan, timeout=READY_S)
+        checks.append(Check(name="MNHA synced", ok=not unsynced,
+                            detail=f"MNHA pairs not in step after {READY_S:.0f} s: {'; '.join(unsynced[:4])}"
+                            if unsynced else "every pair in service hears its peer, roles settled"))
+    if spec.baseline > 0 and all(c.ok for c in checks):
+        carried = baseline.measure(plan, spec.flows, spec.rate, spec.sizes, spec.baseline, spec.realtime,
+                                   spec.sender_cpu, spec.reverse)
+        why = baseline.judge(carried)
+        checks.append(Check(name="baseline carried", ok=not why,
+                            detail=baseline.cannot_carry(carried, why) if why else
+                            f"{spec.baseline:g} s of the event's traffic delivered whole and on schedule"))
+        if why:
+            progress(f"baseline: {'; '.join(why)}")
+    return checks
+
+
+def _run(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target: str, spec: TrafficSpec,
+         progress: Progress, daemon: str | None) -> EventResult:
+    ends = endpoints(plan)
+    per_flow = spec.rate / spec.flows
+    lasting = event.name in LASTING
+    # The senders run until stopped (bounded by MAX_EXTRA_S): the traffic goes on until the
+    # selectors have settled after the event (and its restore), then for spec.settle more seconds.
+    total = spec.warmup + (spec.hold if lasting else 0) + spec.settle + \
+        (spec.down_time if event.name.endswith("reboot") else 0) + MAX_EXTRA_S
+    mx_ns = [ns for n in load_balancers(plan) for ns in n.namespaces if ns.endswith("-trust-vr")]
+    # CGNAT: the server sees each flow's NAT binding, not the subscriber; the forward receiver
+    # publishes the bindings on a FIFO and the reverse sender answers them (and follows a re-bind).
+    nat = plan.use_case == "cgnat"
+    scratch = tempfile.mkdtemp(prefix="lab-events-") if nat and spec.reverse else None
+    setup = trafficsetup.two_way(ends, spec.flows, spec.rate, spec.sizes, total, reverse=spec.reverse, nat=nat,
+                                 bindings=trafficsetup.bindings_fifo(scratch) if scratch else None,
+                                 socket_mode=spec.receiver == "socket", realtime=spec.realtime,
+                                 cpu=spec.sender_cpu)
+    flows = setup.flows
+    sampler = Sampler(mx_ns, selector_configs(plan)).start()
+    watcher = TableWatcher(selector_status_files(state, plan)).start()
+    rx_f = tx_f = rx_r = tx_r = None
+    marks: dict[str, float] = {}
+    try:
+        rx_f = setup.rx_forward.spawn().wait_ready()
+        rx_r = setup.rx_reverse.spawn().wait_ready() if setup.rx_reverse else None
+        tx_f = setup.tx_forward.spawn().wait_ready()
+        time.sleep(0.3)  # the forward packets open the sessions the reverse flows need
+        tx_r = setup.tx_reverse.spawn().wait_ready() if setup.tx_reverse else None
+        time.sleep(max(0.0, spec.warmup - 0.8))
+        keys = {(f.src, f.sport) for f in flows}
+        before = carriers(plan, keys=keys)
+        crash: dict[str, Any] = {}
+        involved: set[str] | None = None
+        if event.name == "daemon-crash":
+            daemon = daemon or ops.default_daemon(state, target)
+            involved = carried_by(plan, target)
+            crash = {"daemon": daemon, "restarts_before": getattr(_slot(state, target, daemon), "restarts", 0)}
+        progress(f"{event.name} on {target}" + (f" ({daemon})" if crash else ""))
+        marks["event"] = time.monotonic_ns() / 1e9
+        summary = ops.inject(state, plan, event.name, target, down_time=spec.down_time, daemon=daemon)
+        during: dict[tuple[str, int], str] = {}
+        if lasting:
+            time.sleep(max(0.0, spec.hold - 0.5))
+            during = carriers(plan, keys=keys)
+            marks["restore"] = time.monotonic_ns() / 1e9
+            restored = ops.restore(state, plan, target)
+            summary += "; restored: " + ("; ".join(restored) or "nothing")
+            progress("restored")
+        marks["settled"], settled = wait_settled(state, plan, timeout=MAX_EXTRA_S - 5)
+        time.sleep(max(0.0, spec.settle - 0.4))
+        after = carriers(plan, keys=keys)
+        sent_f = tx_f.stop(timeout=30)
+        sent_r = tx_r.stop(timeout=30) if tx_r else None
+        time.sleep(0.3)
+        report_f = rx_f.stop(sent=sent_f)
+        report_r = rx_r.stop(sent=sent_r) if rx_r else None
+    except BaseException:
+        for child in (tx_f, tx_r, rx_f, rx_r):
+            if child is not None:
+                child.kill()
+        raise
+    finally:
+        sampler.stop()
+        watcher.stop()
+        if scratch:
+            shutil.rmtree(scratch, ignore_errors=True)
+    pair = next((p for p in plan.mnha if target in p), None) if event.name == "mnha-pair-power-off" else None
+    # A lasting event's restore step moves flows too (the returning SRX takes its share back, and
+    # those flows' first return packets may reach it before their forward ones open a session):
+    # they are affected by the restore, not "unaffected".
+    moved_back = {key for key, srx in after.items() if during.get(key) not in (None, srx)} if during else set()
+    if involved is None and event.target == eventsmod.LOAD_BALANCER and event.name != "mx-reboot" and watcher.samples:
+        involved = set()  # the MX's tables say which flows may move: any other loss is unaffected
+    expected = expected_movers(state, plan, watcher.samples, flows, marks, event.name)
+    result = analyse(event, target, summary, flows, before, during or after, report_f, report_r, sent_f,
+                     per_flow, marks, sampler, pair, moved_back, sent_r, involved=involved,
+                     nat=plan.use_case == "cgnat", expected=expected, carriers_after=after if during else None)
+    if crash:
+        # The supervisor's own account: how long the daemon was down before it ran again.
+        slot = _slot(state, target, crash["daemon"])
+        from ..runtime import supervisor
+
+        crash["restarts_after"] = getattr(slot, "restarts", 0)
+        crash["down_s"] = getattr(slot, "last_down_s", None)
+        crash["running"] = slot is not None and supervisor.slot_alive(slot)
+        crash["returned"] = bool(crash["running"] and crash["restarts_after"] > crash["restarts_before"]
+                                 and crash["down_s"] is not None and crash["down_s"] <= DAEMON_RETURN_S)
+        result.daemon_crash = DaemonCrash(**crash)
+        result.passed = result.passed and bool(crash["returned"])
+    # how well the senders kept their schedule (a late packet due during an outage is not lost)
+    result.senders = {name: {k: v for k, v in sent.items() if k != "per_flow_sent"}
+                      for name, sent in (("forward", sent_f), ("reverse", sent_r)) if sent}
+    result.checks = [Check(name="settled after the event", ok=settled, when="after",
+                           detail="every member in service back in every selector table, no change for 2 s"
+                           if settled else f"the selector tables did not settle within {MAX_EXTRA_S - 5:.0f} s "
+                           "after the event: the carriers after it were read on an unsettled lab")]
+    if during:
+        result.flows_moved_on_restore = len(moved_back)
+        result.flows_moved_on_restore_ideal_max = round(len(flows) / max(1, len(set(after.values()))))
+    return result
+

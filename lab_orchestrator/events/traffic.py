@@ -1,0 +1,121 @@
+"""`lab traffic start|stop|stats`: traffic by hand on a running lab, under the lab's supervisor.
+
+The same flows, senders and receivers as `lab events run`, set up by the same builder
+(`trafficsetup.two_way`; on a CGNAT lab the reverse sender answers the NAT bindings the forward
+receiver sees, through a FIFO in the lab's `traffic/` folder), started as daemons of a pseudo node
+`_traffic` (`python -m dataplane.traffic ROLE --config FILE`), so they outlive the command, show in
+the lab's record and die with the lab. Each prints its JSON report into its log when it stops (at
+the end of --duration, or on `stop`); `stop` counts each receiver against its sender's counts.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from dataplane.traffic import Accounting
+
+from .. import kinds
+from ..model.diagnostics import LabError
+from ..plan import trafficsetup
+from ..runtime import supervisor
+from ..runtime.ops import load_plan
+from ..runtime.state import LabState
+from .watch import Sampler, selector_configs
+
+NODE = "_traffic"
+
+
+def folder(state: LabState) -> Path:
+    """Where the traffic daemons' configurations (and a CGNAT lab's bindings FIFO) are."""
+    return Path(state.state_dir) / "traffic"
+
+
+def start(state: LabState, flows: int, rate: float, sizes: str, duration: float, reverse: bool) -> list[str]:
+    if any(r.node == NODE and supervisor.alive(r) for r in state.processes):
+        raise LabError("traffic is already running in this lab (`lab traffic stop` first)")
+    plan = load_plan(state)
+    nat = plan.use_case == "cgnat"
+    where = folder(state)
+    where.mkdir(exist_ok=True)
+    setup = trafficsetup.two_way(trafficsetup.endpoints(plan), flows, rate, sizes, duration, reverse=reverse,
+                                 nat=nat, bindings=trafficsetup.bindings_fifo(where) if nat and reverse else None,
+                                 receive_duration=duration + 3)
+    client = supervisor.Supervisor(state.state_dir)
+    state.processes = [r for r in state.processes if r.node != NODE]
+    started = []
+    for name, role, job in setup.jobs():
+        config = where / f"{name}.json"
+        config.write_text(json.dumps(job.config()) + "\n")
+        log = Path(state.state_dir) / "logs" / f"traffic-{name}.log"
+        log.write_text("")
+        argv = [sys.executable, "-m", "dataplane.traffic", role, "--config", str(config)]
+        state.processes.append(client.spawn(NODE, name, job.ns or "", argv, str(log)))
+        started.append(name)
+        if name == "tx-forward":
+            time.sleep(0.3)  # forward packets open the sessions first
+    state.save()
+    return started
+
+
+def stop(state: LabState) -> dict[str, Any]:
+    records = [r for r in state.processes if r.node == NODE]
+    if not records:
+        raise LabError("no traffic was started in this lab")
+    client = supervisor.Supervisor(state.state_dir)
+    senders = [r.pid for r in records if r.name.startswith("tx") and supervisor.alive(r)]
+    client.stop(senders, timeout=5)
+    time.sleep(1.0)  # the receivers count what is still in flight
+    client.stop([r.pid for r in records if supervisor.alive(r)], timeout=5)
+    return reports(state)
+
+
+def _last_report(path: str) -> dict[str, Any] | None:
+    """The report a traffic daemon printed last into its log (None: none yet)."""
+    for line in reversed(Path(path).read_text().strip().splitlines()):
+        try:
+            data = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(data, dict) and ("role" in data or "received" in data):
+            return data
+    return None
+
+
+def reports(state: LabState) -> dict[str, Any]:
+    """Each traffic daemon's report; a receiver's counts its sender's tail too (as `lab events run`)."""
+    records = [r for r in state.processes if r.node == NODE]
+    found = {r.name: _last_report(r.log) for r in records}
+    out: dict[str, Any] = {}
+    for record in records:
+        data = found[record.name]
+        if data is None:
+            out[record.name] = {"running": supervisor.alive(record)}
+            continue
+        saved = data.pop("state", None)
+        sent = found.get(record.name.replace("rx-", "tx-")) if record.name.startswith("rx-") else None
+        if saved is not None:
+            data.update(Accounting.from_state(saved).report(data.get("rate_per_flow_pps"), sent))
+        data.pop("per_flow", None)
+        out[record.name] = data
+    for data in out.values():
+        data.pop("per_flow_sent", None)
+    return out
+
+
+def stats(state: LabState, seconds: float = 1.0) -> dict[str, Any]:
+    """Delivered packets/s per SRX right now (the MX's per-SRX counters) and the traffic daemons."""
+    plan = load_plan(state)
+    mx_ns = [ns for n in plan.nodes if kinds.get(n.kind).load_balancer
+             for ns in n.namespaces if ns.endswith("-trust-vr")]
+    sampler = Sampler(mx_ns, selector_configs(plan), interval=seconds).start()
+    time.sleep(seconds * 1.6)
+    sampler.stop()
+    rates = sampler.rates()
+    return {
+        "pps_per_srx": {k: round(v) for k, v in (rates[-1][1] if rates else {}).items()},
+        "daemons": {r.name: supervisor.alive(r) for r in state.processes if r.node == NODE},
+    }

@@ -1,0 +1,1 @@
+"""`lab top` / `lab web`: one live read of a running lab."""

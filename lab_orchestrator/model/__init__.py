@@ -1,0 +1,1 @@
+"""What the user says: the topology model, its YAML reader and its checks, names, errors."""

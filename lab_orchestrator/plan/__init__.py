@@ -1,0 +1,1 @@
+"""The plan: the pipeline of planning phases, the plan's types, rendered files."""

@@ -1,0 +1,1 @@
+"""One planning phase per feature (MNHA, SRD, the MX selector, FlexVPN): a daemon's config."""

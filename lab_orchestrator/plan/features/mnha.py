@@ -1,0 +1,147 @@
+"""Plan SRX Multi Node High Availability pairs: session sync (conntrackd) and the MNHA daemon.
+
+Routing mode (L3), as in the JVD: each SRX keeps its own addresses and BGP sessions; the pair
+talks over its Inter Chassis Link. Sessions (conntrack entries, NAT bindings included) are synced
+both ways by conntrackd in FTFW mode over the ICL. See docs/mnha.md.
+"""
+
+from __future__ import annotations
+
+from ipaddress import IPv4Interface
+from pathlib import Path
+
+from labkit.configs import MnhaConfig
+from labkit.contracts import MNHA_CONFIG, MNHA_STATUS
+
+from ...model.schema import Topology
+from ..plantypes import Interface, LabPlan, Process
+from ..templating import environment
+
+
+def icl_of(plan: LabPlan, node: str, peer: str) -> tuple[Interface, Interface]:
+    for veth in plan.veths:
+        if {veth.a.node, veth.b.node} == {node, peer} and veth.a.zone == "icl":
+            return (veth.a, veth.b) if veth.a.node == node else (veth.b, veth.a)
+    raise KeyError(f"no ICL between {node} and {peer}")
+
+
+ACTIVE_PRIORITY, BACKUP_PRIORITY = 200, 100
+
+
+def role_file(plan: LabPlan, node: str) -> str:
+    return f"nodes/{node}/mnha-role.conf"
+
+
+SIGNAL_TABLE = 50  # the MNHA-VR routing instance's table on the SRX (holds the signal route)
+
+
+def srg1_initially_active(topo: Topology, node: str) -> bool | None:
+    """None: the node is not in an SRG1 pair (its routes are never prepended)."""
+    for pair in topo.mnha:
+        if node in pair.nodes and pair.mode in ("srg1", "srg1+srg2"):
+            return node == (pair.srg1_active or pair.nodes[0])
+    return None
+
+
+def in_pair(topo: Topology, node: str) -> bool:
+    return any(node in pair.nodes for pair in topo.mnha)
+
+
+def role_defines(srg1_active: bool, srg2_active: bool, signal: bool) -> str:
+    """The BIRD include the MNHA daemon rewrites: which groups are active here, and whether the
+    SRG0 failure signal route exists (the JVD's `condition srg_sig_route_exist`)."""
+    return (f"define SRG1_ACTIVE = {int(srg1_active)};\ndefine SRG2_ACTIVE = {int(srg2_active)};\n"
+            f"define SRG0_SIGNAL = {int(signal)};\n")
+
+
+def monitor_config(topo: Topology, plan: LabPlan, node: str) -> dict[str, object] | None:
+    """The SRG0 monitor of NODE: one BFD-liveliness destination per link of the monitored zone, the
+    MX-side address (the JVD's monitor-object trust)."""
+    pair = next(p for p in topo.mnha if node in p.nodes)
+    if pair.monitor is None:
+        return None
+    m = pair.monitor
+    destinations = []
+    for iface in sorted(plan.interfaces(), key=lambda i: i.alias):
+        if iface.node != node or iface.zone != m.zone or not iface.address:
+            continue
+        peer = next((i for i in plan.interfaces() if i.node == iface.peer_node and i.peer_node == node
+                     and i.peer_alias == iface.alias), None)
+        if peer is None or not peer.address:
+            continue
+        destinations.append({"ip": str(IPv4Interface(peer.address).ip), "src_ip": str(IPv4Interface(iface.address).ip),
+                             "dev": iface.name, "interface": f"{iface.alias}.0", "weight": m.weight,
+                             "peer_node": peer.node})
+    return {"object": m.zone, "threshold": m.threshold, "object_threshold": m.object_threshold,
+            "srg_threshold": m.srg_threshold, "interval_ms": m.interval_ms, "multiplier": m.multiplier,
+            "destinations": destinations}
+
+
+def plan_mnha(topo: Topology, plan: LabPlan, python: str = "python3") -> None:
+    env = environment()
+    for pair in topo.mnha:
+        # conntrackd first: a node that powers on runs its daemons in this order, and its peer sends
+        # it the whole session table (cold sync) once its MNHA daemon is heard
+        for node, peer in (pair.nodes, pair.nodes[::-1]) if pair.sync else ():
+            local, remote = icl_of(plan, node, peer)
+            node_plan = plan.node(node)
+            own = sorted({str(IPv4Interface(i.address).ip) for i in plan.interfaces()
+                          if i.node == node and i.address} | {node_plan.loopbacks.get("", "")} - {""})
+            name = f"nodes/{node}/conntrackd.conf"
+            plan.files[name] = env.get_template("conntrackd.conf.j2").render(
+                node=node, peer=peer, icl_dev=local.name, state_dir=plan.state_dir,
+                local_ip=IPv4Interface(local.address or "0.0.0.0/32").ip,
+                peer_ip=IPv4Interface(remote.address or "0.0.0.0/32").ip, own_addresses=own,
+            )
+            node_plan.files.append(name)
+            # conntrackd refuses to start while its lock file exists, and a killed one leaves it.
+            plan.processes.append(Process(node, node_plan.master_ns, "conntrackd",
+                                          ("conntrackd", "-C", f"{plan.state_dir}/{name}"),
+                                          stale_files=(f"{plan.state_dir}/nodes/{node}/conntrackd.lock",)))
+        for node, peer in (pair.nodes, pair.nodes[::-1]):
+            _plan_daemon(topo, plan, pair.mode, node, peer, python)
+
+
+def _plan_daemon(topo: Topology, plan: LabPlan, mode: str, node: str, peer: str, python: str) -> None:
+    local, remote = icl_of(plan, node, peer)
+    node_plan = plan.node(node)
+    pair = next(p for p in topo.mnha if node in p.nodes)
+    active = srg1_initially_active(topo, node)
+    srg2 = pair.mode == "srg1+srg2" and active is False
+    config = MnhaConfig.model_validate({
+        "node": node, "peer": peer, "mode": mode,
+        "priority": ACTIVE_PRIORITY if active or (active is None and node == pair.nodes[0]) else BACKUP_PRIORITY,
+        "preempt": pair.preempt, "heartbeat_ms": pair.heartbeat_ms, "heartbeat_threshold": pair.heartbeat_threshold,
+        "icl_dev": local.name, "local_ip": str(IPv4Interface(local.address or "0.0.0.0/32").ip),
+        "peer_ip": str(IPv4Interface(remote.address or "0.0.0.0/32").ip),
+        "peer_loopback": plan.node(peer).loopbacks.get("", ""),
+        "monitored": sorted(i.name for i in plan.interfaces() if i.node == node and i.zone in ("trust", "untrust")),
+        "role_file": f"{plan.state_dir}/{role_file(plan, node)}",
+        "bird_socket": f"{plan.state_dir}/nodes/{node}/bird.ctl",
+        "status_file": f"{plan.state_dir}/nodes/{node}/{MNHA_STATUS}",
+        "monitor": monitor_config(topo, plan, node),
+        "signal_route": str(pair.signal_route), "signal_table": SIGNAL_TABLE,
+        "srg2_priority": BACKUP_PRIORITY if active else ACTIVE_PRIORITY,
+        # cold sync: when the peer comes back, this node's whole session table is sent to it
+        "sync_config": f"{plan.state_dir}/nodes/{node}/conntrackd.conf" if pair.sync else None,
+    })
+    name = f"nodes/{node}/{MNHA_CONFIG}"
+    plan.files[name] = config.to_json()
+    plan.files[role_file(plan, node)] = role_defines(active is not False, srg2, False)
+    node_plan.files += [name, role_file(plan, node)]
+    plan.processes.append(Process(node, node_plan.master_ns, "mnhad",
+                                  (python, "-m", "dataplane.daemons.mnhad", f"{plan.state_dir}/{name}")))
+
+
+def srg1_peers(state_dir: str) -> dict[str, str]:
+    """SRX -> its MNHA peer, for the pairs of a running lab with an SRG1 (one of the two is backup,
+    out of the MXs' ECMP routes), from the daemons' configurations in its state folder."""
+    peers = {}
+    for path in Path(state_dir, "nodes").glob(f"*/{MNHA_CONFIG}"):
+        try:
+            config = MnhaConfig.read(str(path))
+        except (OSError, ValueError):
+            continue
+        if config.mode != "srg0":
+            peers[config.node] = config.peer
+    return peers

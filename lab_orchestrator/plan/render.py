@@ -1,0 +1,226 @@
+"""Templates say how: BIRD, Junos-like and IOS-like configs rendered from the plan (pure)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from ipaddress import IPv4Interface, IPv4Network
+from typing import Any
+
+import jinja2
+
+from .. import kinds
+from ..model import naming
+from ..model.schema import Topology
+from .features import mnha, srd
+from .plantypes import BgpSession, ExpectedRoute, Interface, LabPlan, NodePlan, Process, Ruleset
+from .templating import environment
+
+
+@dataclass(frozen=True)
+class StaticRoute:
+    prefix: str
+    target: str  # BIRD syntax: "via 198.18.0.1" or "blackhole"
+
+
+def _ip(address: str | None) -> str:
+    return str(IPv4Interface(address).ip) if address else ""
+
+
+def _statics(topo: Topology, plan: LabPlan, node: NodePlan) -> list[StaticRoute]:
+    spec = topo.nodes[node.name]
+    kind = kinds.get(spec.kind)
+    out: list[StaticRoute] = []
+    if kind.gateway:
+        for iface in plan.interfaces():
+            if iface.node == node.name and iface.peer_node and not kinds.get(topo.nodes[iface.peer_node].kind).routes:
+                peer = plan.peer_of(iface)
+                out += [StaticRoute(str(p), f"via {_ip(peer.address)}") for p in topo.nodes[iface.peer_node].prefixes]
+        if spec.bgp is not None:
+            out += [StaticRoute(str(p), "blackhole") for p in spec.bgp.announce]
+            if spec.bgp.default_originate:
+                # Blackhole, not a route out: nothing of the lab can leave through this router.
+                out.append(StaticRoute("0.0.0.0/0", "blackhole"))
+    if kind.firewall and node.nat_pool:
+        out.append(StaticRoute(node.nat_pool, "blackhole"))
+    return out
+
+
+def _peer_pools(plan: LabPlan, node: NodePlan) -> list[str]:
+    """CGNAT in an MNHA pair: the pool of this SRX's peer (announced as a backup path)."""
+    pools = {n.name: n.nat_pool for n in plan.nodes}
+    return [str(pools[p]) for pair in plan.mnha if node.name in pair for p in pair
+            if p != node.name and pools.get(p)]
+
+
+def _prepend_unless(export: str, local_as: int, constant: str) -> str:
+    """The same routes, with the AS path prepended three times unless CONSTANT is 1: an SRG1 backup
+    (SRG1_ACTIVE, rewritten by the MNHA daemon) or an SRD standby MX (SRD_MASTER, by srdd)."""
+    prepend = " ".join([f"bgp_path.prepend({local_as});"] * 3)
+    if export.startswith("where "):
+        return (f"filter {{ if !({export[6:]}) then reject; if {constant} = 0 then {{ {prepend} }} "
+                f"accept; }}")
+    body = export[len("filter { "):-len(" }")]
+    return f"filter {{ if {constant} = 0 then {{ {prepend} }} {body} }}"
+
+
+def _pair_prepend(export: str, local_as: int, srg2_net: str | None) -> str:
+    """An SRX of an MNHA pair, as the JVD's export policies: every route it announces carries its AS
+    once more (term 2), three times while the SRG0 failure signal route exists (term 1: condition
+    srg_sig_route_exist) or while the route's group is backup here (SRG1, or SRG2 for lo0.2)."""
+    once = f"bgp_path.prepend({local_as});"
+    backup = "SRG1_ACTIVE = 0"
+    if srg2_net:
+        backup = f"(net = {srg2_net} && SRG2_ACTIVE = 0) || (net != {srg2_net} && SRG1_ACTIVE = 0)"
+    step = f"if SRG0_SIGNAL = 1 || {backup} then {{ {once} {once} {once} }} else {{ {once} }}"
+    if export.startswith("where "):
+        return f"filter {{ if !({export[6:]}) then reject; {step} accept; }}"
+    body = export[len("filter { "):-len(" }")]
+    return f"filter {{ {step} {body} }}"
+
+
+def _exports(kind: str, use_case: str, sessions: list[BgpSession], srg1: bool = False,
+             srd: bool = False, srg2_net: str | None = None) -> dict[str, str]:
+    """Which routes each BGP session announces: the JVD's route exchange, per role (the kind's
+    export policy), prepended by an MNHA pair's SRG1 role (SRG1) or an SRD pair's mastership (SRD)."""
+    policy = kinds.get(kind).bgp_export
+    out = {}
+    for s in sessions:
+        out[s.protocol] = policy(s.protocol, s.zone, s.local_as, use_case)
+        if srg1:
+            out[s.protocol] = _pair_prepend(out[s.protocol], s.local_as, srg2_net)
+        if srd:
+            out[s.protocol] = _prepend_unless(out[s.protocol], s.local_as, "SRD_MASTER")
+    return out
+
+
+def _bird_files(topo: Topology, plan: LabPlan, node: NodePlan, env: jinja2.Environment) -> None:
+    spec = topo.nodes[node.name]
+    if not kinds.get(spec.kind).routes:
+        return
+    for instance in kinds.get(spec.kind).bgp_instances:
+        ns = naming.namespace(plan.name, node.name, instance)
+        sessions = [s for s in plan.sessions if s.ns == ns]
+        statics = _statics(topo, plan, node) if instance is None else []
+        if not sessions and not statics:
+            continue
+        suffix = f"-{instance.lower()}" if instance else ""
+        peer_pools = _peer_pools(plan, node) if instance is None else []
+        role_include = None
+        in_mnha = mnha.in_pair(topo, node.name)  # an SRX of an MNHA pair (validate)
+        in_srd = not in_mnha and srd.initially_master(topo, node.name) is not None  # an MX of an SRD pair
+        if in_mnha:
+            role_include = f"{plan.state_dir}/{mnha.role_file(plan, node.name)}"
+        elif in_srd:
+            role_include = f"{plan.state_dir}/{srd.role_file(node.name)}"
+        conf = f"nodes/{node.name}/bird{suffix}.conf"
+        sock = f"{plan.state_dir}/nodes/{node.name}/bird{suffix}.ctl"
+        local_as = sessions[0].local_as if sessions else 0
+        plan.files[conf] = env.get_template("bird.conf.j2").render(
+            node=node, instance=instance, kind=spec.kind, source=plan.source,
+            router_id=node.loopbacks[instance or ""], loopback=node.loopbacks[instance or ""],
+            statics=statics, sessions=sessions, local_as=local_as, peer_pools=peer_pools,
+            exports=_exports(spec.kind, plan.use_case, sessions, srg1=in_mnha, srd=in_srd,
+                             srg2_net=f"{node.lo_units['2']}/32" if "2" in node.lo_units else None),
+            role_include=role_include,
+        )
+        node.files.append(conf)
+        plan.processes.append(Process(
+            node=node.name, ns=ns, name=f"bird{suffix}",
+            argv=("bird", "-f", "-c", f"{plan.state_dir}/{conf}", "-s", sock),
+            control_socket=sock,
+        ))
+
+
+def _node_interfaces(plan: LabPlan, node: str) -> list[Interface]:
+    return sorted((i for i in plan.interfaces() if i.node == node), key=lambda i: i.alias)
+
+
+def _real_services(topo: Topology, plan: LabPlan) -> list[tuple[str, tuple[str, ...], str]]:
+    from .features import mxlb
+
+    return mxlb.real_services(topo, plan)
+
+
+def _mnha_context(topo: Topology, plan: LabPlan, node: NodePlan) -> dict[str, Any] | None:
+    """The SRX's `chassis high-availability` and export-policy facts (None outside an MNHA pair)."""
+    from .features import mnha
+
+    pair = next((p for p in topo.mnha if node.name in p.nodes), None)
+    if pair is None:
+        return None
+    local_id = pair.nodes.index(node.name) + 1
+    peer = pair.nodes[2 - local_id]
+    local, remote = mnha.icl_of(plan, node.name, peer)
+    return {"pair": pair, "local_id": local_id, "peer_id": 3 - local_id, "peer": peer,
+            "local_ip": _ip(local.address), "peer_ip": _ip(remote.address), "icl": f"{local.alias}.0",
+            "monitor": mnha.monitor_config(topo, plan, node.name), "signal_route": str(pair.signal_route),
+            "srg1_active": mnha.srg1_initially_active(topo, node.name)}
+
+
+def _device_config(topo: Topology, plan: LabPlan, node: NodePlan, env: jinja2.Environment) -> None:
+    spec = topo.nodes[node.name]
+    context: dict[str, Any] = dict(
+        node=node, spec=spec, plan=plan, interfaces=_node_interfaces(plan, node.name),
+        sessions=[s for s in plan.sessions if s.node == node.name],
+        statics=_statics(topo, plan, node), ip=_ip, topo=topo,
+        mgmt=next(p for p in plan.mgmt.ports if p.node == node.name),
+        mnha=_mnha_context(topo, plan, node),
+        real_services=_real_services(topo, plan),  # used by the MX template only
+    )
+    device = kinds.get(spec.kind).device_config
+    if device is None:
+        return
+    name, template = f"nodes/{node.name}/{device[0]}", device[1]
+    plan.files[name] = env.get_template(template).render(**context)
+    node.files.append(name)
+
+
+def _srx_ruleset(topo: Topology, plan: LabPlan, node: NodePlan, env: jinja2.Environment) -> None:
+    if not kinds.get(topo.nodes[node.name].kind).firewall:
+        return
+    own = _node_interfaces(plan, node.name)
+    pool = IPv4Network(node.nat_pool) if node.nat_pool else None
+    name = f"nodes/{node.name}/srx.nft"
+    plan.files[name] = env.get_template("srx.nft.j2").render(
+        node=node, plan=plan,
+        trust=[i.name for i in own if i.zone == "trust"], untrust=[i.name for i in own if i.zone == "untrust"],
+        pool_first=pool.network_address if pool else "", pool_last=pool.broadcast_address if pool else "",
+    )
+    node.files.append(name)
+    plan.rulesets.append(Ruleset(node.name, node.master_ns, name))
+
+
+def _expected_routes(topo: Topology, plan: LabPlan) -> list[ExpectedRoute]:
+    """Readiness: each gateway has learned what the far side originates (the chain is complete)."""
+    sides: dict[str, list[NodePlan]] = {"trust": [], "untrust": []}
+    for iface in plan.interfaces():
+        if kinds.get(topo.nodes[iface.node].kind).gateway and iface.peer_node and \
+                kinds.get(topo.nodes[iface.peer_node].kind).load_balancer and iface.zone in sides:
+            gw = plan.node(iface.node)
+            if gw not in sides[iface.zone]:
+                sides[iface.zone].append(gw)
+    originated = {gw.name: [r.prefix for r in _statics(topo, plan, gw)]
+                  for side in sides.values() for gw in side}
+    pools = [n.nat_pool for n in plan.nodes if n.nat_pool]
+    out = []
+    for gw in sides["trust"]:
+        out += [ExpectedRoute(gw.master_ns, p) for u in sides["untrust"] for p in originated[u.name]]
+    for gw in sides["untrust"]:
+        wanted = pools if plan.use_case == "cgnat" else \
+            [p for t in sides["trust"] for p in originated[t.name]]
+        out += [ExpectedRoute(gw.master_ns, p) for p in wanted]
+    return out
+
+
+def configs(topo: Topology, plan: LabPlan, python: str = "python3") -> None:
+    """Per node: BIRD configs (and their processes), the device config, the SRX ruleset."""
+    env = environment()
+    for node in plan.nodes:
+        _bird_files(topo, plan, node, env)
+        _device_config(topo, plan, node, env)
+        _srx_ruleset(topo, plan, node, env)
+
+
+def readiness(topo: Topology, plan: LabPlan, python: str = "python3") -> None:
+    """What `lab up` waits for besides BGP: each gateway's routes to the far side."""
+    plan.expected_routes = _expected_routes(topo, plan)

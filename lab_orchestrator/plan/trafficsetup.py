@@ -1,0 +1,115 @@
+"""The two-way traffic of a lab: which host sends to which, and how the four processes are set up.
+
+One builder for `lab events run` (children of the runner) and `lab traffic start` (daemons of the
+lab's supervisor), so both send the same flows the same way. On a CGNAT lab the server only sees each
+flow's NAT binding (the SRX's pool address and port): the forward receiver publishes the bindings it
+sees on a FIFO and the reverse sender answers them, following a re-bind (`dataplane.traffic.binding`).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from ipaddress import IPv4Network
+from pathlib import Path
+
+from dataplane.traffic import Receiver, Sender, make_flows, reverse_flows
+from dataplane.traffic.frames import Flow
+
+from .. import kinds
+from ..model.diagnostics import LabError
+from .pipeline import LabPlan
+
+REVERSE_ID_OFFSET = 100000
+BINDINGS_FIFO = "bindings.fifo"
+
+
+@dataclass
+class Endpoints:
+    client_ns: str
+    client_iface: str
+    client_prefix: str
+    server_ns: str
+    server_iface: str
+    server_address: str
+
+
+def endpoints(plan: LabPlan) -> Endpoints:
+    """The subscriber host (behind the trust side) and the server host (behind the untrust side)."""
+    hosts = {n.name: n for n in plan.nodes if kinds.get(n.kind).end_host}
+    ifaces = {i.node: i for i in plan.interfaces() if i.node in hosts}
+    client = server = None
+    for name, iface in ifaces.items():
+        gw = iface.peer_node
+        zone = {i.zone for i in plan.interfaces() if i.node == gw and i.zone}
+        if "trust" in zone:
+            client = name
+        elif "untrust" in zone:
+            server = name
+    if client is None or server is None:
+        raise LabError("this lab has no client host behind the trust side and server host behind the untrust side")
+    local = {r.ns: r.dst for r in plan.routes if r.kind == "local"}
+    c, s = ifaces[client], ifaces[server]
+    server_net = IPv4Network(local[s.ns])
+    return Endpoints(c.ns, c.name, local[c.ns], s.ns, s.name, str(server_net.network_address + 10))
+
+
+@dataclass
+class TwoWay:
+    """The forward receiver and sender, and (with reverse traffic) the reverse ones."""
+
+    flows: list[Flow]
+    rx_forward: Receiver
+    tx_forward: Sender
+    rx_reverse: Receiver | None
+    tx_reverse: Sender | None
+
+    def jobs(self) -> list[tuple[str, str, Receiver | Sender]]:
+        """(name, role, process) in start order: receivers before their senders, forward first (its
+        packets open the sessions the reverse flows need)."""
+        out: list[tuple[str, str, Receiver | Sender]] = [("rx-forward", "receive", self.rx_forward)]
+        if self.rx_reverse is not None:
+            out.append(("rx-reverse", "receive", self.rx_reverse))
+        out.append(("tx-forward", "send", self.tx_forward))
+        if self.tx_reverse is not None:
+            out.append(("tx-reverse", "send", self.tx_reverse))
+        return out
+
+
+def bindings_fifo(folder: str | Path) -> str:
+    """A fresh FIFO in FOLDER for the NAT bindings (the forward receiver writes, the reverse sender reads)."""
+    path = Path(folder) / BINDINGS_FIFO
+    path.unlink(missing_ok=True)
+    os.mkfifo(path, 0o600)
+    return str(path)
+
+
+def two_way(ends: Endpoints, flows: int, rate: float, sizes: str, duration: float, *, reverse: bool = True,
+            nat: bool = False, bindings: str | None = None, socket_mode: bool = False,
+            receive_duration: float | None = None, realtime: bool = False, cpu: int | None = None,
+            reverse_delay: float = 0.3) -> TwoWay:
+    """FLOWS flows at RATE packets/s per direction for DURATION seconds (senders). NAT (a CGNAT lab,
+    with reverse traffic) needs BINDINGS, a FIFO (`bindings_fifo`): the forward receiver then reads
+    frames (packet mode) to see each flow's translated source. SOCKET_MODE: receivers count what a
+    UDP socket of the host gets instead of frames at its interface (the forward one stays in packet
+    mode behind NAT). RECEIVE_DURATION: the receivers' own bound (None: until stopped)."""
+    if nat and reverse and bindings is None:
+        raise ValueError("a CGNAT lab's reverse traffic needs a bindings FIFO")
+    learn = bindings if nat and reverse else None
+    forward = make_flows(flows, ends.client_prefix, ends.server_address)
+    per_flow = rate / flows
+    packet_forward = not socket_mode or learn is not None
+    rx_f = Receiver(iface=ends.server_iface if packet_forward else None,
+                    port=None if packet_forward else forward[0].dport, ns=ends.server_ns,
+                    duration=receive_duration, rate_per_flow=per_flow, learn_path=learn)
+    tx_f = Sender(iface=ends.client_iface, ns=ends.client_ns, flows=forward, rate=rate, sizes=sizes,
+                  duration=duration, realtime=realtime, cpu=cpu)
+    rx_r = tx_r = None
+    if reverse:
+        rx_r = Receiver(iface=None if socket_mode else ends.client_iface,
+                        port=forward[0].sport if socket_mode else None, ns=ends.client_ns,
+                        duration=receive_duration, rate_per_flow=per_flow)
+        tx_r = Sender(iface=ends.server_iface, ns=ends.server_ns, flows=reverse_flows(forward, REVERSE_ID_OFFSET),
+                      rate=rate, sizes=sizes, duration=max(0.1, duration - reverse_delay), realtime=realtime, cpu=cpu,
+                      learn_path=learn, learn_offset=REVERSE_ID_OFFSET)
+    return TwoWay(forward, rx_f, tx_f, rx_r, tx_r)

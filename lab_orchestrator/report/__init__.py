@@ -1,0 +1,1 @@
+"""`lab report`: test plans, the run, the report document, topology pictures."""

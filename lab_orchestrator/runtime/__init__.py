@@ -1,0 +1,1 @@
+"""A running lab on this kernel: the netns backend, the supervisor, operations, state, checks."""

@@ -92,8 +92,6 @@ DESCRIPTIONS = {
     "Ikev2Cluster.shutdown": "cluster configured but shut down",
     "Ikev2.redirect": "IKEv2 redirect during IKE_SA_INIT, IKE_AUTH, or none",
     "Ikev2.pool": "addresses assigned to clients",
-    "Ikev2.psk": "pre-shared key (default: the lab's own, drawn at random by `lab up`, the same for every "
-                 "router and client; `nodes/NODE/psk.secret.json`, 0600)",
     "StaticRoute.prefix": "destination",
     "StaticRoute.via": "next hop",
     "Link.endpoints": "`node:interface` with vendor interface names",

@@ -79,7 +79,8 @@ class Ikev2Cluster(Strict):
 class Ikev2(Strict):
     redirect: Literal["init", "auth", "none"] = "init"
     pool: IPv4Network | None = None
-    psk: str | None = Field(default=None, min_length=8, max_length=128)  # None: the lab's random key
+    # pre-shared key; null: the lab's own, drawn at random by `lab up` (nodes/NODE/psk.secret.json, 0600)
+    psk: str | None = Field(default=None, min_length=8, max_length=128)
 
 
 
@@ -99,7 +100,8 @@ class FlexvpnClient(Strict):
     dpd_retry: int = Field(default=2, ge=1, le=60)  # seconds between unanswered DPD checks (5, then the peer is dead)
     esp: Literal["aes256-sha256", "aes128-sha256", "aes256-sha1", "aes256gcm16", "aes128gcm16"] = \
         "aes256-sha256"  # the CHILD_SA's transform (IOS: esp-aes 256 esp-sha256-hmac)
-    psk: str | None = Field(default=None, min_length=8, max_length=128)  # None: the lab's random key
+    # pre-shared key; null: the lab's own, drawn at random by `lab up` (nodes/NODE/psk.secret.json, 0600)
+    psk: str | None = Field(default=None, min_length=8, max_length=128)
 
 
 class Node(Strict):

@@ -231,6 +231,9 @@ class Lab:
         host = f"{self.name}-{node}"
         if not config.exists():
             raise LabError(f"lab {self.name} has no SSH access (ssh.enabled is false in its topology)")
+        nodes = [n[len(self.name) + 1:] for n in self.state.namespaces]
+        if f"Host {host}\n" not in config.read_text() and node not in nodes:
+            raise BadInput(f"lab {self.name} has no node {node}{did_you_mean(node, nodes)}")
         if f"Host {host}\n" not in config.read_text():
             raise LabError(f"{node} of lab {self.name} does not answer SSH (only mx, srx and ios-router nodes "
                            f"do; `lab exec {node} -- ...` runs a command on a host)")
@@ -295,6 +298,9 @@ class Lab:
     def selector(self, node: str) -> dict[str, Any]:
         """The MX selector daemon's status (members, buckets, changes)."""
         path = self.node_file(node, MXLB_STATUS)
+        nodes = [n.name for n in self.plan().nodes]
+        if node not in nodes:
+            raise BadInput(f"lab {self.name} has no node {node}{did_you_mean(node, nodes)}")
         if not path.exists():
             raise LabError(f"{node} in lab {self.name} runs no selector (mx with ecmp-chash or ecmp only)")
         status: dict[str, Any] = json.loads(path.read_text())

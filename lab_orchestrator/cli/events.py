@@ -137,8 +137,6 @@ def events_run(
                         print_event(result)
                 results.append(result)
         doc = {"lab": running.name, "traffic": traffic["json"], "events": [r.to_json() for r in results]}
-        if json_out:
-            print_json(doc)
         if json_file:
             write_file(json_file, json.dumps(doc, indent=2) + "\n")
         if junit_file:
@@ -156,10 +154,16 @@ def events_run(
             parts.append(f"{len(broken)} budget(s) broken: " + "; ".join(broken))
         if errors:
             parts.append(f"not judged (a precondition failed): {', '.join(errors)}")
-        if failed or broken:
-            raise LabError("; ".join(parts))
-        if errors:
-            raise NotJudged("; ".join(parts))
+        verdict: LabError | None = LabError("; ".join(parts)) if failed or broken else \
+            NotJudged("; ".join(parts)) if errors else None
+        if json_out:  # one document on stdout: the report, with the error and exit code of a negative verdict
+            if verdict is not None:
+                doc.update(error=str(verdict), exit_code=verdict.exit_code)
+            print_json(doc)
+            if verdict is not None:
+                raise typer.Exit(verdict.exit_code)
+        if verdict is not None:
+            raise verdict
 
     guarded(run, json_out)
 

@@ -4,6 +4,9 @@ The fixtures (tests/fixtures/import/) are small configurations written for these
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from ipaddress import IPv4Network
 from pathlib import Path
 
@@ -286,3 +289,55 @@ def test_flexvpn_clients_join_the_client_lan(tmp_path: Path) -> None:
     path = tmp_path / "fv.yml"
     path.write_text(imported.yaml())
     load_topology(path)
+
+
+# ------------------------------------------------------------------------------------------- CLI
+
+def _lab(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "lab_orchestrator.cli", *args], capture_output=True, text=True,
+                          timeout=120, cwd=Path(__file__).resolve().parents[2])
+
+
+def test_cli_writes_the_topology_and_the_report(tmp_path: Path) -> None:
+    out, report = tmp_path / "fx.yml", tmp_path / "fx-report.txt"
+    done = _lab("import", *map(str, JUNOS_FILES), "-o", str(out), "--report-out", str(report), "--json")
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert data["valid"] and data["output"] == str(out) and data["counts"]["emulated"] > 50
+    assert out.read_text().startswith("# Imported by `lab import`")
+    assert "fw-a.conf:8: chassis high-availability local-id 1  -- MNHA local-id" in report.read_text()
+    again = _lab("import", *map(str, JUNOS_FILES), "-o", str(out))
+    assert again.returncode == 2 and "exists (use --force to overwrite)" in again.stderr
+
+
+def test_cli_bad_configuration_is_a_located_error(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.conf"
+    bad.write_text("system {\n    host-name x\n}\n")
+    done = _lab("import", str(bad), "-o", str(tmp_path / "x.yml"))
+    assert done.returncode == 2
+    assert "bad.conf:2: missing ';' after 'host-name x'" in done.stderr
+    assert "Traceback" not in done.stderr and not (tmp_path / "x.yml").exists()
+
+
+def test_cluster_configurations_import_as_the_shipped_flexvpn_lab(tmp_path: Path) -> None:
+    """Gateways configured as the shipped FlexVPN lab describes them give that lab once loaded."""
+    files = []
+    for n, prio in ((1, 255), (2, 200), (3, None)):
+        text = (f"hostname router{n}\ninterface Ethernet0/1\n ip address 10.10.10.{n} 255.255.255.0\n"
+                f" standby 1 ip 10.10.10.100\n" + (f" standby 1 priority {prio}\n" if prio else "")
+                + " standby 1 name group1\n!\ncrypto ikev2 redirect gateway init\ncrypto ikev2 cluster\n"
+                f" standby-group group1\n slave max-session 10\n no shutdown\n!\n"
+                f"crypto ikev2 authorization policy default\n pool clients\n!\n"
+                f"ip local pool clients 172.16.{n}.1 172.16.{n}.254\n")
+        path = tmp_path / f"router{n}.cfg"
+        path.write_text(text)
+        files.append(path)
+    out = tmp_path / "flexvpn.yml"
+    out.write_text(import_configs(files, name="flexvpn", client_lan=IPv4Network("10.10.20.0/24")).yaml())
+    shipped = Path(__file__).resolve().parents[2] / "labs" / "flexvpn.yml"
+
+    def model(path: Path) -> dict:
+        topo = load_topology(path).topology
+        return topo.model_dump(exclude={"description": True, "nodes": {n: {"source"} for n in topo.nodes}})
+
+    assert model(out) == model(shipped)

@@ -35,6 +35,18 @@ def command_of(args: list[str]) -> str:
     return " ".join(words)
 
 
+def _output_file(word: str) -> bool:
+    """Whether the word after `--json` was its file (old spelling) rather than the topology argument (a
+    topology file or shipped lab exists; a report file is named .json, or is yet to be written)."""
+    from pathlib import Path
+
+    from ..model.shipped import shipped_path
+
+    if word.startswith("-"):
+        return False
+    return word.endswith(".json") or not (Path(word).exists() or shipped_path(word))
+
+
 def rewrite_deprecated(args: list[str]) -> tuple[list[str], list[str]]:
     """ARGS with every old spelling replaced by the current one, and one note per replacement. Words
     after `--` (a command for a node) are never touched."""
@@ -51,7 +63,7 @@ def rewrite_deprecated(args: list[str]) -> tuple[list[str], list[str]]:
             out.append(new + eq + value)
             notes.append(f"`lab {command} {name}` is now `{new}`; the old spelling goes in the next release")
         elif command in JSON_FILE_COMMANDS and name == "--json" and (
-                eq or (index + 1 < end and args[index + 1].endswith(".json"))):
+                eq or (index + 1 < end and _output_file(args[index + 1]))):
             target = value if eq else args[index + 1]
             out += ["--json-out", target]
             index += 0 if eq else 1

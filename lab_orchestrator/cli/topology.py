@@ -120,11 +120,16 @@ class GraphFormat(StrEnum):
 @app.command()
 def graph(
     topology: Path = TopologyArg,
-    fmt: GraphFormat = typer.Option(GraphFormat.mermaid, "--format", "-f", help="Output format."),
+    fmt_given: GraphFormat | None = typer.Option(None, "--format", "-f",
+                                                 help="Output format (default: from the --out file's suffix, "
+                                                      ".svg, .png or .dot; else mermaid)."),
     output: Path | None = typer.Option(None, "--out", "-o", help="File to write (default: stdout for text)."),
 ) -> None:
     """Draw the topology: Mermaid or DOT text, or SVG/PNG through Graphviz."""
     from ..report import graph as graphmod
+
+    suffix = output.suffix.lstrip(".").lower() if output else ""
+    fmt = fmt_given or (GraphFormat(suffix) if suffix in ("svg", "png", "dot") else GraphFormat.mermaid)
 
     def run() -> None:
         topo = api.load(topology, check_host=False).topology

@@ -210,3 +210,10 @@ def test_an_output_file_in_a_missing_folder_is_bad_input(tmp_path: Path) -> None
         result = lab("graph", "topology3", "--format", fmt, "--out", str(tmp_path / "nonexistent" / "x.svg"))
         assert result.returncode == 2, (fmt, result.stderr)
         assert "cannot write" in result.stderr and "internal error" not in result.stderr, result.stderr
+
+
+def test_graph_takes_the_format_from_the_file_name(tmp_path: Path) -> None:
+    for name, start in (("g.svg", b"<?xml"), ("g.dot", b"graph"), ("g.md", b"graph LR")):
+        result = lab("graph", "topology3", "--out", str(tmp_path / name))
+        assert result.returncode == 0, result.stderr
+        assert (tmp_path / name).read_bytes().lstrip()[:len(start)] in (start, b"<svg"), name

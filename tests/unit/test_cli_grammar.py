@@ -83,8 +83,11 @@ def test_old_spellings_are_rewritten_with_a_note() -> None:
     args, notes = rewrite_deprecated(["events", "run", "topology3", "--json", "r.json", "--junit", "r.xml"])
     assert args == ["events", "run", "topology3", "--json-out", "r.json", "--junit-out", "r.xml"] and len(notes) == 2
     assert rewrite_deprecated(["events", "run", "--json=r.json"])[0] == ["events", "run", "--json-out", "r.json"]
+    assert rewrite_deprecated(["events", "run", "t.yml", "--json", "/tmp/new-report"])[0] == \
+        ["events", "run", "t.yml", "--json-out", "/tmp/new-report"]  # not a topology: a file to write
     # the current spellings pass untouched: --json as a flag before the topology, -p of `lab web`
-    for current in (["events", "run", "--json", "topology3"], ["web", "-p", "8041"], ["up", "topology3", "--json"]):
+    for current in (["events", "run", "--json", "topology3"], ["events", "run", "--json", "labs/topology3.yml"],
+                    ["web", "-p", "8041"], ["up", "topology3", "--json"]):
         assert rewrite_deprecated(current) == (current, [])
     # words after `--` are a node's command
     assert rewrite_deprecated(["exec", "srx1", "--", "down", "--name"])[0] == ["exec", "srx1", "--", "down", "--name"]

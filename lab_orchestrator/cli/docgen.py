@@ -104,6 +104,7 @@ DESCRIPTIONS = {
     "MnhaPair.preempt": "the preferred active takes SRG1 back when it returns",
     "MnhaPair.heartbeat_ms": "heartbeat interval over the ICL",
     "MnhaPair.heartbeat_threshold": "missed heartbeats before the peer is declared lost",
+    "MnhaPair.prepend": "a-b: the JVD's prepends, first node (A) 1x / 3x on signal, second (B) 2x / 4x; per-srx: both nodes 1x / 3x",
     "Srd.nodes": "the two MXs",
     "Srd.preempt": "the preferred master takes mastership back when it returns",
     "Srd.heartbeat_ms": "heartbeat interval between the MXs",

@@ -23,9 +23,10 @@ def exports(protocol: str, zone: str | None, local_as: int, use_case: str) -> st
     if zone == "trust":
         return 'where proto ~ "untrust_*" || proto = "loopback"'
     if use_case == "cgnat":
-        # The MNHA peer's pool too, prepended once more than the owner's (whose own path is
-        # 1 AS longer than plain, 3 while it has lost activeness): after a failover the
-        # pool's return traffic reaches this node, which holds the synchronised NAT bindings.
+        # The MNHA peer's pool too, prepended more than its owner prepends it while healthy, less
+        # than once it has lost activeness (render: once more with equal prepends; with the A/B
+        # roles, the A node twice more, the B node not more): after a failover the pool's return
+        # traffic reaches this node, which holds the synchronised NAT bindings.
         prepend = f"bgp_path.prepend({local_as});"
         return ('filter { if proto = "originated" || proto = "loopback" then accept; '
                 f'if proto = "peer_pool" then {{ {prepend} accept; }} reject; }}')

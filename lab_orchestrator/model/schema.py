@@ -184,6 +184,10 @@ class MnhaPair(Strict):
     # install-on-failure-route: the signal route put in MNHA-VR while the node has lost activeness
     signal_route: IPv4Address = IPv4Address("192.168.255.0")
     pair_address: IPv4Address | None = None  # lo0.1 of both nodes, the TLB real-service (default: pool)
+    # a-b (the JVD): the first node (A) prepends its AS once, 3 times while it has lost activeness; the second
+    # (B) 2 and 4 times, on the routes of the JVD's export policies (lo0.1, lo0.2, NAT pools). per-srx (lab
+    # option): both nodes as A, so both are equal paths in a healthy pair.
+    prepend: Literal["a-b", "per-srx"] = "a-b"
 
 
 class Srd(Strict):

@@ -63,23 +63,66 @@ def _prepend_unless(export: str, local_as: int, constant: str) -> str:
     return f"filter {{ if {constant} = 0 then {{ {prepend} }} {body} }}"
 
 
-def _pair_prepend(export: str, local_as: int, srg2_net: str | None) -> str:
+PEER_POOL_ACCEPT = 'if proto = "peer_pool" then {{ bgp_path.prepend({asn}); accept; }}'
+
+
+def _pair_prepend(export: str, local_as: int, srg2_net: str | None, b_nets: tuple[str, ...] = (),
+                  peer_pool_extra: int = 1) -> str:
     """An SRX of an MNHA pair, as the JVD's export policies: every route it announces carries its AS
     once more (term 2), three times while the SRG0 failure signal route exists (term 1: condition
-    srg_sig_route_exist) or while the route's group is backup here (SRG1, or SRG2 for lo0.2)."""
+    srg_sig_route_exist) or while the route's group is backup here (SRG1, or SRG2 for lo0.2). A B
+    node (the pair's second, `prepend: a-b`) prepends twice, four times, on B_NETS: the routes the
+    JVD's policies name (the pair's lo0.1/lo0.2, the NAT pools), so the MX prefers the A node there.
+    The MNHA peer's pool (CGNAT) gets PEER_POOL_EXTRA more: its owner stays preferred while healthy."""
     once = f"bgp_path.prepend({local_as});"
     backup = "SRG1_ACTIVE = 0"
     if srg2_net:
         backup = f"(net = {srg2_net} && SRG2_ACTIVE = 0) || (net != {srg2_net} && SRG1_ACTIVE = 0)"
-    step = f"if SRG0_SIGNAL = 1 || {backup} then {{ {once} {once} {once} }} else {{ {once} }}"
+    lost = f"SRG0_SIGNAL = 1 || {backup}"
+    step = f"if {lost} then {{ {once} {once} {once} }} else {{ {once} }}"
+    if b_nets:
+        b_step = f"if {lost} then {{ {' '.join([once] * 4)} }} else {{ {once} {once} }}"
+        step = f"if net ~ [ {', '.join(b_nets)} ] then {{ {b_step} }} else {{ {step} }}"
+    peer_pool = PEER_POOL_ACCEPT.format(asn=local_as)
+    if peer_pool in export:
+        extra = " ".join([once] * peer_pool_extra)
+        export = export.replace(peer_pool, f'if proto = "peer_pool" then {{ {extra + " " if extra else ""}accept; }}')
     if export.startswith("where "):
         return f"filter {{ if !({export[6:]}) then reject; {step} accept; }}"
     body = export[len("filter { "):-len(" }")]
     return f"filter {{ {step} {body} }}"
 
 
+def pair_prepend_counts(topo: Topology, node: str) -> tuple[int, int]:
+    """(normal, raised) prepend count of NODE on the routes the JVD's export policies name: A 1/3, B 2/4
+    (`prepend: per-srx`: 1/3 on both)."""
+    pair = next((p for p in topo.mnha if node in p.nodes), None)
+    if pair is not None and pair.prepend == "a-b" and node == pair.nodes[1]:
+        return 2, 4
+    return 1, 3
+
+
+def _b_nets(topo: Topology, plan: LabPlan, node: NodePlan) -> tuple[str, ...]:
+    """The routes a B node prepends 2x/4x: its lo0.1/lo0.2 units, its own and its peer's NAT pools."""
+    if pair_prepend_counts(topo, node.name) == (1, 3):
+        return ()
+    nets = [f"{address}/32" for _, address in sorted(node.lo_units.items())]
+    nets += [str(node.nat_pool)] if node.nat_pool else []
+    return tuple(nets + _peer_pools(plan, node))
+
+
+def _peer_pool_extra(topo: Topology, node: str) -> int:
+    """How many more times than its own routes an SRX prepends its peer's pool: so that the owner's
+    normal path stays shorter and its raised one longer (A 1/3 vs B 2/4: B adds 0, A adds 2)."""
+    pair = next((p for p in topo.mnha if node in p.nodes), None)
+    if pair is None or pair.prepend != "a-b":
+        return 1
+    return 0 if node == pair.nodes[1] else 2
+
+
 def _exports(kind: str, use_case: str, sessions: list[BgpSession], srg1: bool = False,
-             srd: bool = False, srg2_net: str | None = None) -> dict[str, str]:
+             srd: bool = False, srg2_net: str | None = None, b_nets: tuple[str, ...] = (),
+             peer_pool_extra: int = 1) -> dict[str, str]:
     """Which routes each BGP session announces: the JVD's route exchange, per role (the kind's
     export policy), prepended by an MNHA pair's SRG1 role (SRG1) or an SRD pair's mastership (SRD)."""
     policy = kinds.get(kind).bgp_export
@@ -87,7 +130,7 @@ def _exports(kind: str, use_case: str, sessions: list[BgpSession], srg1: bool = 
     for s in sessions:
         out[s.protocol] = policy(s.protocol, s.zone, s.local_as, use_case)
         if srg1:
-            out[s.protocol] = _pair_prepend(out[s.protocol], s.local_as, srg2_net)
+            out[s.protocol] = _pair_prepend(out[s.protocol], s.local_as, srg2_net, b_nets, peer_pool_extra)
         if srd:
             out[s.protocol] = _prepend_unless(out[s.protocol], s.local_as, "SRD_MASTER")
     return out
@@ -120,7 +163,9 @@ def _bird_files(topo: Topology, plan: LabPlan, node: NodePlan, env: jinja2.Envir
             router_id=node.loopbacks[instance or ""], loopback=node.loopbacks[instance or ""],
             statics=statics, sessions=sessions, local_as=local_as, peer_pools=peer_pools,
             exports=_exports(spec.kind, plan.use_case, sessions, srg1=in_mnha, srd=in_srd,
-                             srg2_net=f"{node.lo_units['2']}/32" if "2" in node.lo_units else None),
+                             srg2_net=f"{node.lo_units['2']}/32" if "2" in node.lo_units else None,
+                             b_nets=_b_nets(topo, plan, node) if in_mnha else (),
+                             peer_pool_extra=_peer_pool_extra(topo, node.name)),
             role_include=role_include,
         )
         node.files.append(conf)
@@ -154,7 +199,9 @@ def _mnha_context(topo: Topology, plan: LabPlan, node: NodePlan) -> dict[str, An
     return {"pair": pair, "local_id": local_id, "peer_id": 3 - local_id, "peer": peer,
             "local_ip": _ip(local.address), "peer_ip": _ip(remote.address), "icl": f"{local.alias}.0",
             "monitor": mnha.monitor_config(topo, plan, node.name), "signal_route": str(pair.signal_route),
-            "srg1_active": mnha.srg1_initially_active(topo, node.name)}
+            "srg1_active": mnha.srg1_initially_active(topo, node.name),
+            "role": "A" if node.name == pair.nodes[0] else "B", "prepend": pair_prepend_counts(topo, node.name),
+            "b_nets": _b_nets(topo, plan, node)}
 
 
 def _device_config(topo: Topology, plan: LabPlan, node: NodePlan, env: jinja2.Environment) -> None:

@@ -56,8 +56,17 @@ def test_tlb_one_real_service_per_pair_probed_by_icmp_and_tcp(tlb: RunningLab) -
     assert tlb.probe(41000)["missing"] == []
     where = tlb.carriers(41000)
     assert len(where) == FLOWS, (len(where), list(tlb.flows_without_carrier(41000).items())[:10])
-    # Both nodes of a pair advertise its address with the same path: the first carries it.
+    # The A node advertises the pair address with the shorter path (the JVD's prepends: A once, B
+    # twice): the MX's route has only the A node, which carries the pair.
     assert set(Counter(where.values())) == {"srx1", "srx3"}
+    routes = lab("exec", "--lab", tlb.name, "mx1", "--instance", "TRUST-VR", "--", "birdc", "-s",
+                 f"/run/lab/{tlb.name}/nodes/mx1/bird-trust-vr.ctl", "show", "route",
+                 f"{pair_address(tlb, 'srx1')}/32", "all").stdout
+    paths = [line.split("BGP.as_path:")[1].split() for line in routes.splitlines() if "BGP.as_path:" in line]
+    assert sorted(paths) == [["65001", "65001"], ["65002", "65002", "65002"]], routes
+    kernel = subprocess.run(["ip", "-n", f"{tlb.name}-mx1-trust-vr", "route", "show",
+                             f"{pair_address(tlb, 'srx1')}/32"], capture_output=True, text=True, check=True).stdout
+    assert "nexthop" not in kernel and kernel.strip(), f"one path (the A node), not ECMP: {kernel!r}"
     status = tlb.selector()
     assert status["mode"] == "tlb"
     for member in status["members"]:  # type: ignore[union-attr]

@@ -166,7 +166,7 @@ def _bird_files(topo: Topology, plan: LabPlan, node: NodePlan, env: jinja2.Envir
                              srg2_net=f"{node.lo_units['2']}/32" if "2" in node.lo_units else None,
                              b_nets=_b_nets(topo, plan, node) if in_mnha else (),
                              peer_pool_extra=_peer_pool_extra(topo, node.name)),
-            role_include=role_include,
+            role_include=role_include, bfd=topo.services.bfd if sessions else None,
         )
         node.files.append(conf)
         plan.processes.append(Process(

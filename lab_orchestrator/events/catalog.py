@@ -61,6 +61,11 @@ CATALOG: tuple[EventKind, ...] = (
     EventKind("srx-link-failure", "MX Series Router to SRX Series Firewall link failures", FIREWALL,
               "both links between the SRX and its first MX (trust and untrust: the JVD's AE bundle) lose "
               "carrier at both ends", "the links come back up", (FIREWALL,)),
+    EventKind("srx-link-blackhole", "MX to SRX path blackholed, carrier up (not in the JVD's list: what BFD detects)",
+              FIREWALL,
+              "every packet on both links between the SRX and its first MX is dropped inside the SRX (nftables); "
+              "the links keep their carrier, so only BFD (300 ms x 3) notices and takes the BGP sessions down",
+              "the drop is removed", (FIREWALL, "bfd")),
     EventKind("srx-reboot", "SRX Series Firewall reboot", FIREWALL,
               "power off, then after --down-time back with its configuration (rulesets, routes, daemons)",
               "(self-restoring)", (FIREWALL,)),
@@ -145,6 +150,8 @@ def features(plan: dict[str, object]) -> set[str]:
         have.add("mnha")
     if plan.get("srd"):
         have.add("srd")
+    if plan.get("bfd"):
+        have.add("bfd")
     if any(p["name"] == "flexvpn" for p in processes):
         have.add("flexvpn")
     return have

@@ -46,7 +46,8 @@ MAX_EXTRA_S = 30.0
 ON_SCHEDULE = "senders on schedule"  # the check after the event: a failure makes the case an error
 READY_S = 10.0  # before an event: selector members in their tables, MNHA pairs in step
 BGP_WHOLE_S = 20.0  # before an event: every BGP session up and no BIRD still in graceful-restart recovery
-LASTING = {"srx-link-failure", "srx-power-off", "mnha-pair-power-off", "nexthop-delete", "srd-link-failure"}
+LASTING = {"srx-link-failure", "srx-link-blackhole", "srx-power-off", "mnha-pair-power-off", "nexthop-delete",
+           "srd-link-failure"}
 
 Progress = Callable[[str], None]
 

@@ -106,6 +106,7 @@ def build(topo: Topology, source: str = "", state_root: str = DEFAULT_STATE_ROOT
         nodes=[], namespaces=[], veths=[], bridges=[], routes=[], sessions=[], processes=[], expected_routes=[],
         mnha=[list(pair.nodes) for pair in topo.mnha], srd=list(topo.srd.nodes) if topo.srd else [],
         spares=[name for name, n in topo.nodes.items() if not n.in_service],
+        bfd=topo.services.bfd is not None,
     )
     for _name, phase in PHASES:
         phase(topo, plan, python)

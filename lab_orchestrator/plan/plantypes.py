@@ -170,6 +170,7 @@ class LabPlan:
     mnha: list[list[str]] = field(default_factory=list)  # MNHA pairs, as in the topology
     srd: list[str] = field(default_factory=list)  # the two MX of an SRD pair
     spares: list[str] = field(default_factory=list)  # SRXs built but not in service (powered off at `lab up`)
+    bfd: bool = False  # BFD on every eBGP session (services.bfd)
     files: dict[str, str] = field(default_factory=dict)  # path relative to state_dir -> content
 
     def node(self, name: str) -> NodePlan:
@@ -231,6 +232,6 @@ class LabPlan:
             rulesets=[Ruleset(**r) for r in d.get("rulesets", [])],
             rules=[Rule(**r) for r in d.get("rules", [])],
             mnha=[list(p) for p in d.get("mnha", [])], spares=list(d.get("spares", [])),
-            srd=list(d.get("srd", [])),
+            srd=list(d.get("srd", [])), bfd=bool(d.get("bfd", False)),
             files=dict(files or {}),
         )

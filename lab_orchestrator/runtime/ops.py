@@ -214,6 +214,34 @@ def links_up(state: LabState, plan: LabPlan, node: str, peer: str) -> None:
     state.save()
 
 
+BLACKHOLE_TABLE = "lab_blackhole"
+
+
+def blackhole(state: LabState, plan: LabPlan, node: str, peer: str, on: bool) -> None:
+    """Drop every packet on NODE's links to PEER inside NODE, both ways, leaving their carrier up (a path
+    that stops forwarding: only a liveness protocol notices); on=False removes the drop."""
+    from dataplane.nft import Nft, NftError
+
+    ends = [(ns, name) for ns, name in link_peers(plan, node, peer) if ns in plan.node(node).namespaces]
+    nft = Nft()
+    try:
+        for ns in sorted({ns for ns, _ in ends}):
+            with contextlib.suppress(NftError):
+                nft.run(f"delete table inet {BLACKHOLE_TABLE}", ns=ns)
+            if on:
+                devs = ", ".join(f'"{name}"' for n, name in ends if n == ns)
+                nft.run(f"table inet {BLACKHOLE_TABLE} {{\n"
+                        f"  chain in {{ type filter hook prerouting priority -400; iifname {{ {devs} }} drop; }}\n"
+                        f"  chain fwd {{ type filter hook postrouting priority 400; oifname {{ {devs} }} drop; }}\n"
+                        f"  chain local {{ type filter hook output priority -400; oifname {{ {devs} }} drop; }}\n"
+                        f"}}\n", ns=ns)
+    finally:
+        nft.close()
+    pair = [node, peer]
+    state.blackholed_links = [p for p in state.blackholed_links if sorted(p) != sorted(pair)] + ([pair] if on else [])
+    state.save()
+
+
 def reapply_routes_only(plan: LabPlan, namespaces: set[str]) -> None:
     from .netns import NetnsBackend
 
@@ -278,6 +306,10 @@ def inject(state: LabState, plan: LabPlan, event: str, target: str, down_time: f
         other = peer or first_mx(plan, target)
         links_down(state, plan, target, other)
         return f"links {target} <-> {other} down"
+    if event == "srx-link-blackhole":
+        other = peer or first_mx(plan, target)
+        blackhole(state, plan, target, other, on=True)
+        return f"links {target} <-> {other} drop every packet (carrier up)"
     if event == "srd-link-failure":
         if target not in plan.srd:
             raise LabError(f"{target} is not in the lab's SRD pair")
@@ -360,6 +392,10 @@ def restore(state: LabState, plan: LabPlan, target: str) -> list[str]:
         if target in (node, peer):
             links_up(state, plan, node, peer)
             done.append(f"links {node} <-> {peer} up")
+    for node, peer in [tuple(p) for p in state.blackholed_links]:
+        if target in (node, peer):
+            blackhole(state, plan, node, peer, on=False)
+            done.append(f"links {node} <-> {peer} forward again")
     return done
 
 

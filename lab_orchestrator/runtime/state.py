@@ -34,6 +34,7 @@ class LabState:
     supervisor_pid: int = 0
     down_nodes: list[str] = field(default_factory=list)  # powered off by a failure event
     down_links: list[list[str]] = field(default_factory=list)  # [node, peer] pairs failed by an event
+    blackholed_links: list[list[str]] = field(default_factory=list)  # [node, peer]: dropping, carrier up
     created_at: float = 0.0
     ready_at: float = 0.0
 

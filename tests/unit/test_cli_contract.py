@@ -179,7 +179,8 @@ def test_completion_of_lab_event_and_topology_names(tmp_path: Path) -> None:
     fake_running_lab(tmp_path, "dev2", {"mx1": "mx"})
     assert complete("lab sessions srx1 --lab d", tmp_path) == ["demo", "dev2"]
     assert complete("lab down --lab dem", tmp_path) == ["demo"]
-    assert complete("lab fail srx1 srx-", tmp_path) == ["srx-link-failure", "srx-reboot", "srx-power-off"]
+    assert complete("lab fail srx1 srx-", tmp_path) == ["srx-link-failure", "srx-link-blackhole", "srx-reboot",
+                                                        "srx-power-off"]
     assert "topology3" in complete("lab up topology", tmp_path)
 
 

@@ -88,3 +88,19 @@ def test_bfd_configs_parse(tmp_path: Path) -> None:
             conf.write_text(text)
             result = subprocess.run(["bird", "-p", "-c", str(conf)], capture_output=True, text=True)
             assert result.returncode == 0, (name, result.stderr)
+
+
+def test_blackhole_event_applies_only_with_bfd(tmp_path: Path) -> None:
+    import json
+
+    from lab_orchestrator import events
+
+    def applicable(bfd: bool) -> events.Applicability:
+        lab = tmp_path / ("on.yml" if bfd else "off.yml")
+        text = (REPO / "labs" / "topology1.yml").read_text()
+        lab.write_text(text.replace("  use_case: sfw\n", "  use_case: sfw\n  bfd: {}\n") if bfd else text)
+        plan = json.loads(planmod.build(load_topology(lab).topology, "x", "/run/lab").to_json())
+        return next(a for a in events.applicable(plan) if a.event.name == "srx-link-blackhole")
+
+    assert not applicable(False).applicable and "bfd" in applicable(False).reason
+    assert applicable(True).applicable

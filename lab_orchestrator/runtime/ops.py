@@ -220,7 +220,7 @@ BLACKHOLE_TABLE = "lab_blackhole"
 def blackhole(state: LabState, plan: LabPlan, node: str, peer: str, on: bool) -> None:
     """Drop every packet on NODE's links to PEER inside NODE, both ways, leaving their carrier up (a path
     that stops forwarding: only a liveness protocol notices); on=False removes the drop."""
-    from dataplane.nft import Nft, NftError
+    from dataplane.kernel.nft import Nft, NftError
 
     ends = [(ns, name) for ns, name in link_peers(plan, node, peer) if ns in plan.node(node).namespaces]
     nft = Nft()

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from lab_orchestrator import plan as planmod
-from lab_orchestrator.validate import load_topology
+from lab_orchestrator.model.validate import load_topology
+from lab_orchestrator.plan import pipeline as planmod
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -93,7 +93,7 @@ def test_bfd_configs_parse(tmp_path: Path) -> None:
 def test_blackhole_event_applies_only_with_bfd(tmp_path: Path) -> None:
     import json
 
-    from lab_orchestrator import events
+    from lab_orchestrator.events import catalog as events
 
     def applicable(bfd: bool) -> events.Applicability:
         lab = tmp_path / ("on.yml" if bfd else "off.yml")

@@ -37,7 +37,7 @@ help:
 	@echo "make lint              ruff + mypy"
 	@echo "make docs              regenerate the CLI and topology references, the JSON Schema and the figures"
 	@echo "make bench             benchmarks (root); details in docs/benchmarks-*.md, summary docs/benchmarks.md"
-	@echo "make image             the containerlab node image $(IMAGE):$(VERSION) (needs Docker; docs/containerlab.md)"
+	@echo "make image             the containerlab node image $(IMAGE):$(VERSION), from Debian packages (root; docs/containerlab.md)"
 
 deps: deps-apt deps-python deps-link
 
@@ -129,11 +129,13 @@ clean:
 distclean: clean
 	rm -rf $(VENV)
 
-# The node image of the containerlab backend (images/node/Dockerfile), tagged VERSION and latest.
-image:
-	@command -v docker >/dev/null 2>&1 || { echo "make image needs Docker: no docker command here"; exit 1; }
-	@docker info >/dev/null 2>&1 || { echo "make image needs a running Docker engine: the docker client cannot reach one"; exit 1; }
-	docker build -f images/node/Dockerfile -t $(IMAGE):$(VERSION) -t $(IMAGE):latest .
+# The node image of the containerlab backend, tagged VERSION and latest: a debootstrap'ed Debian 12 root with the
+# node's packages and the lab's wheel, imported with `docker import` (images/node/build; no image registry).
+# Installs Docker's engine (docker.io) and debootstrap when missing; starts dockerd for the build if none
+# answers (images/node/engine: without touching the host's iptables or forwarding) and stops it after.
+image: deps-python
+	@$(MAKE) -s apt-install PACKAGES="docker.io debootstrap"
+	IMAGE=$(IMAGE) PYTHON=$(CURDIR)/$(PYTHON) images/node/build
 
 # Generated documentation: topology reference + JSON Schema (the model), CLI reference (the commands),
 # figures (lab graph); a unit test fails when they are stale.

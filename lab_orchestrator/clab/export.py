@@ -1,6 +1,6 @@
 """plan -> containerlab: a `.clab.yml` topology and the per-node files it binds (pure, deterministic).
 
-Every emulated node becomes a `linux` container of the node image (images/node/Dockerfile) whose
+Every emulated node becomes a `linux` container of the node image (`make image`: images/node/build) whose
 entrypoint, `python3 -m lab_orchestrator.clab.agent`, applies that node's slice of the plan inside
 the container: the same interface names as the netns backend (naming.linux_ifname), addresses,
 aliases, MX routing instances as namespaces of their own, routes, nftables rulesets and daemons.

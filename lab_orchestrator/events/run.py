@@ -52,6 +52,17 @@ LASTING = {"srx-link-failure", "srx-link-blackhole", "srx-power-off", "mnha-pair
 Progress = Callable[[str], None]
 
 
+@dataclass(frozen=True)
+class Injector:
+    """How an event is carried out on the lab and undone: the netns backend's operations (ops) unless
+    a caller drives the nodes another way (containers, through each node's agent). INJECT takes
+    (state, plan, event, target, down_time=..., daemon=...) and returns a summary; RESTORE takes
+    (state, plan, target) and returns what it undid. Both keep state.down_nodes current."""
+
+    inject: Callable[..., str] = ops.inject
+    restore: Callable[[LabState, LabPlan, str], list[str]] = ops.restore
+
+
 @dataclass
 class TrafficSpec:
     flows: int = 200
@@ -94,7 +105,8 @@ def _slot(state: LabState, node: str, name: str) -> Any:
 
 
 def run_event(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target: str, spec: TrafficSpec,
-              progress: Progress = lambda _: None, daemon: str | None = None) -> EventResult:
+              progress: Progress = lambda _: None, daemon: str | None = None,
+              injector: Injector | None = None) -> EventResult:
     """Check the preconditions, run EVENT on TARGET under the traffic of SPEC and judge it. A case
     whose preconditions failed, or whose session tables could not be read, raises `CaseError`."""
     taken_out = event.name == "nexthop-add" and target not in state.down_nodes
@@ -110,7 +122,7 @@ def run_event(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target
                                    rate=spec.rate, checks=checks,
                                    error="; ".join(c.detail for c in failed)))
     try:
-        result = _run(state, plan, event, target, spec, progress, daemon)
+        result = _run(state, plan, event, target, spec, progress, daemon, injector or Injector())
     except sessions.ReadError as exc:
         raise CaseError(EventError(event=event.name, title=event.title, target=target, flows=spec.flows,
                                    rate=spec.rate, checks=checks, error=f"cannot judge the event: {exc}")) from None
@@ -159,7 +171,7 @@ def preconditions(state: LabState, plan: LabPlan, spec: TrafficSpec, progress: P
 
 
 def _run(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target: str, spec: TrafficSpec,
-         progress: Progress, daemon: str | None) -> EventResult:
+         progress: Progress, daemon: str | None, injector: Injector) -> EventResult:
     ends = endpoints(plan)
     per_flow = spec.rate / spec.flows
     lasting = event.name in LASTING
@@ -198,13 +210,13 @@ def _run(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target: str
             crash = {"daemon": daemon, "restarts_before": getattr(_slot(state, target, daemon), "restarts", 0)}
         progress(f"{event.name} on {target}" + (f" ({daemon})" if crash else ""))
         marks["event"] = time.monotonic_ns() / 1e9
-        summary = ops.inject(state, plan, event.name, target, down_time=spec.down_time, daemon=daemon)
+        summary = injector.inject(state, plan, event.name, target, down_time=spec.down_time, daemon=daemon)
         during: dict[tuple[str, int], str] = {}
         if lasting:
             time.sleep(max(0.0, spec.hold - 0.5))
             during = carriers(plan, keys=keys)
             marks["restore"] = time.monotonic_ns() / 1e9
-            restored = ops.restore(state, plan, target)
+            restored = injector.restore(state, plan, target)
             summary += "; restored: " + ("; ".join(restored) or "nothing")
             progress("restored")
         marks["settled"], settled = wait_settled(state, plan, timeout=MAX_EXTRA_S - 5)

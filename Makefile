@@ -26,7 +26,7 @@ VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"/\1/p' lab_orchestrator/__in
 # tools of the recipes (pytest's children, bench scripts calling `lab`) come from the virtualenv first
 VENV_PATH = PATH="$(CURDIR)/$(VENV)/bin:$$PATH"
 
-.PHONY: docs help deps deps-apt apt-install print-apt-packages deps-python deps-link distclean test test-fresh test-repeat test-unit test-integration lint demo bench clean image
+.PHONY: image-current docs help deps deps-apt apt-install print-apt-packages deps-python deps-link distclean test test-fresh test-repeat test-unit test-integration lint demo bench clean image
 
 help:
 	@echo "make demo              install what is missing, bring up $(DEMO_LAB), show it working, tear it down"
@@ -89,7 +89,7 @@ test-unit: deps-python
 test-integration: deps
 	$(VENV_PATH) $(PYTHON) -m pytest tests/integration -q
 
-test: deps lint
+test: deps lint image-current
 	$(VENV_PATH) $(PYTHON) -m pytest $(TESTS) -q
 
 # A test that fails in one run of several depends on timing: run the suite N times, report each such test.
@@ -136,6 +136,15 @@ distclean: clean
 image: deps-python
 	@$(MAKE) -s apt-install PACKAGES="docker.io debootstrap"
 	IMAGE=$(IMAGE) PYTHON=$(CURDIR)/$(PYTHON) images/node/build
+
+# Before `make test`: the node image rebuilt when it is older than the sources (the real-engine test,
+# tests/integration/test_clab_engine.py, skips a stale image), only where `make image` installed Docker's
+# engine and debootstrap, and only when the selected tests include that test.
+image-current: deps-python
+ifneq (,$(filter tests tests/ tests/integration tests/integration/ %test_clab_engine.py,$(TESTS)))
+	@if [ "$$(id -u)" = 0 ] && command -v dockerd >/dev/null && command -v debootstrap >/dev/null; then \
+	  IMAGE=$(IMAGE) PYTHON=$(CURDIR)/$(PYTHON) images/node/build --if-stale; fi
+endif
 
 # Generated documentation: topology reference + JSON Schema (the model), CLI reference (the commands),
 # figures (lab graph); a unit test fails when they are stale.

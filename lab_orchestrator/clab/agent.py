@@ -88,12 +88,16 @@ def wait_interfaces(names: list[str], timeout: float = INTERFACE_WAIT) -> None:
     """Until every name is a link of this network namespace (asked over netlink: /sys may show
     another namespace's devices where sysfs was not mounted for this one)."""
     from pyroute2 import IPRoute
+    from pyroute2.netlink.exceptions import NetlinkDumpInterrupted
 
     deadline = time.monotonic() + timeout
     missing = names
     with IPRoute() as ipr:
         while time.monotonic() < deadline:
-            present = {link.get_attr("IFLA_IFNAME") for link in ipr.get_links()}
+            try:
+                present = {link.get_attr("IFLA_IFNAME") for link in ipr.get_links()}
+            except NetlinkDumpInterrupted:  # links were being added while the kernel listed them: ask again
+                continue
             missing = [n for n in names if n not in present]
             if not missing:
                 return
@@ -350,7 +354,7 @@ def _request(config: NodeConfig, op: str, timeout: float = 30.0, **args: Any) ->
 
 
 def status(config: NodeConfig) -> dict[str, Any]:
-    from labkit import birdctl, netnsutil
+    from labkit import birdctl
 
     try:
         agent = json.loads((config.node_dir / AGENT_STATE).read_text())
@@ -365,21 +369,37 @@ def status(config: NodeConfig) -> dict[str, Any]:
                     protocols[proc.control_socket] = {p.name: p.info for p in birdctl.protocols(proc.control_socket)}
                 except birdctl.BirdError as exc:
                     protocols[proc.control_socket] = {"(bird)": str(exc)}
-        from pyroute2 import IPRoute
-
         for ns in {e.ns for e in config.plan.expected_routes}:
-            with netnsutil.entered(ns):
-                ipr = IPRoute()
-            try:
-                routes[ns] = {f"{r.get_attr('RTA_DST') or '0.0.0.0'}/{r['dst_len']}"
-                              for r in ipr.get_routes(family=2, table=254)}
-            finally:
-                ipr.close()
+            routes[ns] = _route_prefixes(ns)
     pending = [f"{config.node} agent {agent.get('phase')}"] if agent.get("phase") != "ready" else \
         readiness(config, protocols, routes)
     return {"node": config.node, "kind": config.kind, "phase": agent.get("phase"), "error": agent.get("error", ""),
             "ready": not pending, "pending": pending, "daemons": agent.get("daemons", []),
             "bgp": {name: info for by in protocols.values() for name, info in sorted(by.items())}}
+
+
+def _route_prefixes(ns: str, attempts: int = 20) -> set[str]:
+    """The main table's IPv4 prefixes in NS. A dump the kernel interrupts (routes changing while it
+    lists them: BGP converging) is asked again."""
+    from pyroute2 import IPRoute
+    from pyroute2.netlink.exceptions import NetlinkDumpInterrupted
+
+    from labkit import netnsutil
+
+    with netnsutil.entered(ns):
+        ipr = IPRoute()
+    try:
+        for attempt in range(1, attempts + 1):
+            try:
+                table = ipr.get_routes(family=2, table=254)
+            except NetlinkDumpInterrupted:
+                if attempt == attempts:
+                    raise
+                continue
+            return {f"{r.get_attr('RTA_DST') or '0.0.0.0'}/{r['dst_len']}" for r in table}
+        return set()
+    finally:
+        ipr.close()
 
 
 def link(config: NodeConfig, name: str, up: bool) -> int:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -58,6 +59,9 @@ def docker_engine() -> Iterator[None]:
     try:
         if not image_present(IMAGE):
             pytest.skip(f"no {IMAGE} image in the Docker engine: build it with `make image`")
+        built_from = docker("image", "inspect", "-f", '{{index .Config.Labels "lab.source-digest"}}', IMAGE).stdout
+        if built_from.strip() != source_digest():
+            pytest.skip(f"{IMAGE} was built from other sources than this checkout's: `make image` rebuilds it")
         yield
     finally:
         if started == "started":
@@ -65,6 +69,11 @@ def docker_engine() -> Iterator[None]:
     after = firewall_state()
     assert after == before, "the host's firewall or forwarding changed: " + ", ".join(
         k for k in before if before[k] != after.get(k))
+
+
+def source_digest() -> str:
+    return subprocess.run([str(REPO / "images" / "node" / "source-digest")], capture_output=True, text=True,
+                          check=True).stdout.strip()
 
 
 def _export(topology: str, name: str, folder: Path) -> tuple[planmod.LabPlan, EngineLab]:

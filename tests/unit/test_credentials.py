@@ -7,10 +7,12 @@ import os
 import stat
 from pathlib import Path
 
+import pytest
 import yaml
 
 from lab_orchestrator import credentials
 from lab_orchestrator.api import topology as apitopology
+from lab_orchestrator.api.running import Lab as RunningLab
 from lab_orchestrator.cli_ssh import config as sshconfig
 from lab_orchestrator.model.validate import load_topology
 from lab_orchestrator.plan import pipeline as planmod
@@ -107,3 +109,35 @@ def test_write_secret_is_never_readable_by_others(tmp_path: Path) -> None:
         assert mode(target) == 0o600 and files.read_secret(target, "k") == "w"
     finally:
         os.umask(old)
+
+
+def _written(tmp_path: Path, ssh: dict[str, object] | None = None) -> RunningLab:
+    tmp_path.mkdir()
+    source = tmp_path / "t1.yml"
+    data = yaml.safe_load((REPO / "labs" / "topology1.yml").read_text())
+    if ssh is not None:
+        data["ssh"] = ssh
+    source.write_text(yaml.safe_dump(data))
+    plan = planmod.build(load_topology(source).topology, str(source), str(tmp_path / "run"))
+    state = LabState(name=plan.name, source=str(source), state_dir=plan.state_dir, status="ready", namespaces=[],
+                     bridge="", host_ports=[], nft_table="", mgmt_subnet="")
+    state.save()
+    NetnsBackend()._write_files(plan)
+    (Path(plan.state_dir) / "ssh" / "ready").write_text("1\n")
+    return RunningLab(state)
+
+
+def test_lab_ssh_says_the_password_only_when_it_is_needed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    execs: list[list[str]] = []
+    monkeypatch.setattr(os, "execvp", lambda name, argv: execs.append(argv))
+    with_keys = _written(tmp_path / "a")
+    logins = with_keys.ssh_logins()
+    assert logins is not None and set(logins) == {"admin"} and logins["admin"] != "admin"
+    with_keys.ssh("mx1", None, [])
+    assert capsys.readouterr().err == ""  # the lab's key logs in: no password on the screen
+    without = _written(tmp_path / "b", {"lab_key": False, "users": [{"name": "ops"}]})
+    without.ssh("mx1", None, ["show", "version"])
+    password = (without.ssh_logins() or {})["ops"]
+    assert capsys.readouterr().err == f"password of ops: {password}\n"
+    assert execs[-1][-3:] == ["t1-mx1", "show", "version"]

@@ -1,7 +1,7 @@
 """The docs follow the code: every model field and every command and option is in the generated
-references (a reworded help text alone does not fail: `make docs` refreshes it), and no user document
-names internal material or paths outside the repository. `make docs` (python -m lab_orchestrator.cli.docgen)
-regenerates what is generated."""
+references, which are what `make docs` (python -m lab_orchestrator.cli.docgen) makes from the code now
+(a reworded help text needs `make docs` too), and no user document names internal material or paths
+outside the repository."""
 
 from __future__ import annotations
 
@@ -59,6 +59,13 @@ def test_every_command_and_option_is_in_the_cli_reference() -> None:
         body = section[1].split("\n## ", 1)[0]
         for option in docgen.cli_options(cmd):
             assert f"`{option}`" in body, f"{path} {option} missing from docs/cli.md (make docs)"
+
+
+def test_the_generated_references_are_current() -> None:
+    """docs/cli.md (every command's --help), the topology reference and the JSON Schema are what the code
+    makes now: a changed option or help text needs `make docs`."""
+    stale = [str(path.relative_to(REPO)) for path, text in docgen.generated().items() if path.read_text() != text]
+    assert not stale, f"stale: {', '.join(stale)} (make docs)"
 
 
 def test_budget_options_and_ssh_usage_are_documented() -> None:

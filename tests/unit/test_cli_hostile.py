@@ -16,7 +16,7 @@ from lab_orchestrator.cli_ssh.parser import Pipe
 from lab_orchestrator.cli_ssh.server import ChannelRequest, LabSshServer
 from lab_orchestrator.cli_ssh.shell import MAX_LINE, LineEditor
 
-FAST = 0.5  # seconds: every answer below comes within this
+FAST = 0.5  # seconds of CPU: every answer below costs less (CPU time, so a busy machine does not fail it)
 
 
 @pytest.fixture
@@ -34,9 +34,9 @@ def gw(monkeypatch: pytest.MonkeyPatch) -> session.Session:
 
 
 def timed(call: Any, *args: Any) -> Any:
-    started = time.monotonic()
+    started = time.thread_time()
     value = call(*args)
-    assert time.monotonic() - started < FAST, call
+    assert time.thread_time() - started < FAST, call
     return value
 
 
@@ -83,9 +83,9 @@ def test_paste_after_ctrl_a_echoes_linearly() -> None:
     editor = LineEditor()
     editor.feed("x" * 3000)
     editor.feed("\x01")  # Ctrl-A
-    started = time.monotonic()
+    started = time.thread_time()
     events = editor.feed("y" * 1000)
-    assert time.monotonic() - started < FAST
+    assert time.thread_time() - started < FAST
     echoed = sum(len(e.text) for e in events if e.kind == "echo")
     assert echoed <= 1000 + 2 * 3000  # the paste, the rest of the line redrawn, the cursor back
     assert editor.buffer == "y" * 1000 + "x" * 3000 and editor.cursor == 1000
@@ -95,11 +95,11 @@ def test_typing_key_by_key_at_the_start_of_a_full_line_stays_bounded() -> None:
     editor = LineEditor()
     editor.feed("x" * (MAX_LINE - 200))
     editor.feed("\x01")
-    started = time.monotonic()
+    started = time.thread_time()
     total = 0
     for _ in range(200):
         total += sum(len(e.text) for e in editor.feed("y"))
-    assert time.monotonic() - started < FAST and total <= 200 * (2 * MAX_LINE + 1)
+    assert time.thread_time() - started < FAST and total <= 200 * (2 * MAX_LINE + 1)
 
 
 def test_a_run_of_backspaces_in_the_middle_of_a_line_echoes_linearly() -> None:
@@ -113,11 +113,11 @@ def test_a_run_of_backspaces_in_the_middle_of_a_line_echoes_linearly() -> None:
 
 def test_a_huge_paste_is_cut_at_the_line_limit_with_one_notice() -> None:
     editor = LineEditor()
-    started = time.monotonic()
+    started = time.thread_time()
     events = []
     for _ in range(256):  # 1 MiB, fed in 4 KiB reads like the server does
         events += editor.feed("z" * 4096)
-    assert time.monotonic() - started < FAST
+    assert time.thread_time() - started < FAST
     assert len(editor.buffer) == MAX_LINE
     notices = [e for e in events if e.kind == "notice"]
     assert len(notices) == 1 and str(MAX_LINE) in notices[0].text
@@ -216,9 +216,9 @@ class FakeChannel:
 
 def _shell(cli: session.Session, chunks: list[bytes]) -> str:
     chan = FakeChannel(chunks)
-    started = time.monotonic()
+    started = time.process_time()
     LabSshServer(cli.config, None).run_shell(chan, cli, ChannelRequest(kind="shell", pty=True))  # type: ignore[arg-type]
-    assert time.monotonic() - started < 2 * FAST
+    assert time.process_time() - started < 2 * FAST
     assert chan.status == 0  # ended by the user's end of input, not dropped
     return chan.sent.decode()
 

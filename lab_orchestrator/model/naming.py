@@ -8,6 +8,8 @@ can show what the engineer typed.
 from __future__ import annotations
 
 import re
+import zlib
+from ipaddress import IPv4Network
 
 IFNAMSIZ_MAX = 15
 
@@ -81,3 +83,20 @@ def mgmt_host_port(lab: str, index: int) -> str:
 
 def root_nft_table(lab: str) -> str:
     return f"lab_{lab.replace('-', '_')}"
+
+
+# The management subnet of a lab whose file does not set addressing.mgmt
+def default_mgmt_subnet(lab: str) -> IPv4Network:
+    """A /24 in 198.19.0.0/16 picked from the lab's name, so two labs rarely collide."""
+    return IPv4Network(f"198.19.{zlib.crc32(lab.encode()) % 256}.0/24")
+
+
+def free_mgmt_subnet(lab: str, taken: list[IPv4Network]) -> IPv4Network:
+    """The default subnet, or the next /24 of 198.19.0.0/16 (from the same start) that no route
+    of this host overlaps: what `lab up` uses when the file does not fix addressing.mgmt."""
+    start = zlib.crc32(lab.encode()) % 256
+    for step in range(256):
+        candidate = IPv4Network(f"198.19.{(start + step) % 256}.0/24")
+        if not any(candidate.overlaps(t) for t in taken if t.prefixlen):
+            return candidate
+    raise ValueError("every /24 of 198.19.0.0/16 is in use on this host: set addressing.mgmt")

@@ -14,7 +14,6 @@ from pathlib import Path
 
 from .. import kinds as K
 from ..kinds import get as kind_of
-from ..plan.pipeline import default_mgmt_subnet
 from . import naming
 from .diagnostics import Diagnostic, TopologyInvalid, YamlPath, did_you_mean, dotted
 from .modelpass import caused_by_drop, model_pass, pydantic_diagnostics
@@ -232,7 +231,7 @@ def _check_addresses(topo: Topology, src: SourceMap, host_routes: list[IPv4Netwo
     for field in ("p2p", "loopback", "lan", "nat"):
         ranges.append((getattr(a, field), ("addressing", field)))
     # The management subnet is used even when not written: it is then picked from the lab's name.
-    ranges.append((a.mgmt or default_mgmt_subnet(topo.name), ("addressing", "mgmt")))
+    ranges.append((a.mgmt or naming.default_mgmt_subnet(topo.name), ("addressing", "mgmt")))
     for name, node in topo.nodes.items():
         for i, prefix in enumerate(node.prefixes):
             ranges.append((prefix, ("nodes", name, "prefixes", i)))
@@ -270,7 +269,7 @@ def _check_addresses(topo: Topology, src: SourceMap, host_routes: list[IPv4Netwo
                 continue
             if path == ("addressing", "mgmt") and path not in src.lines and \
                     not any(n.mgmt_ip for n in topo.nodes.values()):
-                continue  # not written: `lab up` picks a free management subnet (plan.free_mgmt_subnet)
+                continue  # not written: `lab up` picks a free management subnet (naming.free_mgmt_subnet)
             if path in src.lines:
                 yield src.diag(path, f"{net} overlaps {route}, a route of this machine's root namespace",
                                "lab addressing must stay off the host's networks: pick another range")
@@ -281,7 +280,7 @@ def _check_addresses(topo: Topology, src: SourceMap, host_routes: list[IPv4Netwo
 
 def _check_mgmt(topo: Topology, src: SourceMap) -> Iterable[Diagnostic]:
     """Explicit management addresses sit in the management subnet, off the bridge's own address."""
-    subnet = topo.addressing.mgmt or default_mgmt_subnet(topo.name)
+    subnet = topo.addressing.mgmt or naming.default_mgmt_subnet(topo.name)
     hosts = subnet.hosts()
     bridge = next(hosts, None)
     room = max(subnet.num_addresses - (2 if subnet.prefixlen < 31 else 0) - 1, 0)  # the bridge takes one

@@ -11,13 +11,13 @@ its part (a later phase may read what an earlier one added, never the reverse). 
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from ipaddress import IPv4Interface, IPv4Network
 
 from .. import kinds
 from ..model import naming
+from ..model.naming import default_mgmt_subnet, free_mgmt_subnet
 from ..model.schema import Link, Node, Topology
 from . import render, sshplan
 from .features import flexvpn, mnha, mxlb, srd
@@ -44,22 +44,6 @@ __all__ = ["PHASES", "BgpSession", "Bridge", "ExpectedRoute", "Interface", "LabP
 
 DEFAULT_STATE_ROOT = "/run/lab"
 FIRST_IFINDEX = 10  # veth ends get distinct, planned ifindexes from here on
-
-
-def default_mgmt_subnet(lab: str) -> IPv4Network:
-    """A /24 in 198.19.0.0/16 picked from the lab's name, so two labs rarely collide."""
-    return IPv4Network(f"198.19.{zlib.crc32(lab.encode()) % 256}.0/24")
-
-
-def free_mgmt_subnet(lab: str, taken: list[IPv4Network]) -> IPv4Network:
-    """The default subnet, or the next /24 of 198.19.0.0/16 (from the same start) that no route
-    of this host overlaps: what `lab up` uses when the file does not fix addressing.mgmt."""
-    start = zlib.crc32(lab.encode()) % 256
-    for step in range(256):
-        candidate = IPv4Network(f"198.19.{(start + step) % 256}.0/24")
-        if not any(candidate.overlaps(t) for t in taken if t.prefixlen):
-            return candidate
-    raise ValueError("every /24 of 198.19.0.0/16 is in use on this host: set addressing.mgmt")
 
 
 class _Allocator:

@@ -445,7 +445,7 @@ class Lab:
                        progress: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
         """The traffic of an events run: FLOWS/RATE as given, or (neither given) calibrated on this lab
         (`baseline.calibrate`); {"flows", "rate", "line", "json"}."""
-        from .. import baseline
+        from ..events import baseline
 
         if flows is None and rate is None:
             return baseline.traffic(None, None, baseline.calibrate(self.plan(), sizes, realtime, progress=progress))

@@ -76,8 +76,8 @@ def _write_files(files: dict[str, str], out_dir: Path, drawn: bool = False) -> N
     or, DRAWN, with its random values drawn (an export that is deployed as it is)."""
     from labkit.files import is_secret, write_secret
 
-    from .. import credentials
     from ..model.diagnostics import BadInput
+    from ..runtime import credentials
 
     for rel, content in (credentials.materialize(files) if drawn else files).items():
         target = out_dir / rel

@@ -32,9 +32,9 @@ from typing import Any
 
 from labkit.files import is_secret, write_json, write_secret
 
-from .. import credentials
 from ..model.diagnostics import LabError
 from ..plan.pipeline import LabPlan
+from ..runtime import credentials
 from ..runtime.state import STATE_ROOT
 from . import export as clab_export
 

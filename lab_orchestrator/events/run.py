@@ -18,14 +18,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .. import baseline
 from ..plan import trafficsetup
 from ..plan.pipeline import LabPlan
 from ..plan.trafficsetup import endpoints
 from ..runtime import bgpready, ops
 from ..runtime.state import LabState
+from . import baseline, sessions
 from . import catalog as eventsmod
-from . import sessions
 from .result import DAEMON_RETURN_S, CaseError, Check, DaemonCrash, EventError, EventResult
 from .verdict import analyse
 from .watch import (

@@ -285,7 +285,8 @@ def run_plan(loaded: LoadedPlan, cases: list[Case], traffic: TrafficParams, outp
 def _calibrated(lab: str, traffic: TrafficParams, doc: dict[str, Any],
                 step: Callable[[str], None]) -> TrafficParams:
     """TRAFFIC with the flows and rate the calibration chose on the running LAB (recorded in DOC)."""
-    from .. import api, baseline
+    from .. import api
+    from ..events import baseline
 
     choice = baseline.calibrate(api.pick(lab).plan(), str(traffic.sizes), traffic.realtime, traffic.sender_cpu,
                                 progress=step)

@@ -27,11 +27,10 @@ from labkit import birdctl, netnsutil
 from labkit.contracts import MXLB_STATUS, RESPONDER_READY
 from labkit.files import is_secret, private_dir, write_secret
 
-from .. import credentials
 from ..model.diagnostics import LabError
 from ..plan.features import mnha
 from ..plan.pipeline import Interface, LabPlan, Route
-from . import readiness, supervisor
+from . import credentials, readiness, supervisor
 from .state import LabState
 
 Progress = Callable[[str, str], None]  # (step, detail)

@@ -11,9 +11,9 @@ import pytest
 from test_eventresult import sample
 from typer.testing import CliRunner
 
-from lab_orchestrator import baseline
-from lab_orchestrator.baseline import Carried, Direction
+from lab_orchestrator.events import baseline
 from lab_orchestrator.events import verdict as eventverdict
+from lab_orchestrator.events.baseline import Carried, Direction
 from lab_orchestrator.events.result import Check, EventError, EventResult
 from lab_orchestrator.report import document as reportgen
 

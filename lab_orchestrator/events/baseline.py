@@ -20,7 +20,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .plan.pipeline import LabPlan
+from ..plan.pipeline import LabPlan
 
 BASELINE_S = 1.0  # seconds of traffic judged before each event
 CALIBRATION_S = 1.0  # seconds per rung of the calibration ladder
@@ -169,7 +169,7 @@ def choose(results: list[tuple[float, int, list[str]]]) -> Choice:
 def measure(plan: LabPlan, flows: int, rate: float, sizes: str, seconds: float = BASELINE_S,
             realtime: bool = True, cpu: int | None = None, reverse: bool = True) -> Carried:
     """Send FLOWS flows at RATE pps per direction through the lab for SECONDS and count what arrived."""
-    from .plan import trafficsetup
+    from ..plan import trafficsetup
 
     nat = plan.use_case == "cgnat"
     scratch = tempfile.mkdtemp(prefix="lab-baseline-") if nat and reverse else None

@@ -1,5 +1,7 @@
 """The layering rules of docs/architecture.md, checked on the source (AST, nothing imported):
 
+- every module lives in one of the layer packages of LAYERS (no loose module at the top of
+  lab_orchestrator/ or dataplane/), and no package imports from a layer above it;
 - no import cycle inside lab_orchestrator/, dataplane/ and labkit/ (function-level imports count too);
 - dataplane and labkit never import lab_orchestrator, labkit never imports dataplane;
 - no module reaches into another module's `_private` names;
@@ -126,6 +128,70 @@ def test_the_import_graph_is_read() -> None:
     assert "lab_orchestrator.plan.plantypes" in GRAPH["lab_orchestrator.plan.render"]
     assert "labkit.netnsutil" in GRAPH["lab_orchestrator.runtime.netns"]
     assert "lab_orchestrator.api" in GRAPH["lab_orchestrator.cli.lifecycle"]
+
+
+# The layers, bottom to top: a package imports only from its own layer and the ones below it. This
+# list is the folder tree of docs/architecture.md; a module outside these packages fails the test.
+LAYERS = (
+    "labkit",
+    "dataplane.core", "dataplane.kernel", "dataplane.esp", "dataplane.ikev2", "dataplane.traffic",
+    "dataplane.daemons",
+    "lab_orchestrator.kinds", "lab_orchestrator.model", "lab_orchestrator.importer", "lab_orchestrator.plan",
+    "lab_orchestrator.runtime", "lab_orchestrator.clab", "lab_orchestrator.events", "lab_orchestrator.cli_ssh",
+    "lab_orchestrator.api", "lab_orchestrator.report", "lab_orchestrator.live", "lab_orchestrator.cli",
+)
+TOP_PACKAGES = ("lab_orchestrator", "dataplane")  # their __init__ only (the version, a docstring)
+# Upward imports still to remove (a ratchet: drop an entry once its import is gone). The SSH server's
+# configuration model is built by the planner; the FlexVPN planner's `show` reads a running lab.
+UPWARD_ALLOWED = {
+    ("lab_orchestrator.plan.sshplan", "lab_orchestrator.cli_ssh.config"),
+    ("lab_orchestrator.plan.features.flexvpn", "lab_orchestrator.runtime.state"),
+}
+
+
+def layer_of(module: str) -> int | None:
+    """Index in LAYERS of the package holding MODULE (None: a top package's own __init__)."""
+    found = [i for i, layer in enumerate(LAYERS) if module == layer or module.startswith(layer + ".")]
+    return found[0] if found else None
+
+
+def _runtime_imports(module: str, tree: ast.Module) -> set[str]:
+    """imports_of without the `if TYPE_CHECKING:` blocks (annotations only, no import at run time)."""
+    pruned = ast.parse(ast.unparse(tree))
+    for node in ast.walk(pruned):
+        if isinstance(node, ast.If) and ast.unparse(node.test).endswith("TYPE_CHECKING"):
+            node.body = [ast.Pass()]
+    return imports_of(module, pruned)
+
+
+def test_every_module_lives_in_a_layer_package() -> None:
+    loose = sorted(m for m in MODULES if layer_of(m) is None and m not in TOP_PACKAGES)
+    assert loose == [], f"not in any package of LAYERS (move it into its layer, or add the layer): {loose}"
+    on_disk = {str(p.parent.relative_to(REPO)).replace("/", ".") for top in TOP_PACKAGES
+               for p in (REPO / top).glob("*/__init__.py")}
+    assert on_disk <= set(LAYERS), f"packages missing from LAYERS: {sorted(on_disk - set(LAYERS))}"
+
+
+def test_the_layer_check_sees_a_loose_module_and_an_upward_import() -> None:
+    assert layer_of("lab_orchestrator.eventrun") is None
+    assert layer_of("lab_orchestrator.events.run") == LAYERS.index("lab_orchestrator.events")
+    assert layer_of("lab_orchestrator.cli.docgen") > layer_of("lab_orchestrator.api")  # type: ignore[operator]
+    tree = ast.parse("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..api import Lab\n")
+    assert _runtime_imports("lab_orchestrator.plan.render", tree) == set()
+
+
+def test_no_package_imports_from_a_layer_above_it() -> None:
+    upward = set()
+    for module, tree in TREES.items():
+        mine = layer_of(module)
+        if mine is None:
+            continue
+        for target in _runtime_imports(module, tree):
+            theirs = layer_of(target)
+            if theirs is not None and theirs > mine:
+                upward.add((module, target))
+    assert upward - UPWARD_ALLOWED == set(), "import from a lower layer only (LAYERS)"
+    assert UPWARD_ALLOWED - upward == set(), "gone now: drop from UPWARD_ALLOWED"
 
 
 def test_no_import_cycle() -> None:

@@ -141,3 +141,15 @@ def test_lab_ssh_says_the_password_only_when_it_is_needed(tmp_path: Path, monkey
     password = (without.ssh_logins() or {})["ops"]
     assert capsys.readouterr().err == f"password of ops: {password}\n"
     assert execs[-1][-3:] == ["t1-mx1", "show", "version"]
+
+
+def test_containerlab_export_draws_one_key_for_its_routers(tmp_path: Path) -> None:
+    from lab_orchestrator.clab.export import ExportOptions
+
+    out = tmp_path / "export"
+    apitopology.export(REPO / "labs" / "flexvpn.yml", out, ExportOptions())
+    written = sorted(out.rglob(flexvpn.PSK_FILE))
+    assert [p.parent.name for p in written] == ["router1", "router2", "router3"]
+    keys = {files.read_secret(p, "psk") for p in written}
+    assert len(keys) == 1 and credentials.DRAWN not in keys
+    assert all(mode(p) == 0o600 for p in written)

@@ -90,3 +90,106 @@ class SrdStatus(StatusModel):
     heartbeat: SrdHeartbeat
     resumed: str | None  # the role taken up from the previous instance after a crash
     transitions: list[SrdTransition]
+
+
+# -------------------------------------------------------- dataplane.daemons.mnhad (labkit.contracts.MNHA_STATUS)
+RoleTransition = SrdTransition  # a role change of an SRG (MNHA) or of the SRD mastership
+UpDown = Literal["UP", "DOWN"]
+
+
+class MnhaIcl(StatusModel):
+    device: str
+    up: bool
+    peer_ip: str
+
+
+class MnhaHeartbeat(StatusModel):
+    interval_ms: int
+    threshold: int
+    sent: int
+    received: int
+    errors: int
+    peer_alive: bool
+    last_heard_s_ago: float | None
+
+
+class MnhaSignalRoute(StatusModel):
+    prefix: str  # /32
+    table: int
+    installed: bool
+
+
+class MnhaDestination(StatusModel):
+    ip: str
+    src_ip: str
+    interface: str
+    weight: int
+    state: UpDown
+
+
+class MnhaMonitorObject(StatusModel):
+    name: str
+    threshold: int
+    object_threshold: int
+    weight: int  # of its destinations down now
+    state: UpDown
+    destinations: list[MnhaDestination]
+
+
+class MnhaMonitor(StatusModel):
+    srg_threshold: int
+    srg_weight: int  # of the objects down now
+    interval_ms: int
+    multiplier: int
+    objects: list[MnhaMonitorObject]
+
+
+class MnhaMonitorEvent(StatusModel):
+    at: float
+    what: str
+
+
+class MnhaSrg0(StatusModel):
+    role: Literal["active", "ineligible"]
+    signal_route: MnhaSignalRoute
+    monitor: MnhaMonitor | None  # None: no monitored objects
+    events: list[MnhaMonitorEvent]
+
+
+PeerRole = Literal["init", "active", "backup", "ineligible", "unknown"]
+
+
+class MnhaSrg2(StatusModel):
+    role: Literal["init", "active", "backup", "ineligible"]
+    priority: int
+    peer_role: PeerRole
+    transitions: list[RoleTransition]
+
+
+class MnhaSrg1(StatusModel):
+    role: Literal["init", "active", "backup", "ineligible"]
+    priority: int
+    preempt: bool
+    peer_role: PeerRole
+    transitions: list[RoleTransition]
+
+
+class MnhaStatus(StatusModel):
+    """MNHA on one SRX: the ICL, heartbeats, SRG0 (monitoring, signal route), SRG1 and SRG2 roles."""
+
+    node: str
+    peer: str
+    mode: Literal["srg0", "srg1", "srg1+srg2"]
+    pid: int
+    updated_at: float  # wall clock of the last write
+    icl: MnhaIcl
+    heartbeat: MnhaHeartbeat
+    healthy: bool
+    peer_seen_in_network: bool
+    resumed: str | None  # the roles taken up from the previous instance after a crash
+    cold_syncs: int
+    session_refreshes: int
+    cache_flushes: int
+    srg0: MnhaSrg0
+    srg2: MnhaSrg2 | None  # None unless the mode is srg1+srg2
+    srg1: MnhaSrg1

@@ -25,7 +25,21 @@ from pathlib import Path
 from typing import Any
 
 from labkit.configs import MnhaConfig, MonitorConfig
-from labkit.files import write_json
+from labkit.status import (
+    MnhaDestination,
+    MnhaHeartbeat,
+    MnhaIcl,
+    MnhaMonitor,
+    MnhaMonitorEvent,
+    MnhaMonitorObject,
+    MnhaSignalRoute,
+    MnhaSrg0,
+    MnhaSrg1,
+    MnhaSrg2,
+    MnhaStatus,
+    RoleTransition,
+    write_status,
+)
 
 from ..core.mnha import Destination, MonitorObject, PeerView, Role, SessionSync, Srg1, SrgMonitor, encode_heartbeat
 from .daemonkit import PeerLink, heartbeat_loop, resumed_status
@@ -291,45 +305,45 @@ class Daemon:
               f"{'present' if state[2] else 'absent'}: BIRD {reply}", flush=True)
 
     def write_status(self, now: float, healthy: bool, seen: bool) -> None:
-        status = {
-            "node": self.c.node, "peer": self.c.peer, "mode": self.c.mode, "pid": os.getpid(),
-            "updated_at": time.time(), "icl": {"device": self.c.icl_dev, "up": self.icl_up(),
-                                               "peer_ip": self.c.peer_ip},
-            "heartbeat": {"interval_ms": self.c.heartbeat_ms, "threshold": self.threshold,
-                          "sent": self.sent, "received": self.link.received, "errors": self.link.bad,
-                          "peer_alive": self.peer.alive,
-                          "last_heard_s_ago": round(now - self.link.heard, 3) if self.link.heard else None},
-            "healthy": healthy, "peer_seen_in_network": seen, "resumed": self.resumed,
-            "cold_syncs": self.cold_syncs, "session_refreshes": self.session_refreshes,
-            "cache_flushes": self.cache_flushes,
-            "srg0": {"role": "ineligible" if self.srg0_failed else "active", "signal_route":
-                     {"prefix": f"{self.c.signal_route}/32", "table": self.c.signal_table,
-                      "installed": self.srg0_failed},
-                     "monitor": None if not self.monitor.objects else {
-                         "srg_threshold": self.monitor.srg_threshold, "srg_weight": self.monitor.srg_weight(),
-                         "interval_ms": int(self.monitor_interval * 1000), "multiplier": self.monitor.multiplier,
-                         "objects": [{"name": o.name, "threshold": o.threshold,
-                                      "object_threshold": o.object_threshold,
-                                      "weight": self.monitor.object_weight(o),
-                                      "state": "DOWN" if self.monitor.object_failed(o) else "UP",
-                                      "destinations": [{"ip": d.ip, "src_ip": d.src_ip, "interface": d.interface,
-                                                        "weight": d.weight,
-                                                        "state": "DOWN" if d.ip in self.monitor.down else "UP"}
-                                                       for d in o.destinations]}
-                                     for o in self.monitor.objects]},
-                     "events": [{"at": at, "what": what} for at, what in self.monitor.events]},
-            "srg2": {"role": self.srg2.role.value, "priority": self.srg2.priority,
-                     "peer_role": self.peer.srg2_role.value if self.peer.alive else "unknown",
-                     "transitions": [{"at": at, "role": r.value, "why": why}
-                                     for at, r, why in self.srg2.transitions]}
+        monitor = self.monitor
+        srg1, srg2 = self.srg1, self.srg2
+        status = MnhaStatus(
+            node=self.c.node, peer=self.c.peer, mode=self.c.mode, pid=os.getpid(), updated_at=time.time(),
+            icl=MnhaIcl(device=self.c.icl_dev, up=self.icl_up(), peer_ip=self.c.peer_ip),
+            heartbeat=MnhaHeartbeat(
+                interval_ms=self.c.heartbeat_ms, threshold=self.threshold, sent=self.sent,
+                received=self.link.received, errors=self.link.bad, peer_alive=self.peer.alive,
+                last_heard_s_ago=round(now - self.link.heard, 3) if self.link.heard else None),
+            healthy=healthy, peer_seen_in_network=seen, resumed=self.resumed, cold_syncs=self.cold_syncs,
+            session_refreshes=self.session_refreshes, cache_flushes=self.cache_flushes,
+            srg0=MnhaSrg0(
+                role="ineligible" if self.srg0_failed else "active",
+                signal_route=MnhaSignalRoute(prefix=f"{self.c.signal_route}/32", table=self.c.signal_table,
+                                             installed=self.srg0_failed),
+                monitor=None if not monitor.objects else MnhaMonitor(
+                    srg_threshold=monitor.srg_threshold, srg_weight=monitor.srg_weight(),
+                    interval_ms=int(self.monitor_interval * 1000), multiplier=monitor.multiplier,
+                    objects=[MnhaMonitorObject(
+                        name=o.name, threshold=o.threshold, object_threshold=o.object_threshold,
+                        weight=monitor.object_weight(o), state="DOWN" if monitor.object_failed(o) else "UP",
+                        destinations=[MnhaDestination(ip=d.ip, src_ip=d.src_ip, interface=d.interface,
+                                                      weight=d.weight,
+                                                      state="DOWN" if d.ip in monitor.down else "UP")
+                                      for d in o.destinations])
+                        for o in monitor.objects]),
+                events=[MnhaMonitorEvent(at=at, what=what) for at, what in monitor.events]),
+            srg2=MnhaSrg2(role=srg2.role.value, priority=srg2.priority,
+                          peer_role=self.peer.srg2_role.value if self.peer.alive else "unknown",
+                          transitions=[RoleTransition(at=at, role=r.value, why=why)
+                                       for at, r, why in srg2.transitions])
             if self.c.mode == "srg1+srg2" else None,
-            "srg1": {"role": self.srg1.role.value if self.c.mode != "srg0" else "active",
-                     "priority": self.srg1.priority, "preempt": self.srg1.preempt,
-                     "peer_role": self.peer.role.value if self.peer.alive else "unknown",
-                     "transitions": [{"at": at, "role": r.value, "why": why}
-                                     for at, r, why in self.srg1.transitions]},
-        }
-        write_json(self.c.status_file, status)
+            srg1=MnhaSrg1(role=srg1.role.value if self.c.mode != "srg0" else "active",
+                          priority=srg1.priority, preempt=srg1.preempt,
+                          peer_role=self.peer.role.value if self.peer.alive else "unknown",
+                          transitions=[RoleTransition(at=at, role=r.value, why=why)
+                                       for at, r, why in srg1.transitions]),
+        )
+        write_status(self.c.status_file, status)
 
     def run(self) -> None:
         heartbeat_loop(self.interval, {self.sock: self.receive}, self.tick)

@@ -358,7 +358,7 @@ def test_daemons_read_their_configuration_typed() -> None:
 # every reader parses it with the same model). Daemons still writing a raw dict as their status:
 RAW_STATUS = re.compile(r"\bwrite_json\(")
 RAW_STATUS_DAEMONS = {"dataplane/daemons/flexclientd.py", "dataplane/daemons/flexvpnd.py",
-                      "dataplane/daemons/healthd.py", "dataplane/daemons/mnhad.py", "dataplane/daemons/mxlb.py"}
+                      "dataplane/daemons/healthd.py", "dataplane/daemons/mxlb.py"}
 
 
 def test_daemons_write_their_status_typed() -> None:

@@ -64,8 +64,10 @@ class Injector:
 
 @dataclass
 class TrafficSpec:
-    flows: int = 200
-    rate: float = 40000.0  # aggregate packets/s in each direction: 200 flows x 200 pps, a 5 ms resolution
+    flows: int = 100
+    # aggregate packets/s in each direction: 100 flows x 100 pps, a 10 ms resolution (what a 2-CPU
+    # machine is calibrated to; `lab events run` and `lab report` give the load they chose)
+    rate: float = 10000.0
     sizes: str = "imix"
     reverse: bool = True
     warmup: float = 2.0  # seconds of traffic before the event

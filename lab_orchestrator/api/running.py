@@ -452,7 +452,8 @@ class Lab:
         return baseline.traffic(flows, rate)
 
     def run_event(self, event: str, target: str, spec: TrafficSpec,
-                  progress: Callable[[str], None] = lambda _: None, daemon: str | None = None) -> EventResult:
+                  progress: Callable[[str], None] = lambda _: None, daemon: str | None = None,
+                  before_traffic: Callable[[], None] | None = None) -> EventResult:
         """Run one failure event under two-way traffic and judge it (`lab events run`); DAEMON: the
         daemon a daemon-crash kills."""
         from ..events import catalog as eventsmod
@@ -462,7 +463,7 @@ class Lab:
         ident = eventlog.record(self.state_dir, event, target, "running", "under traffic", started)
         try:
             result = eventrun.run_event(self.state, self.plan(), eventsmod.BY_NAME[event], target, spec,
-                                        progress=progress, daemon=daemon)
+                                        progress=progress, daemon=daemon, before_traffic=before_traffic)
         except BaseException as exc:
             eventlog.record(self.state_dir, event, target, "error", str(exc) or type(exc).__name__, started, ident)
             raise

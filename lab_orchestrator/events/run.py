@@ -107,9 +107,12 @@ def _slot(state: LabState, node: str, name: str) -> Any:
 
 def run_event(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target: str, spec: TrafficSpec,
               progress: Progress = lambda _: None, daemon: str | None = None,
-              injector: Injector | None = None) -> EventResult:
+              injector: Injector | None = None,
+              before_traffic: Callable[[], None] | None = None) -> EventResult:
     """Check the preconditions, run EVENT on TARGET under the traffic of SPEC and judge it. A case
-    whose preconditions failed, or whose session tables could not be read, raises `CaseError`."""
+    whose preconditions failed, or whose session tables could not be read, raises `CaseError`.
+    BEFORE_TRAFFIC is called once the preconditions hold, just before the event's traffic starts
+    (a capture started earlier would record the baseline's packets too)."""
     taken_out = event.name == "nexthop-add" and target not in state.down_nodes
     if taken_out:
         ops.power_off(state, plan, target)  # out of service first: the event puts it (back) in
@@ -122,6 +125,8 @@ def run_event(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target
         raise CaseError(EventError(event=event.name, title=event.title, target=target, flows=spec.flows,
                                    rate=spec.rate, checks=checks,
                                    error="; ".join(c.detail for c in failed)))
+    if before_traffic is not None:
+        before_traffic()
     try:
         result = _run(state, plan, event, target, spec, progress, daemon, injector or Injector())
     except sessions.ReadError as exc:

@@ -173,13 +173,15 @@ def run_case(case: Case, traffic: TrafficParams, capture: bool, workdir: Path,
                                     baseline=traffic.baseline,
                                     realtime=traffic.realtime if realtime is None else realtime,
                                     sender_cpu=traffic.sender_cpu if cpu is None else cpu)
-        if capture:
+        def start_captures() -> None:  # after the baseline: its packets are not the event's
             ends = trafficsetup.endpoints(lab.plan())
             caps.append(capmod.Dumpcap(ends.server_ns, ends.server_iface, workdir / f"{case.index}-fwd.pcap").start())
             if traffic.reverse:
                 caps.append(capmod.Dumpcap(ends.client_ns, ends.client_iface,
                                            workdir / f"{case.index}-rev.pcap").start())
-        result = lab.run_event(case.event, target, spec, progress=progress)
+
+        result = lab.run_event(case.event, target, spec, progress=progress,
+                               before_traffic=start_captures if capture else None)
         record["result"] = result.to_json()
         if capture:
             record["capture"] = _captured(caps, record["result"], traffic)
@@ -405,7 +407,8 @@ def describe(record: dict[str, Any]) -> str:
     cap = ""
     if record.get("capture") is not None:
         cap = f", capture differs on {f['capture_flagged']} flow(s)" if f["capture_flagged"] else ", capture agrees"
-    return (f"{record['id']} on {record['target']}: {record['status'].upper()} convergence "
+    why = f" ({record['error']})" if record.get("error") else ""
+    return (f"{record['id']} on {record['target']}: {record['status'].upper()}{why} convergence "
             f"{f['convergence_max_ms']:.0f}/{f['convergence_median_ms']:.0f} ms, unaffected loss "
             f"{f['unaffected_loss']}, moved {f['flows_moved']}/{f['flows_expected']}, "
             f"{'recovered' if f['recovered'] else 'NOT recovered'}{cap} ({record['duration_s']:.0f} s)")

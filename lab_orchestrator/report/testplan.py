@@ -64,10 +64,10 @@ class TrafficParams(_Strict):
     # seconds of each case's traffic that must arrive whole and on schedule before its event (0: not
     # checked); a case whose baseline fails is an error (docs/events.md, "Before each event")
     baseline: float = Field(default=1.0, ge=0, le=60)
-    # Senders SCHED_FIFO, both pinned to one CPU: they keep their schedule on a busy machine and
-    # leave the other CPUs to the control plane (docs/benchmarks-report.md has the measurements).
+    # Senders SCHED_FIFO, not pinned (as `lab events run`): pinned to one CPU of a busy 2-CPU machine
+    # they fell 120-160 ms behind their schedule even at 10000 pps (docs/report.md); SENDER_CPU pins them.
     realtime: bool = True
-    sender_cpu: int | None = Field(default=0, ge=0, le=1023)
+    sender_cpu: int | None = Field(default=None, ge=0, le=1023)
 
     @property
     def rate(self) -> float:

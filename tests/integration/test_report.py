@@ -87,7 +87,7 @@ class Page(HTMLParser):
 def test_small_plan_end_to_end_with_captures(topology: Path, tmp_path: Path) -> None:
     plan = tmp_path / "small.yml"
     plan.write_text(f"""name: small
-traffic: {{flows: 100, rate_per_flow: 200, warmup: 1.0, hold: 1.5, settle: 1.0, down_time: 1.0}}
+traffic: {{flows: 100, rate_per_flow: 100, warmup: 1.0, hold: 1.5, settle: 1.0, down_time: 1.0}}
 labs:
   - topology: {topology}
     events: [srx-power-off, restart-tlb]

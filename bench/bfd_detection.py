@@ -70,9 +70,9 @@ def _blackhole(ns: str, devs: list[str], on: bool) -> None:
         return
     names = ", ".join(f'"{d}"' for d in devs)
     rules = (f"table inet {BLACKHOLE_TABLE} {{\n"
-             f"  chain in {{ type filter hook prerouting priority -400; iifname {{ {names} }} drop; }}\n"
-             f"  chain out {{ type filter hook postrouting priority 400; oifname {{ {names} }} drop; }}\n"
-             f"  chain local {{ type filter hook output priority -400; oifname {{ {names} }} drop; }}\n}}\n")
+             f"  chain drop_in {{ type filter hook prerouting priority -400; iifname {{ {names} }} drop; }}\n"
+             f"  chain drop_out {{ type filter hook postrouting priority 400; oifname {{ {names} }} drop; }}\n"
+             f"  chain drop_local {{ type filter hook output priority -400; oifname {{ {names} }} drop; }}\n}}\n")
     subprocess.run(["ip", "netns", "exec", ns, "nft", "-f", "-"], input=rules, text=True, check=True)
 
 

@@ -217,6 +217,16 @@ def links_up(state: LabState, plan: LabPlan, node: str, peer: str) -> None:
 BLACKHOLE_TABLE = "lab_blackhole"
 
 
+def blackhole_ruleset(devs: list[str]) -> str:
+    """The nftables table that drops every packet in and out of DEVS (forwarded or the node's own)."""
+    names = ", ".join(f'"{name}"' for name in devs)
+    return (f"table inet {BLACKHOLE_TABLE} {{\n"
+            f"  chain drop_in {{ type filter hook prerouting priority -400; iifname {{ {names} }} drop; }}\n"
+            f"  chain drop_out {{ type filter hook postrouting priority 400; oifname {{ {names} }} drop; }}\n"
+            f"  chain drop_local {{ type filter hook output priority -400; oifname {{ {names} }} drop; }}\n"
+            f"}}\n")
+
+
 def blackhole(state: LabState, plan: LabPlan, node: str, peer: str, on: bool) -> None:
     """Drop every packet on NODE's links to PEER inside NODE, both ways, leaving their carrier up (a path
     that stops forwarding: only a liveness protocol notices); on=False removes the drop."""
@@ -229,12 +239,7 @@ def blackhole(state: LabState, plan: LabPlan, node: str, peer: str, on: bool) ->
             with contextlib.suppress(NftError):
                 nft.run(f"delete table inet {BLACKHOLE_TABLE}", ns=ns)
             if on:
-                devs = ", ".join(f'"{name}"' for n, name in ends if n == ns)
-                nft.run(f"table inet {BLACKHOLE_TABLE} {{\n"
-                        f"  chain in {{ type filter hook prerouting priority -400; iifname {{ {devs} }} drop; }}\n"
-                        f"  chain fwd {{ type filter hook postrouting priority 400; oifname {{ {devs} }} drop; }}\n"
-                        f"  chain local {{ type filter hook output priority -400; oifname {{ {devs} }} drop; }}\n"
-                        f"}}\n", ns=ns)
+                nft.run(blackhole_ruleset([name for n, name in ends if n == ns]), ns=ns)
     finally:
         nft.close()
     pair = [node, peer]

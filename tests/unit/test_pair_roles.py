@@ -104,3 +104,15 @@ def test_blackhole_event_applies_only_with_bfd(tmp_path: Path) -> None:
 
     assert not applicable(False).applicable and "bfd" in applicable(False).reason
     assert applicable(True).applicable
+
+
+@pytest.mark.skipif(shutil.which("nft") is None, reason="needs nft")
+def test_blackhole_ruleset_is_valid_nftables() -> None:
+    from lab_orchestrator.runtime.ops import blackhole_ruleset
+
+    text = blackhole_ruleset(["ge-0-0-0", "ge-0-0-1"])
+    assert 'iifname { "ge-0-0-0", "ge-0-0-1" } drop' in text
+    result = subprocess.run(["nft", "-c", "-f", "-"], input=text, capture_output=True, text=True)
+    if result.returncode != 0 and "Operation not permitted" in result.stderr:
+        pytest.skip("nft -c needs CAP_NET_ADMIN")
+    assert result.returncode == 0, result.stderr

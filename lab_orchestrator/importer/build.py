@@ -291,7 +291,8 @@ def _bgp(devices: list[Device], ends: list[End], by_net: dict[IPv4Network, list[
                 s.mark("approximated", "export policy: the lab's templates announce the equivalent routes "
                                        "(host prefixes, pair addresses, NAT pools, defaults)")
             elif rest[:1] == ("bfd-liveness-detection",):
-                s.mark("unsupported", "BFD on BGP sessions: not run (BGP hold timers; the SRG0 monitor has BFD)")
+                s.mark("approximated", "BFD on BGP sessions: services.bfd runs it; off in an imported lab (BIRD "
+                                       "has no nonstop routing: a routing restart would drop the peers' sessions)")
             else:
                 s.mark("unsupported", "BGP group setting not modelled")
         # gateway: a default route discarded and exported = default_originate
@@ -371,17 +372,19 @@ def _mnha(srx: list[Device], ends: list[End], links: list[dict[str, Any]], resul
                 result.notes.append(f"ICL {first.name}:{icl[0]} - {second.name}:{icl[1]}: a direct link (the "
                                     "configurations route it through the MX)")
         pairs.append(pair)
-        # prepends: the lab prepends once, three times with the signal route
-        for x in (first, second):
+        # prepends (mnha[].prepend: a-b): the first node once, three times with the signal route; the
+        # second twice, four times
+        for x, lab_counts in ((first, [1, 3]), (second, [2, 4])):
             counts = sorted(set(x.junos.prepend_counts)) if x.junos else []
             for s in x.junos.statements if x.junos else []:
                 if "prepend" in s.tags:
-                    if counts == [1, 3]:
-                        s.mark("emulated", "as-path-prepend: once, three times with the SRG0 signal route")
+                    if counts == lab_counts:
+                        s.mark("emulated", f"as-path-prepend: {lab_counts[0]}x, {lab_counts[1]}x with the SRG0 "
+                                           "signal route (mnha[].prepend: a-b)")
                     else:
                         s.mark("approximated", f"as-path-prepend x{'/'.join(map(str, counts))}: the lab prepends "
-                                               "once, three times while the signal route exists (the order of "
-                                               "preference is the same)")
+                                               f"{lab_counts[0]}x, {lab_counts[1]}x while the signal route exists "
+                                               "(the order of preference is the same)")
     return pairs
 
 

@@ -35,7 +35,7 @@ BLACKHOLE_TABLE = "bench_blackhole"
 
 def _links(bench: BenchLab) -> tuple[list[str], str]:
     """srx1's interfaces toward the MX (Linux names) and its trust-side address (the MX's next hop)."""
-    plan = bench.lab.plan
+    plan = bench.lab.plan()
     names, trust_hop = [], ""
     for iface in plan.interfaces():
         if iface.node == SRX and iface.peer_node == MX:

@@ -121,6 +121,7 @@ bench: deps
 	$(VENV_PATH) $(PYTHON) bench/ikev2_flood.py --quick --write
 	$(VENV_PATH) $(PYTHON) bench/esp.py --rounds 3 --seconds 3
 	$(VENV_PATH) $(PYTHON) bench/flexvpn_failover.py --rounds 3
+	$(VENV_PATH) $(PYTHON) bench/bfd_detection.py --runs 5
 	$(PYTHON) bench/summary.py   # docs/benchmarks.md from the detail files the scripts wrote
 
 clean:

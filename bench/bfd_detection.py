@@ -154,7 +154,7 @@ def render(results: dict[str, dict[str, object]], seconds: float, command: str) 
              "<= 1000 ms (3 x 300 ms + route change)"),
         _row("  same, selector change", on["blackhole"]["selector"], "<= 2000 ms (+ 1 s hold-down)"),  # type: ignore[index]
         _row("blackhole, BGP timers only (hold 3 s): route change", off["blackhole"]["route"],  # type: ignore[index]
-             "3000-4000 ms (the hold time: what BFD saves)"),
+             "2000-3000 ms (hold 3 s after the last keepalive: what BFD saves)"),
         _row("  same, selector change", off["blackhole"]["selector"], "hold time + 1 s"),  # type: ignore[index]
         _row("carrier loss, BFD on: selector change", on["carrier"]["selector"], "< 100 ms (carrier, as before)"),  # type: ignore[index]
         _row("carrier loss, BFD off: selector change", off["carrier"]["selector"], "< 100 ms"),  # type: ignore[index]

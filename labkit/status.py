@@ -193,3 +193,101 @@ class MnhaStatus(StatusModel):
     srg0: MnhaSrg0
     srg2: MnhaSrg2 | None  # None unless the mode is srg1+srg2
     srg1: MnhaSrg1
+
+
+# ------------------------------------------------------ dataplane.daemons.healthd (labkit.contracts.HEALTH_STATUS)
+class HealthProfileState(StatusModel):
+    """One health-check profile of one real-service (dataplane.core.health.HealthState)."""
+
+    up: bool
+    last_result: str
+    probes: int
+    fail_streak: int
+    ok_streak: int
+    last_change: float  # wall clock of the last up/down flip (0: never)
+
+
+class HealthMember(StatusModel):
+    up: bool
+    last_result: str
+    profiles: dict[str, HealthProfileState]
+
+
+class HealthStatus(StatusModel):
+    """The TLB health monitor of one MX: every real-service's health; also what it sends the selector."""
+
+    node: str
+    pid: int
+    at: float  # wall clock of this report
+    seq: int
+    resumed: bool
+    members: dict[str, HealthMember]
+
+
+# ---------------------------------------------------------- dataplane.daemons.mxlb (labkit.contracts.MXLB_STATUS)
+class MxlbProfile(StatusModel):
+    up: bool
+    last_result: str
+    probes: int
+
+
+class MxlbMemberHealth(StatusModel):
+    """A TLB real-service's health as the selector last heard it from the monitor."""
+
+    up: bool
+    last_result: str
+    probes: int
+    fail_streak: int
+    last_change: float
+    profiles: dict[str, MxlbProfile]
+
+
+class MxlbCounters(StatusModel):
+    packets: int
+    bytes: int
+
+
+class MxlbMember(StatusModel):
+    """One member (an SRX, or a TLB real-service) of the MX selector."""
+
+    name: str
+    mark: int
+    alive: bool
+    carrier: dict[str, bool]  # side -> its link has carrier
+    routed: dict[str, bool]  # side -> its next hop is in the watched routes
+    buckets: int  # of the table now
+    route_gate_open: bool
+    health: MxlbMemberHealth | None  # None: no health checks (not TLB)
+    via: dict[str, str | None]  # side -> the SRX its traffic goes through (TLB)
+    via_settled: bool
+    counters: dict[str, MxlbCounters]  # side -> packets and bytes sent to it
+
+
+class MxlbHealthMonitor(StatusModel):
+    reports: int
+    last_report_at: float
+
+
+class MxlbHistoryEntry(StatusModel):
+    at: float
+    reason: str
+    members: list[str]
+
+
+class MxlbStatus(StatusModel):
+    """The MX selector of one MX: members, the table programmed now and how it came to be."""
+
+    node: str
+    mode: Literal["chash", "ecmp", "tlb"]
+    buckets: int
+    pid: int
+    updated_at: float
+    last_event_at: float
+    last_programmed_at: float
+    changes: int
+    settling: bool
+    members: list[MxlbMember]
+    fallback_route: dict[str, str | None]
+    health_monitor: MxlbHealthMonitor | None  # TLB only
+    table: list[str]  # bucket -> member
+    history: list[MxlbHistoryEntry]

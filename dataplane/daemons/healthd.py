@@ -17,7 +17,6 @@ real-service's health. Carrier is the selector's business (it watches its links 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import socket
 import sys
@@ -25,15 +24,16 @@ import time
 from typing import Any
 
 from labkit.configs import SelectorConfig
-from labkit.files import write_json
+from labkit.status import HealthMember, HealthProfileState, HealthStatus, write_status
 
 from ..core.health import HealthState, Prober, ProfileHealth
 from .daemonkit import StopFlag, resumed_status
 
 
-def state_json(state: HealthState) -> dict[str, Any]:
-    return {"up": state.up, "last_result": state.last_result, "probes": state.probes,
-            "fail_streak": state.fail_streak, "ok_streak": state.ok_streak, "last_change": state.last_change}
+def state_json(state: HealthState) -> HealthProfileState:
+    return HealthProfileState(up=state.up, last_result=state.last_result, probes=state.probes,
+                              fail_streak=state.fail_streak, ok_streak=state.ok_streak,
+                              last_change=state.last_change)
 
 
 def restore_state(state: HealthState, data: dict[str, Any]) -> None:
@@ -76,20 +76,20 @@ class Monitor:
         summary = ", ".join(f"{name} {'up' if h.up else 'down'}" for name, h in self.health.items())
         print(f"{time.strftime('%H:%M:%S')} resumed: {summary}", flush=True)
 
-    def report(self) -> dict[str, Any]:
-        return {"node": self.config["node"], "pid": os.getpid(), "at": time.time(), "seq": self.seq,
-                "resumed": self.resumed,
-                "members": {name: {"up": h.up, "last_result": h.last_result,
-                                   "profiles": {p: state_json(s) for p, s in h.states.items()}}
-                            for name, h in self.health.items()}}
+    def report(self) -> HealthStatus:
+        return HealthStatus(node=self.config["node"], pid=os.getpid(), at=time.time(), seq=self.seq,
+                            resumed=self.resumed,
+                            members={name: HealthMember(up=h.up, last_result=h.last_result,
+                                                        profiles={p: state_json(s) for p, s in h.states.items()})
+                                     for name, h in self.health.items()})
 
     def publish(self) -> None:
         """To the selector (if it listens now) and to the status file: the whole state each time."""
         self.seq += 1
-        data = self.report()
+        status = self.report()
         with contextlib.suppress(OSError):  # the selector is restarting: it reads the status file at start
-            self.out.sendto(json.dumps(data).encode(), self.config["health_socket"])
-        write_json(self.config["health_status_file"], data)
+            self.out.sendto(status.to_json(None).encode(), self.config["health_socket"])
+        write_status(self.config["health_status_file"], status)
 
     def probe_round(self, profile: str) -> None:
         for name, (ok, detail) in self.probers[profile].round(self.targets).items():

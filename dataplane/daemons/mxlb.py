@@ -19,7 +19,6 @@ daemon never disturbs forwarding (the kernel keeps forwarding with the last map 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import select
 import socket
@@ -34,7 +33,18 @@ from pyroute2.netlink.rtnl import RTMGRP_IPV4_ROUTE, RTMGRP_LINK
 
 from labkit import unixsock
 from labkit.configs import Selector, SelectorConfig
-from labkit.files import write_json
+from labkit.status import (
+    HealthStatus,
+    MxlbCounters,
+    MxlbHealthMonitor,
+    MxlbHistoryEntry,
+    MxlbMember,
+    MxlbMemberHealth,
+    MxlbProfile,
+    MxlbStatus,
+    parse_status,
+    write_status,
+)
 
 from ..core.chash import SelectorTable
 from ..core.health import HealthState, ProfileHealth
@@ -267,7 +277,7 @@ class Daemon(SelectorCore):
             except BlockingIOError:
                 return
             with contextlib.suppress(ValueError, KeyError, TypeError, AttributeError):
-                self.health_report(json.loads(data))
+                self.health_report(HealthStatus.model_validate_json(data).to_dict())
 
     def health_report(self, report: Mapping[str, Any]) -> list[str]:
         lines = super().health_report(report)
@@ -277,10 +287,10 @@ class Daemon(SelectorCore):
 
     def resume_health(self) -> None:
         """Restarted after a crash: the monitor's last published state, before its next round."""
-        previous = resumed_status(self.config.health_status_file)
+        previous = parse_status(resumed_status(self.config.health_status_file), HealthStatus)
         if previous is not None:
             with contextlib.suppress(ValueError, KeyError, TypeError, AttributeError):
-                self.health_report(previous)
+                self.health_report(previous.to_dict())
 
     def adopt_programmed(self) -> None:
         """Start-up: take the programmed map as the current table if it is one of ours (eBPF: the
@@ -307,37 +317,36 @@ class Daemon(SelectorCore):
 
     # ------------------------------------------------------------ status
     def write_status(self) -> None:
-        status = {
-            "node": self.config.node, "mode": self.mode, "buckets": self.buckets,
-            "pid": os.getpid(), "updated_at": time.time(),
-            "last_event_at": self.last_event, "last_programmed_at": self.last_programmed,
-            "changes": self.changes, "settling": self.settling(),
-            "members": [{
+        members = []
+        for core in self.members_status():
+            name = core["name"]
+            health = self.members[name].health
+            members.append(MxlbMember(
                 **core,
-                "health": None if state.health is None else {
-                    "up": state.health.up, "last_result": state.health.last_result,
-                    "probes": state.health.probes, "fail_streak": state.health.fail_streak,
-                    "last_change": state.health.last_change,
-                    "profiles": {name: {"up": p.up, "last_result": p.last_result, "probes": p.probes}
-                                 for name, p in state.health.states.items()},
-                },
-                "via": {side: next((h.node for h in self.member_cfg[(side, name)].hops
-                                    if h.nexthop == self.chosen[side].get(name)), None)
-                        for side in self.chosen if (side, name) in self.member_cfg},
+                health=None if health is None else MxlbMemberHealth(
+                    up=health.up, last_result=health.last_result, probes=health.probes,
+                    fail_streak=health.fail_streak, last_change=health.last_change,
+                    profiles={n: MxlbProfile(up=p.up, last_result=p.last_result, probes=p.probes)
+                              for n, p in health.states.items()}),
+                via={side: next((h.node for h in self.member_cfg[(side, name)].hops
+                                 if h.nexthop == self.chosen[side].get(name)), None)
+                     for side in self.chosen if (side, name) in self.member_cfg},
                 # every side of a pair real-service goes through the SRX BGP prefers (TLB per pair)
-                "via_settled": all(len(self.member_cfg[(side, name)].hops) < 2 or
-                                   self.chosen[side].get(name) in self.route_hops[side].get(name, set())
-                                   for side in self.chosen if (side, name) in self.member_cfg),
-                "counters": {side: values.get(name, {"packets": 0, "bytes": 0})
-                             for side, values in self.counters.items()},
-            } for core in self.members_status()
-                for name, state in [(core["name"], self.members[core["name"]])]],
-            "fallback_route": self.fallback_route,
-            "health_monitor": {"reports": self.health_reports, "last_report_at": self.health_report_at}
+                via_settled=all(len(self.member_cfg[(side, name)].hops) < 2 or
+                                self.chosen[side].get(name) in self.route_hops[side].get(name, set())
+                                for side in self.chosen if (side, name) in self.member_cfg),
+                counters={side: MxlbCounters.model_validate(values.get(name, {"packets": 0, "bytes": 0}))
+                          for side, values in self.counters.items()}))
+        status = MxlbStatus(
+            node=self.config.node, mode=self.config.mode, buckets=self.buckets, pid=os.getpid(),
+            updated_at=time.time(),
+            last_event_at=self.last_event, last_programmed_at=self.last_programmed, changes=self.changes,
+            settling=self.settling(), members=members, fallback_route=self.fallback_route,
+            health_monitor=MxlbHealthMonitor(reports=self.health_reports, last_report_at=self.health_report_at)
             if self.mode == "tlb" else None,
-            "table": list(self.table.buckets), "history": self.history,
-        }
-        write_json(self.config.status_file, status)
+            table=list(self.table.buckets),
+            history=[MxlbHistoryEntry.model_validate(h) for h in self.history])
+        write_status(self.config.status_file, status)
 
     # ------------------------------------------------------------ loop
     def run(self) -> None:

@@ -236,13 +236,9 @@ class Agent:
             time.sleep(0.2)
 
     def _reap(self) -> None:
-        while True:
-            try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                return
-            if pid == 0:
-                return
+        from ..runtime.supervisor import reaped
+
+        for pid, status in reaped():
             for daemon in self.daemons:
                 if daemon.pid == pid:
                     daemon.exit_status = os.waitstatus_to_exitcode(status)

@@ -23,7 +23,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -217,6 +217,19 @@ def fork_exec(argv: Sequence[str], ns: str | None, log: str, env: dict[str, str]
             os.waitpid(child, 0)
         raise LabError(f"cannot start {argv[0]}: {error or 'fork failed'} (log: {log})")
     return int(pid_text)
+
+
+def reaped() -> Iterator[tuple[int, int]]:
+    """(pid, wait status) of every child that has exited, without blocking: what a process that
+    starts daemons (the supervisor, the node agent in a container) calls on SIGCHLD."""
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        yield pid, status
 
 
 def terminate(pids: Sequence[int], timeout: float = 2.0) -> None:

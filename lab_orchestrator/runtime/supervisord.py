@@ -29,7 +29,16 @@ from labkit import unixsock
 from labkit.files import write_json
 
 from ..model.diagnostics import LabError
-from .supervisor import SOCKET_NAME, TABLE_NAME, RestartPolicy, Slot, describe_exit, fork_exec, starttime
+from .supervisor import (
+    SOCKET_NAME,
+    TABLE_NAME,
+    RestartPolicy,
+    Slot,
+    describe_exit,
+    fork_exec,
+    reaped,
+    starttime,
+)
 
 
 class Supervisor:
@@ -86,13 +95,7 @@ class Supervisor:
         return {"ok": True, "pid": slot.pid, "starttime": slot.starttime}
 
     def reap(self) -> None:
-        while True:
-            try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                return
-            if pid == 0:
-                return
+        for pid, status in reaped():
             slot = self.by_pid.pop(pid, None)
             if slot is not None and slot.pid == pid:
                 self.exited(slot, status)

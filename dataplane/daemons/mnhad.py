@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from labkit.configs import MnhaConfig, MonitorConfig
+from labkit.contracts import CONNTRACKD_SYNC_PORT
 from labkit.status import (
     MnhaDestination,
     MnhaHeartbeat,
@@ -60,8 +61,15 @@ SESSION_FLUSH_S = 10.0
 # in between finds no session), but updates one it receives as "update" in place (creating it where
 # missing). The table is therefore read twice before it is sent: the peer keeps the sessions it
 # carries untouched and gets those it lacks. Then the cache is emptied (cold_sync).
+# A session the peer sends while the table is read would still go out as "new": received between
+# the two reads, it is read only once, and the peer, which carries it (it opened it), would re-create
+# it. So the peer's sync messages are held off (dropped before they reach conntrackd; FTFW sends them
+# again on the gap it then sees) from just before the first read until the second one is done: a
+# session injected before the first read is read twice, one injected after the second is not cached.
 PUSH = (["-R"], ["-R"], ["-B"], ["-f", "internal"])
+HELD_STEPS = 2  # the first HELD_STEPS commands of a push run with the peer's sync messages held off
 SYNC_STEPS = {"cold": PUSH, "refresh": PUSH, "flush": (["-f", "internal"],)}
+HOLD_TABLE = "mnha_push_hold"  # the nftables table (ip family) that holds the peer's sync messages off
 SIOCGIFFLAGS = 0x8913
 IFF_UP, IFF_RUNNING = 0x1, 0x40
 
@@ -102,7 +110,29 @@ def set_signal_route(address: str, table: int, present: bool) -> None:
                    capture_output=True, check=False)
 
 
-def cold_sync(config: str, kind: str = "cold") -> None:
+class SyncHold:
+    """The peer's session sync messages dropped on input (before conntrack, at -310, and before conntrackd), while
+    held. An nftables table of its own in this namespace, removed on release and when the daemon
+    starts (a daemon killed during a push must not leave the sync cut)."""
+
+    def __init__(self, peer_ip: str, port: int = CONNTRACKD_SYNC_PORT):
+        self.peer_ip, self.port = peer_ip, port
+
+    def hold(self) -> bool:
+        rules = (f"table ip {HOLD_TABLE} {{\n  chain input {{\n"
+                 f"    type filter hook input priority -310; policy accept;\n"
+                 f"    ip saddr {self.peer_ip} udp dport {self.port} drop\n  }}\n}}\n")
+        done = subprocess.run(["nft", "-f", "-"], input=rules, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            print(f"{time.strftime('%H:%M:%S')} session push: cannot hold the peer's sync off: "
+                  f"{done.stderr.strip()[-200:]}", flush=True)
+        return done.returncode == 0
+
+    def release(self) -> None:
+        subprocess.run(["nft", "delete", "table", "ip", HOLD_TABLE], capture_output=True, check=False)
+
+
+def cold_sync(config: str, kind: str = "cold", hold: SyncHold | None = None) -> None:
     """Send this node's whole session table to the peer: conntrackd reads the kernel table into its
     cache (-R, twice: see PUSH), sends the cache (-B), then empties it (-f internal). One at a time
     (the daemon starts none while one runs): another push's flush between the reads and the send
@@ -110,19 +140,37 @@ def cold_sync(config: str, kind: str = "cold") -> None:
     copies it read back: a copy never sees a packet here, expires, and conntrackd would then tell the
     peer to delete that session, which the peer may be carrying (new sessions enter the cache again
     as they open, until the next flush). KIND (SYNC_STEPS): "cold" and "refresh" do all three,
-    "flush" only empties the cache; only a cold sync is logged."""
-    for command in SYNC_STEPS[kind]:
-        try:
-            done = subprocess.run(["conntrackd", "-C", config, *command], capture_output=True, text=True, timeout=10)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            print(f"{time.strftime('%H:%M:%S')} cold sync: conntrackd {' '.join(command)} failed: {exc}", flush=True)
-            return
-        if done.returncode != 0:
-            print(f"{time.strftime('%H:%M:%S')} cold sync: conntrackd {' '.join(command)} exited {done.returncode}: "
-                  f"{(done.stderr or done.stdout).strip()[-300:]}", flush=True)
-            return
+    "flush" only empties the cache; only a cold sync is logged. HOLD: the peer's sync messages are
+    held off during the reads (HELD_STEPS); a push that cannot hold them off is not sent."""
+    steps = SYNC_STEPS[kind]
+    held = hold if steps is PUSH else None
+    if held is not None and not held.hold():
+        return
+    try:
+        for number, command in enumerate(steps):
+            if held is not None and number == HELD_STEPS:
+                held.release()
+                held = None
+            if not _conntrackd(config, command):
+                return
+    finally:
+        if held is not None:
+            held.release()
     if kind == "cold":
         print(f"{time.strftime('%H:%M:%S')} cold sync: session table sent to the peer", flush=True)
+
+
+def _conntrackd(config: str, command: list[str]) -> bool:
+    try:
+        done = subprocess.run(["conntrackd", "-C", config, *command], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        print(f"{time.strftime('%H:%M:%S')} cold sync: conntrackd {' '.join(command)} failed: {exc}", flush=True)
+        return False
+    if done.returncode != 0:
+        print(f"{time.strftime('%H:%M:%S')} cold sync: conntrackd {' '.join(command)} exited {done.returncode}: "
+              f"{(done.stderr or done.stdout).strip()[-300:]}", flush=True)
+        return False
+    return True
 
 
 def _monitor(config: MonitorConfig | None) -> SrgMonitor:
@@ -160,6 +208,9 @@ class Daemon:
         self.link = PeerLink(self.sock, config.peer, config.peer_ip)
         self.sync = SessionSync(COLD_SYNC_DELAYS, SESSION_REFRESH_S, SESSION_FLUSH_S)
         self.sync_thread: threading.Thread | None = None
+        self.sync_hold = SyncHold(config.peer_ip)
+        if config.sync_config:
+            self.sync_hold.release()  # left by a daemon killed during a push
         self.cold_waiting = False  # a cold push due while another push ran
         self.cold_syncs = 0
         self.session_refreshes = 0
@@ -266,7 +317,8 @@ class Daemon:
             self.session_refreshes += 1
         else:
             self.cache_flushes += 1
-        self.sync_thread = threading.Thread(target=cold_sync, args=(self.c.sync_config, kind), daemon=True)
+        self.sync_thread = threading.Thread(target=cold_sync, args=(self.c.sync_config, kind, self.sync_hold),
+                                            daemon=True)
         self.sync_thread.start()
 
     def just_started(self, now: float) -> bool:

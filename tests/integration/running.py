@@ -41,7 +41,6 @@ class RunningLab:
         self.file.write_text(text)
         self.server: subprocess.Popen[str] | None = None
         self.lab: api.Lab | None = None
-        self._probed: dict[int, str] = {}  # port -> the sources of the last probe on it
 
     def __enter__(self) -> RunningLab:
         lab("up", str(self.file))
@@ -75,26 +74,12 @@ class RunningLab:
         out = self.exec("client", sys.executable, "-m", "dataplane.traffic.udpprobe", "probe", "--sources", sources,
                         "--count", str(FLOWS), "--to", "203.0.113.9:7000", "--port", str(port))
         result: dict[str, object] = json.loads(out)
-        self._probed[port] = sources
         return result
 
     def carriers(self, port: int, group: dict[str, int] | None = None) -> dict[str, str]:
         """Subscriber address -> the SRX whose session table holds its flow (source port PORT). With GROUP
         (SRX -> its MNHA pair), a flow that switched node within its pair (TLB steers a pair's real-service
-        to either node; the sessions are synced) is allowed: the first node found is kept.
-
-        A flow whose sessions all show 0 packets (the MNHA sync re-created the carrier's session between
-        the probe and this reading, which zeroes its counters) is probed again on the same port — the
-        same 5-tuples, so the same sessions and carriers — and read again, at most twice."""
-        where = self._carriers_once(port, group)
-        for _ in range(2):
-            if port not in self._probed or not self.flows_without_carrier(port):
-                break
-            self.probe(port, self._probed[port])
-            where = self._carriers_once(port, group)
-        return where
-
-    def _carriers_once(self, port: int, group: dict[str, int] | None) -> dict[str, str]:
+        to either node; the sessions are synced) is allowed: the first node found is kept."""
         where: dict[str, str] = {}
         for srx in SRX:
             for s in sessions.read(self.ns(srx)):

@@ -11,7 +11,7 @@ from ipaddress import IPv4Interface
 from pathlib import Path
 
 from labkit.configs import MnhaConfig
-from labkit.contracts import MNHA_CONFIG, MNHA_STATUS
+from labkit.contracts import CONNTRACKD_SYNC_PORT, MNHA_CONFIG, MNHA_STATUS
 
 from ...model.schema import Topology
 from ..plantypes import Interface, LabPlan, Process
@@ -92,6 +92,7 @@ def plan_mnha(topo: Topology, plan: LabPlan, python: str = "python3") -> None:
                 node=node, peer=peer, icl_dev=local.name, state_dir=plan.state_dir,
                 local_ip=IPv4Interface(local.address or "0.0.0.0/32").ip,
                 peer_ip=IPv4Interface(remote.address or "0.0.0.0/32").ip, own_addresses=own,
+                sync_port=CONNTRACKD_SYNC_PORT,
             )
             node_plan.files.append(name)
             # conntrackd refuses to start while its lock file exists, and a killed one leaves it.

@@ -124,7 +124,7 @@ class SyncHold:
                  f"    ip saddr {self.peer_ip} udp dport {self.port} drop\n  }}\n}}\n")
         done = subprocess.run(["nft", "-f", "-"], input=rules, capture_output=True, text=True, check=False)
         if done.returncode != 0:
-            print(f"{time.strftime('%H:%M:%S')} session push: cannot hold the peer's sync off: "
+            print(f"{time.strftime('%H:%M:%S')} table push: cannot hold the peer's sync off: "
                   f"{done.stderr.strip()[-200:]}", flush=True)
         return done.returncode == 0
 

@@ -163,13 +163,14 @@ def test_mnhad_cold_syncs_a_returning_peer_then_refreshes(monkeypatch: pytest.Mo
     from dataplane.core.mnha import SessionSync
 
     pushed: list[tuple[str, str]] = []
-    monkeypatch.setattr(mnhad, "cold_sync", lambda config, kind="cold": pushed.append((config, kind)))
+    monkeypatch.setattr(mnhad, "cold_sync", lambda config, kind="cold", hold=None: pushed.append((config, kind)))
     monkeypatch.setattr("threading.Thread", lambda target, args, daemon: SimpleNamespace(
         start=lambda: target(*args), is_alive=lambda: False))
     daemon = _mnhad("srg0")
     daemon.c = MnhaConfig.model_construct(mode="srg0", sync_config="/run/lab/x/nodes/srx2/conntrackd.conf")
     daemon.sync = SessionSync(mnhad.COLD_SYNC_DELAYS, mnhad.SESSION_REFRESH_S, mnhad.SESSION_FLUSH_S)
     daemon.sync_thread = None
+    daemon.sync_hold = mnhad.SyncHold("10.0.0.1")
     daemon.cold_syncs = daemon.session_refreshes = daemon.cache_flushes = 0
     daemon.cold_waiting = False
     view = SimpleNamespace(alive=False)
@@ -219,6 +220,7 @@ def test_mnhad_skips_a_push_while_the_previous_one_runs(monkeypatch: pytest.Monk
     daemon = _mnhad("srg0")
     daemon.c = MnhaConfig.model_construct(mode="srg0", sync_config="/run/lab/x/nodes/srx2/conntrackd.conf")
     daemon.sync, daemon.sync_thread = SessionSync((0.0,), 10.0), None
+    daemon.sync_hold = mnhad.SyncHold("10.0.0.1")
     daemon.cold_syncs = daemon.session_refreshes = daemon.cache_flushes = 0
     daemon.cold_waiting = False
     daemon.link = SimpleNamespace(view=SimpleNamespace(alive=True))  # type: ignore[assignment]

@@ -43,6 +43,7 @@ def _mnhad(mode: str) -> mnhad.Daemon:
     daemon.srg2 = Srg1("srx2", "srx1", 200, True)
     daemon.srg0_failed = False
     daemon.resumed = None
+    daemon.sync_hold = mnhad.SyncHold("10.0.0.1")
     daemon.started, daemon.interval, daemon.threshold = -1000.0, 1.0, 3  # up for long
     return daemon
 
@@ -170,7 +171,6 @@ def test_mnhad_cold_syncs_a_returning_peer_then_refreshes(monkeypatch: pytest.Mo
     daemon.c = MnhaConfig.model_construct(mode="srg0", sync_config="/run/lab/x/nodes/srx2/conntrackd.conf")
     daemon.sync = SessionSync(mnhad.COLD_SYNC_DELAYS, mnhad.SESSION_REFRESH_S, mnhad.SESSION_FLUSH_S)
     daemon.sync_thread = None
-    daemon.sync_hold = mnhad.SyncHold("10.0.0.1")
     daemon.cold_syncs = daemon.session_refreshes = daemon.cache_flushes = 0
     daemon.cold_waiting = False
     view = SimpleNamespace(alive=False)
@@ -220,7 +220,6 @@ def test_mnhad_skips_a_push_while_the_previous_one_runs(monkeypatch: pytest.Monk
     daemon = _mnhad("srg0")
     daemon.c = MnhaConfig.model_construct(mode="srg0", sync_config="/run/lab/x/nodes/srx2/conntrackd.conf")
     daemon.sync, daemon.sync_thread = SessionSync((0.0,), 10.0), None
-    daemon.sync_hold = mnhad.SyncHold("10.0.0.1")
     daemon.cold_syncs = daemon.session_refreshes = daemon.cache_flushes = 0
     daemon.cold_waiting = False
     daemon.link = SimpleNamespace(view=SimpleNamespace(alive=True))  # type: ignore[assignment]

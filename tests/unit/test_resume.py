@@ -250,7 +250,7 @@ def test_mnhad_makes_no_cold_push_to_a_peer_it_finds_while_starting(monkeypatch:
     from dataplane.core.mnha import SessionSync
 
     pushed: list[str] = []
-    monkeypatch.setattr(mnhad, "cold_sync", lambda config, kind="cold": pushed.append(kind))
+    monkeypatch.setattr(mnhad, "cold_sync", lambda config, kind="cold", hold=None: pushed.append(kind))
     monkeypatch.setattr("threading.Thread", lambda target, args, daemon: SimpleNamespace(
         start=lambda: target(*args), is_alive=lambda: False))
     daemon = _mnhad("srg0")

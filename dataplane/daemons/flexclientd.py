@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from labkit.configs import FlexclientConfig
-from labkit.files import read_secret, write_json
+from labkit.files import read_secret
+from labkit.status import FlexclientStatus, write_status
 
 from ..core.flexclient import ClientStatus, Liveness, PeerList
 from ..esp.engine import EspEngine, drain_udp
@@ -76,7 +77,7 @@ class Client:
         if not force and now - self.last_status < STATUS_EVERY:
             return
         self.last_status = now
-        write_json(self.status_path, self.snapshot())
+        write_status(self.status_path, FlexclientStatus.model_validate(self.snapshot()))
 
     def snapshot(self) -> dict[str, Any]:
         data: dict[str, Any] = {"node": self.config.node, "role": "flexvpn-client", "updated": time.time(),

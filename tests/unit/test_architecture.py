@@ -357,7 +357,7 @@ def test_daemons_read_their_configuration_typed() -> None:
 # Daemon status files are typed on both ends (labkit.status: the daemon builds the model and writes it,
 # every reader parses it with the same model). Daemons still writing a raw dict as their status:
 RAW_STATUS = re.compile(r"\bwrite_json\(")
-RAW_STATUS_DAEMONS = {"dataplane/daemons/flexclientd.py", "dataplane/daemons/flexvpnd.py"}
+RAW_STATUS_DAEMONS = {"dataplane/daemons/flexvpnd.py"}
 
 
 def test_daemons_write_their_status_typed() -> None:

@@ -94,8 +94,11 @@ def test_thirty_tunnel_clients_pass_traffic_through_esp_only(esp_lab: Lab, tmp_p
         assert not [f for f in frames if "icmp" in f], "an ICMP packet crossed in the clear"
         esp_frames = [f for f in frames if f.endswith("udp:udpencap:esp")]
         assert len(esp_frames) >= 60, frames[:20]  # 30 requests + 30 replies
-        sas = wait_until(lambda: [sa for rows in ipsec_sas(esp_lab).values() for sa in rows
-                                  if sa["decaps"] >= 1 and sa["encaps"] >= 1], 5, "live ESP counters")
+        # the gateways' status files are snapshots of their counters: wait until every tunnel's shows
+        # the traffic (the first snapshot with any live counter may predate some tunnels' packets)
+        sas = wait_until(lambda: len(live := [sa for rows in ipsec_sas(esp_lab).values() for sa in rows
+                                              if sa["decaps"] >= 1 and sa["encaps"] >= 1]) >= 30 and live, 5,
+                         "live ESP counters on all 30 tunnels")
         assert len(sas) == 30
         # a client the master kept for itself shows the VIP as its gateway: the master is router1
         node = next((n for n, a in ROUTERS.items() if a in members), "router1")

@@ -23,6 +23,7 @@ from test_flexvpn import CLIENT1, CLIENT2, REPO, ROUTERS, VIP, Lab, bring_up, el
 from test_flexvpn import wait_for as wait_until
 
 from dataplane.ikev2 import swan
+from labkit.files import read_secret
 
 NORTH = "10.10.10.254"  # the WAN router's LAN address: routes each member's pool back to it
 
@@ -39,7 +40,8 @@ class TunnelClients:
     def __init__(self, lab: Lab, count: int, node: str = "client1"):
         self.proc = subprocess.Popen(
             ["ip", "netns", "exec", lab.ns(node), sys.executable, "-m", "dataplane.ikev2.tunnelclient",
-             "--gateway", VIP, "--route", f"{NORTH}/32", "--count", str(count), "--esp", "aes256gcm16"],
+             "--gateway", VIP, "--route", f"{NORTH}/32", "--count", str(count), "--esp", "aes256gcm16",
+             "--psk", read_secret(lab.psk_file, "psk")],  # the lab's key, drawn at random by `lab up`
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()

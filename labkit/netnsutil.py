@@ -17,7 +17,10 @@ from pathlib import Path
 NETNS_RUN_DIR = Path("/run/netns")
 CLONE_NEWNET = 0x40000000
 MS_BIND = 0x1000
+MS_REC = 0x4000
+MS_SHARED = 1 << 20
 MNT_DETACH = 0x2
+EINVAL = 22
 
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
 
@@ -100,9 +103,24 @@ def entered(name: str) -> Iterator[None]:
         os.close(target)
 
 
+def _share_run_dir() -> None:
+    """Make /run/netns a shared mount of itself first, as `ip netns add` does.
+
+    Otherwise the first `ip netns add` of anyone else binds /run/netns over itself and hides every
+    namespace mounted below it before: they can then be neither seen nor unmounted by their path."""
+    run_dir = str(NETNS_RUN_DIR).encode()
+    if _libc.mount(b"", run_dir, b"none", MS_SHARED | MS_REC, None) == 0:
+        return
+    if ctypes.get_errno() != EINVAL:  # EINVAL: not a mount point yet
+        _check(-1, "make /run/netns a shared mount")
+    _check(_libc.mount(run_dir, run_dir, b"none", MS_BIND | MS_REC, None), "bind-mount /run/netns onto itself")
+    _check(_libc.mount(b"", run_dir, b"none", MS_SHARED | MS_REC, None), "make /run/netns a shared mount")
+
+
 def create(name: str) -> None:
     """Create /run/netns/NAME like `ip netns add`, failing if it already exists."""
     NETNS_RUN_DIR.mkdir(parents=True, exist_ok=True)
+    _share_run_dir()
     target = path(name)
     fd = os.open(target, os.O_RDONLY | os.O_CREAT | os.O_EXCL, 0o444)
     os.close(fd)
@@ -126,7 +144,8 @@ def delete(name: str) -> bool:
     target = path(name)
     if not target.exists():
         return False
-    _libc.umount2(str(target).encode(), MNT_DETACH)
+    if _libc.umount2(str(target).encode(), MNT_DETACH) != 0 and ctypes.get_errno() != EINVAL:
+        _check(-1, f"unmount namespace {name}")  # EINVAL: nothing mounted there (a half-made namespace)
     target.unlink(missing_ok=True)
     return True
 

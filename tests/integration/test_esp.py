@@ -171,6 +171,7 @@ def test_forged_and_replayed_esp_is_dropped_and_counted(esp_lab: Lab) -> None:
 def test_strongswan_libipsec_client_pings_through_a_member(esp_lab: Lab, tmp_path: Path) -> None:
     elected(esp_lab, 30)
     peer = swan.initiator(esp_lab.ns("client2"), tmp_path / "swan", VIP, CLIENT2, "client2",
+                          psk=read_secret(esp_lab.psk_file, "psk"),
                           esp="aes256gcm16", remote_ts=f"{NORTH}/32", install_routes=True)
     peer.start()
     try:
@@ -200,6 +201,7 @@ def test_strongswan_renews_its_child_sa_and_traffic_goes_on(esp_lab: Lab, tmp_pa
     answers and traffic goes on through the new SA."""
     elected(esp_lab, 30)
     peer = swan.initiator(esp_lab.ns("client2"), tmp_path / "swan", VIP, CLIENT2, "client2", esp="aes256gcm16",
+                          psk=read_secret(esp_lab.psk_file, "psk"),
                           remote_ts=f"{NORTH}/32", install_routes=True, child_rekey_s=6)
     peer.start()
     try:

@@ -571,6 +571,12 @@ def test_redirect_in_ike_auth_after_mutual_authentication(auth_mode: Lab) -> Non
 @needs_swan
 def test_strongswan_follows_an_ike_auth_redirect(auth_mode: Lab, tmp_path: Path) -> None:
     elected(auth_mode, 20)
+    # The master keeps a client when it is itself the least loaded (its CPU and memory count too):
+    # fill router1 up to max-session through its own address so that the VIP must redirect.
+    filled = auth_mode.clients(4, "--no-delete", gateway=ROUTERS["router1"])
+    assert all(r["ok"] for r in filled["results"]), filled
+    wait_for(lambda: auth_mode.master_rows("router1")[ROUTERS["router1"]]["code"] == "-", 5,
+             "router1 marked overloaded")
     peer = swan.initiator(auth_mode.ns("client2"), tmp_path / "swan", VIP, CLIENT2, "client2", vip=False,
                           psk=read_secret(auth_mode.psk_file, "psk"))
     peer.start()

@@ -26,7 +26,7 @@ VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"/\1/p' lab_orchestrator/__in
 # tools of the recipes (pytest's children, bench scripts calling `lab`) come from the virtualenv first
 VENV_PATH = PATH="$(CURDIR)/$(VENV)/bin:$$PATH"
 
-.PHONY: image-current docs help deps deps-apt apt-install print-apt-packages deps-python deps-link distclean test test-fresh test-repeat test-unit test-integration lint demo bench clean image
+.PHONY: image-current docs results help deps deps-apt apt-install print-apt-packages deps-python deps-link distclean test test-fresh test-repeat test-unit test-integration lint demo bench clean image
 
 help:
 	@echo "make demo              install what is missing, bring up $(DEMO_LAB), show it working, tear it down"
@@ -36,6 +36,7 @@ help:
 	@echo "make test-fresh        make demo + make test on a fresh clone in a Debian 12 minbase chroot (root)"
 	@echo "make lint              ruff + mypy"
 	@echo "make docs              regenerate the CLI and topology references, the JSON Schema and the figures"
+	@echo "make results           run the JVD test plan (root), keep its report in docs/results/, rewrite the figures"
 	@echo "make bench             benchmarks (root); details in docs/benchmarks-*.md, summary docs/benchmarks.md"
 	@echo "make image             the containerlab node image $(IMAGE):$(VERSION), from Debian packages (root; docs/containerlab.md)"
 
@@ -89,8 +90,9 @@ test-unit: deps-python
 test-integration: deps
 	$(VENV_PATH) $(PYTHON) -m pytest tests/integration -q
 
+# LAB_RESULTS_AGE=check: the kept results must not be older than the code (tests/unit/test_doc_figures.py)
 test: deps lint image-current
-	$(VENV_PATH) $(PYTHON) -m pytest $(TESTS) -q
+	LAB_RESULTS_AGE=check $(VENV_PATH) $(PYTHON) -m pytest $(TESTS) -q
 
 # A test that fails in one run of several depends on timing: run the suite N times, report each such test.
 test-repeat: deps lint
@@ -112,7 +114,7 @@ bench: deps
 	$(VENV_PATH) $(PYTHON) bench/restore_policy.py --out docs/benchmarks-restore.md
 	$(VENV_PATH) $(PYTHON) bench/bringup.py --quick
 	$(VENV_PATH) $(PYTHON) bench/chash_dataplane.py --rounds 3 --trials 10
-	$(VENV_PATH) $(PYTHON) bench/chash_dataplane.py --lab topology3 --rounds 3 --trials 20
+	$(VENV_PATH) $(PYTHON) bench/chash_dataplane.py --lab topology3 --rounds 3 --trials 20 --out docs/benchmarks-chash-tlb.md
 	$(VENV_PATH) $(PYTHON) bench/traffic_pacing.py --rounds 3
 	$(VENV_PATH) $(PYTHON) bench/ssh.py --quick
 	$(VENV_PATH) $(PYTHON) bench/traffic_gen.py
@@ -151,3 +153,15 @@ endif
 # figures (lab graph); a unit test fails when they are stale.
 docs: deps-python
 	PYTHONPATH=$(CURDIR) $(PYTHON) -m lab_orchestrator.cli.docgen
+	$(PYTHON) bench/docfigures.py
+	$(PYTHON) bench/summary.py
+
+# The JVD test plan run on this checkout (root): its report kept in docs/results/ (JSON, HTML, JUnit), then
+# every figure made from it rewritten (docs/results.md, the CI workflow's budgets). A failed case is kept
+# too (lab report exits 1): the page says which and why. RESULTS_ARGS narrows the plan (e.g. -t 1).
+RESULTS_ARGS ?=
+results: deps
+	@[ -z "$$(git status --porcelain --untracked-files=no)" ] || { echo "commit first: a result records the commit it ran on"; exit 1; }
+	rm -rf build/results
+	$(VENV_PATH) lab report -o build/results $(RESULTS_ARGS); rc=$$?; [ $$rc -le 1 ] || exit $$rc
+	$(PYTHON) bench/docfigures.py --keep build/results

@@ -1,0 +1,93 @@
+"""Every figure the docs quote from a run comes from a kept result through bench/docfigures.py.
+
+The blocks must be what the generator makes of their results (always checked); the results must not be
+older than the code they describe (checked by `make test`, which sets LAB_RESULTS_AGE=check; a landing
+of unrelated code elsewhere may age them, and `make results` renews them).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+_spec = importlib.util.spec_from_file_location("bench_docfigures", REPO / "bench" / "docfigures.py")
+assert _spec is not None and _spec.loader is not None
+docfigures = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(docfigures)
+
+
+def test_every_block_is_what_its_result_gives() -> None:
+    problems = docfigures.differences()
+    assert not problems, "\n".join(problems)
+
+
+def test_a_changed_figure_is_caught(tmp_path: Path) -> None:
+    path = docfigures.ROOT / "docs" / "results.md"
+    text = path.read_text()
+    body = next(m for m in docfigures.MARKDOWN_BLOCK.finditer(text) if m.group("name") == "results").group("body")
+    edited = text.replace(body, body.replace("passed", "passd", 1))
+    assert edited != text
+    filled, found = docfigures.fill(edited, path)
+    assert found == ["results"] and filled == text
+
+
+def test_an_unknown_block_is_an_error() -> None:
+    path = docfigures.ROOT / "docs" / "results.md"
+    with pytest.raises(docfigures.FigureError, match="block 'nope' has no generator"):
+        docfigures.fill("<!-- figures:nope -->\nx\n<!-- /figures -->\n", path)
+
+
+def test_ci_budgets_follow_the_rule() -> None:
+    assert docfigures.budget_ms(0) == 0
+    assert docfigures.budget_ms(15) == 100
+    assert docfigures.budget_ms(50) == 100
+    assert docfigures.budget_ms(51) == 200
+    assert docfigures.budget_ms(2790) == 5600
+
+
+def test_the_workflow_runs_the_generated_budgets() -> None:
+    text = docfigures.WORKFLOW.read_text()
+    assert "${{ matrix.budgets }}" in text
+    assert "--max-convergence-ms" not in text, "one convergence budget for every event is not derived from results"
+
+
+def _git(cwd: Path, *args: str) -> str:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t"}
+    return subprocess.run(["git", "-C", str(cwd), *args], check=True, capture_output=True, text=True,
+                          env=env).stdout.strip()
+
+
+def test_the_age_rule(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    repo = tmp_path / "r"
+    (repo / "dataplane").mkdir(parents=True)
+    (repo / "lab_orchestrator" / "cli").mkdir(parents=True)
+    (repo / "dataplane" / "a.py").write_text("1\n")
+    (repo / "lab_orchestrator" / "cli" / "b.py").write_text("1\n")
+    _git(repo, "init", "-q")
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-qm", "one")
+    ran_on = _git(repo, "rev-parse", "--short", "HEAD")
+    monkeypatch.setattr(docfigures, "ROOT", repo)
+    assert docfigures.older_than_code(ran_on) is None
+    assert "uncommitted" in (docfigures.older_than_code(ran_on + "-dirty") or "")
+    assert "records no commit" in (docfigures.older_than_code("") or "")
+    (repo / "lab_orchestrator" / "cli" / "b.py").write_text("2\n")  # a front end: no figure changes
+    _git(repo, "commit", "-qam", "two")
+    assert docfigures.older_than_code(f"v0-1-g{ran_on}") is None
+    (repo / "dataplane" / "a.py").write_text("2\n")
+    _git(repo, "commit", "-qam", "three")
+    assert "dataplane/a.py" in (docfigures.older_than_code(ran_on) or "")
+    assert "not in this checkout's history" in (docfigures.older_than_code("deadbee") or "")
+
+
+@pytest.mark.skipif(os.environ.get("LAB_RESULTS_AGE") != "check",
+                    reason="the results' age is checked by make test (LAB_RESULTS_AGE=check)")
+def test_no_result_is_older_than_the_code_it_describes() -> None:
+    stale = docfigures.stale_results()
+    assert not stale, "\n".join(stale) + "\n(make results; python3 bench/events_results.py run LAB)"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ REPO = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("bench_docfigures", REPO / "bench" / "docfigures.py")
 assert _spec is not None and _spec.loader is not None
 docfigures = importlib.util.module_from_spec(_spec)
+sys.modules[_spec.name] = docfigures  # its dataclass looks its module up
 _spec.loader.exec_module(docfigures)
 
 

@@ -46,10 +46,10 @@ def test_an_unknown_block_is_an_error() -> None:
 
 def test_ci_budgets_follow_the_rule() -> None:
     assert docfigures.budget_ms(0) == 0
-    assert docfigures.budget_ms(15) == 100
-    assert docfigures.budget_ms(50) == 100
-    assert docfigures.budget_ms(51) == 200
-    assert docfigures.budget_ms(2790) == 5600
+    assert docfigures.budget_ms(15) == 200
+    assert docfigures.budget_ms(50) == 200
+    assert docfigures.budget_ms(51) == 300
+    assert docfigures.budget_ms(2790) == 5700
 
 
 def test_the_workflow_runs_the_generated_budgets() -> None:

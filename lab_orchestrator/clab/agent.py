@@ -129,7 +129,8 @@ class Agent:
 
         from labkit import netnsutil
 
-        from ..runtime.netns import NetnsBackend, configure_interface
+        from ..runtime.netlinkcfg import configure_interface
+        from ..runtime.netns import NetnsBackend
 
         config = self.config
         copy_config(config)

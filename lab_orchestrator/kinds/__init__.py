@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from . import host, ios_router, mx, srx
-from .base import NO_IPV6, Kind
+from .base import NO_IPV6, Kind, dual_stack_sysctls
 
-__all__ = ["KINDS", "NO_IPV6", "Kind", "get", "names"]
+__all__ = ["KINDS", "NO_IPV6", "Kind", "dual_stack_sysctls", "get", "names"]
 
 KINDS: dict[str, Kind] = {k.name: k for k in (mx.KIND, srx.KIND, ios_router.KIND, host.KIND)}
 

@@ -14,6 +14,38 @@ NO_IPV6 = (
     ("net.ipv6.conf.all.disable_ipv6", "1"),
     ("net.ipv6.conf.default.disable_ipv6", "1"),
 )
+# Dual stack (addressing.v6): IPv6 on, addresses usable at once (no duplicate address detection: every
+# address is planned unique), no router advertisements or solicitations (routes come from BGP and the plan).
+IPV6_ON = (
+    ("net.ipv6.conf.all.disable_ipv6", "0"),
+    ("net.ipv6.conf.default.disable_ipv6", "0"),
+    ("net.ipv6.conf.all.accept_dad", "0"),
+    ("net.ipv6.conf.default.accept_dad", "0"),
+    ("net.ipv6.conf.all.dad_transmits", "0"),
+    ("net.ipv6.conf.default.dad_transmits", "0"),
+    ("net.ipv6.conf.all.accept_ra", "0"),
+    ("net.ipv6.conf.default.accept_ra", "0"),
+    ("net.ipv6.conf.all.router_solicitations", "0"),
+    ("net.ipv6.conf.default.router_solicitations", "0"),
+)
+IPV6_FORWARDING = (
+    ("net.ipv6.conf.all.forwarding", "1"),
+    ("net.ipv6.conf.default.forwarding", "1"),
+)
+
+
+# A host sends from any address of its prefixes6 (AnyIP `local` routes): IPv6 binds to such an address
+# only with non-local binds allowed (IPv4 accepts an address of a local route as its own).
+IPV6_ANYIP = (("net.ipv6.ip_nonlocal_bind", "1"),)
+
+
+def dual_stack_sysctls(sysctls: tuple[tuple[str, str], ...], forwarding: bool) -> tuple[tuple[str, str], ...]:
+    """SYSCTLS of a kind with IPv6 switched on (and forwarding for a router, AnyIP binds for a host)
+    instead of off."""
+    kept = tuple(kv for kv in sysctls if kv not in NO_IPV6)
+    return IPV6_ON + (IPV6_FORWARDING if forwarding else IPV6_ANYIP) + kept
+
+
 ROUTER_SYSCTLS = NO_IPV6 + (
     ("net.ipv4.ip_forward", "1"),
     ("net.ipv4.conf.all.rp_filter", "0"),

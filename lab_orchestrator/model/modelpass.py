@@ -11,7 +11,7 @@ import difflib
 import re
 import types
 import typing
-from ipaddress import IPv4Interface
+from ipaddress import IPv4Interface, IPv6Interface, ip_interface
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -122,7 +122,8 @@ def _pydantic_message(err: Any, loc: YamlPath) -> tuple[str, str]:
         message = raw.replace("Input should be", "must be")
         return f"{message}, got {_shown(value)}", f"did you mean '{_closest_choice(err)}'?"
     if kind == "ip_v4_interface":
-        return f"{_shown(value)} is not an IPv4 address with a prefix length", "e.g. 198.18.0.0/31"
+        return f"{_shown(value)} is not an IPv4 address with a prefix length", \
+            _address_hint(kind, value) or "e.g. 198.18.0.0/31"
     if raw.startswith("Input is not"):
         return f"{_shown(value)} is not{raw[len('Input is not'):]}", _address_hint(kind, value)
     message = raw.replace(" after validation", "")
@@ -145,7 +146,25 @@ def _address_hint(kind: str, value: Any) -> str:
             return f"host bits are set: the network is {IPv4Interface(value).network}"
         except ValueError:
             pass
+    if kind == "ip_v6_network" and isinstance(value, str):
+        try:
+            return f"host bits are set: the network is {IPv6Interface(value).network}"
+        except ValueError:
+            pass
+    family = _family(value)
+    if kind.startswith("ip_v4") and family == 6:
+        return "an IPv6 value goes in the field ending in 6: addresses6, prefixes6, loopback6, announce6"
+    if kind.startswith("ip_v6") and family == 4:
+        return "an IPv4 value goes in the field without the 6: addresses, prefixes, loopback, announce"
     return ""
+
+
+def _family(value: Any) -> int | None:
+    """4 or 6 when VALUE reads as an IP address, interface or network of that family."""
+    try:
+        return ip_interface(str(value)).version
+    except ValueError:
+        return None
 
 
 def pydantic_diagnostics(exc: ValidationError, source: SourceMap) -> list[Diagnostic]:

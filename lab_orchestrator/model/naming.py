@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import re
 import zlib
-from ipaddress import IPv4Network
+from collections.abc import Sequence
+from ipaddress import IPv4Network, IPv6Network
 
 IFNAMSIZ_MAX = 15
 
@@ -91,12 +92,12 @@ def default_mgmt_subnet(lab: str) -> IPv4Network:
     return IPv4Network(f"198.19.{zlib.crc32(lab.encode()) % 256}.0/24")
 
 
-def free_mgmt_subnet(lab: str, taken: list[IPv4Network]) -> IPv4Network:
+def free_mgmt_subnet(lab: str, taken: Sequence[IPv4Network | IPv6Network]) -> IPv4Network:
     """The default subnet, or the next /24 of 198.19.0.0/16 (from the same start) that no route
     of this host overlaps: what `lab up` uses when the file does not fix addressing.mgmt."""
     start = zlib.crc32(lab.encode()) % 256
     for step in range(256):
         candidate = IPv4Network(f"198.19.{(start + step) % 256}.0/24")
-        if not any(candidate.overlaps(t) for t in taken if t.prefixlen):
+        if not any(candidate.overlaps(t) for t in taken if isinstance(t, IPv4Network) and t.prefixlen):
             return candidate
     raise ValueError("every /24 of 198.19.0.0/16 is in use on this host: set addressing.mgmt")

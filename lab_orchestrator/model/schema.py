@@ -6,7 +6,7 @@ afterwards by `validate.py`, which has the source map and collects every error a
 
 from __future__ import annotations
 
-from ipaddress import IPv4Address, IPv4Interface, IPv4Network
+from ipaddress import IPv4Address, IPv4Interface, IPv4Network, IPv6Address, IPv6Interface, IPv6Network
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
@@ -34,7 +34,8 @@ class Bgp(Strict):
     trust_as: int | None = Field(default=None, ge=1, le=4294967294)
     untrust_as: int | None = Field(default=None, ge=1, le=4294967294)
     announce: list[IPv4Network] = []
-    default_originate: bool = False
+    announce6: list[IPv6Network] = []  # dual-stack: IPv6 prefixes originated (blackhole), like announce
+    default_originate: bool = False  # dual-stack: ::/0 too
 
 
 class Standby(Strict):
@@ -108,10 +109,12 @@ class Node(Strict):
     kind: NodeKind
     bgp: Bgp | None = None
     loopback: IPv4Address | None = None
+    loopback6: IPv6Address | None = None  # dual-stack: lo0.0 inet6 (else from addressing.v6.loopback)
     mgmt_ip: IPv4Address | None = None
     # host: subscriber or server prefixes it answers for (AnyIP local routes); the adjacent
     # router routes them to the host and announces them in BGP.
     prefixes: list[IPv4Network] = []
+    prefixes6: list[IPv6Network] = []  # dual-stack: the host's IPv6 prefixes (AnyIP), as prefixes
     # srx with use_case cgnat: its own source NAT pool (else taken from addressing.nat).
     nat_pool: IPv4Network | None = None
     interfaces: dict[str, InterfaceSettings] = {}
@@ -140,7 +143,19 @@ class Link(Strict):
     endpoints: list[str] = Field(min_length=2, max_length=64)
     zone: Zone | None = None
     addresses: list[IPv4Interface] | None = None
+    # dual-stack: one IPv6 address per endpoint, in one subnet (else from addressing.v6)
+    addresses6: list[IPv6Interface] | None = None
     mtu: int = Field(default=1500, ge=576, le=9216)
+
+
+class Addressing6(Strict):
+    """The IPv6 pools of a dual-stack lab (the JVD's addressing: a /126 per link, /128 loopbacks, beside
+    the IPv4 addresses on the same interfaces). RFC 3849 documentation space by default."""
+
+    p2p: IPv6Network = IPv6Network("2001:db8:1::/48")
+    p2p_prefixlen: int = Field(default=126, ge=64, le=127)
+    loopback: IPv6Network = IPv6Network("2001:db8:ff::/64")  # /128 each
+    lan: IPv6Network = IPv6Network("2001:db8:2::/48")  # a /64 per LAN
 
 
 class Addressing(Strict):
@@ -150,6 +165,8 @@ class Addressing(Strict):
     nat: IPv4Network = IPv4Network("198.51.100.0/24")
     nat_prefixlen: int = Field(default=28, ge=8, le=32)
     mgmt: IPv4Network | None = None
+    # IPv6 beside IPv4 on every link and loopback (dual stack); None: the lab is IPv4 only
+    v6: Addressing6 | None = None
 
 
 class SrgMonitor(Strict):

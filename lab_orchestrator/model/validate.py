@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from ipaddress import IPv4Interface, IPv4Network
+from ipaddress import IPv4Interface, IPv4Network, IPv6Network
 from pathlib import Path
 
 from .. import kinds as K
@@ -19,6 +19,7 @@ from .diagnostics import Diagnostic, TopologyInvalid, YamlPath, did_you_mean, do
 from .modelpass import caused_by_drop, model_pass, pydantic_diagnostics
 from .modelpass import normalise as _normalise
 from .schema import NAME_PATTERN, Topology
+from .validate6 import check_v6
 from .yamlsrc import SourceMap, load_checked, read
 
 __all__ = ["LoadedTopology", "check", "load_topology", "pydantic_diagnostics"]
@@ -31,7 +32,7 @@ class LoadedTopology:
     path: Path
 
 
-def load_topology(path: str | Path, host_routes: Iterable[IPv4Network] = ()) -> LoadedTopology:
+def load_topology(path: str | Path, host_routes: Iterable[IPv4Network | IPv6Network] = ()) -> LoadedTopology:
     """Parse and validate; raise TopologyInvalid carrying every problem found."""
     from . import shipped
 
@@ -62,12 +63,15 @@ def _about(diag: Diagnostic, nodes: set[str]) -> bool:
     return any(f"'{node}'" in diag.message or diag.path[:2] == ("nodes", node) for node in nodes)
 
 
-def check(topo: Topology, src: SourceMap, host_routes: Iterable[IPv4Network] = ()) -> Iterable[Diagnostic]:
+def check(topo: Topology, src: SourceMap,
+          host_routes: Iterable[IPv4Network | IPv6Network] = ()) -> Iterable[Diagnostic]:
     """Cross-reference checks; yields every problem (never stops at the first)."""
+    routes = list(host_routes)
     yield from _check_nodes(topo, src)
     yield from _check_namespaces(topo, src)
     yield from _check_links(topo, src)
-    yield from _check_addresses(topo, src, list(host_routes))
+    yield from _check_addresses(topo, src, [r for r in routes if isinstance(r, IPv4Network)])
+    yield from check_v6(topo, src, [r for r in routes if isinstance(r, IPv6Network)])
     yield from _check_pairs(topo, src)
     yield from _check_flexvpn(topo, src)
     yield from _check_gateways(topo, src)

@@ -34,6 +34,7 @@ class Interface:
     peer_node: str | None  # the node at the other end; for a LAN port, None
     peer_alias: str | None
     lan: str | None = None  # namespace of the LAN switch this interface is plugged into
+    address6: str | None = None  # dual stack: "2001:db8:1::1/126" beside the IPv4 address
 
 
 @dataclass(frozen=True)
@@ -91,6 +92,7 @@ class Rule:
     table: int
     priority: int
     mask: int | None = None  # None: the whole mark must match
+    family: int = 4  # 4 or 6: `ip rule` or `ip -6 rule`
 
 
 @dataclass(frozen=True)
@@ -105,6 +107,7 @@ class BgpSession:
     peer_as: int
     peer_node: str
     zone: str | None
+    family: int = 4  # 6: an IPv6 session on the same link (the JVD's IPv6_* groups), its own BIRD protocol
 
 
 @dataclass(frozen=True)
@@ -147,6 +150,8 @@ class NodePlan:
     # SRX lo0 units beyond lo0.0 ("1" -> address): the TLB real-service address of its MNHA pair,
     # configured on both nodes (the JVD's lo0.1); "2": the SRG2 real-service of an srg1+srg2 pair
     lo_units: dict[str, str] = field(default_factory=dict)
+    loopbacks6: dict[str, str] = field(default_factory=dict)  # dual stack: instance -> lo0.0 inet6 address
+    lo_units6: dict[str, str] = field(default_factory=dict)  # dual stack: lo0.1 / lo0.2 inet6 addresses
 
 
 @dataclass
@@ -171,6 +176,7 @@ class LabPlan:
     srd: list[str] = field(default_factory=list)  # the two MX of an SRD pair
     spares: list[str] = field(default_factory=list)  # SRXs built but not in service (powered off at `lab up`)
     bfd: bool = False  # BFD on every eBGP session (services.bfd)
+    dual_stack: bool = False  # IPv6 beside IPv4 (addressing.v6)
     files: dict[str, str] = field(default_factory=dict)  # path relative to state_dir -> content
 
     def node(self, name: str) -> NodePlan:
@@ -232,6 +238,6 @@ class LabPlan:
             rulesets=[Ruleset(**r) for r in d.get("rulesets", [])],
             rules=[Rule(**r) for r in d.get("rules", [])],
             mnha=[list(p) for p in d.get("mnha", [])], spares=list(d.get("spares", [])),
-            srd=list(d.get("srd", [])), bfd=bool(d.get("bfd", False)),
+            srd=list(d.get("srd", [])), bfd=bool(d.get("bfd", False)), dual_stack=bool(d.get("dual_stack", False)),
             files=dict(files or {}),
         )

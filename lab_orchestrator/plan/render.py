@@ -11,7 +11,7 @@ import jinja2
 from .. import kinds
 from ..model import naming
 from ..model.schema import Topology
-from .features import mnha, srd
+from .features import ipv6, mnha, srd
 from .plantypes import BgpSession, ExpectedRoute, Interface, LabPlan, NodePlan, Process, Ruleset
 from .templating import environment
 
@@ -122,15 +122,22 @@ def _peer_pool_extra(topo: Topology, node: str) -> int:
 
 def _exports(kind: str, use_case: str, sessions: list[BgpSession], srg1: bool = False,
              srd: bool = False, srg2_net: str | None = None, b_nets: tuple[str, ...] = (),
-             peer_pool_extra: int = 1) -> dict[str, str]:
+             peer_pool_extra: int = 1, node: NodePlan | None = None) -> dict[str, str]:
     """Which routes each BGP session announces: the JVD's route exchange, per role (the kind's
-    export policy), prepended by an MNHA pair's SRG1 role (SRG1) or an SRD pair's mastership (SRD)."""
+    export policy), prepended by an MNHA pair's SRG1 role (SRG1) or an SRD pair's mastership (SRD).
+    An IPv6 session announces the same kinds of routes in IPv6 (`ipv6.export6`)."""
     policy = kinds.get(kind).bgp_export
     out = {}
     for s in sessions:
-        out[s.protocol] = policy(s.protocol, s.zone, s.local_as, use_case)
+        if s.family == 6:
+            out[s.protocol] = ipv6.export6(policy(s.protocol, s.zone, s.local_as, "sfw"))
+        else:
+            out[s.protocol] = policy(s.protocol, s.zone, s.local_as, use_case)
         if srg1:
-            out[s.protocol] = _pair_prepend(out[s.protocol], s.local_as, srg2_net, b_nets, peer_pool_extra)
+            nets6 = ipv6.b_nets6(node, b_nets) if node is not None else ()
+            srg2 = ipv6.srg2_net6(node) if node is not None and srg2_net else None
+            out[s.protocol] = _pair_prepend(out[s.protocol], s.local_as, srg2 if s.family == 6 else srg2_net,
+                                            nets6 if s.family == 6 else b_nets, peer_pool_extra)
         if srd:
             out[s.protocol] = _prepend_unless(out[s.protocol], s.local_as, "SRD_MASTER")
     return out
@@ -165,8 +172,9 @@ def _bird_files(topo: Topology, plan: LabPlan, node: NodePlan, env: jinja2.Envir
             exports=_exports(spec.kind, plan.use_case, sessions, srg1=in_mnha, srd=in_srd,
                              srg2_net=f"{node.lo_units['2']}/32" if "2" in node.lo_units else None,
                              b_nets=_b_nets(topo, plan, node) if in_mnha else (),
-                             peer_pool_extra=_peer_pool_extra(topo, node.name)),
+                             peer_pool_extra=_peer_pool_extra(topo, node.name), node=node),
             role_include=role_include, bfd=topo.services.bfd if sessions else None,
+            dual_stack=plan.dual_stack, statics6=ipv6.statics6(topo, plan, node) if instance is None else [],
         )
         node.files.append(conf)
         plan.processes.append(Process(
@@ -256,7 +264,7 @@ def _expected_routes(topo: Topology, plan: LabPlan) -> list[ExpectedRoute]:
         wanted = pools if plan.use_case == "cgnat" else \
             [p for t in sides["trust"] for p in originated[t.name]]
         out += [ExpectedRoute(gw.master_ns, p) for p in wanted]
-    return out
+    return out + ipv6.expected_routes6(topo, plan, sides)
 
 
 def configs(topo: Topology, plan: LabPlan, python: str = "python3") -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from ipaddress import IPv4Network
+from ipaddress import IPv4Network, IPv6Network, ip_network
 from pathlib import Path
 
 from .. import kinds
@@ -59,27 +59,30 @@ def require_selector(topo: Topology) -> None:
         raise LabError(f"services.selector: ebpf: {reason}; {hint}")
 
 
-def root_routes(exclude_devices: tuple[str, ...] = ()) -> list[IPv4Network]:
-    """Every IPv4 route and address of the root namespace, all tables, except on EXCLUDE_DEVICES
-    (a running lab's own management bridge is not a conflict with itself)."""
+def root_routes(exclude_devices: tuple[str, ...] = ()) -> list[IPv4Network | IPv6Network]:
+    """Every IPv4 and IPv6 route and address of the root namespace, all tables, except on
+    EXCLUDE_DEVICES (a running lab's own management bridge is not a conflict with itself); without the
+    host's own plumbing (127/8, ::1, link-local, multicast)."""
     from pyroute2 import IPRoute
 
-    nets: set[IPv4Network] = set()
+    nets: set[IPv4Network | IPv6Network] = set()
     with IPRoute() as ipr:
         skip = {i for name in exclude_devices for i in ipr.link_lookup(ifname=name)}
-        for route in ipr.get_routes(family=2, table=0):
-            if route.get("type", 1) not in (1, 2, 6, 7):  # unicast, local, blackhole, unreachable
-                continue
-            if route.get_attr("RTA_OIF") in skip:
-                continue
-            dst = route.get_attr("RTA_DST") or "0.0.0.0"
-            try:
-                nets.add(IPv4Network(f"{dst}/{route['dst_len']}", strict=False))
-            except ValueError:
-                continue
-        for addr in ipr.get_addr(family=2):
-            if addr["index"] in skip:
-                continue
-            nets.add(IPv4Network(f"{addr.get_attr('IFA_ADDRESS')}/{addr['prefixlen']}", strict=False))
-    # The host's loopback range is not something a lab would collide with in practice.
-    return sorted(n for n in nets if not n.subnet_of(IPv4Network("127.0.0.0/8")))
+        for family, default in ((2, "0.0.0.0"), (10, "::")):
+            for route in ipr.get_routes(family=family, table=0):
+                if route.get("type", 1) not in (1, 2, 6, 7):  # unicast, local, blackhole, unreachable
+                    continue
+                if route.get_attr("RTA_OIF") in skip:
+                    continue
+                dst = route.get_attr("RTA_DST") or default
+                try:
+                    nets.add(ip_network(f"{dst}/{route['dst_len']}", strict=False))
+                except ValueError:
+                    continue
+            for addr in ipr.get_addr(family=family):
+                if addr["index"] in skip:
+                    continue
+                nets.add(ip_network(f"{addr.get_attr('IFA_ADDRESS')}/{addr['prefixlen']}", strict=False))
+    own = (IPv4Network("127.0.0.0/8"), IPv6Network("::1/128"), IPv6Network("fe80::/10"), IPv6Network("ff00::/8"))
+    return sorted((n for n in nets if not any(n.version == o.version and n.subnet_of(o) for o in own)),  # type: ignore[arg-type]
+                  key=lambda n: (n.version, n))

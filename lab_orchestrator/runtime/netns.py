@@ -14,7 +14,7 @@ import subprocess
 import time
 import zlib
 from collections.abc import Callable
-from ipaddress import IPv4Interface, IPv4Network
+from ipaddress import IPv4Interface, ip_network
 from pathlib import Path
 
 from pyroute2 import IPRoute
@@ -29,8 +29,8 @@ from labkit.files import is_secret, private_dir, write_secret
 
 from ..model.diagnostics import LabError
 from ..plan.features import mnha
-from ..plan.pipeline import Interface, LabPlan, Route
-from . import credentials, readiness, supervisor
+from ..plan.pipeline import LabPlan, Route
+from . import credentials, netlinkcfg, readiness, supervisor
 from .state import LabState
 
 Progress = Callable[[str, str], None]  # (step, detail)
@@ -177,14 +177,17 @@ class NetnsBackend:
     def _addresses(self, plan: LabPlan) -> None:
         self.progress("addresses", "interfaces, aliases, loopbacks")
         for iface in plan.all_interfaces():
-            configure_interface(self.ipr(iface.ns), iface)
+            netlinkcfg.configure_interface(self.ipr(iface.ns), iface)
         for node in plan.nodes:
             for instance, address in node.loopbacks.items():
                 ns = node.master_ns if not instance else next(
                     n for n in node.namespaces if n.endswith("-" + instance.lower()))
                 self.ipr(ns).addr("add", index=1, address=address, prefixlen=32)
-            for address in node.lo_units.values():  # lo0.1 / lo0.2 of an SRX: its pair's address
-                self.ipr(node.master_ns).addr("add", index=1, address=address, prefixlen=32)
+                if instance in node.loopbacks6:
+                    netlinkcfg.add_address(self.ipr(ns), 1, node.loopbacks6[instance])
+            # lo0.1 / lo0.2 of an SRX: its pair's address (and its IPv6 twin)
+            for address in [*node.lo_units.values(), *node.lo_units6.values()]:
+                netlinkcfg.add_address(self.ipr(node.master_ns), 1, address)
 
     def apply_bridges(self, plan: LabPlan) -> None:
         for bridge in plan.bridges:
@@ -203,23 +206,10 @@ class NetnsBackend:
                 if not (tolerate_existing and exc.code == 17):  # EEXIST: still there
                     raise
         for rule in plan.rules:
-            extra = {"fwmask": rule.mask} if rule.mask is not None else {}
-            self.ipr(rule.ns).rule("add", fwmark=rule.fwmark, table=rule.table, priority=rule.priority, **extra)
+            netlinkcfg.add_rule(self.ipr(rule.ns), rule)
 
     def _route(self, route: Route) -> None:
-        ipr = self.ipr(route.ns)
-        net = IPv4Network(route.dst)
-        if route.kind == "blackhole":
-            ipr.route("add", dst=str(net.network_address), dst_len=net.prefixlen, type="blackhole",
-                      table=route.table or 254, priority=4294967295)
-        elif route.kind == "local":
-            ipr.route("add", dst=str(net.network_address), dst_len=net.prefixlen, type="local",
-                      oif=1, table=255, scope=254)
-        elif route.via:
-            extra = {"table": route.table} if route.table else {}
-            if route.dev:
-                extra["oif"] = ipr.link_lookup(ifname=route.dev)[0]
-            ipr.route("add", dst=str(net.network_address), dst_len=net.prefixlen, gateway=route.via, **extra)
+        netlinkcfg.add_route(self.ipr(route.ns), route)
 
     def _guard_root(self, plan: LabPlan) -> None:
         """No routed path between the lab's management bridge and the rest of the host."""
@@ -320,9 +310,10 @@ class NetnsBackend:
             return ["SSH server not listening yet"]
         self._waiting("routes", f"BGP established; waiting for {len(plan.expected_routes)} routes at the gateways")
         for expected in plan.expected_routes:
-            net = IPv4Network(expected.prefix)
-            routes = self.ipr(expected.ns).get_routes(dst_len=net.prefixlen, table=254)
-            if not any(_route_dst(r) == str(net.network_address) for r in routes):
+            net = ip_network(expected.prefix)
+            routes = self.ipr(expected.ns).get_routes(family=netlinkcfg.FAMILY[net.version], dst_len=net.prefixlen,
+                                                      table=254)
+            if not any(_route_dst(r, str(net.network_address)) for r in routes):
                 pending.append(f"route {expected.prefix} missing in {expected.ns}")
         if pending:
             return pending
@@ -429,11 +420,12 @@ def _delete_ports(root: IPRoute, state: LabState, problems: list[str]) -> None:
                     problems.append(f"link {port}: {exc.args[1]}")
 
 
-def _route_dst(route: dict) -> str:  # type: ignore[type-arg]
+def _route_dst(route: dict, wanted: str) -> bool:  # type: ignore[type-arg]
+    """ROUTE's destination is WANTED (a default route has no RTA_DST)."""
     for key, value in route.get("attrs", []):
         if key == "RTA_DST":
-            return str(value)
-    return "0.0.0.0"
+            return ip_network(str(value)).network_address == ip_network(wanted).network_address
+    return wanted in ("0.0.0.0", "::")
 
 
 def _add_veth(root: IPRoute, name: str, index: int, ns_fd: int,
@@ -457,14 +449,6 @@ def _add_veth(root: IPRoute, name: str, index: int, ns_fd: int,
                          msg_flags=NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL)
     except NetlinkError as exc:
         raise LabError(f"cannot create veth {name} <-> {peer}: {exc.args[1]}") from None
-
-
-def configure_interface(ipr: IPRoute, iface: Interface) -> None:
-    index = ipr.link_lookup(ifname=iface.name)[0]
-    ipr.link("set", index=index, ifalias=iface.alias, mtu=iface.mtu, state="up")
-    if iface.address:
-        address = IPv4Interface(iface.address)
-        ipr.addr("add", index=index, address=str(address.ip), prefixlen=address.network.prefixlen)
 
 
 def _nft(ruleset: str, check: bool = True) -> None:

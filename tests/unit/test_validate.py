@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from ipaddress import IPv4Network
+from ipaddress import IPv4Network, IPv6Network, ip_network
 from pathlib import Path
 
 import pytest
@@ -38,13 +38,15 @@ REQUIRED_CASES = {
     "ikev2_standby_group", "host_routes", "many_errors", "empty",
     # install-and-use review: HSRP timers, IKEv2 pools of one cluster, standby VIP subnet, no nodes
     "hsrp_hello_not_below_hold", "ikev2_pools_overlap", "standby_vip_outside_subnet", "no_nodes",
+    # dual stack: IPv6 checked as IPv4 is (families, subnets, overlaps, the host's IPv6 routes)
+    "v6_addresses", "v6_host_routes", "v6_without_pools", "v6_family",
 }
 
 
-def _host_routes(text: str) -> list[IPv4Network]:
+def _host_routes(text: str) -> list[IPv4Network | IPv6Network]:
     first = text.splitlines()[0] if text else ""
     if first.startswith("# host_routes:"):
-        return [IPv4Network(n) for n in first.partition(":")[2].split()]
+        return [ip_network(n) for n in first.partition(":")[2].split()]
     return []
 
 

@@ -54,6 +54,8 @@ class FlowRow(_Model):
     carrier_before: str | None
     carrier_during: str | None
     carrier_after: str | None
+    # CGNAT: the SRX whose NAT pool the flow's first binding is from, which its return traffic is routed to
+    reverse_carrier_before: str | None = None
     srx_before: str | None  # older names of the first two
     srx_after: str | None
     expected_mover: dict[str, bool]

@@ -253,7 +253,8 @@ def _run(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target: str
     expected = expected_movers(state, plan, watcher.samples, flows, marks, event.name)
     result = analyse(event, target, summary, flows, before, during or after, report_f, report_r, sent_f,
                      per_flow, marks, sampler, pair, moved_back, sent_r, involved=involved,
-                     nat=plan.use_case == "cgnat", expected=expected, carriers_after=after if during else None)
+                     nat=plan.use_case == "cgnat", expected=expected, carriers_after=after if during else None,
+                     pools={n.name: n.nat_pool for n in plan.nodes if n.nat_pool})
     if crash:
         # The supervisor's own account: how long the daemon was down before it ran again.
         slot = _slot(state, target, crash["daemon"])

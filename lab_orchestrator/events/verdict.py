@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import statistics
+from collections.abc import Mapping
+from ipaddress import IPv4Address, IPv4Network
 from pathlib import Path
 from typing import Any
 
@@ -23,19 +25,31 @@ def _since(ns: int | None, marks: dict[str, float]) -> float | None:
 
 
 
+def pool_owner(binding: str | None, pools: Mapping[str, str]) -> str | None:
+    """CGNAT: the SRX whose NAT pool holds BINDING ("address:port"), None if no pool does."""
+    if not binding:
+        return None
+    address = IPv4Address(binding.rsplit(":", 1)[0])
+    return next((srx for srx, pool in pools.items() if address in IPv4Network(pool)), None)
+
+
 def analyse(event: eventsmod.EventKind, target: str, summary: str, flows: list[Any],  # noqa: PLR0913
             before: dict[tuple[str, int], str], after: dict[tuple[str, int], str], report_f: dict[str, Any],
             report_r: dict[str, Any] | None, sent_f: dict[str, Any], per_flow: float, marks: dict[str, float],
             sampler: Sampler, pair: list[str] | None = None,
             moved_back: set[tuple[str, int]] | None = None, sent_r: dict[str, Any] | None = None,
             involved: set[str] | None = None, nat: bool = False, expected: dict[str, Any] | None = None,
-            carriers_after: dict[tuple[str, int], str] | None = None) -> EventResult:
+            carriers_after: dict[tuple[str, int], str] | None = None,
+            pools: Mapping[str, str] | None = None) -> EventResult:
     """Per-event verdict: affected flows and their convergence, losses of unaffected flows, moves.
     INVOLVED (daemon-crash) names the SRXs whose flows the event may touch (None: as the event's
     target kind says; an empty set: none, so any loss fails it). EXPECTED (`expected_movers`): the
     flows each phase must move, from the MX selectors' tables; with it, a flow may lose packets only
     if it is an expected mover of some phase or was carried by an SRX the event hits. AFTER is the
-    carrier during a lasting event (before its restore), CARRIERS_AFTER the carrier after the restore."""
+    carrier during a lasting event (before its restore), CARRIERS_AFTER the carrier after the restore.
+    POOLS (CGNAT: SRX -> its NAT pool): the return traffic of a flow is routed to the owner of its
+    binding's pool, which is not always the SRX that carries its forward packets (an MNHA pair's
+    synced session carries its peer's binding), so that owner carries the flow too."""
     strict = involved is not None
     phases: dict[str, Any] = (expected or {}).get("phases", {})
     phase_names = list(phases)
@@ -53,6 +67,8 @@ def analyse(event: eventsmod.EventKind, target: str, summary: str, flows: list[A
         if report_r is not None:
             ends_seen.append((back.get("last_seen_ns"), end_r_ns or end_ns))
         during_srx = after.get(key)
+        bindings = fwd.get("bindings") if nat else None
+        returned_by = pool_owner(bindings[0], pools) if bindings and pools else None
         after_srx = carriers_after.get(key) if carriers_after is not None else during_srx
         actual = {}
         if phase_names:
@@ -62,6 +78,7 @@ def analyse(event: eventsmod.EventKind, target: str, summary: str, flows: list[A
         rows.append({
             "flow": flow.flow_id, "src": flow.src,
             "carrier_before": before.get(key), "carrier_during": during_srx, "carrier_after": after_srx,
+            "reverse_carrier_before": returned_by,
             "srx_before": before.get(key), "srx_after": during_srx,  # older names of the first two
             "expected_mover": {name: flow.flow_id in ph["movers"] for name, ph in phases.items()},
             "mover": actual,
@@ -77,7 +94,7 @@ def analyse(event: eventsmod.EventKind, target: str, summary: str, flows: list[A
             "moved": before.get(key) is not None and after.get(key) is not None and before.get(key) != after.get(key),
             "moved_on_restore": key in (moved_back or set()),
             # CGNAT: the binding (pool address:port) the server saw; more than one: the flow re-bound
-            "bindings": fwd.get("bindings") if nat else None,
+            "bindings": bindings,
             "rebound": bool(nat and fwd.get("binding_changes")),
             "lost": lost,
         })
@@ -85,14 +102,19 @@ def analyse(event: eventsmod.EventKind, target: str, summary: str, flows: list[A
     if involved is None:
         every_flow = event.target in (eventsmod.LOAD_BALANCER, eventsmod.ANY_NODE)
         involved = {r["srx_before"] for r in rows} if every_flow else {target, *(pair or [])}
+
+    def hit(r: dict[str, Any]) -> bool:
+        """Was the flow carried, either way, by an SRX the event hits?"""
+        return r["srx_before"] in involved or r["reverse_carrier_before"] in involved
+
     if phases:
         # The selector's tables say which flows may move; the SRXs the event hits say which flows
         # may lose packets without moving. Everything else must be loss-free.
         def may_lose(r: dict[str, Any]) -> bool:
-            return any(r["expected_mover"].values()) or r["srx_before"] in involved
+            return any(r["expected_mover"].values()) or hit(r)
     else:  # no table readable: the carriers observed decide (older verdict)
         def may_lose(r: dict[str, Any]) -> bool:
-            return bool(r["moved"] or r["moved_on_restore"] or r["rebound"] or r["srx_before"] in involved)
+            return bool(r["moved"] or r["moved_on_restore"] or r["rebound"] or hit(r))
     affected = [r for r in rows if r["lost"] or may_lose(r) or r["moved"] or r["rebound"]]
     unaffected = [r for r in rows if r not in affected]
     conv = [r["convergence_ms"] for r in affected if r["lost"]]

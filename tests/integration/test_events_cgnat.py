@@ -81,8 +81,6 @@ def test_tlb_mnha_failover_keeps_the_binding(tmp_path: Path) -> None:
         assert not any(r["rebound"] for r in on_srx1), "the synced session kept its binding: not re-bound"
 
 
-@pytest.mark.xfail(strict=False, reason="known defect, not explained: nexthop-delete on topology2-cgnat "
-                   "sometimes loses 1 packet of a flow that did not move (seen in 2 of the last 3 whole-suite runs)")
 def test_dual_mx_chash_pool_owner_returns_with_the_sessions_of_its_peer(tmp_path: Path) -> None:
     """Topology 2 (dual MX, SRD, MNHA pairs, CHASH), CGNAT. After a pair power-off the pair comes back
     with new buckets; then one SRX is deleted and added back: its flows fail over to its MNHA peer

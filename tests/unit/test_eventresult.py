@@ -26,7 +26,7 @@ KEYS = ["event", "title", "target", "action", "flows", "rate_per_flow_pps", "res
 
 def row(flow: int, before: str = "srx1", after: str = "srx2", lost: int = 3) -> dict[str, Any]:
     return {"flow": flow, "src": f"100.64.0.{flow + 1}", "carrier_before": before, "carrier_during": after,
-            "carrier_after": before, "srx_before": before, "srx_after": after,
+            "carrier_after": before, "reverse_carrier_before": before, "srx_before": before, "srx_after": after,
             "expected_mover": {"event": True, "restore": True}, "mover": {"event": True, "restore": None},
             "lost_forward": lost, "lost_reverse": 0, "convergence_ms": lost * 20.0, "max_gap_ms": 61.5,
             "max_gap_forward_ms": 61.5, "max_gap_reverse_ms": 0.0,
@@ -127,6 +127,40 @@ def test_the_runner_s_own_analysis_is_a_valid_result() -> None:
     rows = result.model_dump()["per_flow"]
     assert [r["max_gap_forward_ms"] for r in rows] == [0.0, 40.0] and rows[1]["max_gap_reverse_ms"] == 20.0
     assert result.flows_moved == 1 and result.packets_lost_by_unaffected_flows == 0
+
+
+def test_cgnat_return_traffic_is_carried_by_the_owner_of_the_binding_s_pool() -> None:
+    """CGNAT with MNHA: srx2 forwards a flow on a session srx1 opened (synced), so the flow's binding is
+    from srx1's pool and its answers are routed to srx1. When srx1 goes, the flow loses the answers in
+    flight while the pool's route moves to srx2: srx1 carried it (return way), its loss is not
+    unaffected. A loss of srx3's flow, whose both ways srx1 never carried, still is."""
+    from dataplane.traffic import make_flows
+    from lab_orchestrator.events.catalog import BY_NAME
+
+    pools = {"srx1": "198.51.100.0/28", "srx2": "198.51.100.16/28", "srx3": "198.51.100.32/28"}
+    flows = make_flows(3, "100.64.0.0/16", "203.0.113.10")
+    keys = [(f.src, f.sport) for f in flows]
+    bindings = ["198.51.100.12:1415", "198.51.100.40:40000", "198.51.100.20:40000"]
+    lost_reverse = [1, 1, 0]
+    report_f = {"per_flow": [{"flow": f.flow_id, "lost": 0, "max_gap_ms": 20.0, "last_seen_ns": 10**9,
+                              "bindings": [bindings[i]]} for i, f in enumerate(flows)]}
+    report_r = {"per_flow": [{"flow": f.flow_id + REVERSE_ID_OFFSET, "lost": lost_reverse[i], "max_gap_ms": 40.0,
+                              "last_seen_ns": 10**9} for i, f in enumerate(flows)]}
+    carried = {keys[0]: "srx2", keys[1]: "srx3", keys[2]: "srx2"}
+    phase = {"movers": set(), "ideal": 0, "members": [3, 2], "bucket_share_moved": 0.0,
+             "bucket_share_ideal": 0.0, "buckets": 6400}
+    judged = {}
+    for with_pools in (False, True):
+        judged[with_pools] = eventverdict.analyse(
+            BY_NAME["nexthop-delete"], "srx1", "srx1 powered off", flows, carried, carried, report_f, report_r,
+            {"end_ns": 10**9}, 50.0, {"event": 0.5}, eventwatch.Sampler([], []), sent_r={"end_ns": 10**9},
+            nat=True, expected={"phases": {"delete": phase}}, pools=pools if with_pools else None)
+    rows = judged[True].model_dump()["per_flow"]
+    assert [r["reverse_carrier_before"] for r in rows] == ["srx1", "srx3", "srx2"]
+    assert judged[True].packets_lost_by_unaffected_flows == 1, "srx3's flow: neither way through srx1"
+    assert judged[True].affected_flows == 2 and not judged[True].passed
+    # judged by the forward carrier alone, srx2's flow would count as unaffected
+    assert judged[False].packets_lost_by_unaffected_flows == 2
 
 
 def test_traffic_waits_for_selector_members_with_an_srx_in_service() -> None:

@@ -1,7 +1,8 @@
 """Typed daemon status files: the daemon builds the model and writes it (atomically), every reader
 (`lab` commands, the SSH CLI, benchmarks, the daemon itself resuming after a crash) parses it with
 the same type: a field renamed or mistyped on one end fails on the other, not as a KeyError later.
-Unknown keys are errors. The file names are in labkit.contracts.
+Unknown keys are errors. The file names are in labkit.contracts; the IOS-like FlexVPN routers' status
+models are in labkit.flexstatus.
 
     write_status(path, SrdStatus(node=..., ...))                             # daemon
     status = read_status(path, SrdStatus)   # None: no file, or one being rewritten / not this shape
@@ -291,82 +292,3 @@ class MxlbStatus(StatusModel):
     health_monitor: MxlbHealthMonitor | None  # TLB only
     table: list[str]  # bucket -> member
     history: list[MxlbHistoryEntry]
-
-
-# ------------------------------------------- dataplane.daemons.flexclientd (labkit.contracts.IKEV2_STATUS, a client)
-class FlexClient(StatusModel):
-    """The client's state (dataplane.core.flexclient.ClientStatus)."""
-
-    name: str
-    interface: str
-    peers: list[str]
-    state: Literal["connecting", "up", "down"]
-    gateway: str | None  # the member the IKE SA is with
-    redirected_from: str | None  # the address that redirected the client there (the VIP)
-    path: list[str]
-    address: str | None
-    local: str | None
-    up_since: float | None
-    connects: int
-    dead_peers: int
-    last_error: str | None
-    history: list[dict[str, Any]]  # {"at", "event", details of that event}
-
-
-class FlexDpd(StatusModel):
-    probes: int
-
-
-class FlexClientSa(StatusModel):
-    """The client's IKE SA (`show crypto ikev2 sa`)."""
-
-    id: int
-    local: str
-    remote: str
-    state: str
-    spi_i: str
-    spi_r: str
-    suite: str
-    encr: str
-    keysize: int
-    dh: int | None
-    auth_sign: str
-    auth_verify: str
-    address: str | None
-    redirected_from: str | None
-    redirected_to: str | None
-    active_s: float
-    dpd: FlexDpd
-
-
-class IpsecSa(StatusModel):
-    """One CHILD_SA with its ESP counters (`show crypto ipsec sa`)."""
-
-    interface: str
-    local: str | None
-    remote: str
-    port: int
-    local_ident: list[str]
-    remote_ident: list[str]
-    spi_in: str
-    spi_out: str
-    transform: str
-    encaps: int
-    decaps: int
-    bytes_out: int
-    bytes_in: int
-    verify_failed: int
-    replay_failed: int
-    malformed: int
-
-
-class FlexclientStatus(StatusModel):
-    """An IOS-like FlexVPN client router: its session toward the cluster."""
-
-    node: str
-    role: Literal["flexvpn-client"]
-    updated: float
-    client: FlexClient
-    sas: list[FlexClientSa]
-    ipsec_sas: list[IpsecSa]
-    esp: dict[str, Any] | None = None  # the ESP engine's counters, while up

@@ -26,7 +26,8 @@ from typing import Any
 
 from labkit.configs import FlexclientConfig
 from labkit.files import read_secret
-from labkit.status import FlexclientStatus, write_status
+from labkit.flexstatus import FlexclientStatus
+from labkit.status import write_status
 
 from ..core.flexclient import ClientStatus, Liveness, PeerList
 from ..esp.engine import EspEngine, drain_udp

@@ -33,11 +33,12 @@ from pathlib import Path
 from typing import Any
 
 from labkit.configs import ClusterConfig, FlexvpnConfig
-from labkit.files import write_json
+from labkit.flexstatus import ClbStatus, GatewayStatus, HsrpGroupStatus, HsrpStatus
+from labkit.status import write_status
 
 from ..core import hsrp
 from ..kernel.vip import IFF_RUNNING, IFF_UP, LinkMonitor, Rtnl, link_flags, link_index
-from .daemonkit import resumed_status
+from .daemonkit import resumed
 from .evloop import Loop
 from .flexvpn_clb import Cluster
 from .flexvpn_hsrp import HsrpGroup, log
@@ -129,18 +130,19 @@ class Daemon:
     def write_status(self) -> None:
         self._dirty = False
         wall = time.time()
-        base = {"node": self.config.node, "pid": os.getpid(), "updated_at": wall, "started_at": self.started}
+        base: dict[str, Any] = {"node": self.config.node, "pid": os.getpid(), "updated_at": wall,
+                                "started_at": self.started}
         if self.config.hsrp_status and self.groups:
-            write_json(self.config.hsrp_status, {**base, "groups": [g.status(wall) for g in self.groups],
-                                                     "counters": dict(self.counters)}, indent=1)
+            groups = [HsrpGroupStatus.model_validate(g.status(wall)) for g in self.groups]
+            hsrp_status = HsrpStatus(**base, groups=groups, counters=dict(self.counters))
+            write_status(self.config.hsrp_status, hsrp_status, indent=1)
         if self.config.ikev2_status and (self.cluster is not None or self.ike is not None):
-            data: dict[str, Any] = {**base, "cluster": self.cluster.status(wall) if self.cluster else None,
-                                    "warnings": list(self.config.warnings), "counters": dict(self.counters),
-                                    "cpu": round(self.cpu_percent(), 2),
-                                    "memory": round(self.memory_percent(self.config.cluster), 2)}
-            if self.ike is not None:
-                data.update(self.ike.status(wall))
-            write_json(self.config.ikev2_status, data, indent=1)
+            status = GatewayStatus(
+                **base, cluster=ClbStatus.model_validate(self.cluster.status(wall)) if self.cluster else None,
+                warnings=list(self.config.warnings), counters=dict(self.counters),
+                cpu=round(self.cpu_percent(), 2), memory=round(self.memory_percent(self.config.cluster), 2),
+                **(self.ike.status(wall) if self.ike is not None else {}))
+            write_status(self.config.ikev2_status, status, indent=1)
 
     def status_tick(self) -> None:
         self.write_status()
@@ -167,9 +169,9 @@ class Daemon:
             log(warning.replace("\n", " "))
         self.monitor = LinkMonitor()
         self.loop.watch(self.monitor, selectors.EVENT_READ, lambda _m: self.links())
-        previous = resumed_status(self.config.hsrp_status) if self.config.hsrp_status else None
-        was_active = {(g.get("interface"), g.get("group")) for g in (previous or {}).get("groups", [])
-                      if isinstance(g, dict) and g.get("state") == "Active" and g.get("vip_owned")}
+        previous = resumed(self.config.hsrp_status, HsrpStatus) if self.config.hsrp_status else None
+        was_active = {(g.interface, g.group) for g in (previous.groups if previous else [])
+                      if g.state == "Active" and g.vip_owned}
         for group in self.groups:
             flags = link_flags(group.ifname)
             carrier = bool(flags & IFF_UP and flags & IFF_RUNNING)

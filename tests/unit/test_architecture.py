@@ -355,13 +355,16 @@ def test_daemons_read_their_configuration_typed() -> None:
 
 
 # Daemon status files are typed on both ends (labkit.status: the daemon builds the model and writes it,
-# every reader parses it with the same model). Daemons still writing a raw dict as their status:
+# every reader parses it with the same model): no module of dataplane/ writes a raw dict as a status.
 RAW_STATUS = re.compile(r"\bwrite_json\(")
-RAW_STATUS_DAEMONS = {"dataplane/daemons/flexvpnd.py"}
 
 
 def test_daemons_write_their_status_typed() -> None:
     raw = {str(p.relative_to(REPO)) for p in sorted((REPO / "dataplane").rglob("*.py"))
            if RAW_STATUS.search(p.read_text())}
-    assert raw <= RAW_STATUS_DAEMONS, f"write the status with a labkit.status model: {sorted(raw - RAW_STATUS_DAEMONS)}"
-    assert raw == RAW_STATUS_DAEMONS, f"typed now, drop from RAW_STATUS_DAEMONS: {sorted(RAW_STATUS_DAEMONS - raw)}"
+    assert raw == set(), f"write the status with a labkit.status / labkit.flexstatus model: {sorted(raw)}"
+
+
+def test_the_raw_status_check_sees_a_raw_write() -> None:
+    assert RAW_STATUS.search('write_json(self.config.hsrp_status, {"groups": []})')
+    assert not RAW_STATUS.search("write_status(self.config.hsrp_status, status)")

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from labkit import netnsutil
 from labkit.contracts import MNHA_STATUS, MXLB_STATUS, SRD_STATUS
-from labkit.status import SrdStatus, read_status
+from labkit.status import MnhaStatus, MxlbStatus, SrdStatus, read_status
 
 from ..events import log as eventlog
 from ..model.diagnostics import BadInput, LabError, did_you_mean
@@ -303,8 +303,10 @@ class Lab:
             raise BadInput(f"lab {self.name} has no node {node}{did_you_mean(node, nodes)}")
         if not path.exists():
             raise LabError(f"{node} in lab {self.name} runs no selector (mx with ecmp-chash or ecmp only)")
-        status: dict[str, Any] = json.loads(path.read_text())
-        return status
+        status = read_status(path, MxlbStatus)
+        if status is None:
+            raise LabError(f"{node} in lab {self.name}: the selector's status is not readable ({path})")
+        return status.to_dict()
 
     def redundancy(self) -> dict[str, dict[str, Any]]:
         """SRD status of each MX and MNHA status of each SRX, by node."""
@@ -314,7 +316,9 @@ class Lab:
             if srd is not None:
                 report["srd"][path.parent.name] = srd.to_dict()
         for path in sorted((self.state_dir / "nodes").glob(f"*/{MNHA_STATUS}")):
-            report["mnha"][path.parent.name] = json.loads(path.read_text())
+            mnha = read_status(path, MnhaStatus)
+            if mnha is not None:
+                report["mnha"][path.parent.name] = mnha.to_dict()
         return report
 
     def events(self) -> list[Applicability]:

@@ -8,6 +8,8 @@ from ipaddress import IPv4Network
 from typing import Any
 
 from labkit.contracts import HSRP_STATUS, IKEV2_STATUS
+from labkit.flexstatus import GatewayStatus, HsrpPeer, HsrpStatus, parse_ikev2
+from labkit.status import parse_status
 
 from . import rib
 from .common import bird_version, ios_age, ios_name, natural_key
@@ -313,99 +315,95 @@ def _not_there(configured: bool, what: str) -> Output:
 
 
 def show_standby(snap: Snapshot, args: Args) -> Output:
-    status = snap.status.get(HSRP_STATUS)
-    if not isinstance(status, dict) or not status.get("groups"):
+    status = parse_status(snap.status.get(HSRP_STATUS), HsrpStatus)
+    if status is None or not status.groups:
         return _not_there("hsrp" in snap.node.features, "HSRP")
     from dataplane.core import hsrp
 
-    groups = status["groups"]
+    data = status.to_dict()
     if args.get("brief"):
         lines = ["                     P indicates configured to preempt.",
                  "                     |",
                  "Interface   Grp  Pri P State   Active          Standby         Virtual IP"]
-        for g in groups:
-            iface = str(g.get("interface", ""))
-            lines.append(f"{iface[:11]:<12}{g.get('group', 0):<5}{g.get('priority', 0):<4}"
-                         f"{'P' if g.get('preempt') else ' '} {str(g.get('state', '')):<8}{_who(g, 'active'):<16}"
-                         f"{_who(g, 'standby'):<16}{g.get('vip') or ''}")
-        return Output("".join(line + "\n" for line in lines), status)
-    return Output(hsrp.show_standby(groups, snap.now), status)
+        for g in status.groups:
+            lines.append(f"{g.interface[:11]:<12}{g.group:<5}{g.priority:<4}"
+                         f"{'P' if g.preempt else ' '} {g.state:<8}{_who(g.active):<16}"
+                         f"{_who(g.standby):<16}{g.vip or ''}")
+        return Output("".join(line + "\n" for line in lines), data)
+    return Output(hsrp.show_standby(data["groups"], snap.now), data)
 
 
-def _who(group: dict[str, Any], key: str) -> str:
-    peer = group.get(key)
-    if not isinstance(peer, dict):
-        return "unknown"
-    return "local" if peer.get("address") == "local" else str(peer.get("address"))
+def _who(peer: HsrpPeer | None) -> str:
+    return "unknown" if peer is None else peer.address
 
 
 def show_crypto_ikev2_cluster(snap: Snapshot, args: Args) -> Output:
-    status = snap.status.get(IKEV2_STATUS)
+    status = parse_ikev2(snap.status.get(IKEV2_STATUS))
     configured = snap.node.features.get("ikev2_cluster")
-    if not isinstance(status, dict):
+    if not isinstance(status, GatewayStatus):
         if isinstance(configured, dict) and configured.get("shutdown"):
             return Output("Cluster is shutdown\n")
         return _not_there(configured is not None, "IKEv2 cluster")
     from dataplane.core import clb
 
-    return Output(clb.show_cluster(status.get("cluster"), snap.now), status.get("cluster"))
+    cluster = None if status.cluster is None else status.cluster.to_dict()
+    return Output(clb.show_cluster(cluster, snap.now), cluster)
 
 
 def show_crypto_ikev2_sa(snap: Snapshot, args: Args) -> Output:
-    status = snap.status.get(IKEV2_STATUS)
-    if not isinstance(status, dict):
+    status = parse_ikev2(snap.status.get(IKEV2_STATUS))
+    if status is None:
         return _not_there(bool({"ikev2", "ikev2_cluster", "flexvpn_client"} & set(snap.node.features)), "IKEv2")
-    sas = status.get("sas", [])
+    sas = status.to_dict()["sas"]
     from dataplane.ikev2.showsa import show_sa
 
     return Output(show_sa(sas), sas)
 
 
 def show_crypto_ipsec_sa(snap: Snapshot, args: Args) -> Output:
-    status = snap.status.get(IKEV2_STATUS)
-    if not isinstance(status, dict):
+    status = parse_ikev2(snap.status.get(IKEV2_STATUS))
+    if status is None:
         return _not_there(bool({"ikev2", "flexvpn_client"} & set(snap.node.features)), "IPsec")
-    child = status.get("ipsec_sas")
-    if child is None:
+    if isinstance(status, GatewayStatus) and status.ike is None:
         return error("IPsec is not running (the gateway's status has no IPsec SAs yet)")
     lines: list[str] = []
-    for sa in child:
-        local, remote = sa.get("local", "-"), sa.get("remote", "-")
-        spi_in, spi_out = int(str(sa.get("spi_in", "0")), 16), int(str(sa.get("spi_out", "0")), 16)
-        encaps, decaps = sa.get("encaps", 0), sa.get("decaps", 0)
-        lines += [f"interface: {sa.get('interface', 'Virtual-Access1')}",
-                  f"    Crypto map tag: {sa.get('interface', 'Virtual-Access1')}-head-0, local addr {local}", "",
+    for sa in status.ipsec_sas:
+        local, remote = sa.local or "-", sa.remote
+        spi_in, spi_out = int(sa.spi_in, 16), int(sa.spi_out, 16)
+        encaps, decaps = sa.encaps, sa.decaps
+        lines += [f"interface: {sa.interface}",
+                  f"    Crypto map tag: {sa.interface}-head-0, local addr {local}", "",
                   "   protected vrf: (none)",
-                  *(f"   local  ident (addr/mask/prot/port): ({_ident(n)}/0/0)" for n in sa.get("local_ident", [])),
-                  *(f"   remote ident (addr/mask/prot/port): ({_ident(n)}/0/0)" for n in sa.get("remote_ident", [])),
-                  f"   current_peer {remote} port {sa.get('port', 4500)}",
+                  *(f"   local  ident (addr/mask/prot/port): ({_ident(n)}/0/0)" for n in sa.local_ident),
+                  *(f"   remote ident (addr/mask/prot/port): ({_ident(n)}/0/0)" for n in sa.remote_ident),
+                  f"   current_peer {remote} port {sa.port}",
                   "     PERMIT, flags={origin_is_acl,}",
                   f"    #pkts encaps: {encaps}, #pkts encrypt: {encaps}, #pkts digest: {encaps}",
                   f"    #pkts decaps: {decaps}, #pkts decrypt: {decaps}, #pkts verify: {decaps}",
-                  f"    #pkts verify failed: {sa.get('verify_failed', 0)}, "
-                  f"#pkts replay failed: {sa.get('replay_failed', 0)}",
-                  f"    #send errors 0, #recv errors {sa.get('malformed', 0)}", "",
+                  f"    #pkts verify failed: {sa.verify_failed}, #pkts replay failed: {sa.replay_failed}",
+                  f"    #send errors 0, #recv errors {sa.malformed}", "",
                   f"     local crypto endpt.: {local}, remote crypto endpt.: {remote}",
                   f"     current outbound spi: 0x{spi_out:08X}({spi_out})", "",
                   "     inbound esp sas:",
                   f"      spi: 0x{spi_in:08X}({spi_in})",
-                  f"        transform: {sa.get('transform', '')} ,",
+                  f"        transform: {sa.transform} ,",
                   "        in use settings ={Tunnel UDP-Encaps, }", "",
                   "     outbound esp sas:",
                   f"      spi: 0x{spi_out:08X}({spi_out})",
-                  f"        transform: {sa.get('transform', '')} ,",
+                  f"        transform: {sa.transform} ,",
                   "        in use settings ={Tunnel UDP-Encaps, }", ""]
-    return Output("".join(line + "\n" for line in lines), child)
+    return Output("".join(line + "\n" for line in lines), [sa.to_dict() for sa in status.ipsec_sas])
 
 
 def show_crypto_session(snap: Snapshot, args: Args) -> Output:
     """`show crypto session`: a FlexVPN client's tunnel (where it was redirected) or a gateway's sessions."""
-    status = snap.status.get(IKEV2_STATUS)
-    if not isinstance(status, dict):
+    status = parse_ikev2(snap.status.get(IKEV2_STATUS))
+    if status is None:
         return _not_there(bool({"ikev2", "flexvpn_client"} & set(snap.node.features)), "IKEv2")
     from dataplane.core import flexclient
 
-    return Output(flexclient.show_session(status), status.get("client") or status.get("sas", []))
+    data = status.to_dict()
+    return Output(flexclient.show_session(data), data.get("client") or data["sas"])
 
 
 def show_ip_bgp_neighbors(snap: Snapshot, args: Args) -> Output:

@@ -16,6 +16,8 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from labkit.contracts import HSRP_STATUS, IKEV2_STATUS, MXLB_STATUS
+from labkit.flexstatus import HsrpStatus, read_ikev2
+from labkit.status import MxlbStatus, StatusModel, read_status
 
 from ..events import log as eventlog
 from ..kinds.host import KIND as _HOST
@@ -33,12 +35,15 @@ if TYPE_CHECKING:
 RECENT_EVENTS = 6  # the views show the last few events (newest first)
 
 
-def _read(lab: Lab, node: str, name: str) -> dict[str, Any] | None:
-    try:
-        data = lab.read_json(node, name)
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
+def _read(lab: Lab, node: str, name: str, model: type[StatusModel]) -> dict[str, Any] | None:
+    """A daemon's status file read as its labkit model (None: missing, being rewritten, or another shape)."""
+    status = read_status(lab.node_file(node, name), model)
+    return None if status is None else status.to_dict()
+
+
+def _read_ikev2(lab: Lab, node: str) -> dict[str, Any] | None:
+    status = read_ikev2(lab.node_file(node, IKEV2_STATUS))
+    return None if status is None else status.to_dict()
 
 
 def _session_count(ns: str) -> int | None:
@@ -68,10 +73,10 @@ def collect(lab: Lab) -> dict[str, Any]:
         if node.kind == SRX and node.name not in lab.state.down_nodes:
             raw["sessions"][node.name] = _session_count(lab.ns(node.name))
         if node.kind == MX:
-            raw["selectors"][node.name] = _read(lab, node.name, MXLB_STATUS)
+            raw["selectors"][node.name] = _read(lab, node.name, MXLB_STATUS, MxlbStatus)
         if node.kind == IOS:
-            raw["hsrp"][node.name] = _read(lab, node.name, HSRP_STATUS)
-            raw["clb"][node.name] = _read(lab, node.name, IKEV2_STATUS)
+            raw["hsrp"][node.name] = _read(lab, node.name, HSRP_STATUS, HsrpStatus)
+            raw["clb"][node.name] = _read_ikev2(lab, node.name)
     return raw
 
 

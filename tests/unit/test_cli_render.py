@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 import pytest
+from statusdata import gateway_status, hsrp_group, hsrp_status, mnha_status, mxlb_health, mxlb_member, mxlb_status
 
 from lab_orchestrator.cli_ssh import common, ios, junos, rib
 from lab_orchestrator.cli_ssh.birdparse import parse_protocols, parse_routes
@@ -332,11 +333,11 @@ def test_version_and_uptime() -> None:
 
 
 # ---------------------------------------------------------------------- Junos: services
-TLB_STATUS = {"mode": "tlb", "updated_at": NOW - 0.5, "members": [
-    {"name": "srx1", "alive": True, "buckets": 32, "health": {"up": True, "last_result": "echo reply"},
-     "counters": {"trust": {"packets": 10, "bytes": 1000}, "untrust": {"packets": 5, "bytes": 500}}},
-    {"name": "srx2", "alive": False, "buckets": 0, "health": {"up": False, "last_result": "no echo reply"},
-     "counters": {"trust": {"packets": 0, "bytes": 0}}}]}
+TLB_STATUS = mxlb_status(mode="tlb", updated_at=NOW - 0.5, members=[
+    mxlb_member("srx1", alive=True, buckets=32, health=mxlb_health(True, "echo reply"),
+                counters={"trust": {"packets": 10, "bytes": 1000}, "untrust": {"packets": 5, "bytes": 500}}),
+    mxlb_member("srx2", alive=False, buckets=0, health=mxlb_health(False, "no echo reply"),
+                counters={"trust": {"packets": 0, "bytes": 0}})])
 TLB_CONFIG = {"health": {"type": "icmp"}, "selectors": [{"members": [{"name": "srx1", "loopback": "198.18.128.5"},
                                                                       {"name": "srx2", "loopback": "198.18.128.6"}]}]}
 
@@ -416,12 +417,7 @@ def test_nat_source_summary() -> None:
         "Total port number usage for port translation pool: 0\n")
 
 
-MNHA_STATUS = {"node": "srx1", "peer": "srx2", "mode": "srg1", "updated_at": NOW - 0.3,
-               "icl": {"device": "ge-0-0-4", "up": True, "peer_ip": "10.9.0.1"},
-               "heartbeat": {"interval_ms": 1000, "threshold": 3, "sent": 10, "received": 9, "errors": 0,
-                             "peer_alive": True},
-               "healthy": True, "srg0": {"role": "active"},
-               "srg1": {"role": "active", "priority": 200, "preempt": True, "peer_role": "backup"}}
+MNHA_STATUS = mnha_status(updated_at=NOW - 0.3, heartbeat={"sent": 10, "received": 9})
 
 
 def test_chassis_high_availability() -> None:
@@ -531,10 +527,9 @@ def test_ios_features_not_configured_not_running_running() -> None:
     assert ios.show_standby(ios_snapshot(), {}).text == "% HSRP is not configured\n"
     snap = ios_snapshot(features={"hsrp": [{"interface": "Ethernet0/1", "group": 1}]})
     assert "HSRP is not running" in ios.show_standby(snap, {}).text
-    group = {"interface": "Ethernet0/1", "group": 1, "version": 1, "state": "Active", "vip": "10.10.10.100",
-             "active_mac": "0000.0c07.ac01", "virtual_mac": "0000.0c07.ac01", "hello_ms": 3000, "hold_ms": 10000,
-             "preempt": False, "active": {"address": "local"}, "standby": None, "priority": 255, "name": "group1"}
-    snap = ios_snapshot(features={"hsrp": [{}]}, status={"hsrp-status.json": {"groups": [group]}})
+    group = hsrp_group(state="Active", active_mac="0000.0c07.ac01", active={"address": "local", "priority": 255},
+                       priority=255, name="group1")
+    snap = ios_snapshot(features={"hsrp": [{}]}, status={"hsrp-status.json": hsrp_status([group])})
     text = ios.show_standby(snap, {}).text
     assert text.startswith("Ethernet0/1 - Group 1\n  State is Active\n") and "Group name is \"group1\"" in text
     brief = ios.show_standby(snap, {"brief": True}).text.splitlines()
@@ -572,9 +567,10 @@ def test_chassis_high_availability_shows_srg0_monitoring_and_the_signal_route() 
 def test_ios_crypto_ipsec_sa_from_live_esp_counters() -> None:
     sa = {"interface": "Virtual-Access1", "local": "10.10.10.2", "remote": "10.10.20.6", "port": 4500,
           "remote_ident": ["172.16.2.1/32"], "local_ident": ["0.0.0.0/0"], "spi_in": "c190e458",
-          "spi_out": "5147b0d6", "transform": "esp-gcm 256", "encaps": 7, "decaps": 9, "verify_failed": 2,
+          "spi_out": "5147b0d6", "transform": "esp-gcm 256", "encaps": 7, "decaps": 9, "bytes_out": 700,
+          "bytes_in": 900, "verify_failed": 2,
           "replay_failed": 1, "malformed": 0}
-    snap = ios_snapshot(features={"ikev2": {}}, status={"ikev2-status.json": {"ipsec_sas": [sa]}})
+    snap = ios_snapshot(features={"ikev2": {}}, status={"ikev2-status.json": gateway_status(ipsec_sas=[sa])})
     lines = ios.show_crypto_ipsec_sa(snap, {}).text.splitlines()
     assert lines[0] == "interface: Virtual-Access1"
     assert "   remote ident (addr/mask/prot/port): (172.16.2.1/255.255.255.255/0/0)" in lines
@@ -585,5 +581,5 @@ def test_ios_crypto_ipsec_sa_from_live_esp_counters() -> None:
     assert "    #pkts verify failed: 2, #pkts replay failed: 1" in lines
     assert "     current outbound spi: 0x5147B0D6(1363652822)" in lines
     assert lines.count("        transform: esp-gcm 256 ,") == 2
-    running = ios_snapshot(features={"ikev2": {}}, status={"ikev2-status.json": {"sas": []}})
+    running = ios_snapshot(features={"ikev2": {}}, status={"ikev2-status.json": {"sas": []}})  # not a status
     assert "not running" in ios.show_crypto_ipsec_sa(running, {}).text

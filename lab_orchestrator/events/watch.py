@@ -18,6 +18,7 @@ from typing import Any
 from dataplane.kernel.selcounters import SelectorCounters
 from labkit.configs import SelectorConfig
 from labkit.contracts import MNHA_STATUS, MXLB_CONFIG, MXLB_STATUS
+from labkit.status import MnhaStatus, MxlbStatus, read_status
 
 from .. import kinds
 from ..plan.pipeline import LabPlan, NodePlan
@@ -166,15 +167,13 @@ class TableWatcher:
     def poll(self) -> None:
         last = {s.node: s for s in self.samples}
         for node, path in self.files.items():
-            try:
-                data = json.loads(path.read_text())
-                changes, table = int(data["changes"]), tuple(data.get("table") or ())
-                # TLB per MNHA pair: the member is the pair, and which SRX of it carries the
-                # real-service (BGP decides) is part of where a bucket's flows go
-                via = {m["name"]: "/".join(str(v) for _, v in sorted((m.get("via") or {}).items()))
-                       for m in data.get("members", [])}
-            except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            data = read_status(path, MxlbStatus)
+            if data is None:
                 continue
+            changes, table = data.changes, tuple(data.table)
+            # TLB per MNHA pair: the member is the pair, and which SRX of it carries the
+            # real-service (BGP decides) is part of where a bucket's flows go
+            via = {m.name: "/".join(str(v) for _, v in sorted(m.via.items())) for m in data.members}
             if any(via.values()):
                 table = tuple(f"{name}{movers.VIA}{via.get(name, '')}" for name in table)
             seen = last.get(node)
@@ -230,10 +229,10 @@ def expected_movers(state: LabState, plan: LabPlan, samples: list[movers.TableSa
 
 
 
-def members_pending(config: dict[str, Any], status: dict[str, Any], down: set[str]) -> list[str]:
+def members_pending(config: dict[str, Any], status: MxlbStatus, down: set[str]) -> list[str]:
     """The selector members of one MX (its mxlb config and status) that have an SRX in service but
     are not in its table yet (a TLB real-service still passing its first health checks)."""
-    table = {m["name"]: bool(m.get("alive")) and int(m.get("buckets") or 0) > 0 for m in status.get("members", [])}
+    table = {m.name: m.alive and m.buckets > 0 for m in status.members}
     pending = []
     for selector in config.get("selectors", []):
         for member in selector.get("members", []):
@@ -249,12 +248,11 @@ def out_of_selection(state: LabState, plan: LabPlan) -> set[str]:
     so they are out of the ECMP route)."""
     out = set(state.down_nodes)
     for node in {n for pair in plan.mnha for n in pair} - out:
-        try:
-            data = json.loads((Path(state.state_dir) / "nodes" / node / MNHA_STATUS).read_text())
-            if data["srg1"]["role"] != "active" or data["srg0"]["role"] == "ineligible":
-                out.add(node)
-        except (OSError, ValueError, KeyError, TypeError):
+        data = read_status(Path(state.state_dir) / "nodes" / node / MNHA_STATUS, MnhaStatus)
+        if data is None:
             continue  # not written yet (just powered on): counts as in service
+        if data.srg1.role != "active" or data.srg0.role == "ineligible":
+            out.add(node)
     return out
 
 
@@ -266,8 +264,10 @@ def selectors_pending(state: LabState, plan: LabPlan) -> list[str]:
     for node in (n.name for n in load_balancers(plan) if n.name not in state.down_nodes):
         try:
             config = json.loads((root / node / MXLB_CONFIG).read_text())
-            status = json.loads((root / node / MXLB_STATUS).read_text())
         except (OSError, ValueError):
+            continue
+        status = read_status(root / node / MXLB_STATUS, MxlbStatus)
+        if status is None:
             continue
         pending += [f"{node}:{m}" for m in members_pending(config, status, out)]
     return pending
@@ -298,10 +298,8 @@ def wait_settled(state: LabState, plan: LabPlan, timeout: float, quiet: float = 
     while time.monotonic() < deadline:
         now: list[int] = []
         for path in files:
-            try:
-                now.append(int(json.loads(path.read_text())["changes"]))
-            except (OSError, ValueError, KeyError):
-                now.append(-1)
+            status = read_status(path, MxlbStatus)
+            now.append(-1 if status is None else status.changes)
         if now != last or selectors_pending(state, plan):
             last, quiet_since = now, time.monotonic()
         elif time.monotonic() - quiet_since >= quiet:
@@ -310,7 +308,7 @@ def wait_settled(state: LabState, plan: LabPlan, timeout: float, quiet: float = 
     return time.monotonic_ns() / 1e9, False
 
 
-def mnha_unsynced(pairs: list[list[str]], statuses: dict[str, dict[str, Any] | None], down: set[str]) -> list[str]:
+def mnha_unsynced(pairs: list[list[str]], statuses: dict[str, MnhaStatus | None], down: set[str]) -> list[str]:
     """Why the MNHA pairs with both nodes in service are not in step ([] when they are), from each
     node's MNHA status (None: not written yet): each node hears its peer, neither is still
     initialising, and with SRG1 one is active and the other backup (pure)."""
@@ -324,16 +322,12 @@ def mnha_unsynced(pairs: list[list[str]], statuses: dict[str, dict[str, Any] | N
             if data is None:
                 why.append(f"{node}: no MNHA status yet")
                 continue
-            try:
-                if not data["heartbeat"]["peer_alive"]:
-                    why.append(f"{node}: does not hear its peer {data['peer']}")
-                role = data["srg1"]["role"]
-            except (KeyError, TypeError):
-                why.append(f"{node}: MNHA status unreadable")
-                continue
+            if not data.heartbeat.peer_alive:
+                why.append(f"{node}: does not hear its peer {data.peer}")
+            role = data.srg1.role
             if role in ("init", "ineligible"):
                 why.append(f"{node}: SRG1 {role}")
-            roles.append((role, data.get("mode")))
+            roles.append((role, data.mode))
         if len(roles) == 2 and roles[0][1] != "srg0" and sorted(r for r, _ in roles) != ["active", "backup"]:
             why.append(f"{'/'.join(pair)}: SRG1 roles {roles[0][0]} and {roles[1][0]} "
                        "(one active, one backup expected)")
@@ -344,12 +338,8 @@ def wait_mnha_synced(state: LabState, plan: LabPlan, timeout: float = 10.0) -> l
     """Until every MNHA pair in service is in step (`mnha_unsynced`); what was still wrong at the TIMEOUT."""
     deadline = time.monotonic() + timeout
     while True:
-        statuses: dict[str, dict[str, Any] | None] = {}
-        for node in {n for pair in plan.mnha for n in pair}:
-            try:
-                statuses[node] = json.loads((Path(state.state_dir) / "nodes" / node / MNHA_STATUS).read_text())
-            except (OSError, ValueError):
-                statuses[node] = None
+        statuses = {node: read_status(Path(state.state_dir) / "nodes" / node / MNHA_STATUS, MnhaStatus)
+                    for node in {n for pair in plan.mnha for n in pair}}
         why = mnha_unsynced([list(p) for p in plan.mnha], statuses, set(state.down_nodes))
         if not why or time.monotonic() >= deadline:
             return why

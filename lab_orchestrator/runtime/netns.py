@@ -8,7 +8,6 @@ see docs/architecture.md on carrier detection), one `nft -f` for the root guard 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import subprocess
 import time
@@ -26,6 +25,7 @@ from pyroute2.netlink.rtnl.ifinfmsg import ifinfmsg
 from labkit import birdctl, netnsutil
 from labkit.contracts import MXLB_STATUS, RESPONDER_READY
 from labkit.files import is_secret, private_dir, write_secret
+from labkit.status import MxlbStatus, read_status
 
 from ..model.diagnostics import LabError
 from ..plan.features import mnha
@@ -328,13 +328,10 @@ class NetnsBackend:
         srg1_peers = mnha.srg1_peers(plan.state_dir)
         for node in sorted({p.node for p in plan.processes if p.name == "mxlb"}):
             path = Path(plan.state_dir) / "nodes" / node / MXLB_STATUS
-            try:
-                selector = json.loads(path.read_text())
-            except (OSError, ValueError):
-                selector = None
+            selector = read_status(path, MxlbStatus)
             if selector is not None and node not in self._probe_baseline:
                 self._probe_baseline[node] = readiness.probe_counts(selector)
-                if selector.get("mode") == "tlb":
+                if selector.mode == "tlb":
                     self.progress("health", f"{node}: waiting for health checks on the reachable lab")
                 else:
                     self.progress("selector", f"{node}: waiting for every SRX in service in the selector's table")

@@ -27,29 +27,28 @@ down ROUTE_HOLD_S) and an SRX whose routes came later than the others' may still
 
 from __future__ import annotations
 
-from typing import Any
+from labkit.status import MxlbStatus
 
 FRESH_PROBES = 2  # the first count after the baseline may be a round that started before it
 
 
-def probe_counts(selector: dict[str, Any]) -> dict[str, int]:
+def probe_counts(selector: MxlbStatus) -> dict[str, int]:
     """'member/profile' -> probes the selector has heard of, from its status (TLB; {} otherwise)."""
     counts: dict[str, int] = {}
-    for member in selector.get("members", []):
-        health = member.get("health") or {}
-        for profile, values in (health.get("profiles") or {}).items():
-            counts[f"{member['name']}/{profile}"] = int(values.get("probes", 0))
+    for member in selector.members:
+        for profile, values in (member.health.profiles if member.health is not None else {}).items():
+            counts[f"{member.name}/{profile}"] = values.probes
     return counts
 
 
-def selector_pending(node: str, selector: dict[str, Any] | None, baseline: dict[str, int] | None,
+def selector_pending(node: str, selector: MxlbStatus | None, baseline: dict[str, int] | None,
                      srg1_peers: dict[str, str] | None = None) -> list[str]:
     """Why NODE's selector does not forward yet as the lab means to ([] when it does). BASELINE:
     the probe counts when the rest of the lab was ready (None: not taken yet; TLB then waits).
     SRG1_PEERS: SRX -> its peer, for the SRXs of MNHA pairs with an SRG1 (ECMP: one of the two is backup)."""
     if selector is None:
         return [f"{node}: the selector has not written its status yet"]
-    if selector.get("mode") != "tlb":
+    if selector.mode != "tlb":
         return ecmp_pending(node, selector, srg1_peers or {})
     if baseline is None:
         return [f"{node}: health checks not started on a reachable lab yet"]
@@ -58,37 +57,38 @@ def selector_pending(node: str, selector: dict[str, Any] | None, baseline: dict[
     if stale or not counts:
         return [f"{node}: waiting for fresh health checks ({', '.join(stale[:4]) or 'none reported'})"]
     pending = []
-    for member in selector.get("members", []):
-        health = member.get("health") or {}
-        if not health.get("up", False):
-            pending.append(f"{node}: real-service {member['name']} health down ({health.get('last_result', '?')})")
-        elif not member.get("buckets"):
-            pending.append(f"{node}: real-service {member['name']} not in the selector's table yet")
-        elif not member.get("via_settled", True):
-            pending.append(f"{node}: real-service {member['name']} not yet through the SRX BGP prefers")
+    for member in selector.members:
+        health = member.health
+        if health is None or not health.up:
+            result = "?" if health is None else health.last_result
+            pending.append(f"{node}: real-service {member.name} health down ({result})")
+        elif not member.buckets:
+            pending.append(f"{node}: real-service {member.name} not in the selector's table yet")
+        elif not member.via_settled:
+            pending.append(f"{node}: real-service {member.name} not yet through the SRX BGP prefers")
     return pending
 
 
-def _everywhere(sides: dict[str, bool] | None) -> bool:
-    return bool(sides) and all((sides or {}).values())
+def _everywhere(sides: dict[str, bool]) -> bool:
+    return bool(sides) and all(sides.values())
 
 
-def ecmp_pending(node: str, selector: dict[str, Any], srg1_peers: dict[str, str]) -> list[str]:
+def ecmp_pending(node: str, selector: MxlbStatus, srg1_peers: dict[str, str]) -> list[str]:
     """Why NODE's ECMP selector table does not hold every SRX in service yet (see the module)."""
     pending = []
-    if selector.get("settling"):
+    if selector.settling:
         pending.append(f"{node}: a selector table change is pending (BGP hold-down)")
-    members = {m["name"]: m for m in selector.get("members", [])}
+    members = {m.name: m for m in selector.members}
     for name, member in members.items():
-        if not _everywhere(member.get("carrier")):
+        if not _everywhere(member.carrier):
             continue  # not in service (a spare, powered off)
-        if _everywhere(member.get("routed")):
-            if not member.get("buckets"):
+        if _everywhere(member.routed):
+            if not member.buckets:
                 pending.append(f"{node}: {name} routed but not in the selector's table yet")
             continue
         peer = members.get(srg1_peers.get(name, ""))
-        if peer is None or not _everywhere(peer.get("routed")):
+        if peer is None or not _everywhere(peer.routed):
             pending.append(f"{node}: {name}: its BGP next hop not in the routes yet")
-        elif member.get("buckets"):
+        elif member.buckets:
             pending.append(f"{node}: {name} (SRG1 backup) still in the table until the route gate opens")
     return pending

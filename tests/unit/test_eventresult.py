@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from pydantic import ValidationError
+from statusdata import mnha_status, mxlb_member, mxlb_status
 
 from lab_orchestrator.events import budgets
 from lab_orchestrator.events import verdict as eventverdict
@@ -17,6 +18,7 @@ from lab_orchestrator.events import watch as eventwatch
 from lab_orchestrator.events.result import EventResult
 from lab_orchestrator.plan.trafficsetup import REVERSE_ID_OFFSET
 from labkit.contracts import MNHA_STATUS
+from labkit.status import MxlbStatus
 
 KEYS = ["event", "title", "target", "action", "flows", "rate_per_flow_pps", "resolution_ms", "affected_flows",
         "unaffected_flows", "convergence_ms", "longest_gap_ms", "packets_lost_by_unaffected_flows", "flows_moved",
@@ -171,15 +173,19 @@ def test_traffic_waits_for_selector_members_with_an_srx_in_service() -> None:
 
     config = {"selectors": [{"members": [member("MNHA_SRX1", "srx1", "srx2"), member("MNHA_SRX3", "srx3", "srx4")]},
                             {"members": [member("MNHA_SRX1", "srx1", "srx2")]}]}
-    status = {"members": [{"name": "MNHA_SRX1", "alive": True, "buckets": 3200},
-                          {"name": "MNHA_SRX3", "alive": False, "buckets": 0}]}
+    status = selector([mxlb_member("MNHA_SRX1", alive=True, buckets=3200),
+                       mxlb_member("MNHA_SRX3", alive=False, buckets=0)])
     assert eventwatch.members_pending(config, status, set()) == ["MNHA_SRX3"]
     assert eventwatch.members_pending(config, status, {"srx3"}) == ["MNHA_SRX3"], "srx4 still in service"
     assert eventwatch.members_pending(config, status, {"srx3", "srx4"}) == [], "the whole pair is down"
     chash = {"selectors": [{"members": [{"name": "srx1"}, {"name": "srx2"}]}]}
-    assert eventwatch.members_pending(chash, {"members": [{"name": "srx1", "alive": True, "buckets": 1}]},
+    assert eventwatch.members_pending(chash, selector([mxlb_member("srx1", alive=True, buckets=1)]),
                                     set()) == ["srx2"]
-    assert eventwatch.members_pending(chash, {"members": []}, {"srx1", "srx2"}) == []
+    assert eventwatch.members_pending(chash, selector([]), {"srx1", "srx2"}) == []
+
+
+def selector(members: list[dict[str, Any]]) -> MxlbStatus:
+    return MxlbStatus.model_validate(mxlb_status(members))
 
 
 def test_each_phase_prints_its_movers_against_the_tables_and_the_ideal() -> None:
@@ -198,8 +204,8 @@ def test_srg1_backups_and_powered_off_nodes_are_out_of_the_selection(tmp_path: P
     and after an event until every member in service is back)."""
     def role(node: str, srg1: str, srg0: str = "active") -> None:
         (tmp_path / "nodes" / node).mkdir(parents=True, exist_ok=True)
-        (tmp_path / "nodes" / node / MNHA_STATUS).write_text(json.dumps({"srg1": {"role": srg1},
-                                                                         "srg0": {"role": srg0}}))
+        (tmp_path / "nodes" / node / MNHA_STATUS).write_text(json.dumps(mnha_status(srg1={"role": srg1},
+                                                                                    srg0={"role": srg0})))
 
     role("srx1", "active")
     role("srx2", "backup")

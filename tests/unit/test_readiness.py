@@ -2,26 +2,32 @@
 
 from __future__ import annotations
 
-from typing import Any
+from statusdata import mxlb_health, mxlb_member, mxlb_status
 
 from lab_orchestrator.runtime import readiness
+from labkit.status import MxlbStatus
+
+
+def status(mode: str, members: list[dict[str, object]], settling: bool = False) -> MxlbStatus:
+    return MxlbStatus.model_validate(mxlb_status(members, mode=mode, settling=settling))
 
 
 def tlb(probes: int, up: bool = True, buckets: int = 100, via_settled: bool = True,
-        result: str = "ok") -> dict[str, Any]:
-    return {"mode": "tlb", "members": [
-        {"name": name, "buckets": buckets if up or name != "MNHA_SRX3" else 0,
-         "via_settled": via_settled if name == "MNHA_SRX1" else True,
-         "health": {"up": up if name == "MNHA_SRX3" else True,
-                    "last_result": result if name == "MNHA_SRX3" else "ok",
-                    "profiles": {"icmp-profile": {"probes": probes}, "tcp-profile": {"probes": probes}}}}
-        for name in ("MNHA_SRX1", "MNHA_SRX3")]}
+        result: str = "ok") -> MxlbStatus:
+    profile = {"up": True, "last_result": "ok", "probes": probes}
+    return status("tlb", [
+        mxlb_member(name, buckets=buckets if up or name != "MNHA_SRX3" else 0,
+                    via_settled=via_settled if name == "MNHA_SRX1" else True,
+                    health=mxlb_health(up if name == "MNHA_SRX3" else True,
+                                       result if name == "MNHA_SRX3" else "ok",
+                                       profiles={"icmp-profile": profile, "tcp-profile": profile}))
+        for name in ("MNHA_SRX1", "MNHA_SRX3")])
 
 
 def test_probe_counts_per_member_and_profile() -> None:
     assert readiness.probe_counts(tlb(3)) == {"MNHA_SRX1/icmp-profile": 3, "MNHA_SRX1/tcp-profile": 3,
                                                "MNHA_SRX3/icmp-profile": 3, "MNHA_SRX3/tcp-profile": 3}
-    assert readiness.probe_counts({"mode": "chash", "members": [{"name": "srx1", "health": None}]}) == {}
+    assert readiness.probe_counts(status("chash", [mxlb_member("srx1")])) == {}
 
 
 def test_no_status_yet_is_pending_whatever_the_mode() -> None:
@@ -29,12 +35,12 @@ def test_no_status_yet_is_pending_whatever_the_mode() -> None:
 
 
 def ecmp(buckets: dict[str, int], routed: set[str], carrier: set[str] | None = None,
-         settling: bool = False) -> dict[str, Any]:
+         settling: bool = False) -> MxlbStatus:
     names = ("srx1", "srx2", "srx3", "srx4")
-    return {"mode": "chash", "settling": settling, "members": [
-        {"name": n, "buckets": buckets.get(n, 0),
-         "carrier": {s: n in (carrier if carrier is not None else set(names)) for s in ("trust", "untrust")},
-         "routed": {s: n in routed for s in ("trust", "untrust")}} for n in names]}
+    return status("chash", [
+        mxlb_member(n, buckets=buckets.get(n, 0),
+                    carrier={s: n in (carrier if carrier is not None else set(names)) for s in ("trust", "untrust")},
+                    routed={s: n in routed for s in ("trust", "untrust")}) for n in names], settling)
 
 
 ALL = {"srx1", "srx2", "srx3", "srx4"}
@@ -42,7 +48,7 @@ ALL = {"srx1", "srx2", "srx3", "srx4"}
 
 def test_an_ecmp_selector_is_ready_when_its_table_holds_every_srx_in_service() -> None:
     assert readiness.selector_pending("mx1", ecmp({n: 16 for n in ALL}, ALL), {}) == []
-    assert readiness.selector_pending("mx1", {"mode": "chash", "members": []}, {}) == []
+    assert readiness.selector_pending("mx1", status("chash", []), {}) == []
 
 
 def test_an_ecmp_selector_whose_table_lags_the_routes_is_not_ready() -> None:
@@ -85,7 +91,7 @@ def test_tlb_waits_for_probes_made_after_the_baseline() -> None:
 def test_tlb_baseline_taken_before_any_report_still_needs_fresh_probes() -> None:
     assert readiness.selector_pending("mx1", tlb(1), {}) != []
     assert readiness.selector_pending("mx1", tlb(2), {}) == []
-    assert readiness.selector_pending("mx1", {"mode": "tlb", "members": []}, {}) != []
+    assert readiness.selector_pending("mx1", status("tlb", []), {}) != []
 
 
 def test_tlb_names_a_real_service_down_out_of_the_table_or_not_yet_via_bgp() -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from statusdata import mxlb_member, mxlb_status
 
 from dataplane.core.chash import SelectorTable, build_initial, plain_ecmp
 from dataplane.core.health import HealthState, ProfileHealth
@@ -23,6 +24,7 @@ from dataplane.core.selector import (
 )
 from lab_orchestrator.runtime import readiness
 from labkit.configs import Hop
+from labkit.status import MxlbStatus
 
 ORDER = ["srx1", "srx2", "srx3", "srx4"]
 BUCKETS = 64
@@ -439,8 +441,9 @@ def test_srxs_routed_after_the_gate_opened_join_the_table_late_and_lab_up_waits_
     selector = SelectorCore(ORDER, BUCKETS, "chash", {}, "proportional", members)
     selector.table = selector.initial()  # the ruleset's map: every SRX, by carrier
 
-    def status() -> dict[str, Any]:
-        return {"mode": "chash", "settling": selector.settling(), "members": selector.members_status()}
+    def status() -> MxlbStatus:
+        members = [mxlb_member(**m) for m in selector.members_status()]
+        return MxlbStatus.model_validate(mxlb_status(members, settling=selector.settling()))
 
     def settle(now: float) -> None:
         wanted = selector.desired(now)

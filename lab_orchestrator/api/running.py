@@ -144,7 +144,7 @@ class Lab:
     def ssh_logins(self) -> dict[str, str] | None:
         """Each SSH user that logs in with a password, and its password (drawn at random by `lab up` unless
         the topology set one); {} without SSH; None when the secret file is not readable here (not root)."""
-        from ..cli_ssh.config import PASSWORDS_FILE
+        from ..plan.sshconfig import PASSWORDS_FILE
 
         path = self.state_dir / PASSWORDS_FILE
         try:
@@ -256,8 +256,8 @@ class Lab:
     def cli(self, node: str, line: str, user: str | None = None) -> tuple[str, int]:
         """One command line on a node's Junos-like / IOS-like CLI, run here by the SSH CLI's own code
         (`lab show`): its output and status (0 ok, 1 the CLI reported an error)."""
-        from ..cli_ssh import config as sshconfig
         from ..cli_ssh.session import Session as CliSession
+        from ..plan import sshconfig
 
         path = self.state_dir / "ssh" / "sshd.json"
         if not path.exists():

@@ -20,7 +20,7 @@ def main(argv: list[str]) -> int:
     from .listeners import Listeners, leave_node_namespace
 
     leave_node_namespace()  # first, before any thread exists: threads inherit the namespace
-    from .config import load
+    from ..plan.sshconfig import load
 
     config = load(argv[1])
     from pathlib import Path

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .config import Node, ServerConfig, User
+from ..plan.sshconfig import Node, ServerConfig, User
 from .pipes import Output
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

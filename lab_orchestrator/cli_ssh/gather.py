@@ -17,8 +17,8 @@ from typing import Any
 
 from labkit import birdctl, contracts, netnsutil
 
+from ..plan.sshconfig import Node, ServerConfig
 from . import birdparse, netlink
-from .config import Node, ServerConfig
 from .state import FlowSession, Instance, Neighbor
 
 # Status files other features write into nodes/NODE/ (docs/ssh-cli.md lists them).

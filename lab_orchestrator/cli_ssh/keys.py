@@ -14,7 +14,7 @@ from pathlib import Path
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from .config import ServerConfig
+from ..plan.sshconfig import ServerConfig
 
 
 def ensure_key(path: str | Path, comment: str = "") -> str:

@@ -24,7 +24,7 @@ from typing import Any
 
 from labkit import netnsutil
 
-from .config import Node, ServerConfig
+from ..plan.sshconfig import Node, ServerConfig
 
 log = logging.getLogger("lab.sshd")
 SIOCGIFFLAGS = 0x8913

@@ -12,7 +12,7 @@ import datetime
 from dataclasses import dataclass, field
 from ipaddress import IPv4Address, IPv4Network
 
-from .config import Node
+from ..plan.sshconfig import Node
 from .state import BirdRoute, Instance, KernelRoute, NextHop
 
 MAIN, LOCAL = 254, 255

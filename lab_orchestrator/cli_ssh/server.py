@@ -31,8 +31,8 @@ from pathlib import Path
 
 import paramiko
 
+from ..plan.sshconfig import ServerConfig, User, check_password, read_passwords
 from . import keys
-from .config import ServerConfig, User, check_password, read_passwords
 from .listeners import Listeners, NodeListener
 from .session import Session
 from .shell import Event, LineEditor

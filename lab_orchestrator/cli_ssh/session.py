@@ -12,8 +12,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ..plan.sshconfig import Node, ServerConfig, User
 from . import actions, commands, gather, pipes
-from .config import Node, ServerConfig, User
 from .parser import Grammar, ParseError, Pipe, tokenize
 from .pipes import Output
 from .shell import MAX_LINE

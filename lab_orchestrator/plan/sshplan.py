@@ -18,10 +18,10 @@ from __future__ import annotations
 import json
 
 from .. import kinds
-from ..cli_ssh.config import PASSWORDS_FILE, VENDORS, Bird, Instance, Node, Peer, Port, ServerConfig, User
 from ..model.schema import Ssh, SshUser, Topology
 from .features import mxlb
 from .plantypes import LabPlan, NodePlan, Process
+from .sshconfig import PASSWORDS_FILE, VENDORS, Bird, Instance, Node, Peer, Port, ServerConfig, User
 
 PROCESS_NODE = "_lab"  # not a node name (names start with a letter): the process serves every node
 PROCESS_NAME = "sshd"

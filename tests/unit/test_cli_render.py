@@ -11,10 +11,10 @@ from statusdata import gateway_status, hsrp_group, hsrp_status, mnha_status, mxl
 
 from lab_orchestrator.cli_ssh import common, ios, junos, rib
 from lab_orchestrator.cli_ssh.birdparse import parse_protocols, parse_routes
-from lab_orchestrator.cli_ssh.config import Bird, Instance, Node, Peer, Port
 from lab_orchestrator.cli_ssh.gather import Snapshot, parse_conntrack
 from lab_orchestrator.cli_ssh.state import Address, BgpProtocol, BirdRoute, KernelRoute, Link, NextHop
 from lab_orchestrator.cli_ssh.state import Instance as LiveInstance
+from lab_orchestrator.plan.sshconfig import Bird, Instance, Node, Peer, Port
 
 NOW = datetime.datetime(2026, 11, 30, 10, 5, 0).timestamp()
 UPTIME = 10000.0  # seconds since boot at NOW; addresses below were made at boot + 9700 s (5 min ago)

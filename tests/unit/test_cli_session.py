@@ -8,8 +8,8 @@ import pytest
 from test_cli_render import ios_snapshot, mx_snapshot
 
 from lab_orchestrator.cli_ssh import gather, session
-from lab_orchestrator.cli_ssh.config import ServerConfig, User
 from lab_orchestrator.cli_ssh.pipes import Output
+from lab_orchestrator.plan.sshconfig import ServerConfig, User
 
 ADMIN = User("admin", "", (), "super-user")
 VIEWER = User("viewer", "", (), "read-only")

@@ -10,12 +10,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from lab_orchestrator.cli_ssh import config as sshconfig
 from lab_orchestrator.cli_ssh import keys
 from lab_orchestrator.model.schema import Topology
 from lab_orchestrator.model.validate import load_topology
 from lab_orchestrator.plan import pipeline as planmod
-from lab_orchestrator.plan import sshplan
+from lab_orchestrator.plan import sshconfig, sshplan
 from lab_orchestrator.runtime import credentials
 
 REPO = Path(__file__).resolve().parents[2]

@@ -12,9 +12,9 @@ import yaml
 
 from lab_orchestrator.api import topology as apitopology
 from lab_orchestrator.api.running import Lab as RunningLab
-from lab_orchestrator.cli_ssh import config as sshconfig
 from lab_orchestrator.model.validate import load_topology
 from lab_orchestrator.plan import pipeline as planmod
+from lab_orchestrator.plan import sshconfig
 from lab_orchestrator.plan.features import flexvpn
 from lab_orchestrator.runtime import credentials
 from lab_orchestrator.runtime.netns import NetnsBackend

@@ -307,7 +307,7 @@ def show_running_config(snap: Snapshot, args: Args) -> Output:
 # ---------------------------------------------------------------------- features (HSRP, FlexVPN)
 # dataplane.daemons.flexvpnd writes nodes/NODE/hsrp-status.json and ikev2-status.json; dataplane.core.hsrp,
 # dataplane.core.clb and dataplane.ikev2.gateway turn them into IOS text (the same functions
-# `lab_orchestrator.plan.features.flexvpn show` uses).
+# `lab_orchestrator.cli_ssh.flexshow` uses).
 def _not_there(configured: bool, what: str) -> Output:
     if not configured:
         return error(f"{what} is not configured")

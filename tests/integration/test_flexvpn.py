@@ -32,6 +32,7 @@ from labtools import STATE_ROOT, LabOwner, copy_lab, explain, run_lab
 
 from dataplane.ikev2 import swan
 from lab_orchestrator import api
+from lab_orchestrator.cli_ssh import flexshow
 from lab_orchestrator.plan.features import flexvpn
 from labkit.files import read_secret
 
@@ -70,18 +71,20 @@ class Lab:
         return result
 
     def hsrp(self, node: str) -> dict[str, Any]:
-        status = flexvpn.read_status(self.state_dir, node, flexvpn.HSRP_STATUS)
+        """NODE's first HSRP group, read as the daemon's model (labkit.flexstatus.HsrpStatus)."""
+        status = flexshow.hsrp_status(self.state_dir, node)
         assert status is not None, f"no HSRP status for {node}"
-        group: dict[str, Any] = status["groups"][0]
+        group: dict[str, Any] = status.to_dict()["groups"][0]
         return group
 
     def ike(self, node: str) -> dict[str, Any]:
-        status = flexvpn.read_status(self.state_dir, node, flexvpn.IKEV2_STATUS)
+        """NODE's IKEv2 status, read as the daemon's model (labkit.flexstatus)."""
+        status = flexshow.ikev2_status(self.state_dir, node)
         assert status is not None, f"no IKEv2 status for {node}"
-        return status
+        return status.to_dict()
 
     def show(self, node: str, command: str) -> str:
-        return flexvpn.show(self.state_dir, node, command)
+        return flexshow.show(self.state_dir, node, command)
 
     @property
     def psk_file(self) -> str:
@@ -450,14 +453,15 @@ def test_flexvpnd_killed_on_the_active_router_comes_back_active(shipped: Lab) ->
     """kill -9 of the Active router's daemon: the supervisor restarts it within a second, it resumes
     Active with its VIP (a hello at once), so the Standby never takes over and the cluster re-forms."""
     elected(shipped, 45)
-    old_pid = flexvpn.read_status(shipped.state_dir, "router1", flexvpn.HSRP_STATUS)["pid"]  # type: ignore[index]
+    old = flexshow.hsrp_status(shipped.state_dir, "router1")
+    assert old is not None
     standby_changes = shipped.hsrp("router2")["changes"]
     result = run_lab("fail", "--lab", shipped.name, "router1", "daemon-crash", "--daemon", "flexvpn")
     assert result.returncode == 0, explain(result)
     seconds = float(re.search(r"running again after ([0-9.]+) s", result.stdout).group(1))  # type: ignore[union-attr]
     assert seconds < 2.0
-    back = wait_for(lambda: (flexvpn.read_status(shipped.state_dir, "router1", flexvpn.HSRP_STATUS) or {})
-                    .get("pid") not in (None, old_pid) and time.time(), 5, "router1's daemon back")
+    back = wait_for(lambda: (s := flexshow.hsrp_status(shipped.state_dir, "router1")) is not None
+                    and s.pid != old.pid and time.time(), 5, "router1's daemon back")
     assert shipped.hsrp("router1")["state"] == "Active"
     # router2 heard router1's resumed hello: its Active timer runs from the restart, not the crash
     wait_for(lambda: shipped.hsrp("router2")["active"]["expires_at"] > back + 9.0, 3, "router2 hears router1")

@@ -141,12 +141,8 @@ LAYERS = (
     "lab_orchestrator.api", "lab_orchestrator.report", "lab_orchestrator.live", "lab_orchestrator.cli",
 )
 TOP_PACKAGES = ("lab_orchestrator", "dataplane")  # their __init__ only (the version, a docstring)
-# Upward imports still to remove (a ratchet: drop an entry once its import is gone). The SSH server's
-# configuration model is built by the planner; the FlexVPN planner's `show` reads a running lab.
-UPWARD_ALLOWED = {
-    ("lab_orchestrator.plan.sshplan", "lab_orchestrator.cli_ssh.config"),
-    ("lab_orchestrator.plan.features.flexvpn", "lab_orchestrator.runtime.state"),
-}
+# Upward imports still to remove (a ratchet: drop an entry once its import is gone): none left.
+UPWARD_ALLOWED: set[tuple[str, str]] = set()
 
 
 def layer_of(module: str) -> int | None:

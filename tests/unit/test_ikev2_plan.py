@@ -7,6 +7,9 @@ import json
 import time
 from pathlib import Path
 
+from statusdata import clb_status, gateway_status, hsrp_group, hsrp_status
+
+from lab_orchestrator.cli_ssh import flexshow
 from lab_orchestrator.model.validate import load_topology
 from lab_orchestrator.plan import pipeline as planmod
 from lab_orchestrator.plan.features import flexvpn
@@ -98,14 +101,13 @@ def test_show_reads_the_status_files(tmp_path: Path) -> None:
     node = tmp_path / "nodes" / "router3"
     node.mkdir(parents=True)
     now = time.time()
-    (node / flexvpn.HSRP_STATUS).write_text(json.dumps({"groups": [{
-        "interface": "Ethernet0/1", "group": 1, "state": "Listen", "vip": "10.10.10.100",
-        "virtual_mac": "0000.0c07.ac01", "active_mac": "0000.0c07.ac01", "version": 1, "hello_ms": 3000,
-        "hold_ms": 10000, "preempt": False, "active": {"address": "10.10.10.1", "priority": 255, "expires_at": now + 9},
-        "standby": {"address": "10.10.10.2", "priority": 200, "expires_at": now + 8}, "priority": 100,
-        "name": "group1"}]}))
-    (node / flexvpn.IKEV2_STATUS).write_text(json.dumps({"cluster": {"role": "none", "shutdown": True}, "sas": []}))
-    text = flexvpn.show(tmp_path, "router3", "show standby", now)
+    group = hsrp_group(state="Listen", active_mac="0000.0c07.ac01", name="group1",
+                       active={"address": "10.10.10.1", "priority": 255, "expires_at": now + 9},
+                       standby={"address": "10.10.10.2", "priority": 200, "expires_at": now + 8})
+    (node / flexvpn.HSRP_STATUS).write_text(json.dumps(hsrp_status([group])))
+    shut = clb_status(role="none", shutdown=True)
+    (node / flexvpn.IKEV2_STATUS).write_text(json.dumps(gateway_status(cluster=shut)))
+    text = flexshow.show(tmp_path, "router3", "show standby", now)
     assert "  Active router is 10.10.10.1, priority 255 (expires in 9.000 sec)" in text
-    assert flexvpn.show(tmp_path, "router3", "show crypto ikev2 cluster", now) == "Cluster is shutdown\n"
-    assert "IPv4 Crypto IKEv2  SA" in flexvpn.show(tmp_path, "router3", "show crypto ikev2 sa", now)
+    assert flexshow.show(tmp_path, "router3", "show crypto ikev2 cluster", now) == "Cluster is shutdown\n"
+    assert "IPv4 Crypto IKEv2  SA" in flexshow.show(tmp_path, "router3", "show crypto ikev2 sa", now)

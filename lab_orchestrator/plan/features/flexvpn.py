@@ -3,9 +3,9 @@
 Pure, like the rest of plan.build. Every ios-router with an HSRP group (`interfaces.X.standby`), an
 `ikev2_cluster` or `ikev2` gets one daemon, `python -m dataplane.daemons.flexvpnd nodes/NODE/flexvpn.json`,
 that runs all three in one process (one event loop; ~20 MB instead of three interpreters). The
-daemon writes `nodes/NODE/hsrp-status.json` and `nodes/NODE/ikev2-status.json`, which
-`python -m lab_orchestrator.plan.features.flexvpn show` (and the SSH CLI) turn into `show standby`,
-`show crypto ikev2 cluster` and `show crypto ikev2 sa`.
+daemon writes `nodes/NODE/hsrp-status.json` and `nodes/NODE/ikev2-status.json`, which the SSH CLI
+and `python -m lab_orchestrator.cli_ssh.flexshow` turn into `show standby`, `show crypto ikev2 cluster`
+and `show crypto ikev2 sa`.
 
 Kernel side: the HSRP virtual IP is a macvlan with the virtual MAC that the daemon creates; for the
 ARP reply to carry that MAC the router's namespace gets `arp_ignore=1` / `arp_announce=2`.
@@ -14,12 +14,8 @@ ARP reply to carry that MAC the router's namespace gets `arp_ignore=1` / `arp_an
 from __future__ import annotations
 
 import json
-import sys
-import time
 from dataclasses import replace
 from ipaddress import IPv4Interface
-from pathlib import Path
-from typing import Any
 
 from labkit.configs import ClusterConfig, FlexclientConfig, FlexvpnConfig, HsrpGroupConfig, Ikev2GatewayConfig
 from labkit.contracts import HSRP_STATUS, IKEV2_STATUS
@@ -146,58 +142,3 @@ def _plan_client(spec: Node, plan: LabPlan, node: NodePlan, python: str,
     node.files.append(name)
     plan.processes.append(Process(node.name, node.master_ns, CLIENT_PROCESS_NAME,
                                   (python, "-m", "dataplane.daemons.flexclientd", f"{plan.state_dir}/{name}")))
-
-
-# ------------------------------------------------------------------------------------------ show
-def read_status(state_dir: str | Path, node: str, name: str) -> dict[str, Any] | None:
-    try:
-        data: dict[str, Any] = json.loads((Path(state_dir) / "nodes" / node / name).read_text())
-    except (OSError, ValueError):
-        return None
-    return data
-
-
-def show(state_dir: str | Path, node: str, command: str, now: float | None = None) -> str:
-    """IOS `show` output of a running FlexVPN router, from its daemon's status files."""
-    from dataplane.core import clb, hsrp
-
-    now = time.time() if now is None else now
-    words = command.split()
-    if words[:2] == ["show", "standby"] or words == ["standby"]:
-        status = read_status(state_dir, node, HSRP_STATUS)
-        if not status or not status.get("groups"):
-            return ""
-        return hsrp.show_standby(status["groups"], now)
-    if words[-3:] == ["crypto", "ikev2", "cluster"] or words[-2:] == ["ikev2", "cluster"]:
-        status = read_status(state_dir, node, IKEV2_STATUS)
-        return clb.show_cluster((status or {}).get("cluster"), now)
-    if words[-3:] == ["crypto", "ikev2", "sa"] or words[-2:] == ["ikev2", "sa"]:
-        status = read_status(state_dir, node, IKEV2_STATUS)
-        from dataplane.ikev2.showsa import show_sa
-
-        return show_sa((status or {}).get("sas", []))
-    if words[-2:] == ["crypto", "session"]:
-        from dataplane.core.flexclient import show_session
-
-        return show_session(read_status(state_dir, node, IKEV2_STATUS))
-    raise ValueError(f"unknown command '{command}' (show standby | show crypto ikev2 cluster | "
-                     f"show crypto ikev2 sa | show crypto session)")
-
-
-def main(argv: list[str]) -> int:
-    """`python -m lab_orchestrator.plan.features.flexvpn show LAB NODE standby|crypto ikev2 cluster|crypto ikev2 sa`."""
-    if len(argv) < 5 or argv[1] != "show":
-        print(main.__doc__, file=sys.stderr)
-        return 2
-    from ...runtime.state import state_dir
-
-    try:
-        print(show(state_dir(argv[2]), argv[3], "show " + " ".join(argv[4:])), end="")
-    except ValueError as exc:
-        print(exc, file=sys.stderr)
-        return 2
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv))

@@ -28,6 +28,7 @@ import os
 import platform
 import random
 import re
+import secrets
 import selectors
 import signal
 import socket
@@ -249,11 +250,12 @@ def with_ours(direction: str, profile: str, seconds: float) -> dict[str, float]:
 
 
 def with_strongswan(direction: str, profile: str, seconds: float, folder: Path) -> dict[str, float]:
-    gw = swan.responder(NS["b"], folder / "b", B_A, esp="aes256gcm16", pool=POOL, log_level=1)
+    key = secrets.token_urlsafe(24)  # drawn for this run, as `lab up` draws a lab's
+    gw = swan.responder(NS["b"], folder / "b", B_A, key, esp="aes256gcm16", pool=POOL, log_level=1)
     # The north subnet as the remote selector: it holds an address of the gateway, which kernel-libipsec
     # needs as the source of the route it installs for the client's virtual IP (with C/32 alone it
     # fails: "unable to install IPsec policies (SPD)").
-    client = swan.initiator(NS["a"], folder / "a", B_A, A, "client", esp="aes256gcm16", remote_ts=NORTH,
+    client = swan.initiator(NS["a"], folder / "a", B_A, A, "client", key, esp="aes256gcm16", remote_ts=NORTH,
                             install_routes=True)
     try:
         gw.start()

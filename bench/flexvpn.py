@@ -45,6 +45,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from labkit.contracts import HSRP_STATUS, IKEV2_STATUS  # noqa: E402
+from labkit.files import read_secret  # noqa: E402
 
 STATE_ROOT = Path(os.environ.get("LAB_STATE_ROOT", "/run/lab"))
 DOC = ROOT / "docs" / "benchmarks-flexvpn.md"
@@ -255,7 +256,9 @@ def bench_setups(tmp: Path, count: int, rounds: int) -> dict[str, Any]:
     with running("flexb2", edit, tmp) as name:
         elected(name, 30)
         ours_pid = int(status(name, "router3", IKEV2_STATUS)["pid"])
-        peer = swan.responder(f"{name}-wan", tmp / "swan-responder", "10.10.20.1", pool="172.31.0.0/16")
+        # the same key as the lab's gateways: client_run's clients use the lab's key for both
+        peer = swan.responder(f"{name}-wan", tmp / "swan-responder", "10.10.20.1", read_secret(psk_file(name), "psk"),
+                              pool="172.31.0.0/16")
         peer.start()
         try:
             assert peer.process is not None

@@ -122,7 +122,7 @@ def legit_redirects(target: str, bind: str, count: int, window: int) -> dict[str
 
     def launch() -> None:
         nonlocal started
-        ini = Initiator(ClientConfig(target), target, local, None)
+        ini = Initiator(ClientConfig(target, psk=None), target, local, None)  # IKE_SA_INIT only: no key used
         data = ini.start()
         pending[ini.spi_i] = (ini, data, time.monotonic())
         sock.sendto(data, (target, 500))

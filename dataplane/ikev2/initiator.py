@@ -22,7 +22,7 @@ DEFAULT_ESP = crypto.Suite(iana.ENCR_AES_CBC, 256, None, iana.AUTH_HMAC_SHA2_256
 class ClientConfig:
     gateway: str
     identity: str = "client"
-    psk: bytes | None = b"cisco123"
+    psk: bytes | None = field(kw_only=True)  # the pre-shared key (None: certificate authentication)
     port: int = 500
     redirect_supported: bool = True
     max_redirects: int = 5

@@ -128,11 +128,12 @@ def strongswan_conf(folder: Path, port: int = 500, extra: str = "", log_level: i
 """
 
 
-def initiator(ns: str, folder: Path, gateway: str, local: str, identity: str, psk: str | None = "cisco123",
+def initiator(ns: str, folder: Path, gateway: str, local: str, identity: str, psk: str | None,
               cert: tuple[bytes, bytes, bytes] | None = None, proposal: str = "aes256-sha256-ecp256",
               esp: str = "aes256-sha256", vip: bool = True, remote_ts: str = "0.0.0.0/0",
               install_routes: bool = False, child_rekey_s: int = 0) -> Peer:
-    """A strongSwan road warrior towards GATEWAY: PSK, or CERT = (CA PEM, certificate PEM, key PEM).
+    """A strongSwan road warrior towards GATEWAY: the pre-shared key PSK (a lab's: its drawn key), or
+    PSK None and CERT = (CA PEM, certificate PEM, key PEM).
     With INSTALL_ROUTES, charon routes REMOTE_TS into kernel-libipsec's TUN device (from the virtual
     address), so traffic to it crosses the tunnel. CHILD_REKEY_S: rekey the CHILD_SA that often (0: never)."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -179,10 +180,10 @@ def initiator(ns: str, folder: Path, gateway: str, local: str, identity: str, ps
     return Peer(ns, folder)
 
 
-def responder(ns: str, folder: Path, local: str, psk: str = "cisco123", proposal: str = "aes256-sha256-ecp256",
+def responder(ns: str, folder: Path, local: str, psk: str, proposal: str = "aes256-sha256-ecp256",
               esp: str = "aes256-sha256", pool: str | None = None, log_level: int = 0,
               install_routes: bool = False) -> Peer:
-    """A strongSwan responder (the benchmark's reference): PSK, any client, optional address pool;
+    """A strongSwan responder (the benchmark's reference): the pre-shared key PSK, any client, optional address pool;
     quiet by default (log level 0: one line per IKE SA, like the gateway daemon)."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "strongswan.conf").write_text(strongswan_conf(folder, log_level=log_level,

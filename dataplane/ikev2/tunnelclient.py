@@ -72,13 +72,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--route", action="append", default=[], help="a prefix routed into the tunnels (repeat)")
     parser.add_argument("--count", type=int, default=1)
     parser.add_argument("--identity", default="client")
-    parser.add_argument("--psk", default="cisco123")
+    parser.add_argument("--psk", help="the pre-shared key")
+    parser.add_argument("--psk-file", help="a lab's pre-shared key file (STATE_DIR/nodes/ROUTER/psk.secret.json)")
     parser.add_argument("--ike", default="aes256-sha256-ecp256")
     parser.add_argument("--esp", default="aes256gcm16", help="aes256gcm16, aes128gcm16, aes256-sha256, ...")
     parser.add_argument("--device", default="ike0")
     parser.add_argument("--seconds", type=float, help="stop after this long (default: until a signal)")
     parser.add_argument("--deadline", type=float, default=60.0)
     args = parser.parse_args(argv)
+    if args.psk_file:
+        from labkit.files import read_secret
+
+        try:
+            args.psk = read_secret(args.psk_file, "psk")
+        except ValueError as exc:
+            parser.error(str(exc))
+    if not args.psk:
+        parser.error("give the pre-shared key: --psk KEY or --psk-file STATE_DIR/nodes/ROUTER/psk.secret.json")
     configs = [(f"c{i + 1}", ClientConfig(gateway=args.gateway, identity=args.identity, psk=args.psk.encode(),
                                           port=4500, ike=parse_suite(args.ike, False), esp=parse_suite(args.esp, True)))
                for i in range(args.count)]

@@ -14,15 +14,17 @@ from dataplane.ikev2.gateway import Gateway, GatewayConfig
 from dataplane.ikev2.sa import IkeSa
 from dataplane.ikev2.service import tunnel_of
 
+PSK = b"lab-unit-test-key"  # the pre-shared key of the gateways and clients below
+
 CLIENT, MEMBER = ("10.10.20.6", 4500), ("10.10.10.3", 4500)
 ESP = parse_suite("aes256gcm16", True)
 EVERYTHING = (codec.TrafficSelector("0.0.0.0", "255.255.255.255"),)
 
 
 def established() -> tuple[Gateway, Initiator, IkeSa]:
-    gw = Gateway(GatewayConfig(identities=[MEMBER[0]], psk=b"cisco123", redirect="none", pool_first="172.16.3.1",
+    gw = Gateway(GatewayConfig(identities=[MEMBER[0]], psk=PSK, redirect="none", pool_first="172.16.3.1",
                                pool_last="172.16.3.254"))
-    ini = Initiator(ClientConfig(MEMBER[0], port=4500, esp=ESP), MEMBER[0], CLIENT, None)
+    ini = Initiator(ClientConfig(MEMBER[0], port=4500, esp=ESP, psk=PSK), MEMBER[0], CLIENT, None)
     data = ini.start()
     for _ in range(4):
         kind, value = ini.receive(gw.handle(data, CLIENT, MEMBER)[0].data)

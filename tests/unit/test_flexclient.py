@@ -19,6 +19,8 @@ from lab_orchestrator.plan import pipeline as planmod
 from lab_orchestrator.plan.features import flexvpn
 from labkit.configs import FlexclientConfig
 
+PSK = b"lab-unit-test-key"  # the pre-shared key of the gateways and clients below
+
 REPO = Path(__file__).resolve().parents[2]
 BRANCH = REPO / "labs/flexvpn-branch.yml"
 
@@ -171,9 +173,9 @@ class _Sent:
 
 
 def _established(tmp_path: Path) -> tuple[Client, _Sent, Gateway]:
-    gw = Gateway(GatewayConfig(identities=["10.10.10.3"], psk=b"cisco123", redirect="none",
+    gw = Gateway(GatewayConfig(identities=["10.10.10.3"], psk=PSK, redirect="none",
                                pool_first="172.16.3.1", pool_last="172.16.3.254"))
-    ini = Initiator(ClientConfig("10.10.10.3", port=4500), "10.10.10.3", ("10.10.20.11", 4500), "10.10.10.100")
+    ini = Initiator(ClientConfig("10.10.10.3", port=4500, psk=PSK), "10.10.10.3", ("10.10.20.11", 4500), "10.10.10.100")
     data = ini.start()
     for _ in range(4):
         kind, value = ini.receive(gw.handle(data, ("10.10.20.11", 4500), ("10.10.10.3", 4500))[0].data)

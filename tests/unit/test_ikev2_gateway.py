@@ -15,12 +15,14 @@ from dataplane.ikev2 import client, codec, crypto, gateway, iana, redirect_notif
 from dataplane.ikev2.client import ClientConfig, Initiator
 from dataplane.ikev2.gateway import Gateway, GatewayConfig
 
+PSK = b"lab-unit-test-key"  # the pre-shared key of the gateways and clients below
+
 CLIENT = ("10.10.20.6", 500)
 VIP, MEMBER = "10.10.10.100", "10.10.10.3"
 
 
 def make_gateway(redirect: str = "init", target: str | None = None, **config: object) -> Gateway:
-    cfg = GatewayConfig(**{"identities": [MEMBER, VIP], "psk": b"cisco123", "redirect": redirect,  # type: ignore[arg-type]
+    cfg = GatewayConfig(**{"identities": [MEMBER, VIP], "psk": PSK, "redirect": redirect,  # type: ignore[arg-type]
                            "pool_first": "172.16.3.1", "pool_last": "172.16.3.254", **config})
     return Gateway(cfg, redirect=(lambda local, peer, exchange: target if local == VIP else None))
 
@@ -48,7 +50,7 @@ SUITES = [client.parse_suite(f"{e}-{h}-{g}", False) for e, h, g in itertools.pro
 def test_psk_every_suite_establishes_with_address_and_child(suite: crypto.Suite) -> None:
     gw = make_gateway()
     esp = client.parse_suite("aes128gcm16" if suite.aead else "aes256-sha384", True)
-    ini = Initiator(ClientConfig(MEMBER, ike=suite, esp=esp), MEMBER, CLIENT, None)
+    ini = Initiator(ClientConfig(MEMBER, ike=suite, esp=esp, psk=PSK), MEMBER, CLIENT, None)
     assert exchange(gw, ini, MEMBER) == ("established", None)
     assert ini.address == "172.16.3.1"
     sa = next(iter(gw.sas.values()))
@@ -123,7 +125,7 @@ def test_rsa_method_1_sha1_is_verified() -> None:
 # ------------------------------------------------------------------------------------------ redirect
 def test_redirect_in_ike_sa_init_carries_the_initiator_nonce_and_no_state() -> None:
     gw = make_gateway(target=MEMBER)
-    ini = Initiator(ClientConfig(VIP), VIP, CLIENT, None)
+    ini = Initiator(ClientConfig(VIP, psk=PSK), VIP, CLIENT, None)
     reply = gw.handle(ini.start(), CLIENT, (VIP, 500))[0]
     message = codec.decode(reply.data)
     assert message.summary() == "NOTIFY(REDIRECT)"
@@ -136,19 +138,19 @@ def test_redirect_in_ike_sa_init_carries_the_initiator_nonce_and_no_state() -> N
 
 def test_no_redirect_without_redirect_supported() -> None:
     gw = make_gateway(target=MEMBER)
-    ini = Initiator(ClientConfig(VIP, redirect_supported=False), VIP, CLIENT, None)
+    ini = Initiator(ClientConfig(VIP, redirect_supported=False, psk=PSK), VIP, CLIENT, None)
     assert exchange(gw, ini, VIP) == ("established", None)
     assert gw.counters["redirects_init"] == 0 and gw.counters["no_redirect_support"] == 1
 
 
 def test_redirected_client_sends_redirected_from_and_is_counted() -> None:
     member = make_gateway()
-    ini = Initiator(ClientConfig(MEMBER), MEMBER, CLIENT, redirected_from=VIP)
+    ini = Initiator(ClientConfig(MEMBER, psk=PSK), MEMBER, CLIENT, redirected_from=VIP)
     first = codec.decode(ini.start())
     notify = first.notify(iana.REDIRECTED_FROM)
     assert notify is not None and notify.data == bytes.fromhex("01040A0A0A64")
     assert first.notify(iana.REDIRECT_SUPPORTED) is None
-    ini = Initiator(ClientConfig(MEMBER), MEMBER, CLIENT, redirected_from=VIP)
+    ini = Initiator(ClientConfig(MEMBER, psk=PSK), MEMBER, CLIENT, redirected_from=VIP)
     assert exchange(member, ini, MEMBER) == ("established", None)
     assert member.counts()["arrivals"] == 1
     assert next(iter(member.sas.values())).redirected_from == VIP
@@ -156,7 +158,7 @@ def test_redirected_client_sends_redirected_from_and_is_counted() -> None:
 
 def test_redirect_in_ike_auth_after_mutual_authentication() -> None:
     gw = make_gateway(redirect="auth", target=MEMBER)
-    ini = Initiator(ClientConfig(VIP), VIP, CLIENT, None)
+    ini = Initiator(ClientConfig(VIP, psk=PSK), VIP, CLIENT, None)
     kind, value = exchange(gw, ini, VIP)
     assert (kind, value) == ("redirect", MEMBER)
     sa = next(iter(gw.sas.values()))
@@ -171,13 +173,13 @@ def test_redirect_in_ike_auth_after_mutual_authentication() -> None:
 
 def test_auth_mode_does_not_redirect_in_ike_sa_init() -> None:
     gw = make_gateway(redirect="auth", target=MEMBER)
-    ini = Initiator(ClientConfig(VIP), VIP, CLIENT, None)
+    ini = Initiator(ClientConfig(VIP, psk=PSK), VIP, CLIENT, None)
     reply = gw.handle(ini.start(), CLIENT, (VIP, 500))[0]
     assert codec.decode(reply.data).notify(iana.REDIRECT) is None
 
 
 def test_client_ignores_a_redirect_with_a_wrong_nonce() -> None:
-    ini = Initiator(ClientConfig(VIP), VIP, CLIENT, None)
+    ini = Initiator(ClientConfig(VIP, psk=PSK), VIP, CLIENT, None)
     request = codec.decode(ini.start())
     forged_header = codec.Header(request.header.spi_i, bytes(8), 0, iana.IKE_SA_INIT, iana.FLAG_RESPONSE, 0)
     forged = codec.encode(forged_header, [codec.NotifyPayload(
@@ -191,7 +193,7 @@ def test_client_ignores_a_redirect_with_a_wrong_nonce() -> None:
 
 
 def test_client_ignores_answers_for_other_spis() -> None:
-    ini = Initiator(ClientConfig(VIP), VIP, CLIENT, None)
+    ini = Initiator(ClientConfig(VIP, psk=PSK), VIP, CLIENT, None)
     ini.start()
     other = codec.encode(codec.Header(b"\x01" * 8, bytes(8), 0, iana.IKE_SA_INIT, iana.FLAG_RESPONSE, 0),
                          [codec.NotifyPayload(iana.REDIRECT, redirect_notify.encode_redirect(MEMBER, ini.nonce_i))])
@@ -230,14 +232,14 @@ def run_client(gateways: dict[str, Gateway], config: ClientConfig) -> client.Res
 
 
 def test_runner_follows_redirect_to_the_member() -> None:
-    result = run_client({VIP: make_gateway(target=MEMBER), MEMBER: make_gateway()}, ClientConfig(VIP))
+    result = run_client({VIP: make_gateway(target=MEMBER), MEMBER: make_gateway()}, ClientConfig(VIP, psk=PSK))
     assert result.ok and result.gateway == MEMBER and result.path == [VIP, MEMBER] and result.redirects == 1
 
 
 def test_redirect_loop_stops_at_max_redirects() -> None:
-    looping = Gateway(GatewayConfig([VIP], b"cisco123"), redirect=lambda local, peer, ex: VIP)
+    looping = Gateway(GatewayConfig([VIP], PSK), redirect=lambda local, peer, ex: VIP)
     for limit in (1, 3, 5):
-        result = run_client({VIP: looping}, ClientConfig(VIP, max_redirects=limit))
+        result = run_client({VIP: looping}, ClientConfig(VIP, max_redirects=limit, psk=PSK))
         assert not result.ok and "redirect loop" in str(result.error)
         assert result.redirects == limit + 1 and len(result.path) == limit + 1
 
@@ -245,7 +247,7 @@ def test_redirect_loop_stops_at_max_redirects() -> None:
 # ------------------------------------------------------------------------------------------ details
 def test_invalid_ke_then_the_requested_group() -> None:
     gw = make_gateway(dh_groups=(14,))
-    ini = Initiator(ClientConfig(MEMBER, extra_groups=(14,)), MEMBER, CLIENT, None)
+    ini = Initiator(ClientConfig(MEMBER, extra_groups=(14,), psk=PSK), MEMBER, CLIENT, None)
     reply = gw.handle(ini.start(), CLIENT, (MEMBER, 500))[0]
     notify = codec.decode(reply.data).notify(iana.INVALID_KE_PAYLOAD)
     assert notify is not None and notify.data == b"\x00\x0e"
@@ -260,14 +262,14 @@ def test_invalid_ke_then_the_requested_group() -> None:
 
 def test_no_proposal_chosen() -> None:
     gw = make_gateway(dh_groups=())
-    ini = Initiator(ClientConfig(MEMBER), MEMBER, CLIENT, None)
+    ini = Initiator(ClientConfig(MEMBER, psk=PSK), MEMBER, CLIENT, None)
     reply = gw.handle(ini.start(), CLIENT, (MEMBER, 500))[0]
     assert codec.decode(reply.data).notify(iana.NO_PROPOSAL_CHOSEN) is not None
 
 
 def test_retransmissions_get_the_same_answers() -> None:
     gw = make_gateway()
-    ini = Initiator(ClientConfig(MEMBER), MEMBER, CLIENT, None)
+    ini = Initiator(ClientConfig(MEMBER, psk=PSK), MEMBER, CLIENT, None)
     first = ini.start()
     a = gw.handle(first, CLIENT, (MEMBER, 500))[0].data
     assert gw.handle(first, CLIENT, (MEMBER, 500))[0].data == a
@@ -279,8 +281,8 @@ def test_retransmissions_get_the_same_answers() -> None:
 
 def test_pool_exhaustion_is_internal_address_failure() -> None:
     gw = make_gateway(pool_first="172.16.3.1", pool_last="172.16.3.1")
-    assert exchange(gw, Initiator(ClientConfig(MEMBER), MEMBER, CLIENT, None), MEMBER)[0] == "established"
-    ini = Initiator(ClientConfig(MEMBER), MEMBER, ("10.10.20.7", 500), None)
+    assert exchange(gw, Initiator(ClientConfig(MEMBER, psk=PSK), MEMBER, CLIENT, None), MEMBER)[0] == "established"
+    ini = Initiator(ClientConfig(MEMBER, psk=PSK), MEMBER, ("10.10.20.7", 500), None)
     data = ini.start()
     replies = gw.handle(data, ("10.10.20.7", 500), (MEMBER, 500))
     _, data = ini.receive(replies[0].data)
@@ -293,7 +295,7 @@ def test_pool_exhaustion_is_internal_address_failure() -> None:
 
 def test_delete_releases_address_and_child() -> None:
     gw = make_gateway()
-    ini = Initiator(ClientConfig(MEMBER), MEMBER, CLIENT, None)
+    ini = Initiator(ClientConfig(MEMBER, psk=PSK), MEMBER, CLIENT, None)
     exchange(gw, ini, MEMBER)
     replies = gw.handle(ini.delete(), CLIENT, (MEMBER, 500))
     assert ini.receive(replies[0].data) == ("deleted", None)
@@ -303,7 +305,7 @@ def test_delete_releases_address_and_child() -> None:
 
 def test_create_child_sa_is_refused_politely() -> None:
     gw = make_gateway()
-    ini = Initiator(ClientConfig(MEMBER), MEMBER, CLIENT, None)
+    ini = Initiator(ClientConfig(MEMBER, psk=PSK), MEMBER, CLIENT, None)
     exchange(gw, ini, MEMBER)
     assert ini.suite is not None and ini.keys is not None
     header = codec.Header(ini.spi_i, ini.spi_r, iana.SK, iana.CREATE_CHILD_SA, iana.FLAG_INITIATOR, 2)
@@ -315,8 +317,8 @@ def test_create_child_sa_is_refused_politely() -> None:
 
 def test_half_open_sas_expire() -> None:
     now = [0.0]
-    gw = Gateway(GatewayConfig([MEMBER], b"cisco123"), clock=lambda: now[0])
-    ini = Initiator(ClientConfig(MEMBER), MEMBER, CLIENT, None)
+    gw = Gateway(GatewayConfig([MEMBER], PSK), clock=lambda: now[0])
+    ini = Initiator(ClientConfig(MEMBER, psk=PSK), MEMBER, CLIENT, None)
     gw.handle(ini.start(), CLIENT, (MEMBER, 500))
     assert gw.counts()["half_open"] == 1
     now[0] = gateway.HALF_OPEN_TIMEOUT + 1
@@ -325,7 +327,7 @@ def test_half_open_sas_expire() -> None:
 
 def test_show_sa() -> None:
     gw = make_gateway()
-    exchange(gw, Initiator(ClientConfig(MEMBER), MEMBER, CLIENT, VIP), MEMBER)
+    exchange(gw, Initiator(ClientConfig(MEMBER, psk=PSK), MEMBER, CLIENT, VIP), MEMBER)
     text = showsa.show_sa(gw.status(0.0))
     assert "READY" in text and "10.10.10.3/500" in text and "Assigned host addr: 172.16.3.1" in text
     assert "Redirected from: 10.10.10.100" in text
@@ -333,7 +335,7 @@ def test_show_sa() -> None:
 
 def test_tampered_ike_auth_is_dropped() -> None:
     gw = make_gateway()
-    ini = Initiator(ClientConfig(MEMBER), MEMBER, CLIENT, None)
+    ini = Initiator(ClientConfig(MEMBER, psk=PSK), MEMBER, CLIENT, None)
     reply = gw.handle(ini.start(), CLIENT, (MEMBER, 500))[0]
     _, auth = ini.receive(reply.data)
     tampered = bytearray(auth)
@@ -344,7 +346,7 @@ def test_tampered_ike_auth_is_dropped() -> None:
 
 # ------------------------------------------------------------------------------------------ fuzz
 def _valid_sa_init() -> bytes:
-    return Initiator(ClientConfig(VIP), VIP, CLIENT, None).start()
+    return Initiator(ClientConfig(VIP, psk=PSK), VIP, CLIENT, None).start()
 
 
 SA_INIT = _valid_sa_init()
@@ -369,7 +371,7 @@ def test_fuzz_gateway_mutated_sa_init(position: int, value: int) -> None:
 @given(st.integers(0, 400), st.integers(0, 255))
 def test_fuzz_gateway_mutated_ike_auth(position: int, value: int) -> None:
     gw = make_gateway()
-    ini = Initiator(ClientConfig(MEMBER), MEMBER, CLIENT, None)
+    ini = Initiator(ClientConfig(MEMBER, psk=PSK), MEMBER, CLIENT, None)
     reply = gw.handle(ini.start(), CLIENT, (MEMBER, 500))[0]
     _, auth = ini.receive(reply.data)
     data = bytearray(auth)
@@ -380,7 +382,7 @@ def test_fuzz_gateway_mutated_ike_auth(position: int, value: int) -> None:
 @settings(max_examples=1500, deadline=None)
 @given(st.binary(max_size=300))
 def test_fuzz_client_receive(data: bytes) -> None:
-    ini = Initiator(ClientConfig(VIP), VIP, CLIENT, None)
+    ini = Initiator(ClientConfig(VIP, psk=PSK), VIP, CLIENT, None)
     ini.start()
     ini.receive(ini.spi_i + data)
     ini.receive(data)
@@ -388,7 +390,7 @@ def test_fuzz_client_receive(data: bytes) -> None:
 
 def test_gateway_survives_every_truncation() -> None:
     gw = make_gateway()
-    ini = Initiator(ClientConfig(MEMBER), MEMBER, CLIENT, None)
+    ini = Initiator(ClientConfig(MEMBER, psk=PSK), MEMBER, CLIENT, None)
     reply = gw.handle(ini.start(), CLIENT, (MEMBER, 500))[0]
     _, auth = ini.receive(reply.data)
     for message in (SA_INIT, auth):
@@ -406,12 +408,12 @@ def _recount(gw: Gateway) -> dict[str, int]:
 
 def test_running_tallies_match_a_recount() -> None:
     now = [0.0]
-    gw = Gateway(GatewayConfig([MEMBER], b"cisco123", pool_first="172.16.3.1", pool_last="172.16.3.250"),
+    gw = Gateway(GatewayConfig([MEMBER], PSK, pool_first="172.16.3.1", pool_last="172.16.3.250"),
                  clock=lambda: now[0])
     initiators = []
     for i in range(40):
         peer = (f"10.10.20.{i + 10}", 500)
-        ini = Initiator(ClientConfig(MEMBER, psk=b"cisco123" if i % 7 else b"bad", child=bool(i % 3),
+        ini = Initiator(ClientConfig(MEMBER, psk=PSK if i % 7 else b"bad", child=bool(i % 3),
                                      request_address=bool(i % 2)), MEMBER, peer, VIP if i % 5 == 0 else None)
         data = ini.start()
         if i % 4 == 0:  # left half-open

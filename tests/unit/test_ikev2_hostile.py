@@ -15,13 +15,15 @@ from dataplane.ikev2.cookies import COOKIE_SECRET_LIFETIME, Cookies
 from dataplane.ikev2.gateway import Gateway, GatewayConfig
 from dataplane.ikev2.sa import IkeSa
 
+PSK = b"lab-unit-test-key"  # the pre-shared key of the gateways and clients below
+
 CLIENT = ("10.10.20.6", 500)
 ATTACKER = ("10.10.20.66", 500)
 VIP, MEMBER = "10.10.10.100", "10.10.10.3"
 
 
 def make_gateway(clock: list[float] | None = None, target: str | None = None, **config: object) -> Gateway:
-    cfg = GatewayConfig(**{"identities": [MEMBER, VIP], "psk": b"cisco123",  # type: ignore[arg-type]
+    cfg = GatewayConfig(**{"identities": [MEMBER, VIP], "psk": PSK,  # type: ignore[arg-type]
                            "pool_first": "172.16.3.1", "pool_last": "172.16.3.254", **config})
     now = clock if clock is not None else [0.0]
     return Gateway(cfg, redirect=(lambda local, peer, exchange: target if local == VIP else None),
@@ -42,7 +44,7 @@ def run(gw: Gateway, ini: Initiator, peer: tuple[str, int] = CLIENT, local: str 
 
 
 def established(gw: Gateway) -> tuple[Initiator, IkeSa]:
-    ini = Initiator(ClientConfig(MEMBER), MEMBER, CLIENT, None)
+    ini = Initiator(ClientConfig(MEMBER, psk=PSK), MEMBER, CLIENT, None)
     assert run(gw, ini) == ("established", None)
     sa = next(sa for sa in gw.sas.values() if sa.state == "established")
     return ini, sa
@@ -88,7 +90,7 @@ def test_a_complete_sa_init_with_the_same_spi_makes_a_new_half_open_sa_beside_it
 
 def test_retransmitted_sa_init_gets_the_stored_answer_and_no_second_sa() -> None:
     gw = make_gateway()
-    ini = Initiator(ClientConfig(MEMBER), MEMBER, CLIENT, None)
+    ini = Initiator(ClientConfig(MEMBER, psk=PSK), MEMBER, CLIENT, None)
     first = ini.start()
     answer = gw.handle(first, CLIENT, (MEMBER, 500))[0].data
     for _ in range(3):
@@ -101,7 +103,7 @@ def test_retransmitted_sa_init_gets_the_stored_answer_and_no_second_sa() -> None
 
 def test_half_open_sa_keeps_a_digest_not_the_request() -> None:
     gw = make_gateway()
-    ini = Initiator(ClientConfig(MEMBER), MEMBER, CLIENT, None)
+    ini = Initiator(ClientConfig(MEMBER, psk=PSK), MEMBER, CLIENT, None)
     message = codec.decode(ini.start())
     big = [*message.payloads, codec.VendorPayload(b"\xaa" * 60000)]
     data = codec.encode(message.header, big)
@@ -115,7 +117,7 @@ def test_half_open_sa_keeps_a_digest_not_the_request() -> None:
 # ------------------------------------------------------------------------------------------ floods
 def flood(gw: Gateway, count: int, distinct_addresses: bool, answer_cookies: bool) -> int:
     """COUNT IKE_SA_INITs replaying one KE value; returns how many were asked for a cookie."""
-    template = Initiator(ClientConfig(MEMBER, redirect_supported=False), MEMBER, ATTACKER, None)
+    template = Initiator(ClientConfig(MEMBER, redirect_supported=False, psk=PSK), MEMBER, ATTACKER, None)
     template.start()
     asked = 0
     for n in range(count):
@@ -161,21 +163,21 @@ def test_legitimate_client_gets_through_while_cookies_are_demanded() -> None:
     gw = make_gateway()
     flood(gw, 300, distinct_addresses=True, answer_cookies=False)
     assert gw.cookies_wanted()
-    ini = Initiator(ClientConfig(MEMBER), MEMBER, CLIENT, None)
+    ini = Initiator(ClientConfig(MEMBER, psk=PSK), MEMBER, CLIENT, None)
     assert run(gw, ini) == ("established", None)
     assert ini.cookies == 1 and gw.counters["cookies_accepted"] >= 1
 
 
 def test_redirect_needs_a_cookie_under_a_flood() -> None:
     gw = make_gateway(target=MEMBER)
-    template = Initiator(ClientConfig(VIP), VIP, CLIENT, None)
+    template = Initiator(ClientConfig(VIP, psk=PSK), VIP, CLIENT, None)
     template.start()
     for n in range(gateway.COOKIE_RATE + 1):  # a burst of redirect requests: stateless, but counted
         template.spi_i = struct.pack("!Q", n + 1)
         gw.handle(template.start(), (f"10.30.{n // 250}.{n % 250 + 1}", 500), (VIP, 500))
     assert gw.counters["redirects_init"] == gateway.COOKIE_RATE  # the last one was asked for a cookie
     redirects = gw.counters["redirects_init"]
-    ini = Initiator(ClientConfig(VIP), VIP, CLIENT, None)
+    ini = Initiator(ClientConfig(VIP, psk=PSK), VIP, CLIENT, None)
     assert run(gw, ini, local=VIP) == ("redirect", MEMBER)
     assert ini.cookies == 1 and gw.counters["redirects_init"] == redirects + 1
 
@@ -188,7 +190,7 @@ def test_cookies_calm_down_after_the_flood() -> None:
     now[0] = gateway.HALF_OPEN_TIMEOUT + 1
     gw.expire()
     gw.handle(b"", CLIENT, (MEMBER, 500))
-    ini = Initiator(ClientConfig(MEMBER), MEMBER, CLIENT, None)
+    ini = Initiator(ClientConfig(MEMBER, psk=PSK), MEMBER, CLIENT, None)
     assert run(gw, ini) == ("established", None) and ini.cookies == 0
 
 
@@ -212,7 +214,7 @@ def test_cookie_is_bound_to_address_spi_and_nonce_and_the_secret_rotates() -> No
 
 
 def test_client_gives_up_on_endless_cookies() -> None:
-    ini = Initiator(ClientConfig(MEMBER), MEMBER, CLIENT, None)
+    ini = Initiator(ClientConfig(MEMBER, psk=PSK), MEMBER, CLIENT, None)
     ini.start()
     header = codec.Header(ini.spi_i, bytes(8), iana.NOTIFY, iana.IKE_SA_INIT, iana.FLAG_RESPONSE, 0)
     answer = codec.encode(header, [codec.NotifyPayload(iana.COOKIE, b"c" * 20)])
@@ -242,7 +244,7 @@ def _seal_raw(ini: Initiator, exchange: int, message_id: int, first: int, body: 
 
 def _half_open() -> tuple[Gateway, Initiator]:
     gw = make_gateway()
-    ini = Initiator(ClientConfig(MEMBER, ike=SUITE), MEMBER, CLIENT, None)
+    ini = Initiator(ClientConfig(MEMBER, ike=SUITE, psk=PSK), MEMBER, CLIENT, None)
     kind, _ = ini.receive(gw.handle(ini.start(), CLIENT, (MEMBER, 500))[0].data)
     assert kind == "send"
     return gw, ini
@@ -307,7 +309,7 @@ def test_fuzz_encrypted_structured_payloads(exchange: int, inner: list[codec.Pay
 @given(st.lists(INNER, max_size=6), st.integers(2, 4))
 def test_fuzz_encrypted_after_establishment(inner: list[codec.Payload], message_id: int) -> None:
     gw = make_gateway()
-    ini = Initiator(ClientConfig(MEMBER, ike=SUITE), MEMBER, CLIENT, None)
+    ini = Initiator(ClientConfig(MEMBER, ike=SUITE, psk=PSK), MEMBER, CLIENT, None)
     assert run(gw, ini) == ("established", None)
     assert ini.keys is not None
     for exchange in (iana.INFORMATIONAL, iana.CREATE_CHILD_SA, iana.IKE_AUTH):

@@ -8,6 +8,8 @@ from dataplane.core import clb
 from dataplane.ikev2.client import ClientConfig, Initiator
 from dataplane.ikev2.gateway import Gateway, GatewayConfig
 
+PSK = b"lab-unit-test-key"  # the pre-shared key of the gateways and clients below
+
 CLIENT = ("10.10.20.6", 500)
 VIP, MEMBER = "10.10.10.100", "10.10.10.3"
 
@@ -15,7 +17,7 @@ VIP, MEMBER = "10.10.10.100", "10.10.10.3"
 def gateway(admit: bool, target: str | None = None) -> tuple[Gateway, dict[str, bool]]:
     """A gateway and the switch its admission hook reads (the daemon's: not overloaded, or not strict)."""
     state = {"admit": admit}
-    config = GatewayConfig(identities=[MEMBER, VIP], psk=b"cisco123", redirect="init", pool_first="172.16.3.1",
+    config = GatewayConfig(identities=[MEMBER, VIP], psk=PSK, redirect="init", pool_first="172.16.3.1",
                            pool_last="172.16.3.254")
     gw = Gateway(config, redirect=lambda local, peer, exchange: target if local == VIP else None,
                  admit=lambda: state["admit"])
@@ -24,14 +26,14 @@ def gateway(admit: bool, target: str | None = None) -> tuple[Gateway, dict[str, 
 
 def test_an_overloaded_gateway_drops_new_ike_sa_inits() -> None:
     gw, _ = gateway(admit=False)
-    ini = Initiator(ClientConfig(MEMBER), MEMBER, CLIENT, None)
+    ini = Initiator(ClientConfig(MEMBER, psk=PSK), MEMBER, CLIENT, None)
     assert gw.handle(ini.start(), CLIENT, (MEMBER, 500)) == []
     assert not gw.sas and gw.counters["overload_refused"] == 1
 
 
 def test_admission_comes_back_when_the_load_goes_down() -> None:
     gw, state = gateway(admit=False)
-    ini = Initiator(ClientConfig(MEMBER), MEMBER, CLIENT, None)
+    ini = Initiator(ClientConfig(MEMBER, psk=PSK), MEMBER, CLIENT, None)
     request = ini.start()
     assert gw.handle(request, CLIENT, (MEMBER, 500)) == []
     state["admit"] = True
@@ -42,7 +44,7 @@ def test_admission_comes_back_when_the_load_goes_down() -> None:
 
 def test_an_overloaded_master_still_redirects() -> None:
     gw, _ = gateway(admit=False, target="10.10.10.2")
-    ini = Initiator(ClientConfig(VIP), VIP, CLIENT, None)
+    ini = Initiator(ClientConfig(VIP, psk=PSK), VIP, CLIENT, None)
     replies = gw.handle(ini.start(), CLIENT, (VIP, 500))
     assert len(replies) == 1 and ini.receive(replies[0].data) == ("redirect", "10.10.10.2")
     assert gw.counters["overload_refused"] == 0
@@ -50,7 +52,7 @@ def test_an_overloaded_master_still_redirects() -> None:
 
 def test_an_established_sa_keeps_working_while_overloaded() -> None:
     gw, state = gateway(admit=True)
-    ini = Initiator(ClientConfig(MEMBER), MEMBER, CLIENT, None)
+    ini = Initiator(ClientConfig(MEMBER, psk=PSK), MEMBER, CLIENT, None)
     data = ini.start()
     for _ in range(3):
         kind, value = ini.receive(gw.handle(data, CLIENT, (MEMBER, 500))[0].data)

@@ -277,3 +277,12 @@ def test_show_slave_layout_and_shutdown() -> None:
     assert lines[9].split() == ["10.10.10.3", "00:00.865", "50", "19.8%", "0", "0"]
     assert clb.show_cluster({"role": "none", "shutdown": True}, 0) == "Cluster is shutdown\n"
     assert clb.show_cluster(None, 0) == "Cluster is shutdown\n"
+
+
+def test_the_master_rows_are_what_the_status_file_model_reads() -> None:
+    from labkit.flexstatus import ClbRow
+
+    master = make_master()
+    master.update(Load("10.10.10.2", 3, 100, SEED_CPU, SEED_MEM, 10, 1, 2), 10.0)
+    rows = [ClbRow.model_validate(row) for row in master.status(10.0, 1000.0)]
+    assert [r.role for r in rows] == ["Master", "Slave", "Slave"] and rows[0].last_seen_at is None

@@ -421,3 +421,23 @@ def test_auth_field_is_padded_text() -> None:
     packet = HsrpMachine(GroupConfig(1, VIP, authentication="abc"), "10.10.10.1")._packet(Op.HELLO)
     assert packet.encode()[8:16] == b"abc\0\0\0\0\0"
     assert struct.unpack("!4s", packet.encode()[16:20])[0] == bytes([10, 10, 10, 100])
+
+
+def test_a_group_status_is_what_the_status_file_model_reads() -> None:
+    """flexvpnd writes each machine's status (plus its interface) as a labkit.flexstatus.HsrpGroupStatus."""
+    from labkit.flexstatus import HsrpGroupStatus
+
+    lan = Lan()
+    lan.add("10.10.10.1", priority=100, name="group1")
+    lan.add("10.10.10.2", priority=255, name="group1")
+    lan.add("10.10.10.3", priority=150, name="group1")
+    for address in lan.routers:
+        lan.enable(address)
+    lan.run(60)
+    interface = {"interface": "Ethernet0/0", "linux_interface": "Et0-0", "address": "10.10.10.1",
+                 "vip_interface": "hsrp1", "vip_owned": False}
+    for machine in lan.routers.values():
+        group = HsrpGroupStatus.model_validate({**machine.status(lan.now, 1000.0), **interface})
+        assert group.state in ("Active", "Standby", "Listen")
+    assert HsrpGroupStatus.model_validate({**HsrpMachine(GroupConfig(1, None), "10.10.10.1").status(0, 0),
+                                           **interface}).vip is None

@@ -3,18 +3,16 @@
 CLB member-loss detection. Needs root; only touches labs named flexb* that it brings up (and takes
 down again in a finally block).
 
-  1. Redirects per second answered by the cluster master: a client namespace sends IKE_SA_INITs
-     with REDIRECT_SUPPORTED to the VIP (a window of requests in flight, each a fresh SPI and nonce)
-     and counts the REDIRECT answers; the master's CPU time per redirect from /proc.
-  2. Full IKE SA setups per second of one gateway (router3, directly) and of a strongSwan 5.9
-     responder (charon, PSK, in the `wan` namespace) driven by the same Python initiator with the
-     same proposal (aes256-sha256-ecp256, PSK), alternately, in the same run: IKE SA only, and
-     IKE SA + CHILD_SA + address. Goal: at least 0.5 of strongSwan.
-  3. HSRP failover: power off the Active router (SIGKILL + links down), time until the Standby's
-     daemon reports Active (its own state-change time) and the VIP's outage seen by a 10 ms ping,
-     with default timers (3 s / 10 s) and with 1 s / 3 s.
-  4. CLB member loss: a member's LAN link goes down (silently: no FIN reaches the master), time
-     until the master drops it, with holdtime 3000 msec (hello 1000) and 1000 msec (hello 300).
+  1. Redirects per second answered by the cluster master: a client namespace sends IKE_SA_INITs with
+     REDIRECT_SUPPORTED to the VIP (a window of requests in flight, each a fresh SPI and nonce) and counts the
+     REDIRECT answers; the master's CPU time per redirect from /proc.
+  2. Full IKE SA setups per second of one gateway (router3, directly) and of a strongSwan 5.9 responder (charon, the
+     lab's key, `wan` namespace), both driven by the same Python initiator and proposal (aes256-sha256-ecp256),
+     alternately in one run: IKE SA only, and IKE SA + CHILD_SA + address. Goal: at least 0.5 of strongSwan.
+  3. HSRP failover: power off the Active router (SIGKILL + links down), time until the Standby's daemon reports Active
+     (its own state-change time) and the VIP's outage seen by a 10 ms ping, timers 3 s / 10 s (default) and 1 s / 3 s.
+  4. CLB member loss: a member's LAN link goes down (silently: no FIN reaches the master), time until the master drops
+     it, with holdtime 3000 msec (hello 1000) and 1000 msec (hello 300).
 
 Writes the figures with the machine and date to docs/benchmarks-flexvpn.md (--write).
 
@@ -256,7 +254,6 @@ def bench_setups(tmp: Path, count: int, rounds: int) -> dict[str, Any]:
     with running("flexb2", edit, tmp) as name:
         elected(name, 30)
         ours_pid = int(status(name, "router3", IKEV2_STATUS)["pid"])
-        # the same key as the lab's gateways: client_run's clients use the lab's key for both
         peer = swan.responder(f"{name}-wan", tmp / "swan-responder", "10.10.20.1", read_secret(psk_file(name), "psk"),
                               pool="172.31.0.0/16")
         peer.start()

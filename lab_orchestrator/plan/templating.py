@@ -1,4 +1,6 @@
-"""The Jinja2 environment of the device templates (`templates/`: package data)."""
+"""The Jinja2 environment of the device templates (package data): a device's configuration templates
+in `templates/` (`bird.conf.j2`), a feature's beside its planner in `plan/features/FEATURE/`, named
+`FEATURE/NAME` (`mnha/conntrackd.conf.j2`)."""
 
 from __future__ import annotations
 
@@ -11,13 +13,18 @@ import jinja2
 
 
 def _template_loader(override: str | None) -> jinja2.BaseLoader:
-    """The package's templates (package data, read with importlib.resources); LAB_TEMPLATES=DIR overrides."""
+    """The package's templates (package data, read with importlib.resources); LAB_TEMPLATES=DIR overrides
+    (the same names: DIR/bird.conf.j2, DIR/mnha/conntrackd.conf.j2)."""
     if override:
         return jinja2.FileSystemLoader(override)
     root = resources.files("lab_orchestrator") / "templates"
+    features = resources.files("lab_orchestrator") / "plan" / "features"
 
     def load(name: str) -> str | None:
-        entry = root / name
+        feature, _, rest = name.rpartition("/")
+        if feature and "/" in feature or ".." in (feature, rest):
+            return None
+        entry = features / feature / rest if feature else root / name
         return entry.read_text(encoding="utf-8") if entry.is_file() else None
 
     return jinja2.FunctionLoader(load)

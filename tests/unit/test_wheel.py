@@ -16,8 +16,8 @@ from lab_orchestrator import __version__
 
 def test_wheel_holds_the_templates_the_labs_and_every_module(installed_wheel: InstalledWheel) -> None:
     names = set(zipfile.ZipFile(installed_wheel.wheel).namelist())
-    for folder, pattern in (("templates", "*.j2"), ("labs", "*.yml")):
-        shipped = {f"lab_orchestrator/{folder}/{p.name}" for p in (REPO / "lab_orchestrator" / folder).glob(pattern)}
+    for folder, pattern in (("templates", "*.j2"), ("labs", "*.yml"), ("plan/features", "*/*.j2")):
+        shipped = {str(p.relative_to(REPO)) for p in (REPO / "lab_orchestrator" / folder).glob(pattern)}
         assert shipped and shipped <= names, sorted(shipped - names)
     modules = {str(p.relative_to(REPO)) for part in packages() for p in (REPO / part).rglob("*.py")}
     assert modules <= names, sorted(modules - names)

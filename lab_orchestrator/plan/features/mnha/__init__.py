@@ -13,9 +13,9 @@ from pathlib import Path
 from labkit.configs import MnhaConfig
 from labkit.contracts import CONNTRACKD_SYNC_PORT, MNHA_CONFIG, MNHA_STATUS
 
-from ...model.schema import Topology
-from ..plantypes import Interface, LabPlan, Process
-from ..templating import environment
+from ....model.schema import Topology
+from ...plantypes import Interface, LabPlan, Process
+from ...templating import environment
 
 
 def icl_of(plan: LabPlan, node: str, peer: str) -> tuple[Interface, Interface]:
@@ -88,7 +88,7 @@ def plan_mnha(topo: Topology, plan: LabPlan, python: str = "python3") -> None:
             own = sorted({str(IPv4Interface(i.address).ip) for i in plan.interfaces()
                           if i.node == node and i.address} | {node_plan.loopbacks.get("", "")} - {""})
             name = f"nodes/{node}/conntrackd.conf"
-            plan.files[name] = env.get_template("conntrackd.conf.j2").render(
+            plan.files[name] = env.get_template("mnha/conntrackd.conf.j2").render(
                 node=node, peer=peer, icl_dev=local.name, state_dir=plan.state_dir,
                 local_ip=IPv4Interface(local.address or "0.0.0.0/32").ip,
                 peer_ip=IPv4Interface(remote.address or "0.0.0.0/32").ip, own_addresses=own,

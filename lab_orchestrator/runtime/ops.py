@@ -21,6 +21,7 @@ from pyroute2.netlink.exceptions import NetlinkError
 
 from labkit import netnsutil, unixsock
 from labkit.contracts import IKEV2_STATUS, SRD_STATUS
+from labkit.flexstatus import GatewayStatus
 from labkit.status import SrdStatus, read_status
 
 from .. import kinds
@@ -371,16 +372,11 @@ def inject(state: LabState, plan: LabPlan, event: str, target: str, down_time: f
 
 def flexvpn_members(state: LabState, plan: LabPlan) -> list[str]:
     """The FlexVPN routers that are cluster members (not the master) now, from their daemons' status."""
-    import json as _json
-
     out = []
     for node in sorted({p.node for p in plan.processes if p.name == "flexvpn"}):
-        path = Path(state.state_dir) / "nodes" / node / IKEV2_STATUS
-        try:
-            cluster = _json.loads(path.read_text()).get("cluster") or {}
-        except (OSError, ValueError, AttributeError):
-            continue
-        if cluster.get("role") == "slave" and node not in state.down_nodes:
+        status = read_status(Path(state.state_dir) / "nodes" / node / IKEV2_STATUS, GatewayStatus)
+        if status is not None and status.cluster is not None and status.cluster.role == "slave" \
+                and node not in state.down_nodes:
             out.append(node)
     return out
 

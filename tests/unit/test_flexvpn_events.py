@@ -8,6 +8,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from statusdata import clb_status, gateway_status
 
 from lab_orchestrator.events import catalog as events
 from lab_orchestrator.events import run as eventrun
@@ -41,7 +42,7 @@ def _state(tmp_path: Path, roles: dict[str, str], down: tuple[str, ...] = ()) ->
     for node, role in roles.items():
         folder = tmp_path / "nodes" / node
         folder.mkdir(parents=True)
-        (folder / "ikev2-status.json").write_text(json.dumps({"cluster": {"role": role}}))
+        (folder / "ikev2-status.json").write_text(json.dumps(gateway_status(cluster=clb_status(role=role))))
     return SimpleNamespace(state_dir=str(tmp_path), down_nodes=list(down))
 
 

@@ -22,7 +22,6 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
 from labkit.configs import MnhaConfig, MonitorConfig
 from labkit.contracts import CONNTRACKD_SYNC_PORT
@@ -43,7 +42,7 @@ from labkit.status import (
 )
 
 from ..core.mnha import Destination, MonitorObject, PeerView, Role, SessionSync, Srg1, SrgMonitor, encode_heartbeat
-from .daemonkit import PeerLink, heartbeat_loop, resumed_status
+from .daemonkit import PeerLink, heartbeat_loop, resumed
 
 PORT = 7790
 # Cold sync: seconds after the peer came back (its session daemon starts just before its MNHA daemon;
@@ -215,31 +214,24 @@ class Daemon:
         self.cold_syncs = 0
         self.session_refreshes = 0
         self.cache_flushes = 0
-        self.resume(resumed_status(config.status_file))
+        self.resume(resumed(config.status_file, MnhaStatus))
 
-    def resume(self, previous: dict[str, Any] | None) -> None:
+    def resume(self, previous: MnhaStatus | None) -> None:
         """Restarted after a crash: take up the SRG1 (and SRG2) roles held before, their history and
         SRG0's monitored state, instead of electing anew: the pair keeps its roles, BIRD its
         advertisements and the signal route stays as it is."""
         if previous is None or self.c.mode == "srg0":
             return
-        groups = [(self.srg1, previous.get("srg1"))]
-        if self.c.mode == "srg1+srg2":
-            groups.append((self.srg2, previous.get("srg2")))
+        groups: list[tuple[Srg1, MnhaSrg1 | MnhaSrg2]] = [(self.srg1, previous.srg1)]
+        if self.c.mode == "srg1+srg2" and previous.srg2 is not None:
+            groups.append((self.srg2, previous.srg2))
         taken = []
         for group, data in groups:
-            if not isinstance(data, dict):
-                continue
-            try:
-                role = Role(data["role"])
-                transitions = [(float(t["at"]), Role(t["role"]), str(t["why"]))
-                               for t in data["transitions"]]
-            except (KeyError, ValueError, TypeError):
-                continue
+            role = Role(data.role)
             if role is not Role.INIT:
-                group.role, group.transitions = role, transitions
+                group.role, group.transitions = role, [(t.at, Role(t.role), t.why) for t in data.transitions]
                 taken.append(role.value)
-        self.srg0_failed = (previous.get("srg0") or {}).get("role") == "ineligible"
+        self.srg0_failed = previous.srg0.role == "ineligible"
         if taken:
             self.resumed = "/".join(taken)
             print(f"{time.strftime('%H:%M:%S')} resumed as {self.resumed} after a restart", flush=True)

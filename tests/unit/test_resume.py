@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from statusdata import mnha_status
 
 from dataplane.core.health import HealthState, ProfileHealth
 from dataplane.core.hsrp import GroupConfig, HsrpMachine, State
@@ -16,7 +17,7 @@ from dataplane.core.mnha import Role, Srg1
 from dataplane.core.srd import Mastership
 from dataplane.daemons import daemonkit, healthd, mnhad, mxlb, srdd
 from labkit.configs import MnhaConfig
-from labkit.status import SrdStatus
+from labkit.status import MnhaStatus, SrdStatus
 
 
 def _status(tmp_path: Path, data: dict[str, Any]) -> Path:
@@ -48,19 +49,22 @@ def _mnhad(mode: str) -> mnhad.Daemon:
     return daemon
 
 
-def test_mnhad_takes_up_its_roles() -> None:
+def test_mnhad_takes_up_its_roles(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     daemon = _mnhad("srg1+srg2")
     transitions = [{"at": 1.0, "role": "active", "why": "peer lost"}]
-    daemon.resume({"srg1": {"role": "active", "transitions": transitions},
-                   "srg2": {"role": "backup", "transitions": []}, "srg0": {"role": "ineligible"}})
+    srg2 = {"role": "backup", "priority": 200, "peer_role": "active", "transitions": []}
+    daemon.resume(MnhaStatus.model_validate(mnha_status(mode="srg1+srg2", srg1={"transitions": transitions},
+                                                        srg2=srg2, srg0={"role": "ineligible"})))
     assert daemon.srg1.role is Role.ACTIVE and daemon.srg1.transitions == [(1.0, Role.ACTIVE, "peer lost")]
     assert daemon.srg2.role is Role.BACKUP and daemon.srg0_failed and daemon.resumed == "active/backup"
     fresh = _mnhad("srg1")
     fresh.resume(None)
     assert fresh.srg1.role is Role.INIT and fresh.resumed is None
-    garbled = _mnhad("srg1")
-    garbled.resume({"srg1": {"role": "chief", "transitions": []}})
-    assert garbled.srg1.role is Role.INIT
+    garbled = tmp_path / "mnha-status.json"  # not an MnhaStatus: a fresh start
+    foreign = mnha_status()
+    garbled.write_text(json.dumps({**foreign, "srg1": {**foreign["srg1"], "role": "chief"}}))
+    monkeypatch.setenv(daemonkit.RESUME_ENV, "1")
+    assert daemonkit.resumed(garbled, MnhaStatus) is None
 
 
 SRD_MASTER = {"node": "mx2", "peer": "mx1", "pid": 4242, "updated_at": 2.5, "role": "master", "priority": 201,

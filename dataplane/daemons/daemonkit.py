@@ -3,7 +3,6 @@ status file, and the peer heartbeat bookkeeping of the HA daemons (MNHA, SRD).""
 
 from __future__ import annotations
 
-import json
 import os
 import select
 import signal
@@ -12,7 +11,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from labkit.status import StatusModel, read_status
 
@@ -46,18 +45,6 @@ def resumed(path: str | Path, model: type[S]) -> S | None:
     if os.environ.get(RESUME_ENV) != "1":
         return None
     return read_status(path, model)
-
-
-def resumed_status(path: str | Path) -> dict[str, Any] | None:
-    """The status this daemon's previous instance published, when it is being restarted after a crash
-    (LAB_RESUME=1) and resumes from it; None on a fresh start (boot, power on)."""
-    if os.environ.get(RESUME_ENV) != "1":
-        return None
-    try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
 
 
 @dataclass

@@ -27,7 +27,7 @@ from labkit.configs import SelectorConfig
 from labkit.status import HealthMember, HealthProfileState, HealthStatus, write_status
 
 from ..core.health import HealthState, Prober, ProfileHealth
-from .daemonkit import StopFlag, resumed_status
+from .daemonkit import StopFlag, resumed
 
 
 def state_json(state: HealthState) -> HealthProfileState:
@@ -36,10 +36,10 @@ def state_json(state: HealthState) -> HealthProfileState:
                               last_change=state.last_change)
 
 
-def restore_state(state: HealthState, data: dict[str, Any]) -> None:
-    state.up, state.last_result = bool(data["up"]), str(data["last_result"])
-    state.probes, state.last_change = int(data["probes"]), float(data["last_change"])
-    state.fail_streak, state.ok_streak = int(data["fail_streak"]), int(data["ok_streak"])
+def restore_state(state: HealthState, data: HealthProfileState) -> None:
+    state.up, state.last_result = data.up, data.last_result
+    state.probes, state.last_change = data.probes, data.last_change
+    state.fail_streak, state.ok_streak = data.fail_streak, data.ok_streak
 
 
 class Monitor:
@@ -59,19 +59,18 @@ class Monitor:
         self.resumed = False
         self.out = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self.out.setblocking(False)
-        self.resume(resumed_status(config["health_status_file"]))
+        self.resume(resumed(config["health_status_file"], HealthStatus))
 
-    def resume(self, previous: dict[str, Any] | None) -> None:
+    def resume(self, previous: HealthStatus | None) -> None:
         """Restarted after a crash: each real-service's health as the previous instance published it."""
         if previous is None:
             return
-        for name, data in previous.get("members", {}).items():
-            for profile, values in (data.get("profiles") or {}).items() if name in self.health else ():
+        for name, data in previous.members.items():
+            for profile, values in data.profiles.items() if name in self.health else ():
                 state = self.health[name].states.get(profile)
                 if state is not None:
-                    with contextlib.suppress(KeyError, ValueError, TypeError):
-                        restore_state(state, values)
-        self.seq = int(previous.get("seq", 0))
+                    restore_state(state, values)
+        self.seq = previous.seq
         self.resumed = True
         summary = ", ".join(f"{name} {'up' if h.up else 'down'}" for name, h in self.health.items())
         print(f"{time.strftime('%H:%M:%S')} resumed: {summary}", flush=True)

@@ -42,7 +42,6 @@ from labkit.status import (
     MxlbMemberHealth,
     MxlbProfile,
     MxlbStatus,
-    parse_status,
     write_status,
 )
 
@@ -52,7 +51,7 @@ from ..core.selector import MemberState, SelectorCore, map_commands, map_updates
 from ..kernel.nft import Nft, NftError
 from ..kernel.selcounters import SelectorCounters
 from ..kernel.tcsel import TcSelector
-from .daemonkit import StopFlag, resumed_status
+from .daemonkit import StopFlag, resumed
 
 __all__ = ["Daemon", "MemberState", "main"]
 
@@ -287,7 +286,7 @@ class Daemon(SelectorCore):
 
     def resume_health(self) -> None:
         """Restarted after a crash: the monitor's last published state, before its next round."""
-        previous = parse_status(resumed_status(self.config.health_status_file), HealthStatus)
+        previous = resumed(self.config.health_status_file, HealthStatus)
         if previous is not None:
             with contextlib.suppress(ValueError, KeyError, TypeError, AttributeError):
                 self.health_report(previous.to_dict())

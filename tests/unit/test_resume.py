@@ -27,14 +27,14 @@ def _status(tmp_path: Path, data: dict[str, Any]) -> Path:
 
 
 def test_resumed_status_only_with_the_supervisor_flag(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    path = _status(tmp_path, {"role": "master"})
+    path = _status(tmp_path, SRD_MASTER)
     monkeypatch.delenv(daemonkit.RESUME_ENV, raising=False)
-    assert daemonkit.resumed_status(path) is None  # a boot (power on): start afresh
+    assert daemonkit.resumed(path, SrdStatus) is None  # a boot (power on): start afresh
     monkeypatch.setenv(daemonkit.RESUME_ENV, "1")
-    assert daemonkit.resumed_status(path) == {"role": "master"}
-    assert daemonkit.resumed_status(tmp_path / "missing.json") is None
+    assert daemonkit.resumed(path, SrdStatus) == SrdStatus.model_validate(SRD_MASTER)
+    assert daemonkit.resumed(tmp_path / "missing.json", SrdStatus) is None
     path.write_text("{half")
-    assert daemonkit.resumed_status(path) is None
+    assert daemonkit.resumed(path, SrdStatus) is None
 
 
 def _mnhad(mode: str) -> mnhad.Daemon:

@@ -90,7 +90,10 @@ class MnhaConfig(DaemonConfig):
     icl_dev: str
     local_ip: str
     peer_ip: str
-    peer_loopback: str  # a route to it over the ICL tells a dead ICL from a dead peer
+    peer_loopback: str  # a route to it not over the ICL tells a dead ICL from a dead peer
+    # the ICL routed through the MXs (icl_dev is then lo): the node's links to them; the ICL is up
+    # while the peer's loopback is routed over one of them (their MNHA-VR still has it)
+    icl_routed: list[str] = []
     monitored: list[str]  # trust/untrust links whose carrier makes the SRX healthy
     role_file: str  # the BIRD include (SRG roles, signal) the daemon rewrites
     bird_socket: str

@@ -9,6 +9,7 @@ from __future__ import annotations
 MXLB_CONFIG = "mxlb.json"  # dataplane.daemons.mxlb's configuration (the MX selector)
 MXLB_STATUS = "mxlb-status.json"  # dataplane.daemons.mxlb: members, buckets, changes
 HEALTH_STATUS = "health-status.json"  # dataplane.daemons.healthd: TLB health checks
+MNHA_PORT = 7790  # MNHA heartbeats between the mnhad of the two SRXs (UDP, over the ICL)
 CONNTRACKD_SYNC_PORT = 3780  # MNHA session sync between the conntrackd of the two SRXs (UDP, over the ICL)
 MNHA_CONFIG = "mnha.json"  # dataplane.daemons.mnhad's configuration (pair, SRG mode)
 MNHA_STATUS = "mnha-status.json"  # dataplane.daemons.mnhad: SRG roles, ICL, heartbeats

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from labkit.configs import MnhaConfig, MonitorConfig
-from labkit.contracts import CONNTRACKD_SYNC_PORT
+from labkit.contracts import CONNTRACKD_SYNC_PORT, MNHA_PORT
 from labkit.status import (
     MnhaDestination,
     MnhaHeartbeat,
@@ -44,7 +44,7 @@ from labkit.status import (
 from ..core.mnha import Destination, MonitorObject, PeerView, Role, SessionSync, Srg1, SrgMonitor, encode_heartbeat
 from .daemonkit import PeerLink, heartbeat_loop, resumed
 
-PORT = 7790
+PORT = MNHA_PORT
 # Cold sync: seconds after the peer came back (its session daemon starts just before its MNHA daemon;
 # the later pushes cover a slow start); BGP brings it return traffic about a second later.
 COLD_SYNC_DELAYS = (0.2, 0.5, 0.9, 2.0)
@@ -82,13 +82,18 @@ def has_carrier(sock: socket.socket, ifname: str) -> bool:
     return bool(flags & IFF_UP) and bool(flags & IFF_RUNNING)
 
 
-def route_to(address: str, avoid_dev: str) -> bool:
-    """Is there a route to ADDRESS/32 in this namespace's main table, not over AVOID_DEV?"""
+def route_to(address: str, avoid_dev: str | set[str] | frozenset[str] = frozenset(),
+             over: set[str] | None = None) -> bool:
+    """Is there a route to ADDRESS/32 in this namespace's main table, not over AVOID_DEV (a device or
+    a set of them), and over one of OVER when given?"""
+    avoid = {avoid_dev} if isinstance(avoid_dev, str) else avoid_dev
     wanted = socket.inet_aton(address)
     for line in Path("/proc/net/route").read_text().splitlines()[1:]:
         fields = line.split()
         dev, dst, mask = fields[0], bytes.fromhex(fields[1])[::-1], bytes.fromhex(fields[7])[::-1]
-        if dev != avoid_dev and mask == b"\xff\xff\xff\xff" and dst == wanted:
+        if dev in avoid or (over is not None and dev not in over):
+            continue
+        if mask == b"\xff\xff\xff\xff" and dst == wanted:
             return True
     return False
 
@@ -240,14 +245,17 @@ class Daemon:
         return all(has_carrier(self.probe, dev) for dev in self.c.monitored)
 
     def icl_up(self) -> bool:
+        if self.c.icl_routed:  # through the MXs: up while one of their MNHA-VRs routes to the peer
+            return route_to(self.c.peer_loopback, over=set(self.c.icl_routed))
         return has_carrier(self.probe, self.c.icl_dev)
 
     def tick(self, now: float, send: bool) -> None:
-        # Silence for threshold x interval, or the ICL losing carrier (the peer powered off, or the
-        # link cut: the split-brain rule below tells them apart), means no peer over the ICL.
+        # Silence for threshold x interval, or the ICL lost (a direct ICL's carrier; a routed one: no
+        # route to the peer's loopback over the MXs' MNHA-VR; the peer powered off, or the path cut:
+        # the split-brain rule below tells them apart), means no peer over the ICL.
         self.link.expire(now, self.interval * self.threshold, self.icl_up())
         self.schedule_cold_sync(now)
-        seen = route_to(self.c.peer_loopback, self.c.icl_dev)
+        seen = route_to(self.c.peer_loopback, {self.c.icl_dev, *self.c.icl_routed})
         if now >= self.next_check:  # SRG0 monitoring, every minimum-interval
             self.next_check = now + self.monitor_interval
             results = {ip: has_carrier(self.probe, dev) for ip, dev in self.monitor_devs.items()}

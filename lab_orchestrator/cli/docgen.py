@@ -69,6 +69,7 @@ DESCRIPTIONS = {
     "Bgp.as": "the node's AS (srx, ios-router)",
     "Bgp.trust_as": "mx: AS of TRUST-VR",
     "Bgp.untrust_as": "mx: AS of UNTRUST-VR",
+    "Bgp.icl_as": "mx: AS of its MNHA-VR, which peers each SRX over an srx-mx link with zone icl",
     "Bgp.announce": "extra prefixes to originate",
     "Bgp.default_originate": "originate a default route (as a blackhole: nothing leaves the lab)",
     "InterfaceSettings.description": "interface description (shown by `show interfaces descriptions`)",
@@ -98,7 +99,8 @@ DESCRIPTIONS = {
     "StaticRoute.prefix": "destination",
     "StaticRoute.via": "next hop",
     "Link.endpoints": "`node:interface` with vendor interface names",
-    "Link.zone": "MX routing instance / SRX security zone of this link; `icl` for an MNHA or SRD inter-chassis link",
+    "Link.zone": ("MX routing instance / SRX security zone of this link; `icl` for an MNHA inter-chassis link "
+                  "(srx-mx: routed through the mx's MNHA-VR, the JVD's; srx-srx: direct) or the SRD inter-MX link"),
     "Link.addresses": "explicit addresses, one per endpoint (default: a /31 from addressing.p2p)",
     "Link.mtu": "MTU of both ends",
     "MnhaPair.nodes": "the two SRXs",

@@ -105,6 +105,8 @@ class Kind:
     def protocol_name(self, remote: Kind, zone: str | None, peer: str) -> str:
         """The BIRD protocol name of a session toward PEER (a node of kind REMOTE) on a ZONE link."""
         name = peer.replace("-", "_")
+        if zone == "icl":  # the MNHA ICL routed through an MX: the MNHA-VR's session
+            return f"icl_{name}"
         if self.bgp_naming == "role":
             return f"fw_{name}" if remote.firewall else f"core_{name}"
         if self.bgp_naming == "zone":
@@ -123,6 +125,8 @@ class Kind:
 
     def peer_group(self, protocol: str, zone: str | None) -> str:
         """The BGP group a session belongs to in the SSH CLI (the JVD's group names)."""
+        if zone == "icl":
+            return "MNHA-ICL"
         side = (zone or "core").upper()
         if self.bgp_naming == "role":
             return f"SRX-{side}" if protocol.startswith("fw_") else f"GW-{side}"

@@ -33,6 +33,8 @@ class Bgp(Strict):
     as_: int | None = Field(default=None, alias="as", ge=1, le=4294967294)
     trust_as: int | None = Field(default=None, ge=1, le=4294967294)
     untrust_as: int | None = Field(default=None, ge=1, le=4294967294)
+    # an mx: the AS of its MNHA-VR, which peers each SRX over its ICL link (the JVD's local-as 65050)
+    icl_as: int = Field(default=65050, ge=1, le=4294967294)
     announce: list[IPv4Network] = []
     announce6: list[IPv6Network] = []  # dual-stack: IPv6 prefixes originated (blackhole), like announce
     default_originate: bool = False  # dual-stack: ::/0 too

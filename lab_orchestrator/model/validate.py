@@ -184,15 +184,20 @@ def _check_links(topo: Topology, src: SourceMap) -> Iterable[Diagnostic]:
                            "is for ios-router and host nodes")
         if two_balancers and link.zone != "icl":
             yield src.diag(base, "a link between two mx is the SRD inter-chassis link: set zone: icl")
-        elif balancers and not two_balancers and link.zone not in ("trust", "untrust"):
+        elif balancers and not two_balancers and link.zone not in ("trust", "untrust") \
+                and not (link.zone == "icl" and balancers == firewalls == 1 and len(facts) == 2):
             yield src.diag(base, "a link of an mx needs zone: trust or untrust",
-                           "the zone picks the routing instance, TRUST-VR or UNTRUST-VR")
+                           "the zone picks the routing instance, TRUST-VR or UNTRUST-VR (icl: an srx's ICL "
+                           "through the mx's MNHA-VR)")
         if two_firewalls and link.zone != "icl":
             yield src.diag(base, "a link between two srx is an MNHA ICL: set zone: icl")
         if firewalls and not balancers and not two_firewalls and link.zone is None:
             yield src.diag(base, "a link of an srx needs a zone", "trust or untrust")
-        if link.zone == "icl" and len(kinds) == len(link.endpoints) and not (two_firewalls or two_balancers):
-            yield src.diag(base + ("zone",), "zone icl joins two srx (MNHA) or two mx (SRD)",
+        routed_icl = len(facts) == 2 and balancers == firewalls == 1
+        if link.zone == "icl" and len(kinds) == len(link.endpoints) and not (two_firewalls or two_balancers
+                                                                               or routed_icl):
+            yield src.diag(base + ("zone",), "zone icl joins two srx (MNHA), an srx and an mx (the MNHA ICL "
+                           "routed through the mx) or two mx (SRD)",
                            f"this link joins {' and '.join(kinds)}")
         if link.addresses is not None:
             yield from _check_link_addresses(link.addresses, len(link.endpoints), base, src)
@@ -343,9 +348,11 @@ def _check_pairs(topo: Topology, src: SourceMap) -> Iterable[Diagnostic]:
             spare = next(n for n in pair.nodes if not topo.nodes[n].in_service)
             yield src.diag(("nodes", spare, "in_service"), f"{spare} is out of service but its MNHA peer is not",
                            "a spare MNHA pair has in_service: false on both nodes (it joins as a pair)")
-        if len(set(pair.nodes)) == 2 and both_srx and not _has_link(topo, pair.nodes[0], pair.nodes[1], zone="icl"):
-            yield src.diag(base + ("nodes",), "an MNHA pair needs an ICL link between its nodes",
-                           "add a link with zone: icl")
+        if len(set(pair.nodes)) == 2 and both_srx and not _has_link(topo, pair.nodes[0], pair.nodes[1], zone="icl") \
+                and not icl_routers(topo, pair.nodes[0]) & icl_routers(topo, pair.nodes[1]):
+            yield src.diag(base + ("nodes",), "an MNHA pair needs an ICL: a link with zone: icl from each node "
+                           "to the same mx (routed through its MNHA-VR) or between its nodes",
+                           "add links with zone: icl")
     if topo.srd is not None:
         if topo.srd.nodes[0] == topo.srd.nodes[1]:
             yield src.diag(("srd", "nodes"), f"SRD needs two different mx nodes, got {topo.srd.nodes[0]} twice")
@@ -354,6 +361,18 @@ def _check_pairs(topo: Topology, src: SourceMap) -> Iterable[Diagnostic]:
                 yield src.diag(("srd", "nodes", side), f"SRD is run by two mx nodes; '{node}' is not one")
         if topo.srd.master is not None and topo.srd.master not in topo.srd.nodes:
             yield src.diag(("srd", "master"), f"master '{topo.srd.master}' is not one of srd.nodes")
+
+
+def icl_routers(topo: Topology, srx: str) -> set[str]:
+    """The mx nodes SRX has an ICL link to (its MNHA ICL routed through their MNHA-VR)."""
+    out = set()
+    for link in topo.links:
+        nodes = [e.partition(":")[0] for e in link.endpoints]
+        if link.zone == "icl" and srx in nodes and len(nodes) == 2:
+            other = nodes[1 - nodes.index(srx)]
+            if other in topo.nodes and K.get(topo.nodes[other].kind).load_balancer:
+                out.add(other)
+    return out
 
 
 def _has_link(topo: Topology, a: str, b: str, zone: str) -> bool:

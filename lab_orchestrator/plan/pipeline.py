@@ -67,9 +67,11 @@ def _instance_of(node: Node, link: Link) -> str | None:
     return kinds.get(node.kind).zone_instances.get(link.zone or "")
 
 
-def _local_as(node: Node, instance: str | None) -> int | None:
+def _local_as(node: Node, instance: str | None, zone: str | None = None) -> int | None:
     if node.bgp is None:
         return None
+    if zone == "icl" and kinds.get(node.kind).load_balancer:
+        return node.bgp.icl_as  # the MNHA-VR
     value: int | None = getattr(node.bgp, kinds.get(node.kind).as_field(instance))
     return value
 
@@ -266,15 +268,23 @@ def _default_gateway(topo: Topology, plan: LabPlan, host: str) -> str | None:
     return None
 
 
+def routed_icl(topo: Topology, veth: Veth) -> bool:
+    """An ICL link between an SRX and an MX: the MNHA ICL routed through the MX's MNHA-VR."""
+    facts = [kinds.get(topo.nodes[end.node].kind) for end in (veth.a, veth.b)]
+    return veth.a.zone == "icl" and sorted((f.firewall, f.load_balancer) for f in facts) == [(False, True),
+                                                                                             (True, False)]
+
+
 def _bgp_sessions(topo: Topology, plan: LabPlan) -> Iterator[BgpSession]:
-    """eBGP on every point-to-point link between two BGP speakers, except an MNHA ICL."""
+    """eBGP on every point-to-point link between two BGP speakers, except a direct MNHA ICL and the
+    SRD inter-MX link (an ICL routed through an MX has eBGP with its MNHA-VR, as the JVD's)."""
     for veth in plan.veths:
-        if veth.a.zone == "icl" or veth.a.lan is not None:
+        if veth.a.lan is not None or (veth.a.zone == "icl" and not routed_icl(topo, veth)):
             continue
         for local, remote in ((veth.a, veth.b), (veth.b, veth.a)):
             local_node, remote_node = topo.nodes[local.node], topo.nodes[remote.node]
-            local_as = _local_as(local_node, local.instance)
-            remote_as = _local_as(remote_node, remote.instance)
+            local_as = _local_as(local_node, local.instance, local.zone)
+            remote_as = _local_as(remote_node, remote.instance, remote.zone)
             if local_as is None or remote_as is None or not local.address or not remote.address:
                 continue
             yield BgpSession(

@@ -8,6 +8,8 @@ from typing import Any
 
 import jinja2
 
+from labkit.contracts import CONNTRACKD_SYNC_PORT, MNHA_PORT
+
 from .. import kinds
 from ..model import naming
 from ..model.schema import Topology
@@ -120,15 +122,27 @@ def _peer_pool_extra(topo: Topology, node: str) -> int:
     return 0 if node == pair.nodes[1] else 2
 
 
+def icl_export(kind: str, loopback: str) -> str:
+    """A session of the MNHA ICL routed through an MX, as the JVD's: the SRX announces its lo0.0 only
+    (policy mnha_ip), the MX's MNHA-VR passes on what it learned from the other SRXs
+    (mnha-mx-to-srx-export: from protocol bgp, next-hop self), never prepended."""
+    if kinds.get(kind).firewall:
+        return f'where proto = "loopback" && net = {loopback}/32'
+    return 'where proto ~ "icl_*"'
+
+
 def _exports(kind: str, use_case: str, sessions: list[BgpSession], srg1: bool = False,
              srd: bool = False, srg2_net: str | None = None, b_nets: tuple[str, ...] = (),
-             peer_pool_extra: int = 1, node: NodePlan | None = None) -> dict[str, str]:
+             peer_pool_extra: int = 1, node: NodePlan | None = None, loopback: str = "") -> dict[str, str]:
     """Which routes each BGP session announces: the JVD's route exchange, per role (the kind's
     export policy), prepended by an MNHA pair's SRG1 role (SRG1) or an SRD pair's mastership (SRD).
     An IPv6 session announces the same kinds of routes in IPv6 (`ipv6.export6`)."""
     policy = kinds.get(kind).bgp_export
     out = {}
     for s in sessions:
+        if s.zone == "icl":
+            out[s.protocol] = icl_export(kind, loopback)
+            continue
         if s.family == 6:
             out[s.protocol] = ipv6.export6(policy(s.protocol, s.zone, s.local_as, "sfw"))
         else:
@@ -147,7 +161,10 @@ def _bird_files(topo: Topology, plan: LabPlan, node: NodePlan, env: jinja2.Envir
     spec = topo.nodes[node.name]
     if not kinds.get(spec.kind).routes:
         return
-    for instance in kinds.get(spec.kind).bgp_instances:
+    instances = kinds.get(spec.kind).bgp_instances
+    if None not in instances:
+        instances = (*instances, None)  # an MX's master namespace is its MNHA-VR (the routed ICLs)
+    for instance in instances:
         ns = naming.namespace(plan.name, node.name, instance)
         sessions = [s for s in plan.sessions if s.ns == ns]
         statics = _statics(topo, plan, node) if instance is None else []
@@ -157,7 +174,8 @@ def _bird_files(topo: Topology, plan: LabPlan, node: NodePlan, env: jinja2.Envir
         peer_pools = _peer_pools(plan, node) if instance is None else []
         role_include = None
         in_mnha = mnha.in_pair(topo, node.name)  # an SRX of an MNHA pair (validate)
-        in_srd = not in_mnha and srd.initially_master(topo, node.name) is not None  # an MX of an SRD pair
+        # an MX of an SRD pair (its MNHA-VR is not prepended: no role include there)
+        in_srd = not in_mnha and srd.initially_master(topo, node.name) is not None and instance is not None
         if in_mnha:
             role_include = f"{plan.state_dir}/{mnha.role_file(plan, node.name)}"
         elif in_srd:
@@ -172,9 +190,12 @@ def _bird_files(topo: Topology, plan: LabPlan, node: NodePlan, env: jinja2.Envir
             exports=_exports(spec.kind, plan.use_case, sessions, srg1=in_mnha, srd=in_srd,
                              srg2_net=f"{node.lo_units['2']}/32" if "2" in node.lo_units else None,
                              b_nets=_b_nets(topo, plan, node) if in_mnha else (),
-                             peer_pool_extra=_peer_pool_extra(topo, node.name), node=node),
+                             peer_pool_extra=_peer_pool_extra(topo, node.name), node=node,
+                             loopback=node.loopbacks[instance or ""]),
             role_include=role_include, bfd=topo.services.bfd if sessions else None,
             dual_stack=plan.dual_stack, statics6=ipv6.statics6(topo, plan, node) if instance is None else [],
+            icl_source=node.loopbacks[""] if kinds.get(spec.kind).firewall and any(s.zone == "icl" for s in sessions)
+            else None,
         )
         node.files.append(conf)
         plan.processes.append(Process(
@@ -203,9 +224,9 @@ def _mnha_context(topo: Topology, plan: LabPlan, node: NodePlan) -> dict[str, An
         return None
     local_id = pair.nodes.index(node.name) + 1
     peer = pair.nodes[2 - local_id]
-    local, remote = mnha.icl_of(plan, node.name, peer)
+    icl = mnha.icl_of(plan, node.name, peer)
     return {"pair": pair, "local_id": local_id, "peer_id": 3 - local_id, "peer": peer,
-            "local_ip": _ip(local.address), "peer_ip": _ip(remote.address), "icl": f"{local.alias}.0",
+            "local_ip": icl.local_ip, "peer_ip": icl.peer_ip, "icl": icl.interface, "routed": bool(icl.routed_devs),
             "monitor": mnha.monitor_config(topo, plan, node.name), "signal_route": str(pair.signal_route),
             "srg1_active": mnha.srg1_initially_active(topo, node.name),
             "role": "A" if node.name == pair.nodes[0] else "B", "prepend": pair_prepend_counts(topo, node.name),
@@ -236,8 +257,11 @@ def _srx_ruleset(topo: Topology, plan: LabPlan, node: NodePlan, env: jinja2.Envi
     own = _node_interfaces(plan, node.name)
     pool = IPv4Network(node.nat_pool) if node.nat_pool else None
     name = f"nodes/{node.name}/srx.nft"
+    pair = next((p for p in topo.mnha if node.name in p.nodes), None)
+    icl = mnha.icl_of(plan, node.name, next(n for n in pair.nodes if n != node.name)) if pair else None
     plan.files[name] = env.get_template("srx.nft.j2").render(
-        node=node, plan=plan,
+        node=node, plan=plan, routed_icl=icl if icl and icl.routed_devs else None,
+        mnha_ports=(MNHA_PORT, CONNTRACKD_SYNC_PORT),
         trust=[i.name for i in own if i.zone == "trust"], untrust=[i.name for i in own if i.zone == "untrust"],
         pool_first=pool.network_address if pool else "", pool_last=pool.broadcast_address if pool else "",
     )

@@ -8,7 +8,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -114,6 +114,42 @@ def test_pair_power_off_moves_only_its_flows(srg0: RunningLab) -> None:
         assert moved == {a for a in before if pair[before[a]] == 1}
     finally:
         lab("restore", "--lab", srg0.name, "srx1")
+    srg0.wait_members(REAL_SERVICES)
+
+
+def _heartbeat(running: RunningLab, srx: str) -> dict[str, object]:
+    status = mnha_status(running, srx)
+    beat = status["heartbeat"]
+    assert isinstance(beat, dict)
+    return {**beat, "cold_syncs": status["cold_syncs"]}
+
+
+def _wait_for(what: str, check: Callable[[], bool], timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout} s: {what}")
+        time.sleep(0.1)
+
+
+def test_the_icl_is_routed_through_the_mx(srg0: RunningLab) -> None:
+    """As the JVD: srx1 reaches srx2's lo0.0 over its ICL link to mx1, whose MNHA-VR (its master
+    namespace) routes it; cutting srx1's links to mx1 (the JVD's ae1, ICL unit included) cuts the ICL,
+    and the sessions are pushed again once it is back."""
+    peer_ip = str(mnha_status(srg0, "srx1")["icl"]["peer_ip"])  # type: ignore[index]
+    own_ip = str(mnha_status(srg0, "srx2")["icl"]["peer_ip"])  # type: ignore[index]
+    assert "dev ge-0-0-4" in srg0.exec("srx1", "ip", "route", "get", peer_ip), "over the ICL link to mx1"
+    assert "via" in srg0.exec("mx1", "ip", "route", "show", f"{own_ip}/32"), "mx1's MNHA-VR has srx1's lo0.0"
+    _wait_for("srx2 hears srx1", lambda: bool(_heartbeat(srg0, "srx2")["peer_alive"]))
+    pushes = int(str(_heartbeat(srg0, "srx2")["cold_syncs"]))
+    lab("fail", "--lab", srg0.name, "srx1", "srx-link-failure")
+    try:
+        _wait_for("srx2 no longer hears srx1", lambda: not _heartbeat(srg0, "srx2")["peer_alive"])
+    finally:
+        lab("restore", "--lab", srg0.name, "srx1")
+    _wait_for("srx2 hears srx1 again", lambda: bool(_heartbeat(srg0, "srx2")["peer_alive"]))
+    _wait_for("srx2 pushed its sessions to srx1",
+              lambda: int(str(_heartbeat(srg0, "srx2")["cold_syncs"])) > pushes)
     srg0.wait_members(REAL_SERVICES)
 
 

@@ -231,7 +231,8 @@ def test_operations_go_through_the_node_agent(stand_ins: StandIns) -> None:
     plan = plan_t3()
     assert backend.link(record, plan, "srx2", "mx1", up=False) == [
         "clab-t3-mx1 ge-0-1-2 down", "clab-t3-srx2 ge-0-0-0 down",
-        "clab-t3-mx1 ge-0-2-2 down", "clab-t3-srx2 ge-0-0-1 down"]
+        "clab-t3-mx1 ge-0-2-2 down", "clab-t3-srx2 ge-0-0-1 down",
+        "clab-t3-mx1 ge-0-3-2 down", "clab-t3-srx2 ge-0-0-4 down"]  # the ICL through mx1 too
     agent = [c[4:] for c in stand_ins.calls("docker")[before:]]
     assert agent[:3] == [["lab_orchestrator.clab.agent", "power-off"], ["lab_orchestrator.clab.agent", "power-on"],
                          ["lab_orchestrator.clab.agent", "restart", "bird-trust-vr", "--recover"]]

@@ -291,13 +291,13 @@ def test_split_turns_cross_host_links_into_vxlan_pairs() -> None:
     assert set(host1["topology"]["nodes"]) | {"srx3", "srx4"} == set(result.containers)
     vx1 = {link["vni"]: link for link in host1["topology"]["links"] if link.get("type") == "vxlan"}
     vx2 = {link["vni"]: link for link in host2["topology"]["links"] if link.get("type") == "vxlan"}
-    assert set(vx1) == set(vx2) and len(vx1) == 4  # mx1 <-> srx3/srx4, both zones
+    assert set(vx1) == set(vx2) and len(vx1) == 6  # mx1 <-> srx3/srx4: trust, untrust, ICL
     for vni, link in vx1.items():
         assert link["remote"] == "10.0.0.2" and vx2[vni]["remote"] == "10.0.0.1"
         assert link["endpoint"]["node"] == "mx1" and vx2[vni]["endpoint"]["node"] in ("srx3", "srx4")
         assert link["dst-port"] == vx2[vni]["dst-port"] == clab_export.VXLAN_PORT
     local2 = [link for link in host2["topology"]["links"] if "endpoints" in link]
-    assert [link["endpoints"] for link in local2] == [["srx3:ge-0-0-4", "srx4:ge-0-0-4"]]
+    assert local2 == []  # the pair's ICL goes through mx1
     plain = sum(1 for link in host1["topology"]["links"] if "endpoints" in link)
     assert plain + len(local2) + len(vx1) == len(plan.veths)
 

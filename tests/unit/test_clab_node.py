@@ -39,16 +39,18 @@ def test_mx_interfaces_move_into_their_routing_instances(tmp_path: Path) -> None
     assert config.namespaces == ["t3-mx1", "t3-mx1-trust-vr", "t3-mx1-untrust-vr"]
     names = clab_node.interface_names(config)
     assert sorted(names) == sorted(["ge-0-0-0", "ge-0-0-1", "ge-0-1-1", "ge-0-1-2", "ge-0-1-3", "ge-0-1-4",
-                                    "ge-0-2-1", "ge-0-2-2", "ge-0-2-3", "ge-0-2-4"])
+                                    "ge-0-2-1", "ge-0-2-2", "ge-0-2-3", "ge-0-2-4",
+                                    "ge-0-3-1", "ge-0-3-2", "ge-0-3-3", "ge-0-3-4"])
     moves = dict(clab_node.moves(config))
-    assert set(moves) == set(names)  # every MX data port lives in an instance
+    # every trust/untrust port lives in its instance; the SRXs' ICLs stay in the MNHA-VR (the master)
+    assert set(moves) == {n for n in names if not n.startswith("ge-0-3-")}
     assert moves["ge-0-0-0"] == "t3-mx1-trust-vr" and moves["ge-0-2-4"] == "t3-mx1-untrust-vr"
 
 
 def test_srx_stays_in_the_container_namespace(tmp_path: Path) -> None:
     config = config_of(tmp_path, "topology3", "srx1")
     assert clab_node.moves(config) == []
-    assert sorted(clab_node.interface_names(config)) == ["ge-0-0-0", "ge-0-0-1", "ge-0-0-4"]
+    assert sorted(clab_node.interface_names(config)) == ["ge-0-0-0", "ge-0-0-1", "ge-0-0-4"]  # ge-0/0/4: ICL to mx1
     routing, other = clab_node.ordered_daemons(config)
     assert [d.name for d in routing] == ["bird"]
     assert sorted(d.name for d in other) == ["conntrackd", "mnhad", "responder"]

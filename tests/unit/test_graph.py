@@ -39,7 +39,7 @@ def test_links_attach_to_the_instance_of_their_zone() -> None:
 def test_dot_has_no_end_labels_and_ranks_left_to_right() -> None:
     text = graph.dot(topo("topology4"))
     assert "taillabel" not in text and "headlabel" not in text  # interface names are tooltips only
-    assert 'tooltip="srx1 ge-0/0/4 - srx2 ge-0/0/4 (icl)"' in text and "style=dashed" in text
+    assert 'tooltip="mx1 ge-0/3/1 - srx1 ge-0/0/4 (icl)"' in text and "style=dashed" in text
     assert 'subgraph cluster_0 {' in text and 'label="MNHA pair 1 (SRG0)"' in text
     ranks = re.findall(r"\{ rank=same; ([^}]*) \}", text)
     assert ranks[2].split() == ['"mx1__trust"', '"mx2__trust"'] and len(ranks) == 7

@@ -65,8 +65,10 @@ def spare_pair_topology(tmp_path: Path, load_balancing: str | None = None, name:
     text = text.replace(last, last + "".join(
         f"  - {{endpoints: [mx1:ge-0/1/{n}, srx{n}:ge-0/0/0], zone: trust}}\n"
         f"  - {{endpoints: [mx1:ge-0/2/{n}, srx{n}:ge-0/0/1], zone: untrust}}\n" for n in (5, 6)))
-    icl = "  - {endpoints: [srx3:ge-0/0/4, srx4:ge-0/0/4], zone: icl}\n"
-    text = text.replace(icl, icl + "  - {endpoints: [srx5:ge-0/0/4, srx6:ge-0/0/4], zone: icl}\n")
+    icl = "  - {endpoints: [mx1:ge-0/3/4, srx4:ge-0/0/4], zone: icl}\n"
+    assert icl in text
+    text = text.replace(icl, icl + "".join(f"  - {{endpoints: [mx1:ge-0/3/{n}, srx{n}:ge-0/0/4], zone: icl}}\n"
+                                           for n in (5, 6)))
     text = text.replace("  - {nodes: [srx3, srx4]}\n", "  - {nodes: [srx3, srx4]}\n  - {nodes: [srx5, srx6]}\n")
     assert text.count("srx5") >= 5 and text.count("srx6") >= 5
     path = tmp_path / "spare-pair.yml"

@@ -343,7 +343,8 @@ def test_bad_node_name_and_icl_misuse(tmp_path: Path) -> None:
     got = [(d.line, dotted(d.path), d.message) for d in _load_text(tmp_path, text)]
     assert got == [
         (3, "nodes.Bad_Name", "node name 'Bad_Name' is not usable"),
-        (6, "links[0].zone", "zone icl joins two srx (MNHA) or two mx (SRD)"),
+        (6, "links[0].zone", "zone icl joins two srx (MNHA), an srx and an mx (the MNHA ICL routed through "
+                             "the mx) or two mx (SRD)"),
     ]
 
 

@@ -100,7 +100,8 @@ def show_chassis_ha(snap: Snapshot, args: Args) -> Output:
     local_id = pair.index(snap.node.name) + 1 if snap.node.name in pair else 1
     peer_id = 3 - local_id
     icl = status.icl
-    icl_if = next((f"{p.alias}.0" for p in snap.node.ports if p.name == icl.device), icl.device)
+    icl_if = "lo0.0" if icl.device == "lo" else next(
+        (f"{p.alias}.0" for p in snap.node.ports if p.name == icl.device), icl.device)
     beat = status.heartbeat
     srg1 = status.srg1
     conn = "UP" if icl.up and beat.peer_alive else "DOWN"

@@ -134,6 +134,8 @@ def _sessions(plan: LabPlan) -> Iterator[BgpSession]:
     """The IPv6 twin of every IPv4 session: the same peers, the addresses of the same interfaces."""
     by_ns_peer = {(i.ns, i.address.split("/")[0]): i for i in plan.interfaces() if i.address}
     for session in list(plan.sessions):
+        if session.zone == "icl":  # the MNHA ICL is IPv4 only (the JVD's unit 100: family inet)
+            continue
         local = by_ns_peer.get((session.ns, session.local_address))
         if local is None or not local.address6:
             continue

@@ -48,7 +48,9 @@ def plan_srd(topo: Topology, plan: LabPlan, python: str) -> None:
             icl_dev=local.name, local_ip=str(IPv4Interface(local.address or "0.0.0.0/32").ip),
             peer_ip=str(IPv4Interface(remote.address or "0.0.0.0/32").ip),
             monitored={ns: sorted(i.name for i in plan.interfaces() if i.ns == ns) for ns in instances},
-            bird_sockets=[p.control_socket for p in plan.processes if p.node == node and p.control_socket],
+            # the BIRDs of its trust and untrust instances (its MNHA-VR, the master, is never prepended)
+            bird_sockets=[p.control_socket for p in plan.processes
+                          if p.node == node and p.control_socket and p.ns != plan.node(node).master_ns],
             role_file=f"{plan.state_dir}/{role_file(node)}",
             signal_namespaces=instances, signal_route=signal_route(topo),
             control_socket=f"{plan.state_dir}/nodes/{node}/srd.sock",

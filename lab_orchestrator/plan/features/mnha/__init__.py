@@ -7,6 +7,7 @@ both ways by conntrackd in FTFW mode over the ICL. See docs/mnha.md.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from ipaddress import IPv4Interface
 from pathlib import Path
 
@@ -14,15 +15,36 @@ from labkit.configs import MnhaConfig
 from labkit.contracts import CONNTRACKD_SYNC_PORT, MNHA_CONFIG, MNHA_STATUS
 
 from ....model.schema import Topology
-from ...plantypes import Interface, LabPlan, Process
+from ...plantypes import LabPlan, Process
 from ...templating import environment
 
 
-def icl_of(plan: LabPlan, node: str, peer: str) -> tuple[Interface, Interface]:
+@dataclass(frozen=True)
+class Icl:
+    """How NODE reaches its MNHA peer. Routed (the JVD's): from its lo0.0 to the peer's lo0.0 through
+    the MNHA-VR of the MXs it has ICL links to (eBGP there); direct: a veth between the two nodes."""
+
+    dev: str  # Linux device the MNHA traffic is bound to: the direct link, or lo (routed)
+    interface: str  # as Junos names it: ge-0/0/4.0, or lo0.0
+    local_ip: str
+    peer_ip: str
+    routed_devs: tuple[str, ...] = ()  # routed: the node's ICL links to the MXs
+
+
+def _ip(address: str | None) -> str:
+    return str(IPv4Interface(address or "0.0.0.0/32").ip)
+
+
+def icl_of(plan: LabPlan, node: str, peer: str) -> Icl:
     for veth in plan.veths:
         if {veth.a.node, veth.b.node} == {node, peer} and veth.a.zone == "icl":
-            return (veth.a, veth.b) if veth.a.node == node else (veth.b, veth.a)
-    raise KeyError(f"no ICL between {node} and {peer}")
+            local, remote = (veth.a, veth.b) if veth.a.node == node else (veth.b, veth.a)
+            return Icl(local.name, f"{local.alias}.0", _ip(local.address), _ip(remote.address))
+    routed = sorted((i for i in plan.interfaces() if i.node == node and i.zone == "icl"), key=lambda i: i.alias)
+    if not routed:
+        raise KeyError(f"no ICL between {node} and {peer}")
+    return Icl("lo", "lo0.0", plan.node(node).loopbacks.get("", ""), plan.node(peer).loopbacks.get("", ""),
+               tuple(i.name for i in routed))
 
 
 ACTIVE_PRIORITY, BACKUP_PRIORITY = 200, 100
@@ -83,15 +105,14 @@ def plan_mnha(topo: Topology, plan: LabPlan, python: str = "python3") -> None:
         # conntrackd first: a node that powers on runs its daemons in this order, and its peer sends
         # it the whole session table (cold sync) once its MNHA daemon is heard
         for node, peer in (pair.nodes, pair.nodes[::-1]) if pair.sync else ():
-            local, remote = icl_of(plan, node, peer)
+            icl = icl_of(plan, node, peer)
             node_plan = plan.node(node)
             own = sorted({str(IPv4Interface(i.address).ip) for i in plan.interfaces()
                           if i.node == node and i.address} | {node_plan.loopbacks.get("", "")} - {""})
             name = f"nodes/{node}/conntrackd.conf"
             plan.files[name] = env.get_template("mnha/conntrackd.conf.j2").render(
-                node=node, peer=peer, icl_dev=local.name, state_dir=plan.state_dir,
-                local_ip=IPv4Interface(local.address or "0.0.0.0/32").ip,
-                peer_ip=IPv4Interface(remote.address or "0.0.0.0/32").ip, own_addresses=own,
+                node=node, peer=peer, icl_dev=icl.dev, state_dir=plan.state_dir,
+                local_ip=icl.local_ip, peer_ip=icl.peer_ip, own_addresses=own,
                 sync_port=CONNTRACKD_SYNC_PORT,
             )
             node_plan.files.append(name)
@@ -104,7 +125,7 @@ def plan_mnha(topo: Topology, plan: LabPlan, python: str = "python3") -> None:
 
 
 def _plan_daemon(topo: Topology, plan: LabPlan, mode: str, node: str, peer: str, python: str) -> None:
-    local, remote = icl_of(plan, node, peer)
+    icl = icl_of(plan, node, peer)
     node_plan = plan.node(node)
     pair = next(p for p in topo.mnha if node in p.nodes)
     active = srg1_initially_active(topo, node)
@@ -113,8 +134,7 @@ def _plan_daemon(topo: Topology, plan: LabPlan, mode: str, node: str, peer: str,
         "node": node, "peer": peer, "mode": mode,
         "priority": ACTIVE_PRIORITY if active or (active is None and node == pair.nodes[0]) else BACKUP_PRIORITY,
         "preempt": pair.preempt, "heartbeat_ms": pair.heartbeat_ms, "heartbeat_threshold": pair.heartbeat_threshold,
-        "icl_dev": local.name, "local_ip": str(IPv4Interface(local.address or "0.0.0.0/32").ip),
-        "peer_ip": str(IPv4Interface(remote.address or "0.0.0.0/32").ip),
+        "icl_dev": icl.dev, "local_ip": icl.local_ip, "peer_ip": icl.peer_ip, "icl_routed": list(icl.routed_devs),
         "peer_loopback": plan.node(peer).loopbacks.get("", ""),
         "monitored": sorted(i.name for i in plan.interfaces() if i.node == node and i.zone in ("trust", "untrust")),
         "role_file": f"{plan.state_dir}/{role_file(plan, node)}",

@@ -45,6 +45,8 @@ from enum import IntEnum
 from ipaddress import IPv4Address
 from typing import Any
 
+from labkit.flexstatus import ClbStatus
+
 PORT = 2012
 MAGIC = b"CLB"
 VERSION = 1
@@ -328,50 +330,47 @@ def _mmss(seconds: float) -> str:
     return f"{minutes:02d}:{seconds - minutes * 60:06.3f}"
 
 
-def show_cluster(status: dict[str, object] | None, now_wall: float) -> str:
+def show_cluster(status: ClbStatus | None, now_wall: float) -> str:
     """`show crypto ikev2 cluster` in the seed's layout, from the daemon's cluster status."""
-    if not status or status.get("shutdown") or status.get("role") in (None, "none"):
+    if status is None or status.shutdown or status.role == "none":
         return "Cluster is shutdown\n"
+    strict = ["Overload mode : strict (an overloaded gateway refuses new IKE SAs)"] if status.strict_overload else []
     lines = []
-    if status["role"] == "master":
-        rows = status.get("rows") or []
-        assert isinstance(rows, list)
+    if status.role == "master":
+        rows = status.rows or []
         lines += [
             "Role : CLB Master",
-            f"Status : {status.get('status', 'Up')}",
-            f"CLB Slaves : {sum(1 for r in rows if r['role'] == 'Slave')}",
-            f"Cluster IP : {status['cluster_ip']}",
-            f"Hold time : {status['holdtime_ms']} msec",
-            f"Overload limit : {status['overload_limit']}%",
-            *(["Overload mode : strict (an overloaded gateway refuses new IKE SAs)"]
-              if status.get("strict_overload") else []),
+            f"Status : {status.status or 'Up'}",
+            f"CLB Slaves : {sum(1 for r in rows if r.role == 'Slave')}",
+            f"Cluster IP : {status.cluster_ip}",
+            f"Hold time : {status.holdtime_ms} msec",
+            f"Overload limit : {status.overload_limit}%",
+            *strict,
             "Codes : '*' Least loaded, '-' Overloaded",
             "Load statistics:",
             f" {'Gateway':<16}{'Role':<8}{'Last-seen':<11}{'Prio':>4}{'Load':>8}{'IKE':>6}{'Ipsec':>7}",
             "-" * 62,
         ]
         for r in rows:
-            seen = "--" if r["last_seen_at"] is None else _mmss(now_wall - float(r["last_seen_at"]))
-            lines.append(f"{r['code'] or ' ':1}{r['address']:<16}{r['role']:<8}{seen:<11}{r['priority']:>4}"
-                         f"{float(r['load']):>7.1f}%{r['ike']:>6}{r['ipsec']:>7}")
+            seen = "--" if r.last_seen_at is None else _mmss(now_wall - r.last_seen_at)
+            lines.append(f"{r.code or ' ':1}{r.address:<16}{r.role:<8}{seen:<11}{r.priority:>4}"
+                         f"{r.load:>7.1f}%{r.ike:>6}{r.ipsec:>7}")
         return "\n".join(lines) + "\n"
     lines += [
         "Role : CLB Slave",
-        f"Status : {status.get('status', 'Down')}",
-        f"Cluster IP : {status['cluster_ip']}",
-        f"Hold time : {status['holdtime_ms']} msec",
-        f"Hello-interval : {status['hello_ms']} msec",
-        f"Update-interval: {status['update_ms']} msec",
-        *(["Overload mode : strict (an overloaded gateway refuses new IKE SAs)"]
-          if status.get("strict_overload") else []),
+        f"Status : {status.status or 'Down'}",
+        f"Cluster IP : {status.cluster_ip}",
+        f"Hold time : {status.holdtime_ms} msec",
+        f"Hello-interval : {status.hello_ms} msec",
+        f"Update-interval: {status.update_ms} msec",
+        *strict,
         "Load statistics:",
         f"{'Gateway':<16}{'Last-Ack':<11}{'Prio':>4}{'Load':>8}{'IKE':>6}{'IPsec':>7}",
         "-" * 55,
     ]
-    own = status.get("own")
-    if isinstance(own, dict):
-        ack = "--" if own.get("last_ack_at") is None else _mmss(now_wall - float(own["last_ack_at"]))
-        code = "-" if own.get("overloaded") else ""
-        lines.append(f"{code}{own['address']:<16}{ack:<11}{own['priority']:>4}{float(own['load']):>7.1f}%"
-                     f"{own['ike']:>6}{own['ipsec']:>7}")
+    own = status.own
+    if own is not None:
+        ack = "--" if own.last_ack_at is None else _mmss(now_wall - own.last_ack_at)
+        code = "-" if own.overloaded else ""
+        lines.append(f"{code}{own.address:<16}{ack:<11}{own.priority:>4}{own.load:>7.1f}%{own.ike:>6}{own.ipsec:>7}")
     return "\n".join(lines) + "\n"

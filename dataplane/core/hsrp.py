@@ -36,6 +36,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from ipaddress import IPv4Address
 
+from labkit.flexstatus import HsrpGroupStatus
+
 from .hsrp_packet import (
     DEFAULT_AUTH,
     GROUP_V1,
@@ -389,37 +391,35 @@ def _timer_text(ms: int) -> str:
     return f"{ms // 1000} sec" if ms % 1000 == 0 else f"{ms} msec"
 
 
-def show_standby(groups: Iterable[dict[str, object]], now_wall: float) -> str:
-    """`show standby` in IOS layout, from `HsrpMachine.status()` snapshots (with `interface` added)."""
+def show_standby(groups: Iterable[HsrpGroupStatus], now_wall: float) -> str:
+    """`show standby` in IOS layout, from the groups of the daemon's status file."""
     lines: list[str] = []
     for g in groups:
-        lines.append(f"{g['interface']} - Group {g['group']}" + (" (version 2)" if g.get("version") == 2 else ""))
-        lines.append(f"  State is {g['state']}")
-        lines.append(f"  Virtual IP address is {g['vip'] or 'unknown'}")
-        lines.append(f"  Active virtual MAC address is {g['active_mac'] or 'unknown'}")
-        default = "v2 default" if g.get("version") == 2 else "v1 default"
-        lines.append(f"    Local virtual MAC address is {g['virtual_mac']} ({default})")
-        lines.append(f"  Hello time {_timer_text(int(g['hello_ms']))}, "  # type: ignore[call-overload]
-                     f"hold time {_timer_text(int(g['hold_ms']))}")  # type: ignore[call-overload]
-        if g["preempt"]:
-            delay = float(g.get("preempt_delay") or 0)  # type: ignore[arg-type]
+        lines.append(f"{g.interface} - Group {g.group}" + (" (version 2)" if g.version == 2 else ""))
+        lines.append(f"  State is {g.state}")
+        lines.append(f"  Virtual IP address is {g.vip or 'unknown'}")
+        lines.append(f"  Active virtual MAC address is {g.active_mac or 'unknown'}")
+        default = "v2 default" if g.version == 2 else "v1 default"
+        lines.append(f"    Local virtual MAC address is {g.virtual_mac} ({default})")
+        lines.append(f"  Hello time {_timer_text(g.hello_ms)}, hold time {_timer_text(g.hold_ms)}")
+        if g.preempt:
+            delay = g.preempt_delay
             lines.append("  Preemption enabled" + (f", delay min {delay:g} secs" if delay else ""))
         else:
             lines.append("  Preemption disabled")
-        for role, key in (("Active", "active"), ("Standby", "standby")):
-            peer = g.get(key)
-            if not isinstance(peer, dict):
+        for role, peer in (("Active", g.active), ("Standby", g.standby)):
+            if peer is None:
                 lines.append(f"  {role} router is unknown")
-            elif peer["address"] == "local":
+            elif peer.address == "local" or peer.expires_at is None:
                 lines.append(f"  {role} router is local")
             else:
-                left = max(0.0, float(peer["expires_at"]) - now_wall)
-                lines.append(f"  {role} router is {peer['address']}, priority {peer['priority']} "
+                left = max(0.0, peer.expires_at - now_wall)
+                lines.append(f"  {role} router is {peer.address}, priority {peer.priority} "
                              f"(expires in {left:.3f} sec)")
-        lines.append(f"  Priority {g['priority']} (default 100)")
-        if g.get("name"):
-            lines.append(f"  Group name is \"{g['name']}\" (cfgd)")
+        lines.append(f"  Priority {g.priority} (default 100)")
+        if g.name:
+            lines.append(f"  Group name is \"{g.name}\" (cfgd)")
         else:
-            lines.append(f"  Group name is \"hsrp-{g['interface']}-{g['group']}\" (default)")
+            lines.append(f"  Group name is \"hsrp-{g.interface}-{g.group}\" (default)")
     return "\n".join(lines) + "\n"
 

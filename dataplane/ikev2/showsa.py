@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Sequence
+
+from labkit.flexstatus import FlexClientSa, GatewaySa
 
 from . import iana
 from .sa import IkeSa
@@ -39,20 +40,20 @@ def status(sas: Iterable[IkeSa], now: float, wall: float, limit: int = 200) -> l
     return out
 
 
-def show_sa(sas: list[dict[str, Any]]) -> str:
-    """`show crypto ikev2 sa` in IOS layout."""
+def show_sa(sas: Sequence[GatewaySa | FlexClientSa]) -> str:
+    """`show crypto ikev2 sa` in IOS layout (a gateway's SAs, or a FlexVPN client's)."""
     lines = [" IPv4 Crypto IKEv2  SA ", "",
              f"{'Tunnel-id':<10}{'Local':<22}{'Remote':<22}{'fvrf/ivrf':<21}Status "]
     for sa in sas:
-        lines.append(f"{sa['id']:<10}{sa['local']:<22}{sa['remote']:<22}{'none/none':<21}{sa['state']} ")
-        lines.append(f"      Encr: {sa['encr']}, keysize: {sa['keysize']}, DH Grp:{sa['dh']}, "
-                     f"Auth sign: {sa['auth_sign']}, Auth verify: {sa['auth_verify']}")
-        lines.append(f"      Life/Active Time: 86400/{int(float(sa['active_s']))} sec")
-        if sa.get("address"):
-            lines.append(f"      Assigned host addr: {sa['address']}")
-        if sa.get("redirected_from"):
-            lines.append(f"      Redirected from: {sa['redirected_from']}")
-        if sa.get("redirected_to"):
-            lines.append(f"      Redirected to: {sa['redirected_to']}")
+        lines.append(f"{sa.id:<10}{sa.local:<22}{sa.remote:<22}{'none/none':<21}{sa.state} ")
+        lines.append(f"      Encr: {sa.encr}, keysize: {sa.keysize}, DH Grp:{sa.dh}, "
+                     f"Auth sign: {sa.auth_sign}, Auth verify: {sa.auth_verify}")
+        lines.append(f"      Life/Active Time: 86400/{int(sa.active_s)} sec")
+        if sa.address:
+            lines.append(f"      Assigned host addr: {sa.address}")
+        if sa.redirected_from:
+            lines.append(f"      Redirected from: {sa.redirected_from}")
+        if sa.redirected_to:
+            lines.append(f"      Redirected to: {sa.redirected_to}")
         lines.append("")
     return "\n".join(lines) + "\n"

@@ -36,14 +36,13 @@ def show(state: str | Path, node: str, command: str, now: float | None = None) -
     words = command.split()
     if words[:2] == ["show", "standby"] or words == ["standby"]:
         groups = hsrp_status(state, node)
-        return "" if groups is None or not groups.groups else hsrp.show_standby(groups.to_dict()["groups"], now)
+        return "" if groups is None or not groups.groups else hsrp.show_standby(groups.groups, now)
     if words[-3:] == ["crypto", "ikev2", "cluster"] or words[-2:] == ["ikev2", "cluster"]:
         status = ikev2_status(state, node)
-        cluster = status.cluster if isinstance(status, GatewayStatus) else None
-        return clb.show_cluster(None if cluster is None else cluster.to_dict(), now)
+        return clb.show_cluster(status.cluster if isinstance(status, GatewayStatus) else None, now)
     if words[-3:] == ["crypto", "ikev2", "sa"] or words[-2:] == ["ikev2", "sa"]:
         status = ikev2_status(state, node)
-        return show_sa([] if status is None else status.to_dict()["sas"])
+        return show_sa([] if status is None else status.sas)
     if words[-2:] == ["crypto", "session"]:
         status = ikev2_status(state, node)
         return flexclient.show_session(None if status is None else status.to_dict())

@@ -330,7 +330,7 @@ def show_standby(snap: Snapshot, args: Args) -> Output:
                          f"{'P' if g.preempt else ' '} {g.state:<8}{_who(g.active):<16}"
                          f"{_who(g.standby):<16}{g.vip or ''}")
         return Output("".join(line + "\n" for line in lines), data)
-    return Output(hsrp.show_standby(data["groups"], snap.now), data)
+    return Output(hsrp.show_standby(status.groups, snap.now), data)
 
 
 def _who(peer: HsrpPeer | None) -> str:
@@ -347,17 +347,16 @@ def show_crypto_ikev2_cluster(snap: Snapshot, args: Args) -> Output:
     from dataplane.core import clb
 
     cluster = None if status.cluster is None else status.cluster.to_dict()
-    return Output(clb.show_cluster(cluster, snap.now), cluster)
+    return Output(clb.show_cluster(status.cluster, snap.now), cluster)
 
 
 def show_crypto_ikev2_sa(snap: Snapshot, args: Args) -> Output:
     status = parse_ikev2(snap.status.get(IKEV2_STATUS))
     if status is None:
         return _not_there(bool({"ikev2", "ikev2_cluster", "flexvpn_client"} & set(snap.node.features)), "IKEv2")
-    sas = status.to_dict()["sas"]
     from dataplane.ikev2.showsa import show_sa
 
-    return Output(show_sa(sas), sas)
+    return Output(show_sa(status.sas), [sa.to_dict() for sa in status.sas])
 
 
 def show_crypto_ipsec_sa(snap: Snapshot, args: Args) -> Output:

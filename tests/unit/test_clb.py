@@ -4,13 +4,16 @@ of it), the master's table, hold time, least-loaded choice, overload, and the sh
 from __future__ import annotations
 
 import contextlib
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from statusdata import clb_status
 
 from dataplane.core import clb
 from dataplane.core.clb import ClbError, Hello, Load, Master, Weights
+from labkit.flexstatus import ClbStatus
 
 # ------------------------------------------------------------------------------------------ formula
 # The seed's members: 13.2 % with no SA, 28.2 % with 1 IKE + 2 IPsec SAs (max-session 10). The system
@@ -245,6 +248,10 @@ def test_removed_member_gets_no_more_redirects() -> None:
 
 
 # ------------------------------------------------------------------------------------------ show
+def cluster(**changes: Any) -> ClbStatus:
+    return ClbStatus.model_validate(clb_status(**changes))
+
+
 def test_show_master_layout() -> None:
     master = make_master()
     master.local.cpu, master.local.memory = SEED_CPU, SEED_MEM
@@ -252,8 +259,7 @@ def test_show_master_layout() -> None:
     master.update(Load("10.10.10.3", 3, 100, SEED_CPU, SEED_MEM, 10, 0, 0), 10.0)
     master.members["10.10.10.2"].max_session = 10
     master.local.max_session = 10
-    status = {"role": "master", "shutdown": False, "cluster_ip": "10.10.10.100", "holdtime_ms": 3000,
-              "overload_limit": 90, "rows": master.status(10.728, 1000.728)}
+    status = cluster(role="master", overload_limit=90, status="Up", rows=master.status(10.728, 1000.728))
     text = clb.show_cluster(status, 1000.728)
     lines = text.splitlines()
     assert lines[:8] == ["Role : CLB Master", "Status : Up", "CLB Slaves : 2", "Cluster IP : 10.10.10.100",
@@ -267,15 +273,14 @@ def test_show_master_layout() -> None:
 
 
 def test_show_slave_layout_and_shutdown() -> None:
-    status = {"role": "slave", "status": "Up", "cluster_ip": "10.10.10.100", "holdtime_ms": 3000,
-              "hello_ms": 1000, "update_ms": 3000,
-              "own": {"address": "10.10.10.3", "priority": 50, "load": 19.8, "ike": 0, "ipsec": 0,
-                      "last_ack_at": 99.135}}
+    status = cluster(role="slave", status="Up", update_ms=3000,
+                     own={"address": "10.10.10.3", "priority": 50, "load": 19.8, "ike": 0, "ipsec": 0,
+                          "overloaded": False, "last_ack_at": 99.135})
     lines = clb.show_cluster(status, 100.0).splitlines()
     assert lines[:7] == ["Role : CLB Slave", "Status : Up", "Cluster IP : 10.10.10.100", "Hold time : 3000 msec",
                          "Hello-interval : 1000 msec", "Update-interval: 3000 msec", "Load statistics:"]
     assert lines[9].split() == ["10.10.10.3", "00:00.865", "50", "19.8%", "0", "0"]
-    assert clb.show_cluster({"role": "none", "shutdown": True}, 0) == "Cluster is shutdown\n"
+    assert clb.show_cluster(cluster(role="none", shutdown=True), 0) == "Cluster is shutdown\n"
     assert clb.show_cluster(None, 0) == "Cluster is shutdown\n"
 
 

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from dataplane.core import hsrp
 from dataplane.core.hsrp import GroupConfig, HsrpError, HsrpMachine, HsrpPacket, Op, State
+from labkit.flexstatus import HsrpGroupStatus
 
 VIP = "10.10.10.100"
 
@@ -376,6 +377,12 @@ def test_own_packets_ignored() -> None:
 
 
 # ------------------------------------------------------------------------------------------ show
+def group_status(machine: dict[str, object], interface: str = "Ethernet0/0") -> HsrpGroupStatus:
+    """A machine's status as flexvpnd publishes it, with the interface the daemon adds."""
+    return HsrpGroupStatus.model_validate({**machine, "interface": interface, "linux_interface": "Et0-0",
+                                           "address": "10.10.10.1", "vip_interface": "hsrp1", "vip_owned": False})
+
+
 def test_show_standby_seed_layout() -> None:
     lan = Lan()
     lan.add("10.10.10.1", priority=100, name="group1")
@@ -385,9 +392,7 @@ def test_show_standby_seed_layout() -> None:
         lan.enable(address)
     lan.run(60)
     listen = lan.routers["10.10.10.1"]
-    status = listen.status(lan.now, 1000.0)
-    status["interface"] = "Ethernet0/0"
-    text = hsrp.show_standby([status], 1000.0)
+    text = hsrp.show_standby([group_status(listen.status(lan.now, 1000.0))], 1000.0)
     lines = text.splitlines()
     assert lines[0] == "Ethernet0/0 - Group 1"
     assert lines[1] == "  State is Listen"
@@ -401,17 +406,14 @@ def test_show_standby_seed_layout() -> None:
     assert lines[8].startswith("  Standby router is 10.10.10.3, priority 150 (expires in ")
     assert lines[9] == "  Priority 100 (default 100)"
     assert lines[10] == '  Group name is "group1" (cfgd)'
-    active = lan.routers["10.10.10.2"].status(lan.now, 1000.0)
-    active["interface"] = "Ethernet0/0"
+    active = group_status(lan.routers["10.10.10.2"].status(lan.now, 1000.0))
     text = hsrp.show_standby([active], 1000.0)
     assert "  State is Active" in text and "  Active router is local" in text
 
 
 def test_show_standby_msec_and_preempt_delay() -> None:
     machine = HsrpMachine(GroupConfig(1, VIP, hello=0.3, hold=1.0, preempt=True, preempt_delay=30), "10.10.10.1")
-    status = machine.status(0, 0)
-    status["interface"] = "Ethernet0/1"
-    text = hsrp.show_standby([status], 0)
+    text = hsrp.show_standby([group_status(machine.status(0, 0), "Ethernet0/1")], 0)
     assert "  Hello time 300 msec, hold time 1 sec" in text
     assert "  Preemption enabled, delay min 30 secs" in text
     assert "  State is Init" in text and "  Active router is unknown" in text
@@ -425,8 +427,6 @@ def test_auth_field_is_padded_text() -> None:
 
 def test_a_group_status_is_what_the_status_file_model_reads() -> None:
     """flexvpnd writes each machine's status (plus its interface) as a labkit.flexstatus.HsrpGroupStatus."""
-    from labkit.flexstatus import HsrpGroupStatus
-
     lan = Lan()
     lan.add("10.10.10.1", priority=100, name="group1")
     lan.add("10.10.10.2", priority=255, name="group1")

@@ -328,12 +328,12 @@ def test_half_open_sas_expire() -> None:
 def test_show_sa() -> None:
     gw = make_gateway()
     exchange(gw, Initiator(ClientConfig(MEMBER, psk=PSK), MEMBER, CLIENT, VIP), MEMBER)
-    text = showsa.show_sa(gw.status(0.0))
-    assert "READY" in text and "10.10.10.3/500" in text and "Assigned host addr: 172.16.3.1" in text
     from labkit.flexstatus import GatewaySa, IkeCounts
 
     sas = [GatewaySa.model_validate(sa) for sa in gw.status(0.0)]  # what flexvpnd's status file holds
     assert sas[0].state == "READY" and sas[0].child is not None and IkeCounts.model_validate(gw.counts()).ike == 1
+    text = showsa.show_sa(sas)
+    assert "READY" in text and "10.10.10.3/500" in text and "Assigned host addr: 172.16.3.1" in text
     assert "Redirected from: 10.10.10.100" in text
 
 

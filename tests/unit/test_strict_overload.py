@@ -4,9 +4,12 @@ says the mode and marks the member's own row when it is overloaded."""
 
 from __future__ import annotations
 
+from statusdata import clb_status
+
 from dataplane.core import clb
 from dataplane.ikev2.client import ClientConfig, Initiator
 from dataplane.ikev2.gateway import Gateway, GatewayConfig
+from labkit.flexstatus import ClbStatus
 
 PSK = b"lab-unit-test-key"  # the pre-shared key of the gateways and clients below
 
@@ -66,16 +69,18 @@ def test_an_established_sa_keeps_working_while_overloaded() -> None:
 
 
 def test_show_cluster_says_strict_and_marks_an_overloaded_member() -> None:
-    slave = {"role": "slave", "status": "Up", "cluster_ip": VIP, "holdtime_ms": 3000, "hello_ms": 1000,
-             "update_ms": 3000, "strict_overload": True,
-             "own": {"address": MEMBER, "priority": 100, "load": 95.0, "ike": 4, "ipsec": 8, "last_ack_at": 99.5,
-                     "overloaded": True}}
+    own = {"address": MEMBER, "priority": 100, "load": 95.0, "ike": 4, "ipsec": 8, "last_ack_at": 99.5,
+           "overloaded": True}
+    slave = ClbStatus.model_validate(clb_status(role="slave", status="Up", cluster_ip=VIP, update_ms=3000,
+                                                strict_overload=True, own=own))
     lines = clb.show_cluster(slave, 100.0).splitlines()
     assert "Overload mode : strict (an overloaded gateway refuses new IKE SAs)" in lines
     assert lines[-1].split()[0] == f"-{MEMBER}"
-    master = {"role": "master", "shutdown": False, "cluster_ip": VIP, "holdtime_ms": 3000, "overload_limit": 90,
-              "strict_overload": True, "rows": []}
+    master = ClbStatus.model_validate(clb_status(role="master", cluster_ip=VIP, overload_limit=90,
+                                                 strict_overload=True, rows=[]))
     assert "Overload mode : strict" in clb.show_cluster(master, 0.0)
-    relaxed = {**slave, "strict_overload": False, "own": {**slave["own"], "overloaded": False}}  # type: ignore[dict-item]
+    assert slave.own is not None
+    relaxed = slave.model_copy(update={"strict_overload": False,
+                                       "own": slave.own.model_copy(update={"overloaded": False})})
     text = clb.show_cluster(relaxed, 100.0)
     assert "Overload mode" not in text and text.splitlines()[-1].split()[0] == MEMBER

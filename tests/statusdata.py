@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from labkit.flexstatus import GatewayStatus, HsrpStatus
+from labkit.flexstatus import FlexclientStatus, GatewayStatus, HsrpStatus
 from labkit.status import MnhaStatus, MxlbStatus
 
 
@@ -90,4 +90,43 @@ def gateway_status(**changes: Any) -> dict[str, Any]:
               "esp": None, "ipsec_sas": []}
     out = _merged(status, changes)
     GatewayStatus.model_validate(out)
+    return out
+
+
+def gateway_sa(**changes: Any) -> dict[str, Any]:
+    """One IKE SA in a gateway's ikev2-status.json (dataplane.ikev2.showsa.status)."""
+    return _merged({"id": 1, "local": "10.10.10.3/4500", "remote": "10.10.20.11/4500", "state": "READY",
+                    "spi_i": "00" * 8, "spi_r": "11" * 8, "suite": "AES-CBC-256/PRF-HMAC-SHA2-256", "encr": "AES-CBC",
+                    "keysize": 256, "dh": 19, "peer_id": "client", "auth_verify": "PSK", "auth_sign": "PSK",
+                    "address": None, "redirected_from": None, "redirected_to": None, "active_s": 1.0,
+                    "created_at": 0.0, "child": None}, changes)
+
+
+def gateway_child(installed: bool = True) -> dict[str, Any]:
+    return {"spi_in": "c190e458", "spi_out": "5147b0d6", "suite": "AES-GCM-256", "ts_i": [], "ts_r": [],
+            "installed": installed}
+
+
+def client_sa(**changes: Any) -> dict[str, Any]:
+    """The IKE SA in a FlexVPN client's ikev2-status.json."""
+    return _merged({"id": 1, "local": "10.10.20.11/4500", "remote": "10.10.10.3/4500", "state": "READY",
+                    "spi_i": "00" * 8, "spi_r": "11" * 8, "suite": "AES-CBC-256/PRF-HMAC-SHA2-256", "encr": "AES-CBC",
+                    "keysize": 256, "dh": 19, "auth_sign": "PSK", "auth_verify": "PSK", "address": "172.16.3.1",
+                    "redirected_from": None, "redirected_to": None, "active_s": 1.0, "dpd": {"probes": 0}}, changes)
+
+
+def ipsec_sa(**changes: Any) -> dict[str, Any]:
+    """One CHILD_SA with its ESP counters (`show crypto ipsec sa`)."""
+    return _merged({"interface": "Virtual-Access1", "local": "10.10.10.2", "remote": "10.10.20.6", "port": 4500,
+                    "local_ident": ["0.0.0.0/0"], "remote_ident": ["172.16.2.1/32"], "spi_in": "c190e458",
+                    "spi_out": "5147b0d6", "transform": "esp-gcm 256", "encaps": 0, "decaps": 0, "bytes_out": 0,
+                    "bytes_in": 0, "verify_failed": 0, "replay_failed": 0, "malformed": 0}, changes)
+
+
+def flexclient_status(client: dict[str, Any], **changes: Any) -> dict[str, Any]:
+    """A FlexVPN client's ikev2-status.json around CLIENT (dataplane.core.flexclient.ClientStatus.as_dict())."""
+    status = {"node": "branch1", "role": "flexvpn-client", "updated": 0.0, "client": client, "sas": [],
+              "ipsec_sas": [], "esp": None}
+    out = _merged(status, changes)
+    FlexclientStatus.model_validate(out)
     return out

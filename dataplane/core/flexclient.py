@@ -27,6 +27,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from labkit.flexstatus import FlexclientStatus, Ikev2Status
+
 DPD_RETRIES = 5  # IOS retransmits an unanswered liveness check five times before the peer is dead
 BACKOFF_FIRST, BACKOFF_MAX = 1.0, 10.0
 HISTORY = 20  # connection events kept in the status
@@ -123,41 +125,39 @@ class ClientStatus:
 
 
 # ------------------------------------------------------------------------------------------ show
-def show_session(status: dict[str, Any] | None) -> str:
+def show_session(status: Ikev2Status | None) -> str:
     """`show crypto session` (IOS layout) from an `ikev2-status.json`: a client's one session, or a
     gateway's sessions (one per Virtual-Access)."""
     lines = ["Crypto session current status", ""]
-    if not status:
+    if status is None:
         return "\n".join(lines) + "\n"
-    client = status.get("client")
-    if isinstance(client, dict):
-        if client.get("state") != "up":
-            lines += [f"Interface: {client.get('interface')}", "Session status: DOWN",
-                      f"Peer: {(client.get('peers') or ['-'])[0]} port 500", ""]
+    if isinstance(status, FlexclientStatus):
+        client = status.client
+        if client.state != "up":
+            lines += [f"Interface: {client.interface}", "Session status: DOWN",
+                      f"Peer: {(client.peers or ['-'])[0]} port 500", ""]
             return "\n".join(lines) + "\n"
-        sas = status.get("sas") or [{}]
-        sa = sas[0]
-        lines += [f"Interface: {client.get('interface')}", "Profile: default", "Session status: UP-ACTIVE",
-                  f"Peer: {client.get('gateway')} port 4500",
+        sa = status.sas[0] if status.sas else None
+        lines += [f"Interface: {client.interface}", "Profile: default", "Session status: UP-ACTIVE",
+                  f"Peer: {client.gateway} port 4500",
                   "  Session ID: 1",
-                  f"  IKEv2 SA: local {sa.get('local', '-')} remote {sa.get('remote', '-')} Active",
-                  f"  IPSEC FLOW: permit ip host {client.get('address')} 0.0.0.0/0.0.0.0",
-                  f"        Active SAs: {2 if status.get('ipsec_sas') else 0}, origin: crypto map"]
-        if client.get("redirected_from"):
-            lines.append(f"  Redirected from: {client.get('redirected_from')}")
+                  f"  IKEv2 SA: local {sa.local if sa else '-'} remote {sa.remote if sa else '-'} Active",
+                  f"  IPSEC FLOW: permit ip host {client.address} 0.0.0.0/0.0.0.0",
+                  f"        Active SAs: {2 if status.ipsec_sas else 0}, origin: crypto map"]
+        if client.redirected_from:
+            lines.append(f"  Redirected from: {client.redirected_from}")
         return "\n".join(lines) + "\n\n"
-    for index, sa in enumerate(s for s in status.get("sas") or [] if s.get("state") == "READY"):
-        remote = str(sa.get("remote", "-/-"))
-        child = sa.get("child")
+    for index, gsa in enumerate(s for s in status.sas if s.state == "READY"):
+        address, port = gsa.remote.split("/")[0], gsa.remote.split("/")[-1]
         lines += [f"Interface: Virtual-Access{index + 1}", "Profile: default", "Session status: UP-ACTIVE",
-                  f"Peer: {remote.split('/')[0]} port {remote.split('/')[-1]}",
-                  f"  Session ID: {sa.get('id', index + 1)}",
-                  f"  IKEv2 SA: local {sa.get('local', '-')} remote {remote} Active"]
-        if sa.get("address"):
-            lines.append(f"  IPSEC FLOW: permit ip 0.0.0.0/0.0.0.0 host {sa.get('address')}")
-        lines.append(f"        Active SAs: {2 if isinstance(child, dict) and child.get('installed') else 0}, "
-                     "origin: crypto map")
-        if sa.get("redirected_from"):
-            lines.append(f"  Redirected from: {sa.get('redirected_from')}")
+                  f"Peer: {address} port {port}",
+                  f"  Session ID: {gsa.id}",
+                  f"  IKEv2 SA: local {gsa.local} remote {gsa.remote} Active"]
+        if gsa.address:
+            lines.append(f"  IPSEC FLOW: permit ip 0.0.0.0/0.0.0.0 host {gsa.address}")
+        installed = gsa.child is not None and gsa.child.installed
+        lines.append(f"        Active SAs: {2 if installed else 0}, origin: crypto map")
+        if gsa.redirected_from:
+            lines.append(f"  Redirected from: {gsa.redirected_from}")
         lines.append("")
     return "\n".join(lines) + "\n"

@@ -45,7 +45,7 @@ def show(state: str | Path, node: str, command: str, now: float | None = None) -
         return show_sa([] if status is None else status.sas)
     if words[-2:] == ["crypto", "session"]:
         status = ikev2_status(state, node)
-        return flexclient.show_session(None if status is None else status.to_dict())
+        return flexclient.show_session(status)
     raise ValueError(f"unknown command '{command}' (show standby | show crypto ikev2 cluster | "
                      f"show crypto ikev2 sa | show crypto session)")
 

@@ -402,7 +402,7 @@ def show_crypto_session(snap: Snapshot, args: Args) -> Output:
     from dataplane.core import flexclient
 
     data = status.to_dict()
-    return Output(flexclient.show_session(data), data.get("client") or data["sas"])
+    return Output(flexclient.show_session(status), data.get("client") or data["sas"])
 
 
 def show_ip_bgp_neighbors(snap: Snapshot, args: Args) -> Output:

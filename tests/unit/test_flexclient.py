@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import cast
 
 import pytest
+from statusdata import client_sa, flexclient_status, gateway_child, gateway_sa, gateway_status, ipsec_sa
 
 from dataplane.core import flexclient
 from dataplane.core.flexclient import DPD_RETRIES, Liveness, PeerList, show_session
@@ -18,6 +19,7 @@ from lab_orchestrator.model.validate import TopologyInvalid, load_topology
 from lab_orchestrator.plan import pipeline as planmod
 from lab_orchestrator.plan.features import flexvpn
 from labkit.configs import FlexclientConfig
+from labkit.flexstatus import FlexclientStatus, GatewayStatus
 
 PSK = b"lab-unit-test-key"  # the pre-shared key of the gateways and clients below
 
@@ -67,15 +69,14 @@ def test_peer_list_tries_each_peer_then_backs_off() -> None:
 
 
 # ------------------------------------------------------------------------------------------ show
-def _client_status(state: str = "up") -> dict[str, object]:
+def _client_status(state: str = "up") -> FlexclientStatus:
     client = flexclient.ClientStatus("flex_client", "Tunnel1", ["10.10.10.100"], state=state,
                                      gateway="10.10.10.3" if state == "up" else None,
                                      redirected_from="10.10.10.100" if state == "up" else None,
                                      address="172.16.3.1" if state == "up" else None, local="10.10.20.11")
-    return {"client": client.as_dict(),
-            "sas": [{"id": 1, "local": "10.10.20.11/4500", "remote": "10.10.10.3/4500", "state": "READY"}]
-            if state == "up" else [],
-            "ipsec_sas": [{"remote": "10.10.10.3"}] if state == "up" else []}
+    up = state == "up"
+    return FlexclientStatus.model_validate(flexclient_status(
+        client.as_dict(), sas=[client_sa()] if up else [], ipsec_sas=[ipsec_sa(remote="10.10.10.3")] if up else []))
 
 
 def test_show_crypto_session_of_a_redirected_client() -> None:
@@ -95,11 +96,10 @@ def test_show_crypto_session_of_a_client_whose_tunnel_is_down() -> None:
 
 
 def test_show_crypto_session_of_a_gateway_lists_its_clients() -> None:
-    status = {"sas": [
-        {"id": 1, "local": "10.10.10.3/4500", "remote": "10.10.20.11/4500", "state": "READY",
-         "address": "172.16.3.1", "redirected_from": "10.10.10.100", "child": {"installed": True}},
-        {"id": 2, "local": "10.10.10.3/500", "remote": "10.10.20.6/500", "state": "IN-NEG"},
-    ]}
+    status = GatewayStatus.model_validate(gateway_status(sas=[
+        gateway_sa(address="172.16.3.1", redirected_from="10.10.10.100", child=gateway_child()),
+        gateway_sa(id=2, local="10.10.10.3/500", remote="10.10.20.6/500", state="IN-NEG"),
+    ]))
     text = show_session(status)
     assert text.count("Interface: Virtual-Access") == 1  # the half-open SA is no session
     assert "Peer: 10.10.20.11 port 4500" in text and "permit ip 0.0.0.0/0.0.0.0 host 172.16.3.1" in text

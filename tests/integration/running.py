@@ -14,6 +14,7 @@ from pathlib import Path
 
 from lab_orchestrator import api
 from lab_orchestrator.events import sessions
+from labkit.status import MxlbStatus, read_status
 
 REPO = Path(__file__).resolve().parents[2]
 LAB = [sys.executable, "-m", "lab_orchestrator.cli"]
@@ -111,8 +112,11 @@ class RunningLab:
         return where
 
     def selector(self) -> dict[str, object]:
-        status: dict[str, object] = self.running.read_json("mx1", api.MXLB_STATUS)
-        return status
+        """mx1's selector status, read as the daemon's model (labkit.status.MxlbStatus)."""
+        status = read_status(self.running.node_file("mx1", api.MXLB_STATUS), MxlbStatus)
+        if status is None:
+            raise FileNotFoundError("mx1's selector has not written its status yet")
+        return status.to_dict()
 
     def selector_config(self) -> dict[str, object]:
         config: dict[str, object] = self.running.read_json("mx1", api.MXLB_CONFIG)

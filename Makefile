@@ -26,7 +26,7 @@ VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"/\1/p' lab_orchestrator/__in
 # tools of the recipes (pytest's children, bench scripts calling `lab`) come from the virtualenv first
 VENV_PATH = PATH="$(CURDIR)/$(VENV)/bin:$$PATH"
 
-.PHONY: image-current docs results help deps deps-apt apt-install print-apt-packages deps-python deps-link distclean test test-fresh test-repeat test-unit test-integration lint demo bench clean image
+.PHONY: image-current docs results events-results help deps deps-apt apt-install print-apt-packages deps-python deps-link distclean test test-fresh test-repeat test-unit test-integration lint demo bench clean image
 
 help:
 	@echo "make demo              install what is missing, bring up $(DEMO_LAB), show it working, tear it down"
@@ -37,6 +37,7 @@ help:
 	@echo "make lint              ruff + mypy"
 	@echo "make docs              regenerate the CLI and topology references, the JSON Schema and the figures"
 	@echo "make results           run the JVD test plan (root), keep its report in docs/results/, rewrite the figures"
+	@echo "make events-results    lab events run on every shipped lab (root), keep the reports in docs/events-results/"
 	@echo "make bench             benchmarks (root); details in docs/benchmarks-*.md, summary docs/benchmarks.md"
 	@echo "make image             the containerlab node image $(IMAGE):$(VERSION), from Debian packages (root; docs/containerlab.md)"
 
@@ -167,3 +168,10 @@ results: deps
 	rm -rf build/results
 	$(VENV_PATH) lab report -o build/results $(RESULTS_ARGS); rc=$$?; [ $$rc -le 1 ] || exit $$rc
 	$(PYTHON) bench/docfigures.py --keep build/results
+
+# `lab events run` on every shipped lab of topologies 1-4 (root; one lab at a time, up and down): each report
+# kept in docs/events-results/ (bench/events_results.py), then the pages made from them rewritten.
+EVENTS_LABS ?= topology1 topology2 topology3 topology4 topology1-cgnat topology2-cgnat topology3-cgnat topology4-cgnat topology2-srg1 topology3-srg1 topology4-srg1
+events-results: deps
+	$(VENV_PATH) $(PYTHON) bench/events_results.py run $(EVENTS_LABS); rc=$$?; [ $$rc -le 1 ] || exit $$rc
+	$(PYTHON) bench/docfigures.py

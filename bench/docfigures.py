@@ -30,7 +30,7 @@ templates/ and lab_orchestrator/ except its front ends (cli/, cli_ssh/, api/, li
 and the package's __init__.py) -- changed between that commit and the checkout's HEAD, when the
 commit is not in the checkout's history, or when the run was made from a checkout with uncommitted
 changes. `make test` checks both (tests/unit/test_doc_figures.py); `make results` reruns the plan
-and rewrites the blocks.
+and `make events-results` the events of every shipped lab, and both rewrite the blocks.
 """
 
 from __future__ import annotations

@@ -92,4 +92,4 @@ def test_the_age_rule(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
                     reason="the results' age is checked by make test (LAB_RESULTS_AGE=check)")
 def test_no_result_is_older_than_the_code_it_describes() -> None:
     stale = docfigures.stale_results()
-    assert not stale, "\n".join(stale) + "\n(make results; python3 bench/events_results.py run LAB)"
+    assert not stale, "\n".join(stale) + "\n(make results; make events-results)"

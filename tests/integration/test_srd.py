@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 import time
 from pathlib import Path
 
 import pytest
 from labtools import STATE_ROOT
-from running import REPO, SRX, RunningLab, lab
+from running import LAB, REPO, SRX, RunningLab, lab
 from test_mnha import PEER, PushFlow
 
 pytestmark = [
@@ -124,3 +125,20 @@ def test_monitored_link_failure_and_master_reboot(tmp_path: Path) -> None:
         time.sleep(3)
         assert roles(running) == {"mx1": "standby", "mx2": "master"}, "mx1 came back as standby (no preempt)"
         assert running.probe(44010)["missing"] == []
+        # The ICL of each MNHA pair runs through both MXs' MNHA-VR: while mx1 is down, srx1 reaches
+        # srx2's lo0.0 through mx2 and never stops hearing it.
+        status = json.loads(Path(f"{STATE_ROOT}/{running.name}/nodes/srx1/mnha-status.json").read_text())
+        peer_ip = status["icl"]["peer_ip"]
+        reboot = subprocess.Popen([*LAB, "fail", "--lab", running.name, "mx1", "mx-reboot", "--down-time", "4"],
+                                  cwd=REPO, stdout=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 10
+            while "dev ge-0-0-5" not in running.exec("srx1", "ip", "route", "get", peer_ip):
+                assert time.monotonic() < deadline, "srx1's route to srx2's lo0.0 did not move to mx2"
+                time.sleep(0.1)
+            while reboot.poll() is None:
+                heard = json.loads(Path(f"{STATE_ROOT}/{running.name}/nodes/srx1/mnha-status.json").read_text())
+                assert heard["heartbeat"]["peer_alive"], "srx1 lost srx2 while only mx1 was down"
+                time.sleep(0.2)
+        finally:
+            assert reboot.wait(timeout=30) == 0

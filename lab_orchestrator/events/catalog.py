@@ -59,11 +59,11 @@ class EventKind:
 
 CATALOG: tuple[EventKind, ...] = (
     EventKind("srx-link-failure", "MX Series Router to SRX Series Firewall link failures", FIREWALL,
-              "both links between the SRX and its first MX (trust and untrust: the JVD's AE bundle) lose "
+              "every link between the SRX and its first MX (trust, untrust and the ICL: the JVD's AE bundle) loses "
               "carrier at both ends", "the links come back up", (FIREWALL,)),
     EventKind("srx-link-blackhole", "MX to SRX path blackholed, carrier up (not in the JVD's list: what BFD detects)",
               FIREWALL,
-              "every packet on both links between the SRX and its first MX is dropped inside the SRX (nftables); "
+              "every packet on the links between the SRX and its first MX is dropped inside the SRX (nftables); "
               "the links keep their carrier, so only BFD (300 ms x 3) notices and takes the BGP sessions down",
               "the drop is removed", (FIREWALL, "bfd")),
     EventKind("srx-reboot", "SRX Series Firewall reboot", FIREWALL,

@@ -27,7 +27,7 @@ if str(ROOT) not in sys.path:
 from lab_orchestrator import api  # noqa: E402
 from lab_orchestrator.runtime.state import state_dir  # noqa: E402
 from labkit.contracts import SRD_STATUS  # noqa: E402
-from labkit.status import SrdStatus, read_status  # noqa: E402
+from labkit.status import MnhaStatus, MxlbStatus, SrdStatus, read_status  # noqa: E402
 
 NOTES_MARKER = "<!-- notes below this line are kept when the benchmark rewrites this file -->"
 
@@ -112,12 +112,10 @@ class BenchLab:
         return read_status(self.lab.node_file(node, SRD_STATUS), SrdStatus)
 
     def status(self, node: str, daemon: str) -> dict[str, Any]:
-        """A daemon's status file (mnha, mxlb); {} while it is being rewritten."""
-        try:
-            data: dict[str, Any] = self.lab.read_json(node, f"{daemon}-status.json")
-        except (OSError, ValueError):
-            return {}
-        return data
+        """A daemon's status file (mnha, mxlb) read as its labkit model; {} while it is being rewritten."""
+        model = {"mnha": MnhaStatus, "mxlb": MxlbStatus}[daemon]
+        found = read_status(self.lab.node_file(node, f"{daemon}-status.json"), model)
+        return {} if found is None else found.to_dict()
 
 
 def topology_text(source: Path, name: str) -> str:

@@ -37,6 +37,8 @@ sys.path.insert(0, str(ROOT))
 
 from bench.common import BenchError, BenchLab, logger, topology_text, wait_for, write_doc  # noqa: E402
 from labkit.contracts import IKEV2_STATUS  # noqa: E402
+from labkit.flexstatus import FlexclientStatus, GatewayStatus  # noqa: E402
+from labkit.status import read_status  # noqa: E402
 
 NAME = "fvfail"
 NORTH = "10.10.10.254"
@@ -112,20 +114,15 @@ def probe(status: Path, seconds: float) -> None:
 
 # ------------------------------------------------------------------------------------------ rounds
 def client(bench: BenchLab, node: str) -> dict[str, Any]:
-    try:
-        data: dict[str, Any] = bench.lab.read_json(node, IKEV2_STATUS)
-    except (OSError, ValueError):
-        return {}
-    status: dict[str, Any] = data.get("client") or {}
-    return status
+    """The FlexVPN client's state (labkit.flexstatus.FlexClient); {} while its status is being rewritten."""
+    status = read_status(bench.lab.node_file(node, IKEV2_STATUS), FlexclientStatus)
+    return {} if status is None else status.client.to_dict()
 
 
 def cluster_whole(bench: BenchLab) -> bool:
-    try:
-        cluster = bench.lab.read_json("router1", IKEV2_STATUS).get("cluster") or {}
-    except (OSError, ValueError):
-        return False
-    return cluster.get("role") == "master" and sum(1 for r in cluster.get("rows", []) if r["role"] == "Slave") == 2
+    status = read_status(bench.lab.node_file("router1", IKEV2_STATUS), GatewayStatus)
+    cluster = None if status is None else status.cluster
+    return cluster is not None and cluster.role == "master" and sum(r.role == "Slave" for r in cluster.rows or []) == 2
 
 
 def on_members(bench: BenchLab) -> bool:

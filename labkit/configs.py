@@ -101,8 +101,11 @@ class MnhaConfig(DaemonConfig):
     monitor: MonitorConfig | None
     signal_route: str
     signal_table: int
-    # cold sync: when the peer comes back, this node's whole session table is sent to it (conntrackd)
+    # session sync (conntrackd's configuration; None: no sync): refresh windows, cold-sync wait
     sync_config: str | None
+    refresh_s: float = 15.0
+    refresh_tcp_s: float = 450.0
+    cold_sync_hold_s: float = 60.0
 
 
 class _Part(BaseModel):

@@ -175,6 +175,34 @@ class MnhaSrg1(StatusModel):
     transitions: list[RoleTransition]
 
 
+class MnhaSync(StatusModel):
+    """MNHA session sync of one SRX: the kernel's sessions, conntrackd's counters (None: conntrackd
+    not answering), the refresh windows and the cold-sync handshake."""
+
+    sessions: int | None  # sessions in this node's kernel table (its own and the peer's copies)
+    cache: int | None  # sessions conntrackd tracks here (opened or carried here: sent to the peer)
+    sent_packets: int | None
+    received_packets: int | None
+    sent_bytes: int | None
+    received_bytes: int | None
+    injected: int | None  # the peer's sessions written into the kernel here (created + updated)
+    removed: int | None  # the peer's sessions deleted here when they ended there
+    errors: int | None  # failed injections, send/receive errors, malformed messages
+    lost: int | None  # sync messages lost (sequence gaps)
+    resend_queue: int | None  # sent messages not yet acknowledged by the peer
+    daemon_answering: bool
+    refresh_s: float
+    refresh_tcp_s: float
+    refreshes: int  # refresh windows begun
+    awaiting_peer: bool  # this node holds its activeness until the peer's table has arrived
+    awaited_s: float | None  # how long the last wait lasted
+    peer_awaiting: bool
+    sending: bool  # a cold sync to the peer runs
+    cold_syncs: int  # cold syncs sent to the peer and acknowledged
+    last_cold_sync_s: float | None
+    last_cold_sync_sessions: int | None
+
+
 class MnhaStatus(StatusModel):
     """MNHA on one SRX: the ICL, heartbeats, SRG0 (monitoring, signal route), SRG1 and SRG2 roles."""
 
@@ -188,9 +216,7 @@ class MnhaStatus(StatusModel):
     healthy: bool
     peer_seen_in_network: bool
     resumed: str | None  # the roles taken up from the previous instance after a crash
-    cold_syncs: int
-    session_refreshes: int
-    cache_flushes: int
+    sync: MnhaSync | None  # None: the pair has no session sync
     srg0: MnhaSrg0
     srg2: MnhaSrg2 | None  # None unless the mode is srg1+srg2
     srg1: MnhaSrg1

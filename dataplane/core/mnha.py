@@ -42,6 +42,7 @@ class PeerView:
     healthy: bool = True
     srg2_role: Role = Role.INIT  # an srg1+srg2 pair: the peer's SRG2 (version 2 heartbeats)
     srg2_priority: int = 0
+    sync: int = 0  # the peer's cold-sync flags (SYNC_AWAITING | SYNC_SENDING | SYNC_DONE; version 3)
 
     def srg2(self) -> PeerView:
         """The peer as seen by the SRG2 election."""
@@ -59,6 +60,15 @@ class Srg1:
 
     def _wins_over(self, peer: PeerView) -> bool:
         return (self.priority, self.peer) > (peer.priority, self.node)  # tie: the lower node name wins
+
+    def hold(self, healthy: bool, peer: PeerView, now: float = 0.0) -> Role | None:
+        """This node waits for its peer's session table (cold sync): while the peer is alive, healthy
+        and eligible, a node not active stays BACKUP (an SRX takes no activeness until the cold sync
+        completes). None: no reason to hold (decide as usual)."""
+        if healthy and peer.alive and peer.healthy and peer.role is not Role.INELIGIBLE \
+                and self.role is not Role.ACTIVE:
+            return self._set(Role.BACKUP, "cold sync from the peer not complete", now)
+        return None
 
     def decide(self, healthy: bool, peer: PeerView, peer_seen_in_network: bool, now: float = 0.0) -> Role:
         if not healthy:
@@ -94,17 +104,24 @@ class Srg1:
 
 # Heartbeat wire format over the ICL (UDP): magic, version, role, priority, healthy, sequence, node.
 MAGIC = b"MNHA"
+# Cold-sync flags (version 3): this node waits for the peer's session table (it has just started);
+# this node is sending its table to the peer; the peer's table request is done (acknowledged).
+SYNC_AWAITING, SYNC_SENDING, SYNC_DONE = 0x1, 0x2, 0x4
 
 
 def encode_heartbeat(node: str, role: Role, priority: int, healthy: bool, seq: int,
-                     srg2: tuple[Role, int] | None = None) -> bytes:
-    """Version 1; version 2 (an srg1+srg2 pair) adds the SRG2 role and priority before the name."""
+                     srg2: tuple[Role, int] | None = None, sync: int | None = None) -> bytes:
+    """Version 1; version 2 (an srg1+srg2 pair) adds the SRG2 role and priority before the name;
+    version 3 (a pair with session sync) always carries the SRG2 fields, then the cold-sync flags."""
     name = node.encode()[:32]
     roles = list(Role)
-    head = MAGIC + bytes([1 if srg2 is None else 2, roles.index(role), priority & 0xFF, int(healthy)]) \
-        + seq.to_bytes(4, "big")
-    if srg2 is not None:
-        head += bytes([roles.index(srg2[0]), srg2[1] & 0xFF])
+    version = 3 if sync is not None else 1 if srg2 is None else 2
+    head = MAGIC + bytes([version, roles.index(role), priority & 0xFF, int(healthy)]) + seq.to_bytes(4, "big")
+    if version >= 2:
+        role2, priority2 = srg2 if srg2 is not None else (Role.INIT, 0)
+        head += bytes([roles.index(role2), priority2 & 0xFF])
+    if version == 3:
+        head += bytes([(sync or 0) & 0x7])
     return head + bytes([len(name)]) + name
 
 
@@ -120,16 +137,26 @@ def decode_heartbeat(data: bytes) -> tuple[str, Role, int, bool, int]:
 
 def decode_heartbeat_ext(data: bytes) -> tuple[str, Role, int, bool, int, Role, int]:
     """As decode_heartbeat, plus the SRG2 role and priority (INIT, 0 in a version 1 heartbeat)."""
-    if len(data) < 13 or data[:4] != MAGIC or data[4] not in (1, 2):
+    node, role, priority, healthy, seq, role2, priority2, _sync = decode_heartbeat_full(data)
+    return node, role, priority, healthy, seq, role2, priority2
+
+
+def decode_heartbeat_full(data: bytes) -> tuple[str, Role, int, bool, int, Role, int, int]:
+    """As decode_heartbeat_ext, plus the cold-sync flags (0 before version 3)."""
+    if len(data) < 13 or data[:4] != MAGIC or data[4] not in (1, 2, 3):
         raise HeartbeatError("not an MNHA heartbeat")
     roles = list(Role)
     if data[5] >= len(roles) or data[7] > 1:
         raise HeartbeatError("bad field")
-    srg2_role, srg2_priority, at = Role.INIT, 0, 12
-    if data[4] == 2:
+    srg2_role, srg2_priority, sync, at = Role.INIT, 0, 0, 12
+    if data[4] >= 2:
         if len(data) < 15 or data[12] >= len(roles):
             raise HeartbeatError("bad field")
         srg2_role, srg2_priority, at = roles[data[12]], data[13], 14
+    if data[4] == 3:
+        if len(data) < 16 or data[14] > 0x7:
+            raise HeartbeatError("bad field")
+        sync, at = data[14], 15
     length = data[at]
     if len(data) != at + 1 + length:
         raise HeartbeatError("bad length")
@@ -138,7 +165,7 @@ def decode_heartbeat_ext(data: bytes) -> tuple[str, Role, int, bool, int, Role, 
     except UnicodeDecodeError:
         raise HeartbeatError("bad node name") from None
     return (node, roles[data[5]], data[6], bool(data[7]), int.from_bytes(data[8:12], "big"),
-            srg2_role, srg2_priority)
+            srg2_role, srg2_priority, sync)
 
 
 # ----------------------------------------------------------------------------- SRG monitoring
@@ -218,64 +245,81 @@ class SrgMonitor:
 
 @dataclass
 class SessionSync:
-    """When this node has its session daemon push its session table to the peer, or empty its cache
-    (pure).
+    """MNHA session sync of one node (pure): the cold-sync handshake and the refresh windows.
 
-    The session daemon (conntrackd) sends a session when it opens and when its state changes, never
-    again: the peer's copy then ages on its own clock (a UDP stream: 120 s after that last change)
-    while the session lives on here. And it tells the peer to delete a session when one in its own
-    cache ends here, whoever carries the flow now. Together: a flow that failed over to the peer and
-    came back left there a session the peer had opened itself (its copy had aged out); when that one
-    expired, the peer's session daemon had this node delete its live session, and a return packet
-    arriving before the next forward packet re-opened it was dropped. An MNHA backup session lives
-    as long as the active one and never removes it. So:
+    Steady state is conntrackd's own event-driven sync (FTFW): a session is sent when it opens, when
+    its state or mark changes, and when it ends (the peer deletes its copy). A copy takes the timeout
+    the session had on the sending node and ages on the peer's clock, so the copies of live flows are
+    refreshed: every refresh window the node flips one bit of its sessions' conntrack mark on their
+    next packet (an nftables rule the daemon swaps), and the kernel reports the change as an update
+    that conntrackd sends. Cost: one message per live session per window (a session without packets
+    sends nothing and ends on both nodes); no table dump, no bulk re-send, no cache flush. The node
+    that carries a flow refreshes it, so after a failover the new carrier keeps the old carrier's
+    copy alive and the old carrier never deletes the flow it no longer carries.
 
-    - cold: at each of COLD delays after the peer is heard again (power on, reboot, ICL back): the
-      whole table is pushed, then the cache emptied (dataplane.daemons.mnhad.cold_sync);
-    - refresh: every REFRESH seconds while the peer is heard, the same push: the copies age with
-      the sessions here (REFRESH under the 120 s a replied UDP flow's session lives);
-    - flush: every FLUSH seconds, only the cache is emptied: a session opened here leaves it before
-      it could expire (a UDP flow seen one way only: 30 s), so its end is never sent to the peer
-      (the peer's copy then ages out by itself, on the clock the refreshes keep).
-    At most one action per tick; a refresh empties the cache too."""
+    Cold sync: a node whose daemon starts (power on, reboot), or that hears its peer again after
+    losing it (ICL or peer back), announces SYNC_AWAITING in its heartbeats and holds its
+    activeness (routes prepended, SRG1 not active) until the peer's heartbeat says SYNC_DONE: the
+    peer, on seeing the request, has conntrackd send its cache (every session it carries) and
+    waits until the reliable protocol has the messages acknowledged. A node
+    that hears no peer, or waits longer than HOLD_CAP seconds, stops waiting."""
 
-    cold: tuple[float, ...]
-    refresh: float
-    flush: float = 0.0
-    due: list[float] = field(default_factory=list)
-    next_refresh: float = float("inf")
-    next_flush: float = float("inf")
+    refresh: float  # the refresh window of UDP (and other) sessions, seconds
+    refresh_tcp: float  # the refresh window of TCP sessions
+    hold_cap: float = 60.0
+    awaiting: bool = False  # this node waits for the peer's table
+    started: float = 0.0
+    awaited_s: float | None = None  # how long the last wait lasted (None: not finished)
+    sending: bool = False  # a cold sync to the peer runs
+    done: bool = False  # the peer's current request has been answered
+    cold_syncs: int = 0
+    last_cold_s: float | None = None  # duration of the last cold sync sent to the peer
+    last_cold_sessions: int | None = None
     peer_was_alive: bool = False
+    heard_once: bool = False
 
-    @staticmethod
-    def _after(beat: float, period: float, now: float) -> float:
-        """The next beat of a period after NOW (a late tick does not shift the beat)."""
-        while beat <= now:
-            beat += period
-        return beat
+    def start(self, now: float, awaiting: bool) -> None:
+        self.started, self.awaiting, self.awaited_s = now, awaiting, None
 
-    def tick(self, now: float, peer_alive: bool, cold: bool = True) -> str | None:
-        """'cold', 'refresh' or 'flush' when that is due now, else None. COLD False: a peer heard now
-        for the first time gets no cold pushes (this node is the one starting: see
-        dataplane.daemons.mnhad.Daemon.just_started); refreshes and flushes are scheduled all the same."""
-        if peer_alive and not self.peer_was_alive:
-            self.due = [now + delay for delay in self.cold] if cold else []
-            start = now + max(self.cold, default=0.0)
-            self.next_refresh = start + self.refresh if self.refresh > 0 else float("inf")
-            self.next_flush = start + self.flush if self.flush > 0 else float("inf")
+    def flags(self) -> int:
+        return ((SYNC_AWAITING if self.awaiting else 0) | (SYNC_SENDING if self.sending else 0)
+                | (SYNC_DONE if self.done else 0))
+
+    def tick(self, now: float, peer_alive: bool, peer_flags: int, start_window: float) -> str | None:
+        """'cold' when a cold sync to the peer is to start now, else None; updates the wait. A peer
+        heard again after it was lost (its power, its ICL) makes this node wait for its table too:
+        sessions opened on either side meanwhile were not synced."""
+        if peer_alive and not self.peer_was_alive and self.heard_once:
+            self.awaiting, self.started, self.awaited_s = True, now, None
+        self.heard_once = self.heard_once or peer_alive
         self.peer_was_alive = peer_alive
-        if not peer_alive:
-            self.due, self.next_refresh, self.next_flush = [], float("inf"), float("inf")
+        if self.awaiting:
+            finished = peer_alive and bool(peer_flags & SYNC_DONE)
+            alone = not peer_alive and now - self.started > start_window
+            if finished or alone or now - self.started > self.hold_cap:
+                self.awaiting = False
+                self.awaited_s = round(now - self.started, 3)
+        if not peer_alive or not peer_flags & SYNC_AWAITING:
+            self.done = False  # answered requests are forgotten; the next one gets a new cold sync
             return None
-        if self.due and now >= self.due[0]:
-            self.due.pop(0)
-            return "cold"
-        if now >= self.next_refresh:
-            self.next_refresh = self._after(self.next_refresh, self.refresh, now)
-            if self.next_flush <= now:
-                self.next_flush = self._after(self.next_flush, self.flush, now)
-            return "refresh"
-        if now >= self.next_flush:
-            self.next_flush = self._after(self.next_flush, self.flush, now)
-            return "flush"
-        return None
+        if self.sending or self.done:
+            return None
+        self.sending = True
+        return "cold"
+
+    def finished(self, seconds: float, sessions: int | None, ok: bool) -> None:
+        self.sending = False
+        self.done = ok
+        if ok:
+            self.cold_syncs += 1
+            self.last_cold_s, self.last_cold_sessions = round(seconds, 3), sessions
+
+    def epochs(self, now: float) -> tuple[int, int]:
+        """The refresh windows' parities (UDP and others, TCP): a change flips that mark bit."""
+        return int(now // self.refresh) % 2, int(now // self.refresh_tcp) % 2
+
+
+def refresh_windows(udp_timeout: int, tcp_timeout: int) -> tuple[float, float]:
+    """Refresh windows for the given inactivity timeouts: a quarter of each (a copy refreshed on the
+    first packet of every window lives while packets arrive at most 3/4 of the timeout apart)."""
+    return max(1.0, udp_timeout / 4), max(1.0, min(tcp_timeout / 4, 600.0))

@@ -15,7 +15,7 @@ from typing import TypeVar
 
 from labkit.status import StatusModel, read_status
 
-from ..core.mnha import HeartbeatError, PeerView, decode_heartbeat_ext
+from ..core.mnha import HeartbeatError, PeerView, decode_heartbeat_full
 
 
 class StopFlag:
@@ -66,7 +66,7 @@ class PeerLink:
             except BlockingIOError:
                 return
             try:
-                node, role, priority, healthy, _seq, role2, priority2 = decode_heartbeat_ext(data)
+                node, role, priority, healthy, _seq, role2, priority2, sync = decode_heartbeat_full(data)
             except HeartbeatError:
                 self.bad += 1
                 continue
@@ -75,7 +75,7 @@ class PeerLink:
                 continue
             self.received += 1
             self.heard = now
-            self.view = PeerView(True, role, priority, healthy, role2, priority2)
+            self.view = PeerView(True, role, priority, healthy, role2, priority2, sync)
 
     def expire(self, now: float, deadline_s: float, link_up: bool) -> None:
         """Silence for DEADLINE_S, or the link without carrier, means no peer over this link."""

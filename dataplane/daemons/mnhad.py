@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from labkit.configs import MnhaConfig, MonitorConfig
-from labkit.contracts import CONNTRACKD_SYNC_PORT, MNHA_PORT
+from labkit.contracts import MNHA_PORT
 from labkit.status import (
     MnhaDestination,
     MnhaHeartbeat,
@@ -37,38 +37,34 @@ from labkit.status import (
     MnhaSrg1,
     MnhaSrg2,
     MnhaStatus,
+    MnhaSync,
     RoleTransition,
     write_status,
 )
 
-from ..core.mnha import Destination, MonitorObject, PeerView, Role, SessionSync, Srg1, SrgMonitor, encode_heartbeat
+from ..core.mnha import (
+    SYNC_AWAITING,
+    SYNC_DONE,
+    Destination,
+    MonitorObject,
+    PeerView,
+    Role,
+    SessionSync,
+    Srg1,
+    SrgMonitor,
+    encode_heartbeat,
+)
 from .daemonkit import PeerLink, heartbeat_loop, resumed
 
 PORT = MNHA_PORT
-# Cold sync: seconds after the peer came back (its session daemon starts just before its MNHA daemon;
-# the later pushes cover a slow start); BGP brings it return traffic about a second later.
-COLD_SYNC_DELAYS = (0.2, 0.5, 0.9, 2.0)
-# Then, while the peer is heard (dataplane.core.mnha.SessionSync): the whole table again every
-# SESSION_REFRESH_S (the peer's copies age with the sessions here: under the 120 s of a replied UDP
-# flow), and the session daemon's cache emptied every SESSION_FLUSH_S (under the 30 s of a UDP flow
-# seen one way only, the shortest session that matters).
-SESSION_REFRESH_S = 60.0
-SESSION_FLUSH_S = 10.0
-# A push's conntrackd commands, in order. conntrackd sends a cached session as "new" the first time
-# it reads it and as "update" once it has read it again; a peer's conntrackd deletes and re-creates a
-# session it receives as "new" and already holds (its packet counters reset, and a packet arriving
-# in between finds no session), but updates one it receives as "update" in place (creating it where
-# missing). The table is therefore read twice before it is sent: the peer keeps the sessions it
-# carries untouched and gets those it lacks. Then the cache is emptied (cold_sync).
-# A session the peer sends while the table is read would still go out as "new": received between
-# the two reads, it is read only once, and the peer, which carries it (it opened it), would re-create
-# it. So the peer's sync messages are held off (dropped before they reach conntrackd; FTFW sends them
-# again on the gap it then sees) from just before the first read until the second one is done: a
-# session injected before the first read is read twice, one injected after the second is not cached.
-PUSH = (["-R"], ["-R"], ["-B"], ["-f", "internal"])
-HELD_STEPS = 2  # the first HELD_STEPS commands of a push run with the peer's sync messages held off
-SYNC_STEPS = {"cold": PUSH, "refresh": PUSH, "flush": (["-f", "internal"],)}
-HOLD_TABLE = "mnha_push_hold"  # the nftables table (ip family) that holds the peer's sync messages off
+# Session sync (dataplane.core.mnha.SessionSync): conntrackd sends sessions as they open, change and
+# end; the daemon flips a mark bit of the sessions here once per refresh window (the kernel reports
+# the change on each live session's next packet, conntrackd sends it: the peer's copy is refreshed),
+# and answers a returning peer's request for the whole table (cold sync, acknowledged).
+REFRESH_TABLE = "mnha_refresh"  # the nftables table (ip family) of the refresh rule
+REFRESH_BITS = (0x20000000, 0x40000000)  # conntrack mark bits: UDP and others, TCP
+STATS_EVERY_S = 2.0  # how often conntrackd's counters are read for the status
+COLD_SYNC_LIMIT_S = 120.0  # a cold sync not acknowledged by then failed
 SIOCGIFFLAGS = 0x8913
 IFF_UP, IFF_RUNNING = 0x1, 0x40
 
@@ -114,67 +110,98 @@ def set_signal_route(address: str, table: int, present: bool) -> None:
                    capture_output=True, check=False)
 
 
-class SyncHold:
-    """The peer's session sync messages dropped on input (before conntrack, at -310, and before conntrackd), while
-    held. An nftables table of its own in this namespace, removed on release and when the daemon
-    starts (a daemon killed during a push must not leave the sync cut)."""
-
-    def __init__(self, peer_ip: str, port: int = CONNTRACKD_SYNC_PORT):
-        self.peer_ip, self.port = peer_ip, port
-
-    def hold(self) -> bool:
-        rules = (f"table ip {HOLD_TABLE} {{\n  chain input {{\n"
-                 f"    type filter hook input priority -310; policy accept;\n"
-                 f"    ip saddr {self.peer_ip} udp dport {self.port} drop\n  }}\n}}\n")
-        done = subprocess.run(["nft", "-f", "-"], input=rules, capture_output=True, text=True, check=False)
-        if done.returncode != 0:
-            print(f"{time.strftime('%H:%M:%S')} table push: cannot hold the peer's sync off: "
-                  f"{done.stderr.strip()[-200:]}", flush=True)
-        return done.returncode == 0
-
-    def release(self) -> None:
-        subprocess.run(["nft", "delete", "table", "ip", HOLD_TABLE], capture_output=True, check=False)
+def refresh_rules(udp_bit: int, tcp_bit: int) -> str:
+    """The refresh rule for the windows' parities: each session's mark bit of its protocol set to the
+    parity on its next packet (a change makes the kernel report the session, conntrackd sends it)."""
+    def statement(bit: int, parity: int) -> str:
+        return f"ct mark set ct mark or {bit:#x}" if parity else f"ct mark set ct mark and {0xFFFFFFFF ^ bit:#x}"
+    return (f"table ip {REFRESH_TABLE} {{\n  chain pre {{\n"
+            f"    type filter hook prerouting priority -150; policy accept;\n"
+            f"    ct state established meta l4proto tcp {statement(REFRESH_BITS[1], tcp_bit)}\n"
+            f"    ct state established meta l4proto != tcp {statement(REFRESH_BITS[0], udp_bit)}\n"
+            f"  }}\n}}\n")
 
 
-def cold_sync(config: str, kind: str = "cold", hold: SyncHold | None = None) -> None:
-    """Send this node's whole session table to the peer: conntrackd reads the kernel table into its
-    cache (-R, twice: see PUSH), sends the cache (-B), then empties it (-f internal). One at a time
-    (the daemon starts none while one runs): another push's flush between the reads and the send
-    would make every session "new" again. The cache must not keep the
-    copies it read back: a copy never sees a packet here, expires, and conntrackd would then tell the
-    peer to delete that session, which the peer may be carrying (new sessions enter the cache again
-    as they open, until the next flush). KIND (SYNC_STEPS): "cold" and "refresh" do all three,
-    "flush" only empties the cache; only a cold sync is logged. HOLD: the peer's sync messages are
-    held off during the reads (HELD_STEPS); a push that cannot hold them off is not sent."""
-    steps = SYNC_STEPS[kind]
-    held = hold if steps is PUSH else None
-    if held is not None and not held.hold():
-        return
-    try:
-        for number, command in enumerate(steps):
-            if held is not None and number == HELD_STEPS:
-                held.release()
-                held = None
-            if not _conntrackd(config, command):
-                return
-    finally:
-        if held is not None:
-            held.release()
-    if kind == "cold":
-        print(f"{time.strftime('%H:%M:%S')} cold sync: session table sent to the peer", flush=True)
-
-
-def _conntrackd(config: str, command: list[str]) -> bool:
-    try:
-        done = subprocess.run(["conntrackd", "-C", config, *command], capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        print(f"{time.strftime('%H:%M:%S')} cold sync: conntrackd {' '.join(command)} failed: {exc}", flush=True)
-        return False
+def set_refresh(udp_bit: int, tcp_bit: int) -> bool:
+    """Replace the refresh table atomically (one nft transaction)."""
+    text = f"table ip {REFRESH_TABLE}\ndelete table ip {REFRESH_TABLE}\n" + refresh_rules(udp_bit, tcp_bit)
+    done = subprocess.run(["nft", "-f", "-"], input=text, capture_output=True, text=True, check=False)
     if done.returncode != 0:
-        print(f"{time.strftime('%H:%M:%S')} cold sync: conntrackd {' '.join(command)} exited {done.returncode}: "
+        print(f"{time.strftime('%H:%M:%S')} session refresh: nft failed: {done.stderr.strip()[-200:]}", flush=True)
+    return done.returncode == 0
+
+
+def conntrackd(config: str, *command: str, timeout: float = 10.0) -> str | None:
+    """conntrackd's output of COMMAND (a client call to the daemon of CONFIG); None on failure."""
+    try:
+        done = subprocess.run(["conntrackd", "-C", config, *command], capture_output=True, text=True,
+                              timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        print(f"{time.strftime('%H:%M:%S')} conntrackd {' '.join(command)} failed: {exc}", flush=True)
+        return None
+    if done.returncode != 0:
+        print(f"{time.strftime('%H:%M:%S')} conntrackd {' '.join(command)} exited {done.returncode}: "
               f"{(done.stderr or done.stdout).strip()[-300:]}", flush=True)
-        return False
-    return True
+        return None
+    return done.stdout
+
+
+def cold_sync(config: str, limit_s: float = COLD_SYNC_LIMIT_S) -> tuple[bool, float, int | None]:
+    """Send this node's sessions to the peer and wait for the acknowledgement: conntrackd sends its
+    cache (-B: every session this node opened or carries), then its resend queue (FTFW: the
+    messages not yet acknowledged by the peer) is read until at most one message is left (FTFW
+    acknowledges in windows; the last message may wait for the next one). (ok, seconds, sessions)."""
+    started = time.monotonic()
+    stats = parse_stats(conntrackd(config, "-s") or "")
+    if conntrackd(config, "-B") is None:
+        return False, time.monotonic() - started, None
+    while time.monotonic() - started < limit_s:
+        queue = parse_stats(conntrackd(config, "-s", "queue") or "").get("rsqueue")
+        if queue is not None and queue <= 1:
+            seconds = time.monotonic() - started
+            print(f"{time.strftime('%H:%M:%S')} cold sync: {stats.get('cache_active', '?')} sessions sent to "
+                  f"the peer and acknowledged in {seconds:.2f} s", flush=True)
+            return True, seconds, stats.get("cache_active")
+        time.sleep(0.02)
+    print(f"{time.strftime('%H:%M:%S')} cold sync: not acknowledged within {limit_s:.0f} s", flush=True)
+    return False, time.monotonic() - started, None
+
+
+def parse_stats(text: str) -> dict[str, int]:
+    """The counters of `conntrackd -s` (and `-s queue`) the status shows: sessions in the cache, sent
+    and received messages, injection of the peer's sessions, errors."""
+    out: dict[str, int] = {}
+    section = ""
+    for raw in text.splitlines():
+        line = raw.strip()
+        if line.endswith(":") and not any(c.isdigit() for c in line):
+            section = line[:-1]
+            continue
+        numbers = [int(w) for w in line.replace(":", " ").split() if w.isdigit()]
+        if section == "cache internal" and line.startswith("current active connections") and numbers:
+            out["cache_active"] = numbers[0]
+        elif section == "external inject" and numbers and len(numbers) >= 2:
+            key = line.split()[1].rstrip(":")  # created / updated / destroyed
+            out[f"inject_{key}"], out[f"inject_{key}_failed"] = numbers[0], numbers[1]
+        elif section.startswith("UDP traffic") and numbers and len(numbers) >= 2:
+            if "Bytes sent" in line:
+                out["bytes_sent"], out["bytes_received"] = numbers
+            elif "Pckts sent" in line:
+                out["packets_sent"], out["packets_received"] = numbers
+            elif "Error send" in line:
+                out["send_errors"], out["receive_errors"] = numbers
+        elif section == "message tracking" and "Malformed" in line and len(numbers) >= 2:
+            out["malformed"], out["lost"] = numbers
+        elif section == "queue rsqueue" and line.startswith("current elements") and numbers:
+            out["rsqueue"] = numbers[0]
+    return out
+
+
+def kernel_sessions() -> int | None:
+    try:
+        return int(Path("/proc/sys/net/netfilter/nf_conntrack_count").read_text())
+    except (OSError, ValueError):
+        return None
 
 
 def _monitor(config: MonitorConfig | None) -> SrgMonitor:
@@ -204,22 +231,22 @@ class Daemon:
         # What BIRD runs with: the role file as it is now (rendered at plan time, rewritten since).
         text = Path(config.role_file).read_text()
         self.bird_state = ("SRG1_ACTIVE = 1" in text, "SRG2_ACTIVE = 1" in text, "SRG0_SIGNAL = 1" in text)
+        self.signal_installed = self.bird_state[2] and "waiting for the cold sync" not in text
         self.probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.sock.bind((config.local_ip, PORT))
         self.sock.setblocking(False)
         self.link = PeerLink(self.sock, config.peer, config.peer_ip)
-        self.sync = SessionSync(COLD_SYNC_DELAYS, SESSION_REFRESH_S, SESSION_FLUSH_S)
+        self.sync = SessionSync(config.refresh_s, config.refresh_tcp_s, config.cold_sync_hold_s)
         self.sync_thread: threading.Thread | None = None
-        self.sync_hold = SyncHold(config.peer_ip)
-        if config.sync_config:
-            self.sync_hold.release()  # left by a daemon killed during a push
-        self.cold_waiting = False  # a cold push due while another push ran
-        self.cold_syncs = 0
-        self.session_refreshes = 0
-        self.cache_flushes = 0
+        self.epochs: tuple[int, int] | None = None  # the refresh rule installed (None: none yet)
+        self.refreshes = 0  # refresh windows begun
+        self.stats: dict[str, int] = {}
         self.resume(resumed(config.status_file, MnhaStatus))
+        # A node that starts waits for its peer's table; one that resumed its role (the daemon
+        # restarted, the kernel kept the sessions) does not.
+        self.sync.start(self.started, bool(config.sync_config) and self.resumed is None)
 
     def resume(self, previous: MnhaStatus | None) -> None:
         """Restarted after a crash: take up the SRG1 (and SRG2) roles held before, their history and
@@ -254,7 +281,7 @@ class Daemon:
         # route to the peer's loopback over the MXs' MNHA-VR; the peer powered off, or the path cut:
         # the split-brain rule below tells them apart), means no peer over the ICL.
         self.link.expire(now, self.interval * self.threshold, self.icl_up())
-        self.schedule_cold_sync(now)
+        self.schedule_sync(now)
         seen = route_to(self.c.peer_loopback, {self.c.icl_dev, *self.c.icl_routed})
         if now >= self.next_check:  # SRG0 monitoring, every minimum-interval
             self.next_check = now + self.monitor_interval
@@ -272,8 +299,10 @@ class Daemon:
         elif starting:
             role, role2 = self.srg1.role, self.srg2.role  # start-up: let the peer's heartbeats arrive
         else:
-            role = self.srg1.decide(healthy, self.peer, seen, now)
-            role2 = self.srg2.decide(healthy, self.peer.srg2(), seen, now) \
+            hold = self.sync.awaiting  # no activeness before the peer's sessions are here (cold sync)
+            role = (hold and self.srg1.hold(healthy, self.peer, now)) or self.srg1.decide(healthy, self.peer, seen, now)
+            role2 = ((hold and self.srg2.hold(healthy, self.peer.srg2(), now))
+                     or self.srg2.decide(healthy, self.peer.srg2(), seen, now)) \
                 if self.c.mode == "srg1+srg2" else Role.BACKUP
         if role is not Role.INIT:
             self.apply(role, role2)
@@ -282,52 +311,48 @@ class Daemon:
         self.seq += 1
         srg2 = (role2, self.srg2.priority) if self.c.mode == "srg1+srg2" else None
         try:
-            self.sock.sendto(encode_heartbeat(self.c.node, role, self.srg1.priority, healthy, self.seq, srg2),
+            sync = self.sync.flags() if self.c.sync_config else None
+            self.sock.sendto(encode_heartbeat(self.c.node, role, self.srg1.priority, healthy, self.seq, srg2, sync),
                              (self.c.peer_ip, PORT))
             self.sent += 1
         except OSError:
             pass  # ICL down: the peer will notice the silence
         self.write_status(now, healthy, seen)
 
-    def schedule_cold_sync(self, now: float) -> None:
-        """MNHA cold sync and refresh (dataplane.core.mnha.SessionSync): a node that comes back (power on,
-        reboot, ICL restored) gets the whole session table of its peer, not only the sessions opened
-        from then on, then again every SESSION_REFRESH_S so that the copies age with the sessions
-        here, and the session daemon's cache is emptied every SESSION_FLUSH_S. Its session daemon
-        asks for a resync when it starts, but the one here only holds the sessions this node opened
-        (those it received from the peer went straight into the kernel): so the table is first read
-        back from the kernel (-R), then sent whole (-B). Without it a CGNAT flow that failed over
-        here and stays here loses its return traffic once the peer announces its NAT pool again."""
-        kind = self.sync.tick(now, self.peer.alive and bool(self.c.sync_config), cold=not self.just_started(now))
-        busy = self.sync_thread is not None and self.sync_thread.is_alive()
-        if not self.peer.alive:
-            self.cold_waiting = False
-        elif kind is None and self.cold_waiting and not busy:
-            kind, self.cold_waiting = "cold", False  # the cold push that waited for the last one
-        if kind is None or not self.c.sync_config:
+    def schedule_sync(self, now: float) -> None:
+        """Session sync (dataplane.core.mnha.SessionSync): the refresh rule swapped when a window
+        begins, a cold sync started when the peer asks for one, conntrackd's counters read."""
+        if not self.c.sync_config:
             return
-        if busy:  # one push at a time (PUSH): a refresh or flush waits for the next beat, a cold
-            # push is not dropped but runs as soon as this one ends (the returning peer needs the
-            # table before BGP brings it return traffic, about a second after it is heard)
-            self.cold_waiting = self.cold_waiting or kind == "cold"
-            return
+        epochs = self.sync.epochs(time.time())
+        if epochs != self.epochs and set_refresh(*epochs):
+            self.refreshes += self.epochs is not None
+            self.epochs = epochs
+        was_awaiting = self.sync.awaiting
+        kind = self.sync.tick(now, self.peer.alive, self.peer.sync, self.interval * self.threshold)
+        if was_awaiting and not self.sync.awaiting:
+            print(f"{time.strftime('%H:%M:%S')} cold sync: "
+                  f"{'peer table received' if self.peer.alive and self.peer.sync & SYNC_DONE else 'no longer waiting'}"
+                  f" after {self.sync.awaited_s} s", flush=True)
         if kind == "cold":
-            self.cold_syncs += 1
-        elif kind == "refresh":
-            self.session_refreshes += 1
-        else:
-            self.cache_flushes += 1
-        self.sync_thread = threading.Thread(target=cold_sync, args=(self.c.sync_config, kind, self.sync_hold),
-                                            daemon=True)
-        self.sync_thread.start()
+            self.sync_thread = threading.Thread(target=self._cold_sync, daemon=True)
+            self.sync_thread.start()
 
-    def just_started(self, now: float) -> bool:
-        """A peer first heard while this daemon is starting (within the time it takes to declare a
-        silent peer gone) did not come back: this node did (power on, reboot: its peer, up all along,
-        pushes the table to it), or both did (lab start: nothing to push), or this daemon was
-        restarted (the kernel kept the sessions). A cold push then would only send the peer what it
-        holds already, while it may be carrying those sessions."""
-        return now - self.started < self.interval * self.threshold
+    def read_stats(self) -> None:
+        """conntrackd's counters, every STATS_EVERY_S (a thread: a slow answer never delays a heartbeat)."""
+        assert self.c.sync_config
+        while True:
+            stats = parse_stats(conntrackd(self.c.sync_config, "-s", timeout=5.0) or "")
+            if stats:
+                queue = parse_stats(conntrackd(self.c.sync_config, "-s", "queue", timeout=5.0) or "")
+                stats |= {k: v for k, v in queue.items() if k == "rsqueue"}
+            self.stats = stats
+            time.sleep(STATS_EVERY_S)
+
+    def _cold_sync(self) -> None:
+        assert self.c.sync_config
+        ok, seconds, sessions = cold_sync(self.c.sync_config)
+        self.sync.finished(seconds, sessions, ok)
 
     def receive(self, now: float) -> None:
         self.link.drain(now)
@@ -339,22 +364,30 @@ class Daemon:
     def apply(self, role: Role, role2: Role = Role.BACKUP) -> None:
         """On BGP (the JVD's export policies): a group's routes are prepended 3x while it is backup
         here, every route 3x while the SRG0 signal route exists, else once."""
-        state = (role is Role.ACTIVE, role2 is Role.ACTIVE, self.srg0_failed)
+        # While this node of an SRG0 pair waits for its peer's session table (cold sync) with the
+        # peer there to carry the traffic, every route is prepended as with the signal route (not
+        # installed). In an SRG1 pair the waiting node is kept out of activeness instead (tick).
+        holding = self.c.mode == "srg0" and self.sync.awaiting and self.peer.alive and self.peer.healthy
+        state = (role is Role.ACTIVE, role2 is Role.ACTIVE, self.srg0_failed or holding)
+        if self.srg0_failed != self.signal_installed:
+            set_signal_route(self.c.signal_route, self.c.signal_table, self.srg0_failed)
+            self.signal_installed = self.srg0_failed
         if state == self.bird_state:
             return
-        if state[2] != self.bird_state[2]:
-            set_signal_route(self.c.signal_route, self.c.signal_table, state[2])
         Path(self.c.role_file).write_text(
             f"define SRG1_ACTIVE = {int(state[0])};  # {role.value}\n"
             f"define SRG2_ACTIVE = {int(state[1])};  # {role2.value}\n"
-            f"define SRG0_SIGNAL = {int(state[2])};  # signal route {self.c.signal_route}\n")
+            f"define SRG0_SIGNAL = {int(state[2])};  # signal route {self.c.signal_route}"
+            f"{' (waiting for the cold sync)' if holding and not self.srg0_failed else ''}\n")
         try:
             reply = bird_configure(self.c.bird_socket)
             self.bird_state = state
         except Exception as exc:  # noqa: BLE001 - BIRD restarting: it reads the file when it starts
             reply = f"configure failed: {exc}"
         print(f"{time.strftime('%H:%M:%S')} SRG1 {role.value}, SRG2 {role2.value}, signal route "
-              f"{'present' if state[2] else 'absent'}: BIRD {reply}", flush=True)
+              f"{'present' if self.srg0_failed else 'absent'}"
+              f"{', routes held prepended (cold sync)' if holding and not self.srg0_failed else ''}: BIRD {reply}",
+              flush=True)
 
     def write_status(self, now: float, healthy: bool, seen: bool) -> None:
         monitor = self.monitor
@@ -366,8 +399,8 @@ class Daemon:
                 interval_ms=self.c.heartbeat_ms, threshold=self.threshold, sent=self.sent,
                 received=self.link.received, errors=self.link.bad, peer_alive=self.peer.alive,
                 last_heard_s_ago=round(now - self.link.heard, 3) if self.link.heard else None),
-            healthy=healthy, peer_seen_in_network=seen, resumed=self.resumed, cold_syncs=self.cold_syncs,
-            session_refreshes=self.session_refreshes, cache_flushes=self.cache_flushes,
+            healthy=healthy, peer_seen_in_network=seen, resumed=self.resumed,
+            sync=self.sync_status() if self.c.sync_config else None,
             srg0=MnhaSrg0(
                 role="ineligible" if self.srg0_failed else "active",
                 signal_route=MnhaSignalRoute(prefix=f"{self.c.signal_route}/32", table=self.c.signal_table,
@@ -397,7 +430,26 @@ class Daemon:
         )
         write_status(self.c.status_file, status)
 
+    def sync_status(self) -> MnhaSync:
+        sync, stats = self.sync, self.stats
+        return MnhaSync(
+            sessions=kernel_sessions(), cache=stats.get("cache_active"),
+            sent_packets=stats.get("packets_sent"), received_packets=stats.get("packets_received"),
+            sent_bytes=stats.get("bytes_sent"), received_bytes=stats.get("bytes_received"),
+            injected=stats.get("inject_created", 0) + stats.get("inject_updated", 0) if stats else None,
+            removed=stats.get("inject_destroyed"),
+            errors=sum(stats.get(k, 0) for k in ("inject_created_failed", "inject_updated_failed",
+                                                  "inject_destroyed_failed", "send_errors", "receive_errors",
+                                                  "malformed")) if stats else None,
+            lost=stats.get("lost"), resend_queue=stats.get("rsqueue"), daemon_answering=bool(stats),
+            refresh_s=sync.refresh, refresh_tcp_s=sync.refresh_tcp, refreshes=self.refreshes,
+            awaiting_peer=sync.awaiting, awaited_s=sync.awaited_s, peer_awaiting=bool(self.peer.sync & SYNC_AWAITING),
+            sending=sync.sending, cold_syncs=sync.cold_syncs, last_cold_sync_s=sync.last_cold_s,
+            last_cold_sync_sessions=sync.last_cold_sessions)
+
     def run(self) -> None:
+        if self.c.sync_config:
+            threading.Thread(target=self.read_stats, daemon=True).start()
         heartbeat_loop(self.interval, {self.sock: self.receive}, self.tick)
 
 

@@ -92,11 +92,18 @@ def build(topo: Topology, source: str = "", state_root: str = DEFAULT_STATE_ROOT
         nodes=[], namespaces=[], veths=[], bridges=[], routes=[], sessions=[], processes=[], expected_routes=[],
         mnha=[list(pair.nodes) for pair in topo.mnha], srd=list(topo.srd.nodes) if topo.srd else [],
         spares=[name for name, n in topo.nodes.items() if not n.in_service],
-        bfd=topo.services.bfd is not None,
+        bfd=topo.services.bfd is not None, max_sessions=topo.services.max_sessions,
     )
     for _name, phase in PHASES:
         phase(topo, plan, python)
     return plan
+
+
+def session_timeouts(topo: Topology) -> tuple[tuple[str, str], ...]:
+    """The conntrack timeouts of an SRX (per namespace): UDP with or without a reply, established TCP."""
+    udp, tcp = str(topo.services.udp_timeout), str(topo.services.tcp_timeout)
+    return (("net.netfilter.nf_conntrack_udp_timeout", udp), ("net.netfilter.nf_conntrack_udp_timeout_stream", udp),
+            ("net.netfilter.nf_conntrack_tcp_timeout_established", tcp))
 
 
 def _nodes(topo: Topology, plan: LabPlan, python: str) -> None:
@@ -117,6 +124,8 @@ def _nodes(topo: Topology, plan: LabPlan, python: str) -> None:
         kind = kinds.get(node.kind)
         instances: list[str | None] = [None, *kind.instances]
         sysctls = kind.sysctls
+        if kind.firewall:  # an SRX's session timeouts (services.udp_timeout, tcp_timeout)
+            sysctls += session_timeouts(topo)
         ns_names = []
         for instance in instances:
             ns = naming.namespace(plan.name, name, instance)

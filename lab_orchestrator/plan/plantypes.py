@@ -177,6 +177,7 @@ class LabPlan:
     spares: list[str] = field(default_factory=list)  # SRXs built but not in service (powered off at `lab up`)
     bfd: bool = False  # BFD on every eBGP session (services.bfd)
     dual_stack: bool = False  # IPv6 beside IPv4 (addressing.v6)
+    max_sessions: int = 262144  # the kernel's conntrack limit this lab needs (services.max_sessions)
     files: dict[str, str] = field(default_factory=dict)  # path relative to state_dir -> content
 
     def node(self, name: str) -> NodePlan:
@@ -239,5 +240,6 @@ class LabPlan:
             rules=[Rule(**r) for r in d.get("rules", [])],
             mnha=[list(p) for p in d.get("mnha", [])], spares=list(d.get("spares", [])),
             srd=list(d.get("srd", [])), bfd=bool(d.get("bfd", False)), dual_stack=bool(d.get("dual_stack", False)),
+            max_sessions=int(d.get("max_sessions", 262144)),
             files=dict(files or {}),
         )

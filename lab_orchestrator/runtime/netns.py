@@ -30,7 +30,7 @@ from labkit.status import MxlbStatus, read_status
 from ..model.diagnostics import LabError
 from ..plan.features import mnha
 from ..plan.pipeline import LabPlan, Route
-from . import credentials, netlinkcfg, readiness, supervisor
+from . import credentials, kernel_room, netlinkcfg, readiness, supervisor
 from .state import LabState
 
 Progress = Callable[[str, str], None]  # (step, detail)
@@ -58,7 +58,8 @@ class NetnsBackend:
         state.save()  # the journal first: a crash from here on is cleaned by `lab down`
         try:
             self._write_files(plan)
-            self._neighbour_room(plan)
+            kernel_room.neighbours(plan, self.progress)
+            kernel_room.sessions(plan, self.progress)
             self._namespaces(plan)
             self._links(plan)
             self._addresses(plan)
@@ -103,21 +104,6 @@ class NetnsBackend:
         for sock in self._sockets.values():
             sock.close()
         self._sockets.clear()
-
-    def _neighbour_room(self, plan: LabPlan) -> None:
-        """The kernel's ARP table limit (gc_thresh3, 1024 by default) counts the entries of every
-        namespace together: past it, a new neighbour fails with ENOBUFS and a BGP session stays in
-        Connect. Raise it (never lower it) to room for this lab's ends four times over."""
-        ends = 2 * (len(plan.veths) + len(plan.mgmt.ports))
-        base = Path("/proc/sys/net/ipv4/neigh/default")
-        for name, wanted in (("gc_thresh2", 2 * ends), ("gc_thresh3", 4 * ends)):
-            knob = base / name
-            try:
-                if int(knob.read_text()) < wanted:
-                    knob.write_text(str(wanted))
-                    self.progress("neighbours", f"net.ipv4.neigh.default.{name} raised to {wanted}")
-            except (OSError, ValueError):
-                pass  # not writable here: a big lab may then miss neighbours, as without this step
 
     def _namespaces(self, plan: LabPlan) -> None:
         self.progress("namespaces", f"{len(plan.namespaces)} namespaces")

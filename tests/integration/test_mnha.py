@@ -121,7 +121,9 @@ def _heartbeat(running: RunningLab, srx: str) -> dict[str, object]:
     status = mnha_status(running, srx)
     beat = status["heartbeat"]
     assert isinstance(beat, dict)
-    return {**beat, "cold_syncs": status["cold_syncs"]}
+    sync = status["sync"]
+    assert isinstance(sync, dict)
+    return {**beat, "cold_syncs": sync["cold_syncs"]}
 
 
 def _wait_for(what: str, check: Callable[[], bool], timeout: float = 15.0) -> None:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from ipaddress import IPv4Interface
 from pathlib import Path
 
+from dataplane.core.mnha import refresh_windows
 from labkit.configs import MnhaConfig
 from labkit.contracts import CONNTRACKD_SYNC_PORT, MNHA_CONFIG, MNHA_STATUS
 
@@ -113,7 +114,9 @@ def plan_mnha(topo: Topology, plan: LabPlan, python: str = "python3") -> None:
             plan.files[name] = env.get_template("mnha/conntrackd.conf.j2").render(
                 node=node, peer=peer, icl_dev=icl.dev, state_dir=plan.state_dir,
                 local_ip=icl.local_ip, peer_ip=icl.peer_ip, own_addresses=own,
-                sync_port=CONNTRACKD_SYNC_PORT,
+                sync_port=CONNTRACKD_SYNC_PORT, hash_limit=topo.services.max_sessions,
+                hash_size=max(8192, topo.services.max_sessions // 4),
+                resend_queue=max(131072, topo.services.max_sessions // 4),
             )
             node_plan.files.append(name)
             # conntrackd refuses to start while its lock file exists, and a killed one leaves it.
@@ -128,6 +131,7 @@ def _plan_daemon(topo: Topology, plan: LabPlan, mode: str, node: str, peer: str,
     icl = icl_of(plan, node, peer)
     node_plan = plan.node(node)
     pair = next(p for p in topo.mnha if node in p.nodes)
+    refresh = refresh_windows(topo.services.udp_timeout, topo.services.tcp_timeout)
     active = srg1_initially_active(topo, node)
     srg2 = pair.mode == "srg1+srg2" and active is False
     config = MnhaConfig.model_validate({
@@ -143,8 +147,9 @@ def _plan_daemon(topo: Topology, plan: LabPlan, mode: str, node: str, peer: str,
         "monitor": monitor_config(topo, plan, node),
         "signal_route": str(pair.signal_route), "signal_table": SIGNAL_TABLE,
         "srg2_priority": BACKUP_PRIORITY if active else ACTIVE_PRIORITY,
-        # cold sync: when the peer comes back, this node's whole session table is sent to it
+        # session sync: conntrackd's events, refreshed once per window; a returning peer's cold sync
         "sync_config": f"{plan.state_dir}/nodes/{node}/conntrackd.conf" if pair.sync else None,
+        "refresh_s": refresh[0], "refresh_tcp_s": refresh[1],
     })
     name = f"nodes/{node}/{MNHA_CONFIG}"
     plan.files[name] = config.to_json()

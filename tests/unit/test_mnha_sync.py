@@ -1,0 +1,200 @@
+"""MNHA session sync: the cold-sync handshake, the refresh windows, the heartbeat's sync flags,
+conntrackd's counters and the acknowledged cold sync (dataplane.core.mnha.SessionSync,
+dataplane.daemons.mnhad)."""
+
+from __future__ import annotations
+
+import subprocess
+from typing import Any
+
+import pytest
+
+from dataplane.core.mnha import (
+    SYNC_AWAITING,
+    SYNC_DONE,
+    SYNC_SENDING,
+    PeerView,
+    Role,
+    SessionSync,
+    Srg1,
+    decode_heartbeat,
+    decode_heartbeat_full,
+    encode_heartbeat,
+    refresh_windows,
+)
+from dataplane.daemons import mnhad
+
+CONFIG = "/run/lab/x/nodes/srx1/conntrackd.conf"
+
+
+def test_a_starting_node_waits_until_the_peer_says_its_table_is_acknowledged() -> None:
+    sync = SessionSync(15.0, 450.0, hold_cap=60.0)
+    sync.start(100.0, awaiting=True)
+    assert sync.flags() == SYNC_AWAITING
+    assert sync.tick(100.5, True, 0, start_window=1.0) is None and sync.awaiting  # peer not answering yet
+    assert sync.tick(101.0, True, SYNC_SENDING, 1.0) is None and sync.awaiting
+    sync.tick(103.25, True, SYNC_DONE, 1.0)
+    assert not sync.awaiting and sync.awaited_s == 3.25 and sync.flags() == 0
+
+
+def test_a_starting_node_alone_or_waiting_too_long_stops_waiting() -> None:
+    alone = SessionSync(15.0, 450.0)
+    alone.start(0.0, awaiting=True)
+    alone.tick(0.5, False, 0, start_window=1.0)
+    assert alone.awaiting, "the peer's heartbeats may not have arrived yet"
+    alone.tick(1.5, False, 0, start_window=1.0)
+    assert not alone.awaiting
+    slow = SessionSync(15.0, 450.0, hold_cap=60.0)
+    slow.start(0.0, awaiting=True)
+    slow.tick(59.0, True, SYNC_SENDING, 1.0)
+    assert slow.awaiting
+    slow.tick(60.5, True, SYNC_SENDING, 1.0)
+    assert not slow.awaiting and slow.awaited_s == 60.5
+
+
+def test_the_peer_gets_one_cold_sync_per_request() -> None:
+    sync = SessionSync(15.0, 450.0)
+    sync.start(0.0, awaiting=False)
+    assert sync.tick(10.0, True, 0, 1.0) is None, "a peer that does not ask gets nothing"
+    assert sync.tick(11.0, True, SYNC_AWAITING, 1.0) == "cold"
+    assert sync.flags() == SYNC_SENDING
+    assert sync.tick(11.1, True, SYNC_AWAITING, 1.0) is None  # one at a time
+    sync.finished(2.5, 1000, ok=True)
+    assert sync.flags() == SYNC_DONE and sync.cold_syncs == 1 and sync.last_cold_s == 2.5
+    assert sync.tick(13.7, True, SYNC_AWAITING, 1.0) is None, "answered: the peer's flag lags a beat"
+    sync.tick(14.0, True, 0, 1.0)  # the peer stopped waiting
+    assert sync.flags() == 0
+    assert sync.tick(50.0, False, 0, 1.0) is None
+    assert sync.tick(60.0, True, SYNC_AWAITING, 1.0) == "cold", "a peer that returns again asks again"
+    sync.finished(120.0, None, ok=False)
+    assert sync.flags() == SYNC_AWAITING and sync.cold_syncs == 1  # it waits for the peer's table too
+    assert sync.tick(180.0, True, SYNC_AWAITING, 1.0) == "cold", "a failed cold sync is tried again"
+
+
+def test_refresh_windows_follow_the_timeouts_and_the_epochs_flip_once_per_window() -> None:
+    assert refresh_windows(60, 1800) == (15.0, 450.0)
+    assert refresh_windows(2, 1_000_000) == (1.0, 600.0)
+    sync = SessionSync(15.0, 450.0)
+    parities = [sync.epochs(float(t))[0] for t in range(0, 60)]
+    flips = sum(1 for a, b in zip(parities, parities[1:], strict=False) if a != b)
+    assert flips == 3  # at 15, 30 and 45 s
+    assert sync.epochs(449.0)[1] != sync.epochs(451.0)[1]
+
+
+def test_the_refresh_rule_sets_each_protocols_bit_to_its_parity() -> None:
+    text = mnhad.refresh_rules(1, 0)
+    udp_bit, tcp_bit = mnhad.REFRESH_BITS
+    assert f"meta l4proto != tcp ct mark set ct mark or {udp_bit:#x}" in text
+    assert f"meta l4proto tcp ct mark set ct mark and {0xFFFFFFFF ^ tcp_bit:#x}" in text
+    assert "ct state established" in text and "hook prerouting priority -150" in text
+
+
+def test_heartbeat_version_3_carries_the_sync_flags_and_older_versions_none() -> None:
+    data = encode_heartbeat("srx1", Role.BACKUP, 100, True, 7, None, SYNC_AWAITING | SYNC_DONE)
+    assert data[4] == 3
+    assert decode_heartbeat_full(data) == ("srx1", Role.BACKUP, 100, True, 7, Role.INIT, 0, SYNC_AWAITING | SYNC_DONE)
+    assert decode_heartbeat(data) == ("srx1", Role.BACKUP, 100, True, 7)
+    both = encode_heartbeat("srx2", Role.ACTIVE, 200, True, 8, (Role.BACKUP, 100), 0)
+    assert decode_heartbeat_full(both)[5:] == (Role.BACKUP, 100, 0)
+    assert decode_heartbeat_full(encode_heartbeat("srx2", Role.ACTIVE, 200, True, 8))[7] == 0
+
+
+def test_a_waiting_node_takes_no_activeness_while_its_peer_can_carry_the_traffic() -> None:
+    group = Srg1("srx1", "srx2", 200, True)
+    peer = PeerView(True, Role.ACTIVE, 100, True)
+    assert group.hold(True, peer, 1.0) is Role.BACKUP
+    assert group.transitions[-1][2] == "cold sync from the peer not complete"
+    assert group.hold(True, PeerView(True, Role.INELIGIBLE, 100, False), 2.0) is None
+    assert group.hold(True, PeerView(False), 2.0) is None
+    assert group.decide(True, peer, True, 3.0) is Role.ACTIVE  # the wait over: it preempts
+    assert group.hold(True, peer, 4.0) is None, "an active node keeps its activeness"
+
+
+STATS = """cache internal:
+current active connections:	         300
+connections created:		         300	failed:	           0
+connections updated:		           4	failed:	           0
+connections destroyed:		           0	failed:	           0
+
+external inject:
+connections created:		         600	failed:	           2
+connections updated:		          10	failed:	           0
+connections destroyed:		           5	failed:	           0
+
+traffic processed:
+                   0 Bytes                         0 Pckts
+
+UDP traffic (active device=icl):
+               68432 Bytes sent                   64 Bytes recv
+                 334 Pckts sent                    4 Pckts recv
+                   0 Error send                    1 Error recv
+
+message tracking:
+                   0 Malformed msgs                    3 Lost msgs
+"""
+QUEUE = """allocated queue nodes:		           1
+
+queue txqueue:
+current elements:		           0
+maximum elements:		  2147483647
+not enough space errors:	           0
+
+queue rsqueue:
+current elements:		         301
+maximum elements:		      131072
+not enough space errors:	           0
+"""
+
+
+def test_conntrackd_counters_are_read() -> None:
+    stats = mnhad.parse_stats(STATS)
+    assert stats["cache_active"] == 300
+    assert (stats["inject_created"], stats["inject_created_failed"], stats["inject_destroyed"]) == (600, 2, 5)
+    assert (stats["packets_sent"], stats["packets_received"], stats["bytes_sent"]) == (334, 4, 68432)
+    assert (stats["receive_errors"], stats["lost"], stats["malformed"]) == (1, 3, 0)
+    assert mnhad.parse_stats(QUEUE) == {"rsqueue": 301}
+    assert mnhad.parse_stats("") == {}
+
+
+def test_a_cold_sync_sends_the_cache_and_waits_for_the_acknowledgement(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[tuple[str, ...]] = []
+    queue = iter([5000, 800, 1])
+
+    def run(argv: list[str], **_: Any) -> subprocess.CompletedProcess[str]:
+        assert argv[:3] == ["conntrackd", "-C", CONFIG]
+        calls.append(tuple(argv[3:]))
+        out = QUEUE.replace("301", str(next(queue))) if argv[3:] == ["-s", "queue"] else STATS
+        return subprocess.CompletedProcess(argv, 0, out, "")
+
+    monkeypatch.setattr(mnhad.subprocess, "run", run)
+    monkeypatch.setattr(mnhad.time, "sleep", lambda _s: None)
+    ok, _seconds, sessions = mnhad.cold_sync(CONFIG)
+    assert ok and sessions == 300
+    assert calls == [("-s",), ("-B",), ("-s", "queue"), ("-s", "queue"), ("-s", "queue")]
+
+
+def test_a_cold_sync_that_cannot_send_or_is_never_acknowledged_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refused(argv: list[str], **_: Any) -> subprocess.CompletedProcess[str]:
+        return subprocess.CompletedProcess(argv, 1, "", "refused")
+
+    monkeypatch.setattr(mnhad.subprocess, "run", refused)
+    assert mnhad.cold_sync(CONFIG)[0] is False
+
+    def stuck(argv: list[str], **_: Any) -> subprocess.CompletedProcess[str]:
+        return subprocess.CompletedProcess(argv, 0, QUEUE if argv[3:] == ["-s", "queue"] else STATS, "")
+
+    monkeypatch.setattr(mnhad.subprocess, "run", stuck)
+    monkeypatch.setattr(mnhad.time, "sleep", lambda _s: None)
+    assert mnhad.cold_sync(CONFIG, limit_s=0.05)[0] is False
+
+
+def test_a_peer_heard_again_after_it_was_lost_makes_this_node_wait_for_its_table() -> None:
+    sync = SessionSync(15.0, 450.0)
+    sync.start(0.0, awaiting=False)  # a restarted daemon that took up its role
+    sync.tick(1.0, True, 0, 1.0)
+    assert not sync.awaiting, "the first peer heard after a restart is not a return"
+    sync.tick(10.0, False, 0, 1.0)
+    sync.tick(20.0, True, 0, 1.0)  # the ICL back: sessions opened meanwhile on either side
+    assert sync.awaiting and sync.flags() & SYNC_AWAITING
+    sync.tick(20.5, True, SYNC_DONE, 1.0)
+    assert not sync.awaiting and sync.awaited_s == 0.5

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.table import Table
@@ -156,9 +156,23 @@ def status(
                 table.add_row(node.name, node.kind, node.mgmt_address.split("/")[0],
                               "\n".join(node.namespaces), daemons or "-", bgp)
             out.print(table)
+            _session_sync(report.nodes)
             _ssh_logins(next(each for each in running if each.name == report.name))
 
     guarded(run, json_out)
+
+
+def _session_sync(nodes: list[Any]) -> None:
+    """One line per SRX with MNHA session sync: sessions held, synced to and received from the peer."""
+    for node in nodes:
+        sync = node.session_sync
+        if not sync or node.powered_off:
+            continue
+        problems = sync.get("problems") or []
+        state = f"[red]{'; '.join(problems)}[/]" if problems else "[green]ok[/]"
+        out.print(f"  session sync {node.name}: {sync.get('sessions')} sessions, {sync.get('cache')} opened or "
+                  f"carried here (synced to the peer), {sync.get('injected')} received, {sync.get('removed')} "
+                  f"removed by the peer, {sync.get('resend_queue')} unacknowledged: {state}", highlight=False)
 
 
 def _ssh_logins(lab: api.Lab) -> None:

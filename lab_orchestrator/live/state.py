@@ -97,6 +97,10 @@ def roles(node: dict[str, Any]) -> str:
              f"SRG2 {node['srg2']}" if node.get("srg2") else "",
              f"SRD {node['srd']}" if node.get("srd") else "", f"HSRP {node['hsrp']}" if node.get("hsrp") else "",
              f"CLB {node['clb']}" if node.get("clb") else "", str(node.get("mode") or "")]
+    sync = node.get("sync")
+    if sync:
+        parts.append(f"sync {'ok' if sync['ok'] else 'BROKEN'} {sync['sessions']} sessions "
+                     f"({sync['synced']} to peer, {sync['received']} from it)")
     return ", ".join(p for p in parts if p)
 
 
@@ -177,6 +181,13 @@ def picture(raw: dict[str, Any], previous: dict[str, Any] | None = None) -> dict
             # in an SRG0-only pair both nodes are active and the SRG1 role is a placeholder: not shown
             row["srg1"] = (role.get("srg1") or {}).get("role") if role.get("mode") != "srg0" else None
             row["srg2"] = (role.get("srg2") or {}).get("role")
+            sync = role.get("sync") or {}
+            # session sync: sessions here, synced to the peer, received from it; broken when conntrackd
+            # does not answer, errors or losses count, or the node waits for its peer's table
+            row["sync"] = {"sessions": sync.get("sessions"), "synced": sync.get("cache"),
+                           "received": sync.get("injected"), "unacked": sync.get("resend_queue"),
+                           "ok": bool(sync.get("daemon_answering")) and not sync.get("errors")
+                           and not sync.get("lost") and not sync.get("awaiting_peer")} if sync else None
             mine = members.get(name)
             if mine is not None:
                 row.update(buckets=mine["buckets"], share=mine["share"], pps=mine["pps"])

@@ -87,6 +87,9 @@ CHECKS: tuple[Check, ...] = (
     Check("conntrack", "nftables", "conntrack (ct state: SRX sessions)",
           KERNEL_FIX.format("CONFIG_NF_CONNTRACK, CONFIG_NFT_CT")),
     Check("nat", "nftables", "source NAT (CGNAT pools)", KERNEL_FIX.format("CONFIG_NF_NAT, CONFIG_NFT_NAT")),
+    Check("conntrack-limit", "nftables", "conntrack table size (kernel-wide: services.max_sessions per SRX)",
+          "as root `lab up` raises net.netfilter.nf_conntrack_max and nf_conntrack_buckets to the lab's "
+          "services.max_sessions; otherwise: sysctl -w net.netfilter.nf_conntrack_max=N"),
     Check("ip", "tool", "iproute2 `ip`", APT.format("iproute2")),
     Check("nft", "tool", "nftables `nft`", APT.format("nftables")),
     Check("bird", "tool", "BIRD 2 (BGP)", APT.format("bird2")),
@@ -110,7 +113,8 @@ FEATURES: tuple[Feature, ...] = (
     Feature("any lab (namespaces, links, BGP)", CORE, "every lab"),
     Feature("MX selector (ECMP CHASH, ECMP, TLB)",
             (("nft-map",), ("nft-jhash",), ("nft-numgen",), ("policy-routing",), ("multipath",)), "labs with an mx"),
-    Feature("SRX security policy and sessions", (("conntrack",), ("conntrack-tool",)), "labs with an srx"),
+    Feature("SRX security policy and sessions", (("conntrack",), ("conntrack-tool",), ("conntrack-limit",)),
+            "labs with an srx"),
     Feature("CGNAT source NAT", (("nat",),), "use_case cgnat"),
     Feature("MNHA session sync", (("conntrackd",), ("conntrack",)), "labs with MNHA pairs"),
     Feature("FlexVPN HSRP virtual IP", (("macvlan",),), "labs with HSRP"),
@@ -283,6 +287,7 @@ def probe_kernel(path: str | None = None) -> list[CheckResult]:
                 add(_result(check, False, "not probed (needs root)"))
         return results
     add(_result(BY_NAME["root"], True, "uid 0"))
+    add(conntrack_limit())
     try:
         sandbox = _Sandbox(shutil.which("ip", path=path), shutil.which("nft", path=path))
         with sandbox as box:
@@ -293,9 +298,26 @@ def probe_kernel(path: str | None = None) -> list[CheckResult]:
     except OSError as exc:
         add(_result(BY_NAME["netns"], False, str(exc)))
         for check in CHECKS:
-            if check.group in ("kernel", "nftables") and check.name != "netns":
+            if check.group in ("kernel", "nftables") and check.name not in ("netns", "conntrack-limit"):
                 add(_result(check, False, "not probed (no namespace)"))
     return results
+
+
+DEFAULT_MAX_SESSIONS = 262144  # services.max_sessions by default
+
+
+def conntrack_limit(base: Path = Path("/proc/sys/net/netfilter")) -> CheckResult:
+    """The kernel-wide conntrack limit and hash size: enough for the default services.max_sessions,
+    or writable here (`lab up` raises them to a lab's max_sessions)."""
+    try:
+        limit = int((base / "nf_conntrack_max").read_text())
+        buckets = int((base / "nf_conntrack_buckets").read_text())
+    except (OSError, ValueError) as exc:
+        return _result(BY_NAME["conntrack-limit"], False, f"cannot read the conntrack limit: {exc}")
+    writable = os.access(base / "nf_conntrack_max", os.W_OK)
+    detail = (f"nf_conntrack_max {limit}, nf_conntrack_buckets {buckets} (one value for every namespace"
+              f"{'; `lab up` raises them to services.max_sessions' if writable else '; not writable here'})")
+    return _result(BY_NAME["conntrack-limit"], limit >= DEFAULT_MAX_SESSIONS or writable, detail)
 
 
 def _probe_in(box: _Sandbox) -> list[CheckResult]:

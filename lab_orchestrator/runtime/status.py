@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from labkit import birdctl, netnsutil
+from labkit.contracts import MNHA_STATUS
 
 from . import supervisor
 from .state import LabState
@@ -41,6 +42,8 @@ class NodeStatus:
     powered_off: bool = False
     daemons: list[DaemonStatus] = field(default_factory=list)
     bgp: list[SessionStatus] = field(default_factory=list)
+    # an SRX of an MNHA pair with session sync: the counters of its MNHA status, and what is wrong
+    session_sync: dict[str, object] | None = None
 
 
 @dataclass
@@ -106,6 +109,7 @@ def collect(state: LabState) -> LabStatus:
                             node.bgp.append(SessionStatus(proto.name, proto.state, proto.info))
                 except birdctl.BirdError as exc:
                     node.bgp.append(SessionStatus("?", "unreachable", str(exc)))
+        node.session_sync = _session_sync(Path(state.state_dir, "nodes", node.name, MNHA_STATUS), now)
         nodes.append(node)
     planned = {n.name for n in nodes}
     for record in state.processes:  # lab-wide daemons (the SSH server, node "_lab")
@@ -122,6 +126,39 @@ def collect(state: LabState) -> LabStatus:
     status = "degraded" if state.status == "ready" and found else state.status
     return LabStatus(state.name, state.source, status, state.mgmt_subnet, present, len(state.namespaces), nodes,
                      ready=not found, problems=found, supervisor_running=running)
+
+
+UNACKED_LIMIT = 10000  # sync messages the peer has not acknowledged: more means it does not keep up
+
+
+def sync_problems(sync: dict[str, object], age_s: float) -> list[str]:
+    """What is wrong with one node's session sync, from its MNHA status (written AGE_S ago)."""
+    found = []
+    if age_s > 10:
+        found.append(f"MNHA status not updated for {age_s:.0f} s")
+    if not sync.get("daemon_answering"):
+        found.append("conntrackd not answering")
+    for key, what in (("errors", "sync errors"), ("lost", "sync messages lost")):
+        value = sync.get(key)
+        if isinstance(value, int) and value > 0:
+            found.append(f"{value} {what}")
+    queue = sync.get("resend_queue")
+    if isinstance(queue, int) and queue > UNACKED_LIMIT:
+        found.append(f"{queue} sync messages not acknowledged by the peer")
+    if sync.get("awaiting_peer"):
+        found.append("waiting for the peer's cold sync")
+    return found
+
+
+def _session_sync(path: Path, now: float) -> dict[str, object] | None:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    sync = data.get("sync") if isinstance(data, dict) else None
+    if not isinstance(sync, dict):
+        return None
+    return sync | {"problems": sync_problems(sync, now - float(data.get("updated_at", 0.0)))}
 
 
 def _daemon(record: supervisor.ProcessRecord, slot: supervisor.Slot | None, now: float) -> DaemonStatus:

@@ -87,6 +87,39 @@ def _srg0_monitoring(srg0: MnhaSrg0) -> list[str]:
     return lines
 
 
+def _session_sync(sync: object) -> list[str]:
+    """The pair's session sync: the cold sync (this node waiting for its peer's table, the last
+    one sent to the peer) and conntrackd's counters; a sync daemon not answering is shown as such."""
+    if not isinstance(sync, dict):
+        return []
+
+    def num(key: str) -> str:
+        value = sync.get(key)
+        return "-" if value is None else str(value)
+
+    if sync.get("awaiting_peer"):
+        cold = "IN PROGRESS (activeness held until the peer's sessions have arrived)"
+    else:
+        cold = "COMPLETE" if sync.get("awaited_s") is not None else "NOT NEEDED"
+    lines = [
+        "",
+        f"  Cold Synchronization Status: {cold}"
+        + (f", took {sync['awaited_s']} s" if sync.get("awaited_s") is not None else ""),
+        f"    Sent to the peer: {num('cold_syncs')} cold syncs"
+        + (f", last {sync['last_cold_sync_sessions']} sessions in {sync['last_cold_sync_s']} s"
+           if sync.get("last_cold_sync_s") is not None else "")
+        + (" (one running)" if sync.get("sending") else ""),
+        f"  Session Synchronization: {'RUNNING' if sync.get('daemon_answering') else 'NOT RUNNING'}",
+        f"    Sessions: {num('sessions')} in the table, {num('cache')} opened or carried here (synced to the peer)",
+        f"    From the peer: {num('injected')} written, {num('removed')} removed",
+        f"    Messages: sent {num('sent_packets')}, received {num('received_packets')}, "
+        f"unacknowledged {num('resend_queue')}, lost {num('lost')}, errors {num('errors')}",
+        f"    Refresh: every {sync.get('refresh_s', '-')} s (TCP {sync.get('refresh_tcp_s', '-')} s), "
+        f"{num('refreshes')} windows",
+    ]
+    return lines
+
+
 def show_chassis_ha(snap: Snapshot, args: Args) -> Output:
     """MNHA (`dataplane.daemons.mnhad` writes nodes/NODE/mnha-status.json) in Junos's layout."""
     status = parse_status(snap.status.get(MNHA_STATUS), MnhaStatus)
@@ -123,6 +156,9 @@ def show_chassis_ha(snap: Snapshot, args: Args) -> Output:
         f"    Heartbeats: sent {beat.sent}, received {beat.received}, "
         f"errors {beat.errors}, interval {beat.interval_ms} ms, "
         f"threshold {beat.threshold}",
+    ]
+    lines += _session_sync(status.sync.model_dump() if status.sync is not None else None)
+    lines += [
         "",
         "Services Redundancy Group: 0",
         f"        Current State: {'ONLINE' if status.srg0.role == 'active' else 'OFFLINE'}",

@@ -118,6 +118,7 @@ class Hop(_Part):
     node: str
     dev: str
     nexthop: str
+    nexthop6: str = ""  # dual stack: the SRX's IPv6 address on the same link
 
 
 class Member(_Part):
@@ -130,6 +131,7 @@ class Member(_Part):
     nexthop: str
     loopback: str  # health-check target (TLB): the real-service address
     hops: tuple[Hop, ...] = Field(min_length=1)  # every SRX that can carry it, in pair order; BGP picks
+    nexthop6: str = ""  # dual stack: the first hop's IPv6 address
 
 
 class Selector(_Part):
@@ -142,6 +144,8 @@ class Selector(_Part):
     match_prefixes: tuple[str, ...]  # TLB filter-based forwarding; empty: everything from ingress
     watch_prefixes: tuple[str, ...]  # routes whose BGP next hops say an SRX is alive (ECMP)
     members: tuple[Member, ...]
+    # the nft table's family: ip (IPv4 labs), inet (dual stack: one map, an ip and an ip6 rule)
+    nft_family: Literal["ip", "inet"] = "ip"
 
 
 class HealthProfile(_Part):

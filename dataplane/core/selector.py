@@ -280,8 +280,9 @@ class SelectorCore:
         return lines
 
 
-def map_commands(old: SelectorTable, new: SelectorTable, mark_of: Mapping[str, int]) -> str:
-    """The nft commands that turn map `ip mxlb sel` holding OLD into NEW ("" when nothing moves)."""
+def map_commands(old: SelectorTable, new: SelectorTable, mark_of: Mapping[str, int], family: str = "ip") -> str:
+    """The nft commands that turn map `FAMILY mxlb sel` holding OLD into NEW ("" when nothing moves)."""
+    sel = f"{family} mxlb sel"
     if new.n_buckets and old.n_buckets == new.n_buckets:
         # Only the buckets that move (a failover moves 1/N of them): with thousands of buckets a
         # full rewrite costs ~17 ms per side, the changed ones well under 1 ms. One transaction.
@@ -290,11 +291,11 @@ def map_commands(old: SelectorTable, new: SelectorTable, mark_of: Mapping[str, i
             return ""
         keys = ", ".join(str(b) for b in moved)
         elements = ", ".join(f"{b} : {mark_of[new.buckets[b]]}" for b in moved)
-        return f"delete element ip mxlb sel {{ {keys} }}; add element ip mxlb sel {{ {elements} }}"
+        return f"delete element {sel} {{ {keys} }}; add element {sel} {{ {elements} }}"
     if new.n_buckets:
         elements = ", ".join(f"{b} : {mark_of[name]}" for b, name in enumerate(new.buckets))
-        return f"flush map ip mxlb sel; add element ip mxlb sel {{ {elements} }}"
-    return "flush map ip mxlb sel"
+        return f"flush map {sel}; add element {sel} {{ {elements} }}"
+    return f"flush map {sel}"
 
 
 def map_updates(old: SelectorTable, new: SelectorTable, mark_of: Mapping[str, int], size: int) -> list[tuple[int, int]]:

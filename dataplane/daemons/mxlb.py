@@ -168,7 +168,7 @@ class Daemon(SelectorCore):
         if selector.side in self.tc:
             return read_map(self.tc[selector.side].read(), self.buckets, self.name_of)
         try:
-            data = self.nft.json("list map ip mxlb sel", ns=selector.ns)
+            data = self.nft.json(f"list map {selector.nft_family} mxlb sel", ns=selector.ns)
         except NftError:
             return None
         for item in data.get("nftables", []):
@@ -204,8 +204,8 @@ class Daemon(SelectorCore):
             updates = map_updates(self.table, table, self.mark_of, self.buckets)
             for side in self.tc.values():
                 side.write(updates)
-        commands = "" if self.tc else map_commands(self.table, table, self.mark_of)
         for selector in self.selectors:
+            commands = "" if self.tc else map_commands(self.table, table, self.mark_of, selector.nft_family)
             if commands:
                 self.nft.run(commands, ns=selector.ns)
         self.last_programmed = time.time()
@@ -230,6 +230,9 @@ class Daemon(SelectorCore):
                 try:
                     ipr.route("replace", dst="0.0.0.0", dst_len=0, table=self.table_base + (m.mark & 0xFF),
                               gateway=hop.nexthop, oif=oif[0] if oif else None)
+                    if hop.nexthop6:  # dual stack: IPv6 follows the same SRX
+                        ipr.route("replace", dst="::", dst_len=0, family=10, table=self.table_base + (m.mark & 0xFF),
+                                  gateway=hop.nexthop6, oif=oif[0] if oif else None)
                 except Exception as exc:  # noqa: BLE001 - the link went down meanwhile: next event retries
                     print(f"{time.strftime('%H:%M:%S')} {m.name} {side}: via {hop.node} failed: {exc}",
                           flush=True)
@@ -249,12 +252,17 @@ class Daemon(SelectorCore):
             want = first.nexthop if first else None
             if self.fallback_route.get(side, "?") == want:
                 continue
-            with contextlib.suppress(Exception):  # absent already
-                ipr.route("del", dst="0.0.0.0", dst_len=0, table=self.config.fallback_table, priority=1)
+            for family, default in ((2, "0.0.0.0"), (10, "::")):
+                with contextlib.suppress(Exception):  # absent already (or no IPv6 in this lab)
+                    ipr.route("del", dst=default, dst_len=0, family=family, table=self.config.fallback_table,
+                              priority=1)
             if first is not None:
                 oif = ipr.link_lookup(ifname=first.dev)
                 ipr.route("add", dst="0.0.0.0", dst_len=0, table=self.config.fallback_table, priority=1,
                           gateway=first.nexthop, oif=oif[0] if oif else None)
+                if first.nexthop6:
+                    ipr.route("add", dst="::", dst_len=0, family=10, table=self.config.fallback_table, priority=1,
+                              gateway=first.nexthop6, oif=oif[0] if oif else None)
             self.fallback_route[side] = want
 
     def read_counters(self) -> None:

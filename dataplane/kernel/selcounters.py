@@ -52,7 +52,7 @@ class SelectorCounters:
             if self._nft is None:
                 self._nft = Nft()
             try:
-                data = self._nft.json("list counters table ip mxlb", ns=sel.ns)
+                data = self._nft.json(f"list counters table {sel.nft_family} mxlb", ns=sel.ns)
             except NftError:
                 continue
             out[sel.ns] = {item["counter"]["name"]: {"packets": item["counter"]["packets"],

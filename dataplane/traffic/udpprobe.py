@@ -20,13 +20,13 @@ import select
 import socket
 import sys
 import time
-from ipaddress import IPv4Network
+from ipaddress import IPv4Network, IPv6Network, ip_address, ip_network
 
 
 def serve(address: str, port: int, seconds: float) -> int:
     # Bound to the service address so echoes leave from it: an echo from another source would
     # not match the firewall session and would (rightly) be dropped by the SRX.
-    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock = socket.socket(_family(address), socket.SOCK_DGRAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)  # a probe arrives as one burst
     sock.bind((address, port))
@@ -46,7 +46,7 @@ def serve(address: str, port: int, seconds: float) -> int:
 def push_serve(address: str, port: int, rate: float, seconds: float) -> int:
     """Server push: wait for one datagram, then stream numbered datagrams back to its sender at
     RATE per second for SECONDS (the client never sends again: a server-initiated direction)."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock = socket.socket(_family(address), socket.SOCK_DGRAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((address, port))
     print(json.dumps({"serving": f"{address}:{port}"}), flush=True)
@@ -64,7 +64,7 @@ def push_serve(address: str, port: int, rate: float, seconds: float) -> int:
 
 def pull(source: str, port: int, target: tuple[str, int], seconds: float) -> dict[str, object]:
     """Send one datagram to a push server, then only receive: count, gaps, last sequence."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock = socket.socket(_family(source), socket.SOCK_DGRAM)
     sock.bind((source, port))
     sock.sendto(b"start", target)
     sock.settimeout(0.2)
@@ -85,12 +85,12 @@ def pull(source: str, port: int, target: tuple[str, int], seconds: float) -> dic
             "longest_gap_s": round(gap, 4), "gap_started_at_s": round(gap_at, 3)}
 
 
-def probe(sources: IPv4Network, count: int, target: tuple[str, int], port: int, timeout: float,
+def probe(sources: IPv4Network | IPv6Network, count: int, target: tuple[str, int], port: int, timeout: float,
           rounds: int) -> dict[str, object]:
-    addresses = [str(a) for a in list(sources.hosts())[:count]]
+    addresses = [str(a) for _, a in zip(range(count), sources.hosts(), strict=False)]
     sockets = {}
     for address in addresses:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        sock = socket.socket(_family(address), socket.SOCK_DGRAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((address, port))
         sock.setblocking(False)
@@ -122,8 +122,13 @@ def probe(sources: IPv4Network, count: int, target: tuple[str, int], port: int, 
             "missing": sorted(set(addresses) - answered, key=_key)}
 
 
-def _key(address: str) -> tuple[int, ...]:
-    return tuple(int(p) for p in address.split("."))
+def _key(address: str) -> int:
+    return int(ip_address(address))
+
+
+def _family(address: str) -> socket.AddressFamily:
+    """AF_INET6 for an IPv6 address (a dual-stack lab's prefixes6), else AF_INET."""
+    return socket.AF_INET6 if ip_address(address).version == 6 else socket.AF_INET
 
 
 def main(argv: list[str]) -> int:
@@ -135,7 +140,7 @@ def main(argv: list[str]) -> int:
     s.add_argument("--port", type=int, default=7000)
     s.add_argument("--seconds", type=float, default=30.0, help="stop after this long (bounded by design)")
     p = sub.add_parser("probe", help="one datagram from each source address; report who got an echo")
-    p.add_argument("--sources", type=IPv4Network, required=True)
+    p.add_argument("--sources", type=ip_network, required=True, help="IPv4 or IPv6 prefix")
     p.add_argument("--count", type=int, default=1000)
     p.add_argument("--to", required=True, help="HOST:PORT of the echo server")
     p.add_argument("--port", type=int, default=40000, help="source port (the same for every address)")
@@ -156,11 +161,13 @@ def main(argv: list[str]) -> int:
         return push_serve(args.bind, args.port, args.rate, args.seconds)
     if args.command == "pull":
         host, _, port = args.to.rpartition(":")
+        host = host.strip("[]")  # [2001:db8::9]:7000 or 2001:db8::9:7000
         print(json.dumps(pull(args.source, args.port, (host, int(port)), args.seconds)))
         return 0
     if args.command == "serve":
         return serve(args.bind, args.port, args.seconds)
     host, _, port = args.to.rpartition(":")
+    host = host.strip("[]")  # [2001:db8::9]:7000 or 2001:db8::9:7000
     result = probe(args.sources, args.count, (host, int(port)), args.port, args.timeout, args.rounds)
     print(json.dumps(result))
     return 0

@@ -15,7 +15,7 @@ source on the trust side and by destination on the untrust side) and in how an S
 
 from __future__ import annotations
 
-from ipaddress import IPv4Interface
+from ipaddress import IPv4Interface, ip_network
 from typing import Literal
 
 from dataplane.core.chash import build_initial
@@ -25,6 +25,7 @@ from labkit.contracts import HEALTH_STATUS, MXLB_CONFIG, MXLB_STATUS
 from ... import kinds
 from ...model.schema import Topology
 from ..plantypes import LabPlan, NodePlan, Process, Route, Rule, Ruleset
+from . import ipv6
 
 MARK_TABLE_BASE = 100
 TLB_BIT = 0x100
@@ -69,6 +70,8 @@ def plan_selectors(topo: Topology, plan: LabPlan, python: str) -> None:
     marks = {name: mark_of(index + 1) for index, name in enumerate(order)}
     clients = tuple(str(p) for n in topo.nodes.values() if kinds.get(n.kind).end_host for p in n.prefixes
                     if _is_client_side(topo, plan, n))
+    clients6 = tuple(str(p) for n in topo.nodes.values() if kinds.get(n.kind).end_host for p in n.prefixes6
+                     if _is_client_side(topo, plan, n)) if plan.dual_stack else ()
     for node in plan.nodes:
         if not kinds.get(node.kind).load_balancer:
             continue
@@ -78,7 +81,7 @@ def plan_selectors(topo: Topology, plan: LabPlan, python: str) -> None:
                 continue  # return traffic follows each SRX's NAT pool route, not a hash
             watch = ("0.0.0.0/0",) if side == "trust" else clients
             selector = _selector(plan, node, instance, side, field, marks, services,
-                                 clients if mode == "tlb" else (), watch)
+                                 clients + clients6 if mode == "tlb" else (), watch)
             if selector.members:
                 selectors.append(selector)
                 _kernel_side(plan, node, selector, topo)
@@ -155,7 +158,8 @@ def _selector(plan: LabPlan, node: NodePlan, instance: str, side: str, field: st
         peer = plan.peer_of(iface)
         if iface.peer_node in srxs:
             hops[iface.peer_node] = Hop(node=iface.peer_node, dev=iface.name,
-                                        nexthop=str(IPv4Interface(peer.address).ip) if peer.address else "")
+                                        nexthop=str(IPv4Interface(peer.address).ip) if peer.address else "",
+                                        nexthop6=ipv6.ip6(peer.address6))
         else:
             ingress.append(iface.name)
     members = []
@@ -163,9 +167,9 @@ def _selector(plan: LabPlan, node: NodePlan, instance: str, side: str, field: st
         reach = tuple(hops[c] for c in carriers if c in hops)
         if reach:
             members.append(Member(name=name, mark=marks[name], dev=reach[0].dev, nexthop=reach[0].nexthop,
-                                  loopback=address, hops=reach))
+                                  loopback=address, hops=reach, nexthop6=reach[0].nexthop6))
     return Selector(side=side, ns=ns, hash_field=field, ingress=tuple(sorted(ingress)), match_prefixes=match,
-                    watch_prefixes=watch, members=tuple(members))
+                    watch_prefixes=watch, members=tuple(members), nft_family="inet" if plan.dual_stack else "ip")
 
 
 def _kernel_side(plan: LabPlan, node: NodePlan, selector: Selector, topo: Topology) -> None:
@@ -183,10 +187,10 @@ def _kernel_side(plan: LabPlan, node: NodePlan, selector: Selector, topo: Topolo
     by_name = {m.name: m.mark for m in selector.members}
     elements = ", ".join(f"{b} : {by_name[name]:#x}" for b, name in enumerate(initial.buckets))
     ingress = ", ".join(f'"{i}"' for i in selector.ingress)
-    match = ""
-    if selector.match_prefixes:
-        field = "saddr" if selector.side == "trust" else "daddr"
-        match = f"ip {field} {{ {', '.join(selector.match_prefixes)} }} "
+    family = selector.nft_family
+    steer = "".join(f"        iifname {{ {ingress} }} {match}meta mark set {TLB_BIT:#x} meta mark set jhash {proto} "
+                    f"{selector.hash_field} mod {buckets} seed {seed:#x} map @sel\n"
+                    for proto, match in _steered(selector))
     counters = "".join(f"    counter {m.name} {{ }}\n" for m in selector.members)
     accounting = "".join(f'        meta mark {m.mark:#x} counter name "{m.name}"\n' for m in selector.members)
     name = f"nodes/{node.name}/selector-{selector.side}.nft"
@@ -195,8 +199,8 @@ def _kernel_side(plan: LabPlan, node: NodePlan, selector: Selector, topo: Topolo
         f"{selector.hash_field}) mod {buckets} seed {seed:#x};\n"
         f"# bucket -> mark -> table {MARK_TABLE_BASE}+SRX (one per SRX); no SRX -> table {FALLBACK_TABLE} "
         f"(blackhole). dataplane.daemons.mxlb rewrites the map.\n"
-        f"table ip mxlb\ndelete table ip mxlb\n"
-        f"table ip mxlb {{\n"
+        f"table {family} mxlb\ndelete table {family} mxlb\n"
+        f"table {family} mxlb {{\n"
         f"{counters}"
         f"    map sel {{\n"
         f"        typeof numgen inc mod {buckets} : meta mark\n"
@@ -204,8 +208,7 @@ def _kernel_side(plan: LabPlan, node: NodePlan, selector: Selector, topo: Topolo
         f"    }}\n\n"
         f"    chain prerouting {{\n"
         f"        type filter hook prerouting priority mangle; policy accept;\n"
-        f"        iifname {{ {ingress} }} {match}meta mark set {TLB_BIT:#x} "
-        f"meta mark set jhash ip {selector.hash_field} mod {buckets} seed {seed:#x} map @sel\n"
+        f"{steer}"
         f"    }}\n\n"
         f"    chain accounting {{\n"
         f"        type filter hook forward priority filter; policy accept;\n"
@@ -215,6 +218,24 @@ def _kernel_side(plan: LabPlan, node: NodePlan, selector: Selector, topo: Topolo
     )
     node.files.append(name)
     plan.rulesets.append(Ruleset(node.name, selector.ns, name))
+
+
+def _steered(selector: Selector) -> list[tuple[str, str]]:
+    """(address family keyword, match) of each prerouting rule: `ip` alone in an IPv4 lab; in a dual-stack
+    lab (an inet table) an `ip` and an `ip6` rule into the same map, so a bucket means the same SRX for
+    both families; with TLB each matches its own family's client prefixes."""
+    field = "saddr" if selector.side == "trust" else "daddr"
+    out = []
+    for proto, version in (("ip", 4), ("ip6", 6)):
+        if proto == "ip6" and selector.nft_family != "inet":
+            continue
+        prefixes = [p for p in selector.match_prefixes if ip_network(p).version == version]
+        if selector.match_prefixes and not prefixes:
+            continue  # TLB without client prefixes of this family: nothing of it is steered
+        match = f"{proto} {field} {{ {', '.join(prefixes)} }} " if prefixes else \
+            (f"meta nfproto ipv{version} " if selector.nft_family == "inet" else "")
+        out.append((proto, match))
+    return out
 
 
 def _marks_and_tables(plan: LabPlan, selector: Selector) -> None:
@@ -227,3 +248,11 @@ def _marks_and_tables(plan: LabPlan, selector: Selector) -> None:
                                  table=table))
     plan.rules.append(Rule(selector.ns, TLB_BIT, FALLBACK_TABLE, RULE_PRIORITY_BASE + 999, mask=TLB_BIT))
     plan.routes.append(Route(selector.ns, "0.0.0.0/0", "blackhole", table=FALLBACK_TABLE))
+    if selector.nft_family == "inet":  # dual stack: the same marks and tables in IPv6
+        for member in selector.members:
+            table = MARK_TABLE_BASE + (member.mark & 0xFF)
+            plan.rules.append(Rule(selector.ns, member.mark, table, RULE_PRIORITY_BASE + (member.mark & 0xFF),
+                                   family=6))
+            plan.routes.append(Route(selector.ns, "::/0", "unicast", via=member.nexthop6, dev=member.dev, table=table))
+        plan.rules.append(Rule(selector.ns, TLB_BIT, FALLBACK_TABLE, RULE_PRIORITY_BASE + 999, mask=TLB_BIT, family=6))
+        plan.routes.append(Route(selector.ns, "::/0", "blackhole", table=FALLBACK_TABLE))

@@ -1,0 +1,97 @@
+"""The dual-stack topology 3 (labs/topology3-dualstack.yml) up for real (root): IPv6 BGP sessions on the
+same links as IPv4, IPv6 forwarded end to end through the SRXs' security policy, and IPv6 flows steered
+by the MX's TLB selector with the IPv4 bucket semantics, verified from the SRXs' own session tables
+(conntrack): each flow crosses one SRX both ways, the SRX of its bucket's member."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from ipaddress import ip_address
+
+import pytest
+from running import REPO, SRX, RunningLab
+
+from dataplane.core import nfthash
+from lab_orchestrator.events import sessions
+from labkit import birdctl
+
+pytestmark = [
+    pytest.mark.root,
+    pytest.mark.skipif(shutil.which("bird") is None or shutil.which("conntrack") is None,
+                       reason="needs bird2 and conntrack (make deps)"),
+]
+
+SERVER6 = "2001:db8:203::9"
+CLIENTS6 = "2001:db8:172:80::/112"
+FLOWS6 = 300
+PORT6 = 41600
+
+
+@pytest.fixture(scope="module")
+def dual(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningLab]:
+    with RunningLab("ds3", REPO / "labs/topology3-dualstack.yml", tmp_path_factory.mktemp("dual")) as running:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "lab_orchestrator.cli", "exec", "--lab", "ds3", "server", "--", sys.executable,
+             "-m", "dataplane.traffic.udpprobe", "serve", "--bind", SERVER6, "--port", "7006", "--seconds", "170"],
+            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        try:
+            assert server.stdout is not None
+            assert "serving" in server.stdout.readline(), "IPv6 echo server did not start"
+            yield running
+        finally:
+            server.terminate()
+            server.wait(5)
+
+
+def _probe6(dual: RunningLab) -> dict[str, object]:
+    out = dual.exec("client", sys.executable, "-m", "dataplane.traffic.udpprobe", "probe", "--sources", CLIENTS6,
+                    "--count", str(FLOWS6), "--to", f"[{SERVER6}]:7006", "--port", str(PORT6))
+    result: dict[str, object] = json.loads(out)
+    return result
+
+
+def test_every_ipv6_session_is_established_beside_its_ipv4_twin(dual: RunningLab) -> None:
+    state = dual.running.state.state_dir
+    for conf in ("bird-trust-vr", "bird-untrust-vr"):
+        states = {p.name: p.info for p in birdctl.protocols(f"{state}/nodes/mx1/{conf}.ctl")}
+        v6 = {name: info for name, info in states.items() if name.endswith("_v6")}
+        assert len(v6) == 5 and all(info.startswith("Established") for info in v6.values()), v6
+        assert all(name[:-3] in states for name in v6)  # each beside its IPv4 session
+    routes = dual.exec("mx1", "ip", "-6", "route", "show", "table", "main")
+    assert "2001:db8:172:80::/96" not in routes  # the master instance holds no lab routes
+    trust = subprocess.run(["ip", "netns", "exec", dual.ns("mx1") + "-trust-vr", "ip", "-6", "route", "show",
+                            "2001:db8:203::/64"], capture_output=True, text=True, check=True).stdout
+    assert "proto bird" in trust, trust  # the server's IPv6 prefix learned through the SRXs
+
+
+def test_ipv6_flows_cross_the_srx_of_their_bucket_both_ways(dual: RunningLab) -> None:
+    result = _probe6(dual)
+    assert result["missing"] == [], f"{len(result['missing'])} IPv6 flows got no echo"  # type: ignore[arg-type]
+    carriers: dict[str, str] = {}
+    for srx in SRX:
+        for s in sessions.read(dual.ns(srx)):
+            if s.protocol == "udp" and s.source_port == PORT6 and s.packets > 0:
+                assert ":" in s.source
+                assert s.source not in carriers, f"{s.source} crossed {carriers.get(s.source)} and {srx}"
+                carriers[s.source] = srx
+    answered = [str(ip_address(a)) for a in result["answered"]]  # type: ignore[union-attr]
+    assert sorted(carriers) == sorted(answered)
+    # each flow on the SRX of its bucket: the selector's table (same map as IPv4) names the pair
+    status = dual.selector()
+    config = dual.selector_config()
+    table, buckets, seed = status["table"], int(config["buckets"]), int(config["seed"])  # type: ignore[call-overload]
+    pairs = {"MNHA_SRX1": {"srx1", "srx2"}, "MNHA_SRX3": {"srx3", "srx4"}}
+    wrong = {a: (srx, table[nfthash.bucket(a, buckets, seed)]) for a, srx in carriers.items()  # type: ignore[index]
+             if srx not in pairs[table[nfthash.bucket(a, buckets, seed)]]}  # type: ignore[index]
+    assert not wrong, f"flows off their bucket's member: {dict(list(wrong.items())[:5])}"
+    assert {pair for pair, nodes in pairs.items() if set(carriers.values()) & nodes} == set(pairs)
+
+
+def test_ipv4_still_steered_in_the_same_lab(dual: RunningLab) -> None:
+    result = dual.probe(40700, "100.64.8.0/24")
+    assert result["missing"] == []
+    assert len(dual.carriers(40700, {"srx1": 1, "srx2": 1, "srx3": 3, "srx4": 3})) == len(result["answered"])  # type: ignore[arg-type]

@@ -33,12 +33,30 @@ def exports(protocol: str, zone: str | None, local_as: int, use_case: str) -> st
     return 'where proto ~ "trust_*" || proto = "loopback"'
 
 
+# The SRX's TCP session handling (docs/fidelity.md, "SRX: TCP sessions"): Junos's default timeouts
+# (tcp-initial-timeout 20 s, an idle established session 1800 s, a closed one 10 s) and a liberal
+# sequence check. The two nodes of an MNHA pair must accept the same segments of a session whichever
+# of them carries it; conntrackd synchronises state changes, not each segment's sequence numbers, so
+# a node's own copy of a session goes stale while its peer carries it and a strict window check would
+# drop every segment once the session comes back. Out-of-window RSTs are still dropped.
+TCP_SYSCTLS = (
+    ("net.netfilter.nf_conntrack_tcp_be_liberal", "1"),
+    ("net.netfilter.nf_conntrack_tcp_timeout_syn_sent", "20"),
+    ("net.netfilter.nf_conntrack_tcp_timeout_syn_recv", "20"),
+    ("net.netfilter.nf_conntrack_tcp_timeout_established", "1800"),
+    ("net.netfilter.nf_conntrack_tcp_timeout_fin_wait", "10"),
+    ("net.netfilter.nf_conntrack_tcp_timeout_close_wait", "10"),
+    ("net.netfilter.nf_conntrack_tcp_timeout_last_ack", "10"),
+    ("net.netfilter.nf_conntrack_tcp_timeout_time_wait", "10"),
+    ("net.netfilter.nf_conntrack_tcp_timeout_close", "10"),
+)
+
 NFT_TABLE = "srx"  # `table inet srx` of srx.nft.j2: zones, the security policy, NAT
 
 KIND = Kind(
     name="srx",
     # per-session packet and byte counters (`show security flow session`)
-    sysctls=ROUTER_SYSCTLS + (("net.netfilter.nf_conntrack_acct", "1"),),
+    sysctls=ROUTER_SYSCTLS + (("net.netfilter.nf_conntrack_acct", "1"),) + TCP_SYSCTLS,
     mgmt_port="fxp0",
     routes=True,
     firewall=True,

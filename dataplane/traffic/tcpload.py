@@ -84,22 +84,22 @@ def serve(address: str, port: int, seconds: float) -> int:
                     sel.register(conn, selectors.EVENT_READ, True)
                     accepted += 1
                 continue
-            conn = key.fileobj
-            assert isinstance(conn, socket.socket)
+            peer = key.fileobj
+            assert isinstance(peer, socket.socket)
             try:
-                data = conn.recv(65536)
+                data = peer.recv(65536)
             except BlockingIOError:
                 continue
             except OSError:
                 data, resets = b"", resets + 1
             if data:
                 try:
-                    conn.send(data)  # small answers: the send buffer always has room
+                    peer.send(data)  # small answers: the send buffer always has room
                     continue
                 except OSError:
                     resets += 1
-            sel.unregister(conn)
-            conn.close()
+            sel.unregister(peer)
+            peer.close()
     print(json.dumps({"accepted": accepted, "reset": resets}), flush=True)
     return 0
 

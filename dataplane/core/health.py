@@ -120,6 +120,12 @@ def parse_echo_reply(packet: bytes) -> tuple[int, int] | None:
     return ident, seq
 
 
+def set_mark(sock: socket.socket, mark: int | None) -> None:
+    """Give what SOCK sends the firewall mark MARK (None: leave it as it is). Needs CAP_NET_ADMIN."""
+    if mark is not None:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_MARK, mark)
+
+
 @dataclass
 class Prober:
     """One probe round to every target, answered within TIMEOUT seconds."""
@@ -138,14 +144,17 @@ class Prober:
             self._icmp = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)
             self._icmp.setblocking(False)
 
-    def round(self, targets: dict[str, str]) -> dict[str, tuple[bool, str]]:
+    def round(self, targets: dict[str, str], marks: dict[str, int] | None = None) -> dict[str, tuple[bool, str]]:
+        """Probe every target (name -> address). MARKS (name -> firewall mark): each target's probes
+        carry its mark, so that policy routing sends them the way its traffic goes."""
+        marks = marks or {}
         if self.kind == "icmp":
-            return self._icmp_round(targets)
+            return self._icmp_round(targets, marks)
         if self.kind == "tcp":
-            return self._tcp_round(targets)
-        return {name: self._stream_probe(address) for name, address in targets.items()}
+            return self._tcp_round(targets, marks)
+        return {name: self._stream_probe(address, marks.get(name)) for name, address in targets.items()}
 
-    def _tcp_round(self, targets: dict[str, str]) -> dict[str, tuple[bool, str]]:
+    def _tcp_round(self, targets: dict[str, str], marks: dict[str, int]) -> dict[str, tuple[bool, str]]:
         """Every target at once (non-blocking connects): a dead one costs the timeout once, not per target."""
         port = self.port or 8088
         pending: dict[socket.socket, str] = {}
@@ -153,6 +162,7 @@ class Prober:
         started = time.monotonic()
         for name, address in targets.items():
             sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            set_mark(sock, marks.get(name))
             sock.setblocking(False)
             code = sock.connect_ex((address, port))
             if code not in (0, errno.EINPROGRESS):
@@ -174,13 +184,14 @@ class Prober:
             sock.close()
         return results
 
-    def _icmp_round(self, targets: dict[str, str]) -> dict[str, tuple[bool, str]]:
+    def _icmp_round(self, targets: dict[str, str], marks: dict[str, int]) -> dict[str, tuple[bool, str]]:
         assert self._icmp is not None
         pending: dict[int, str] = {}
         failed: dict[str, tuple[bool, str]] = {}
         sent_at = time.monotonic()
         for name, address in targets.items():
             self._seq = (self._seq + 1) & 0xFFFF
+            set_mark(self._icmp, marks.get(name, 0))  # one socket: each echo request with its target's mark
             try:
                 self._icmp.sendto(icmp_echo(self._ident, self._seq), (address, 0))
                 pending[self._seq] = name
@@ -209,10 +220,11 @@ class Prober:
             results[name] = (False, f"no echo reply within {self.timeout * 1000:.0f} ms")
         return results
 
-    def _stream_probe(self, address: str) -> tuple[bool, str]:
+    def _stream_probe(self, address: str, mark: int | None = None) -> tuple[bool, str]:
         kind = socket.SOCK_DGRAM if self.kind == "udp" else socket.SOCK_STREAM
         port = self.port or (80 if self.kind == "http" else 7)
         with socket.socket(socket.AF_INET, kind) as sock:
+            set_mark(sock, mark)
             sock.settimeout(self.timeout)
             try:
                 sock.connect((address, port))

@@ -50,7 +50,13 @@ class Monitor:
         for selector in config["selectors"]:
             for m in selector["members"]:
                 self.targets.setdefault(m["name"], m["loopback"])
-        self.trust_ns = next(s["ns"] for s in config["selectors"] if s["side"] == "trust")
+        trust = next(s for s in config["selectors"] if s["side"] == "trust")
+        self.trust_ns = trust["ns"]
+        # A real-service's probes carry its selector mark: the trust instance's policy rules send them
+        # through the table its traffic takes (the SRX the selector picked), not by the instance's
+        # routes, which while BGP converges after a link failure can send a pair's probe to an SRX of
+        # another pair (no answer: a healthy real-service taken out, the table reshuffled).
+        self.marks: dict[str, int] = {m["name"]: int(m["mark"]) for m in trust["members"]}
         self.health = {name: ProfileHealth({p["name"]: HealthState(int(p["failures"]), int(p["recoveries"]))
                                             for p in self.profiles}) for name in self.targets}
         self.probers = {p["name"]: Prober(str(p["type"]), int(p["timeout_ms"]) / 1000, p.get("port"),
@@ -91,7 +97,7 @@ class Monitor:
         write_status(self.config["health_status_file"], status)
 
     def probe_round(self, profile: str) -> None:
-        for name, (ok, detail) in self.probers[profile].round(self.targets).items():
+        for name, (ok, detail) in self.probers[profile].round(self.targets, self.marks).items():
             health = self.health[name]
             if health.record(profile, ok, detail):
                 print(f"{time.strftime('%H:%M:%S')} {name} health {'up' if health.up else 'down'}: "

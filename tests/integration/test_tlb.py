@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import time
 from collections import Counter
@@ -146,6 +147,44 @@ def test_trust_link_failure_signals_and_the_peer_carries_the_pair(tlb: RunningLa
     assert via == {"trust": "srx1", "untrust": "srx1"}, "restoring the link undoes it"
     status = json.loads(Path(f"/run/lab/{tlb.name}/nodes/srx1/mnha-status.json").read_text())
     assert not status["srg0"]["signal_route"]["installed"]
+
+
+def test_a_pair_s_probes_follow_its_traffic_while_bgp_has_not_converged(tlb: RunningLab) -> None:
+    """srx1 loses its trust link while the MX's trust-instance BIRD is held (SIGSTOP): the kernel drops
+    the route to the pair's address with the link, and until BGP installs the one via srx2 the instance
+    routes that address by its default route, through any SRX. The pair's probes follow its traffic (its
+    selector mark: the table via srx2, which the selector rewrites at the link event), so the healthy
+    pair stays in and no bucket of any real-service moves."""
+    tlb.wait_members(set(PAIRS))
+    table = tlb.selector()["table"]
+    processes = json.loads(Path(f"/run/lab/{tlb.name}/processes.json").read_text())["processes"]
+    bird = next(p["pid"] for p in processes if p["node"] == "mx1" and p["ns"] == f"{tlb.name}-mx1-trust-vr"
+                and p["name"].startswith("bird"))
+    health = Path(f"/run/lab/{tlb.name}/nodes/mx1/health-status.json")
+    ends = [(tlb.ns("srx1"), "ge-0-0-0"), (f"{tlb.name}-mx1-trust-vr", "ge-0-1-1")]
+    os.kill(bird, signal.SIGSTOP)
+    try:
+        for ns, dev in ends:
+            subprocess.run(["ip", "-n", ns, "link", "set", dev, "down"], check=True)
+        seq = json.loads(health.read_text())["seq"]
+        # two rounds of both profiles made after the link went down (BGP hold time 3 s: BIRD is
+        # released well within it)
+        _wait(lambda: json.loads(health.read_text())["seq"] >= seq + 4, timeout=2.5)
+        route = subprocess.run(["ip", "-n", f"{tlb.name}-mx1-trust-vr", "route", "show",
+                                f"{pair_address(tlb, 'srx1')}/32"], capture_output=True, text=True, check=True).stdout
+        members = {m["name"]: m for m in tlb.selector()["members"]}  # type: ignore[union-attr]
+        reported = json.loads(health.read_text())
+    finally:
+        os.kill(bird, signal.SIGCONT)
+        for ns, dev in ends:
+            subprocess.run(["ip", "-n", ns, "link", "set", dev, "up"], check=True)
+    assert reported["seq"] >= seq + 4, "the monitor probed twice meanwhile"
+    assert route.strip() == "", f"the pair's route was back before the probes: {route}"
+    assert reported["members"]["MNHA_SRX1"]["up"], reported["members"]["MNHA_SRX1"]
+    assert members["MNHA_SRX1"]["alive"] and members["MNHA_SRX1"]["via"]["trust"] == "srx2"
+    assert tlb.selector()["table"] == table, "no bucket moved"
+    _wait(lambda: _via(tlb)["MNHA_SRX1"] == {"trust": "srx1", "untrust": "srx1"})
+    tlb.wait_members(set(PAIRS))
 
 
 def test_no_healthy_srx_withdraws_the_route_and_drops_at_the_mx(tlb: RunningLab) -> None:

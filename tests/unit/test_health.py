@@ -1,12 +1,17 @@
-"""TLB health checks: the up/down state machine and the ICMP codec (pure, no sockets)."""
+"""TLB health checks: the up/down state machine and the ICMP codec (pure, no sockets), and the marks the
+probes carry (on stand-in sockets)."""
 
 from __future__ import annotations
 
+import errno
+import socket
 import struct
+from typing import Any
 
 import pytest
 
-from dataplane.core.health import HealthState, _checksum, icmp_echo, parse_echo_reply
+from dataplane.core import health
+from dataplane.core.health import HealthState, Prober, _checksum, icmp_echo, parse_echo_reply
 
 
 def test_starts_up_and_goes_down_after_exactly_n_consecutive_failures() -> None:
@@ -79,3 +84,47 @@ def test_parse_echo_reply_reads_identifier_and_sequence() -> None:
 def test_parse_echo_reply_ignores_requests_and_runts() -> None:
     assert parse_echo_reply(_ipv4(icmp_echo(1, 1))) is None  # type 8: a request, not a reply
     assert parse_echo_reply(b"\x45" + bytes(10)) is None
+
+
+class _Socket:
+    """Records the mark each probe leaves with; nothing is sent and nothing answers."""
+
+    sent: list[tuple[str, int]] = []
+
+    def __init__(self, *_: Any) -> None:
+        self.mark = 0
+
+    def setsockopt(self, level: int, option: int, value: int) -> None:
+        if (level, option) == (socket.SOL_SOCKET, socket.SO_MARK):
+            self.mark = value
+
+    def setblocking(self, _: bool) -> None:
+        pass
+
+    def sendto(self, _: bytes, address: tuple[str, int]) -> None:
+        self.sent.append((address[0], self.mark))
+
+    def connect_ex(self, address: tuple[str, int]) -> int:
+        self.sent.append((address[0], self.mark))
+        return errno.ECONNREFUSED
+
+    def close(self) -> None:
+        pass
+
+
+def test_each_real_service_s_probes_carry_its_selector_mark(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A real-service's probes carry its selector mark, so the MX's policy rules send them through the
+    table its traffic takes (the SRX the selector picked), not wherever the instance's routes point
+    while BGP converges (the default route: an SRX of another pair, which does not answer)."""
+    targets = {"MNHA_SRX1": "198.18.128.10", "MNHA_SRX3": "198.18.128.11"}
+    marks = {"MNHA_SRX1": 0x101, "MNHA_SRX3": 0x102}
+    icmp = Prober("icmp", timeout=0.0)
+    icmp._icmp = _Socket()  # type: ignore[assignment]
+    _Socket.sent = []
+    results = icmp.round(targets, marks)
+    assert _Socket.sent == [("198.18.128.10", 0x101), ("198.18.128.11", 0x102)]
+    assert not any(ok for ok, _ in results.values())
+    monkeypatch.setattr(health.socket, "socket", _Socket)
+    _Socket.sent = []
+    Prober("tcp", timeout=0.0, port=8088).round(targets, marks)
+    assert sorted(_Socket.sent) == [("198.18.128.10", 0x101), ("198.18.128.11", 0x102)]

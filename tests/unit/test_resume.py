@@ -102,11 +102,12 @@ def test_healthd_resumes_each_profile(tmp_path: Path, monkeypatch: pytest.Monkey
     config = {"node": "mx1", "health": {"profiles": profiles}, "health_socket": str(tmp_path / "none.sock"),
               "health_status_file": str(tmp_path / "health.json"),
               "selectors": [{"side": "trust", "ns": "t-mx1-trust-vr",
-                             "members": [{"name": "srx1", "loopback": "198.18.128.1"},
-                                         {"name": "srx2", "loopback": "198.18.128.2"}]}]}
+                             "members": [{"name": "srx1", "loopback": "198.18.128.1", "mark": 0x101},
+                                         {"name": "srx2", "loopback": "198.18.128.2", "mark": 0x102}]}]}
     monkeypatch.delenv(daemonkit.RESUME_ENV, raising=False)
     first = healthd.Monitor(config)
     assert all(h.up for h in first.health.values())  # a fresh start: every real-service up
+    assert first.marks == {"srx1": 0x101, "srx2": 0x102}, "probes leave with the trust selector's marks"
     first.health["srx2"].record("icmp", False, "timeout")
     for _ in range(2):
         first.health["srx2"].record("icmp", False, "timeout")

@@ -398,10 +398,16 @@ class Daemon(SelectorCore):
             # Decide on what the messages said first (a lost carrier is acted on at once), then,
             # if routes moved, re-read them as a whole and decide again.
             changed = self.decide("link or health event")
+            if self.mode == "tlb":
+                # at once, before the routes are re-read (tens of ms): a link that went down took the
+                # route of each real-service it carried out of that real-service's table, and until
+                # the route through the pair's other node is in, its traffic and its health probes
+                # fall through to another pair's SRX
+                self.program_hops()
             if routes_changed:
                 changed |= self.step("route event")
-            if self.mode == "tlb":
-                self.program_hops()
+                if self.mode == "tlb":
+                    self.program_hops()
             if changed:
                 print(f"{time.strftime('%H:%M:%S')} selector now {self.table.counts()} "
                       f"({(self.last_programmed - self.last_event) * 1000:.2f} ms after the event)", flush=True)

@@ -10,6 +10,9 @@ MXLB_CONFIG = "mxlb.json"  # dataplane.daemons.mxlb's configuration (the MX sele
 MXLB_STATUS = "mxlb-status.json"  # dataplane.daemons.mxlb: members, buckets, changes
 HEALTH_STATUS = "health-status.json"  # dataplane.daemons.healthd: TLB health checks
 MNHA_PORT = 7790  # MNHA heartbeats between the mnhad of the two SRXs (UDP, over the ICL)
+# dataplane.daemons.healthd probes every profile at once on this signal (`lab up`, once the lab is reachable);
+# it holds the signal blocked from before its first status file, which carries its pid
+HEALTH_PROBE_NOW = "SIGUSR1"
 CONNTRACKD_SYNC_PORT = 3780  # MNHA session sync between the conntrackd of the two SRXs (UDP, over the ICL)
 MNHA_CONFIG = "mnha.json"  # dataplane.daemons.mnhad's configuration (pair, SRG mode)
 MNHA_STATUS = "mnha-status.json"  # dataplane.daemons.mnhad: SRG roles, ICL, heartbeats

@@ -9,7 +9,9 @@ trust instance at its own interval (dataplane.core.health.Prober) and feeds one 
 real-service and profile (dataplane.core.health.HealthState). After each round the whole state is
 published: a JSON datagram to the selector's socket and an atomic status file (health-status.json).
 Restarted after a crash (LAB_RESUME=1) it resumes from its status file, so a restart changes no
-real-service's health. Carrier is the selector's business (it watches its links itself).
+real-service's health. Carrier is the selector's business (it watches its links itself). On
+SIGUSR1 (labkit.contracts.HEALTH_PROBE_NOW) every profile probes at once: `lab up` asks for it the
+moment the lab became reachable, instead of waiting up to an interval for the next rounds.
 
     python -m dataplane.daemons.healthd /run/lab/LAB/nodes/MX/mxlb.json    (the selector's configuration)
 """
@@ -18,12 +20,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import socket
 import sys
 import time
 from typing import Any
 
 from labkit.configs import SelectorConfig
+from labkit.contracts import HEALTH_PROBE_NOW
 from labkit.status import HealthMember, HealthProfileState, HealthStatus, write_status
 
 from ..core.health import HealthState, Prober, ProfileHealth
@@ -107,6 +111,10 @@ class Monitor:
     def run(self) -> None:
         from labkit import netnsutil
 
+        # Blocked before the first status file says which process to signal: a `lab up` that signals
+        # then never kills a daemon still starting; the signal waits here until `wait` takes it.
+        probe_now = getattr(signal, HEALTH_PROBE_NOW)
+        signal.pthread_sigmask(signal.SIG_BLOCK, {probe_now})
         stopping = StopFlag()
         with netnsutil.entered(self.trust_ns):
             for prober in self.probers.values():
@@ -118,7 +126,8 @@ class Monitor:
             profile = min(due, key=lambda name: due[name])
             wait = due[profile] - time.monotonic()
             if wait > 0:
-                time.sleep(min(wait, 0.2))
+                if signal.sigtimedwait({probe_now}, min(wait, 0.2)) is not None:
+                    due = dict.fromkeys(interval, time.monotonic())  # asked: every profile now
                 continue
             started = time.monotonic()
             # Stream probes (TCP, HTTP, UDP) connect from the calling thread's namespace.

@@ -36,11 +36,11 @@ def print_up(lab: api.Lab, seconds: float, json_out: bool) -> None:
     built = lab.plan()
     if json_out:
         print_json({"name": built.name, "status": lab.state.status, "seconds": round(seconds, 3),
-                    "nodes": {n.name: n.mgmt_address for n in built.nodes}})
+                    "ready_for": lab.state.ready_for, "nodes": {n.name: n.mgmt_address for n in built.nodes}})
     else:
-        out.print(f"[green]lab {built.name} is up[/] in {seconds:.2f} s: {len(built.nodes)} nodes, "
-                  f"{len(built.sessions) // 2} BGP sessions established. Try `lab status` or "
-                  f"`lab exec {built.nodes[0].name} -- ip route`.")
+        waited = "; ".join(lab.state.ready_for) or "nothing to wait for"
+        out.print(f"[green]lab {built.name} is up[/] in {seconds:.2f} s: {len(built.nodes)} nodes, ready for "
+                  f"traffic ({waited}). Try `lab status` or `lab exec {built.nodes[0].name} -- ip route`.")
 
 
 def print_down(name: str, seconds: float) -> None:
@@ -55,8 +55,10 @@ def up(
     json_out: bool = JsonOption,
     backend: Backend = BackendOption,
 ) -> None:
-    """Bring a lab up: namespaces, links, addresses, daemons; exit 0 only once BGP is established
-    and the expected routes are in the kernel. On any failure (or Ctrl-C) everything is removed.
+    """Bring a lab up: namespaces, links, addresses, daemons; exit 0 only once it is ready for
+    traffic: BGP established, the expected routes in the kernel, every SRX in service in every
+    selector table, MNHA pairs in step and synced, HSRP and the IKEv2 cluster elected (it says
+    what it waited for). On any failure (or Ctrl-C) everything is removed.
     With --backend containerlab, TOPOLOGY may also be a .clab.yml written by `lab export`."""
     started = time.monotonic()
     progress = progress_printer(started, quiet=json_out)

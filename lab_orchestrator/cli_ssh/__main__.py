@@ -1,13 +1,15 @@
 """`python -m lab_orchestrator.cli_ssh STATE_DIR/ssh/sshd.json`: the lab-wide SSH server.
 
 Start-up order matters for `lab up` followed at once by `ssh`: leave the node namespace, bind every
-listener (cheap imports only: a client connecting now waits in the listen backlog), then load
-paramiko, make the host keys and serve.
+listener (cheap imports only: a client connecting now waits in the listen backlog), make the host
+keys, known_hosts and the users' keys, say so (ssh/ready, what `lab up` waits for), then load
+paramiko and serve.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import sys
 
 
@@ -25,9 +27,16 @@ def main(argv: list[str]) -> int:
     config = load(argv[1])
     from pathlib import Path
 
-    (Path(config.state_dir) / "ssh" / "ready").unlink(missing_ok=True)  # a restarted server: not ready yet
+    ready = Path(config.state_dir) / "ssh" / "ready"
+    ready.unlink(missing_ok=True)  # a restarted server: not ready yet
     listeners = Listeners(config)
     listeners.open_all()
+    # Host keys, known_hosts and the users' keys before paramiko loads: from here on a client finds
+    # the keys it checks and its connection waits in the backlog until the server serves it.
+    from . import keys
+
+    keys.prepare(config)
+    ready.write_text(f"{os.getpid()}\n")
     # paramiko logs a traceback for every client that leaves early (port probes, resets); the server
     # logs one line per connection that ends with an error instead.
     logging.getLogger("paramiko").setLevel(logging.CRITICAL)

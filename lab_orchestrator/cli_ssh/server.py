@@ -39,7 +39,7 @@ from .shell import Event, LineEditor
 
 log = logging.getLogger("lab.sshd")
 CHECK_INTERVAL = 0.25
-READY_FILE = "ssh/ready"  # written once every listener is open and the host keys exist
+READY_FILE = "ssh/ready"  # written once every listener is open and the keys and known_hosts exist
 AUTH_FAILURE_DELAY = 0.3
 SERVER_VERSION = "SSH-2.0-lab_orchestrator_cli"
 # paramiko has no type hints: its constants, typed here once
@@ -80,6 +80,7 @@ class Authenticator(paramiko.ServerInterface):  # type: ignore[misc]
 
     def check_auth_password(self, username: str, password: str) -> int:
         user = self.server.config.user(username)
+        self.server.passwords_hashed.wait()
         stored = self.server.password_hashes.get(username, "")
         if user is not None and stored and check_password(stored, password):
             self.user = user
@@ -213,18 +214,27 @@ class LabSshServer:
         self.stopping = False
         self.lab_keys: dict[str, str] = {}
         self.password_hashes: dict[str, str] = {}
+        self.passwords_hashed = threading.Event()  # a password login waits for the hashes
         self.host_keys: dict[str, paramiko.PKey] = {}
 
     def prepare(self) -> None:
         """Host keys (made on the lab's first start, kept for its life), known_hosts, the users' keys,
-        and each password hashed once (a random salt, PBKDF2_ITERATIONS rounds): only the hash is kept."""
+        and each password hashed once (a random salt, PBKDF2_ITERATIONS rounds): only the hash is kept.
+        The hashing (a third of a second of CPU per password) runs beside the serving, which is ready
+        before it ends: a password login waits for it, a key login does not."""
         keys.prepare(self.config)
         self.lab_keys = keys.lab_client_keys(self.config)
-        self.password_hashes = read_passwords(self.config)
+        threading.Thread(target=self.hash_passwords, name="password-hashes", daemon=True).start()
         for node in self.config.nodes:
             self.host_keys[node.name] = paramiko.Ed25519Key(filename=node.host_key)
         ready = Path(self.config.state_dir) / READY_FILE
-        ready.write_text(f"{os.getpid()}\n")
+        ready.write_text(f"{os.getpid()}\n")  # written already by __main__ before paramiko loaded
+
+    def hash_passwords(self) -> None:
+        try:
+            self.password_hashes = read_passwords(self.config)
+        finally:
+            self.passwords_hashed.set()
 
     def lab_gone(self) -> bool:
         return not (Path(self.config.state_dir) / "state.json").exists()

@@ -22,6 +22,7 @@ from labkit.status import MnhaStatus, MxlbStatus, read_status
 
 from .. import kinds
 from ..plan.pipeline import LabPlan, NodePlan
+from ..runtime import readiness
 from ..runtime.state import LabState
 from . import movers, sessions
 
@@ -309,29 +310,8 @@ def wait_settled(state: LabState, plan: LabPlan, timeout: float, quiet: float = 
 
 
 def mnha_unsynced(pairs: list[list[str]], statuses: dict[str, MnhaStatus | None], down: set[str]) -> list[str]:
-    """Why the MNHA pairs with both nodes in service are not in step ([] when they are), from each
-    node's MNHA status (None: not written yet): each node hears its peer, neither is still
-    initialising, and with SRG1 one is active and the other backup (pure)."""
-    why: list[str] = []
-    for pair in pairs:
-        if set(pair) & down:
-            continue
-        roles = []
-        for node in pair:
-            data = statuses.get(node)
-            if data is None:
-                why.append(f"{node}: no MNHA status yet")
-                continue
-            if not data.heartbeat.peer_alive:
-                why.append(f"{node}: does not hear its peer {data.peer}")
-            role = data.srg1.role
-            if role in ("init", "ineligible"):
-                why.append(f"{node}: SRG1 {role}")
-            roles.append((role, data.mode))
-        if len(roles) == 2 and roles[0][1] != "srg0" and sorted(r for r, _ in roles) != ["active", "backup"]:
-            why.append(f"{'/'.join(pair)}: SRG1 roles {roles[0][0]} and {roles[1][0]} "
-                       "(one active, one backup expected)")
-    return why
+    """Why the MNHA pairs in service are not in step ([] when they are): `readiness.mnha_pending`."""
+    return readiness.mnha_pending(pairs, statuses, down)
 
 
 def wait_mnha_synced(state: LabState, plan: LabPlan, timeout: float = 10.0) -> list[str]:

@@ -13,24 +13,21 @@ import subprocess
 import time
 import zlib
 from collections.abc import Callable
-from ipaddress import IPv4Interface, ip_network
+from ipaddress import IPv4Interface
 from pathlib import Path
 
 from pyroute2 import IPRoute
 from pyroute2.netlink import NLM_F_ACK, NLM_F_CREATE, NLM_F_EXCL, NLM_F_REQUEST
-from pyroute2.netlink.exceptions import NetlinkDumpInterrupted, NetlinkError
+from pyroute2.netlink.exceptions import NetlinkError
 from pyroute2.netlink.rtnl import RTM_NEWLINK
 from pyroute2.netlink.rtnl.ifinfmsg import ifinfmsg
 
-from labkit import birdctl, netnsutil
-from labkit.contracts import MXLB_STATUS, RESPONDER_READY
+from labkit import netnsutil
 from labkit.files import is_secret, private_dir, write_secret
-from labkit.status import MxlbStatus, read_status
 
 from ..model.diagnostics import LabError
-from ..plan.features import mnha
 from ..plan.pipeline import LabPlan, Route
-from . import credentials, kernel_room, netlinkcfg, readiness, supervisor
+from . import credentials, kernel_room, netlinkcfg, supervisor, upwait
 from .state import LabState
 
 Progress = Callable[[str, str], None]  # (step, detail)
@@ -44,8 +41,6 @@ class NetnsBackend:
     def __init__(self, progress: Progress = _quiet):
         self.progress = progress
         self._sockets: dict[str, IPRoute] = {}
-        self._probe_baseline: dict[str, dict[str, int]] = {}  # MX -> TLB probe counts (readiness)
-        self._waited: set[str] = set()  # the readiness steps a progress line has announced
 
     # ---------------------------------------------------------------- up
     def up(self, plan: LabPlan, ready_timeout: float = 30.0) -> LabState:
@@ -233,6 +228,8 @@ class NetnsBackend:
     def _start_processes(self, plan: LabPlan, state: LabState, routing: bool) -> None:
         """Routing daemons (BIRD) first, the rest (which read rulesets and routes) after."""
         chosen = [p for p in plan.processes if (p.control_socket is not None) == routing]
+        # the SSH server first: its start (imports, keys) is the longest, and `lab up` waits for it too
+        chosen.sort(key=lambda p: p.name != "sshd")
         if not chosen:
             return
         self.progress("processes", f"{len(chosen)} {'routing daemons' if routing else 'other daemons'}")
@@ -249,80 +246,13 @@ class NetnsBackend:
         state.save()
 
     def _wait_ready(self, plan: LabPlan, state: LabState, timeout: float) -> None:
-        # plan.sessions has one entry per end; a session is two ends, as `lab up` counts them when done
-        self.progress("bgp", f"waiting for {len(plan.sessions) // 2} BGP sessions")
-        self._probe_baseline = {}
-        self._waited = set()
-        deadline = time.monotonic() + timeout
-        pending: list[str] = []
-        while time.monotonic() < deadline:
-            for record in state.processes:
-                if not supervisor.alive(record):
-                    raise LabError(f"{record.name} on {record.node} exited during start-up: "
-                                   f"{_tail(record.log)} (log: {record.log})")
-            try:
-                pending = self._not_ready(plan)
-            except NetlinkDumpInterrupted:  # the kernel changed mid-dump (busy host): look again
-                continue
-            if not pending:
-                return
-            time.sleep(0.05)
-        raise LabError(f"lab {plan.name} not ready after {timeout:.0f} s: " + "; ".join(pending[:6]))
-
-    def _waiting(self, step: str, detail: str) -> None:
-        """One progress line per thing `lab up` starts waiting for (not one per look)."""
-        if step not in self._waited:
-            self._waited.add(step)
-            self.progress(step, detail)
-
-    def _not_ready(self, plan: LabPlan) -> list[str]:
-        pending = []
-        by_socket: dict[str, set[str]] = {}
-        for session in plan.sessions:
-            proc = next(p for p in plan.processes if p.ns == session.ns and p.control_socket)
-            by_socket.setdefault(proc.control_socket or "", set()).add(session.protocol)
-        for sock, names in by_socket.items():
-            try:
-                states = {p.name: p.info for p in birdctl.protocols(sock)}
-            except birdctl.BirdError as exc:
-                pending.append(str(exc))
-                continue
-            pending += [f"{name} {states.get(name, 'missing')}" for name in sorted(names)
-                        if not states.get(name, "").startswith("Established")]
-        if pending:
-            return pending
-        if any(p.name == "sshd" for p in plan.processes) and not (Path(plan.state_dir) / "ssh" / "ready").exists():
-            self._waiting("ssh", "BGP established; waiting for the SSH server")
-            return ["SSH server not listening yet"]
-        self._waiting("routes", f"BGP established; waiting for {len(plan.expected_routes)} routes at the gateways")
-        for expected in plan.expected_routes:
-            net = ip_network(expected.prefix)
-            routes = self.ipr(expected.ns).get_routes(family=netlinkcfg.FAMILY[net.version], dst_len=net.prefixlen,
-                                                      table=254)
-            if not any(_route_dst(r, str(net.network_address)) for r in routes):
-                pending.append(f"route {expected.prefix} missing in {expected.ns}")
-        if pending:
-            return pending
-        if any(p.name == "responder" for p in plan.processes) and not (Path(plan.state_dir) / RESPONDER_READY).exists():
-            return ["health-check responder not listening yet"]
-        return self._selectors_pending(plan)
-
-    def _selectors_pending(self, plan: LabPlan) -> list[str]:
-        """Each MX selector forwards as the lab means to (lab_orchestrator.runtime.readiness); the first
-        time everything else is ready, the TLB probe counts are the baseline fresh probes count from."""
-        pending = []
-        srg1_peers = mnha.srg1_peers(plan.state_dir)
-        for node in sorted({p.node for p in plan.processes if p.name == "mxlb"}):
-            path = Path(plan.state_dir) / "nodes" / node / MXLB_STATUS
-            selector = read_status(path, MxlbStatus)
-            if selector is not None and node not in self._probe_baseline:
-                self._probe_baseline[node] = readiness.probe_counts(selector)
-                if selector.mode == "tlb":
-                    self.progress("health", f"{node}: waiting for health checks on the reachable lab")
-                else:
-                    self.progress("selector", f"{node}: waiting for every SRX in service in the selector's table")
-            pending += readiness.selector_pending(node, selector, self._probe_baseline.get(node), srg1_peers)
-        return pending
+        """Until the lab is ready for traffic (lab_orchestrator.runtime.upwait); what it waited for
+        goes into the state record."""
+        wait = upwait.ReadyWait(plan, self.progress, self.ipr)
+        try:
+            wait.wait(state, timeout)
+        finally:
+            state.ready_for = wait.waited
 
     # ---------------------------------------------------------------- down
     def down(self, state: LabState) -> list[str]:
@@ -403,14 +333,6 @@ def _delete_ports(root: IPRoute, state: LabState, problems: list[str]) -> None:
                     problems.append(f"link {port}: {exc.args[1]}")
 
 
-def _route_dst(route: dict, wanted: str) -> bool:  # type: ignore[type-arg]
-    """ROUTE's destination is WANTED (a default route has no RTA_DST)."""
-    for key, value in route.get("attrs", []):
-        if key == "RTA_DST":
-            return ip_network(str(value)).network_address == ip_network(wanted).network_address
-    return wanted in ("0.0.0.0", "::")
-
-
 def _add_veth(root: IPRoute, name: str, index: int, ns_fd: int,
               peer: str, peer_index: int, peer_ns_fd: int | None) -> None:
     """One RTM_NEWLINK creating both ends, each in its namespace with its ifindex."""
@@ -456,10 +378,3 @@ def run_in_namespace(ns: str, argv: list[str], stdin: str | None = None,
 def _nft_has_table(table: str) -> bool:
     result = subprocess.run(["nft", "list", "table", "inet", table], capture_output=True, text=True)
     return result.returncode == 0
-
-
-def _tail(log: str, lines: int = 3) -> str:
-    try:
-        return " | ".join(Path(log).read_text().strip().splitlines()[-lines:])
-    except OSError:
-        return "(no log)"

@@ -27,7 +27,9 @@ down ROUTE_HOLD_S) and an SRX whose routes came later than the others' may still
 
 from __future__ import annotations
 
-from labkit.status import MxlbStatus
+from typing import Any
+
+from labkit.status import MnhaStatus, MxlbStatus
 
 FRESH_PROBES = 2  # the first count after the baseline may be a round that started before it
 
@@ -92,3 +94,95 @@ def ecmp_pending(node: str, selector: MxlbStatus, srg1_peers: dict[str, str]) ->
         elif member.buckets:
             pending.append(f"{node}: {name} (SRG1 backup) still in the table until the route gate opens")
     return pending
+
+
+# --------------------------------------------------------------------------- MNHA pairs
+def mnha_pending(pairs: list[list[str]], statuses: dict[str, MnhaStatus | None], down: set[str]) -> list[str]:
+    """Why the MNHA pairs with both nodes in service are not in step ([] when they are), from each
+    node's MNHA status (None: not written yet): each node hears its peer, neither is still
+    initialising, with SRG1 one is active and the other backup, and, in a pair that syncs sessions,
+    each node's session daemon answers and no cold sync is running or awaited either way."""
+    why: list[str] = []
+    for pair in pairs:
+        if set(pair) & down:
+            continue
+        roles = []
+        for node in pair:
+            data = statuses.get(node)
+            if data is None:
+                why.append(f"{node}: no MNHA status yet")
+                continue
+            if not data.heartbeat.peer_alive:
+                why.append(f"{node}: does not hear its peer {data.peer}")
+            role = data.srg1.role
+            if role in ("init", "ineligible"):
+                why.append(f"{node}: SRG1 {role}")
+            sync = data.sync
+            if sync is not None:
+                if not sync.daemon_answering:
+                    why.append(f"{node}: session sync daemon not answering yet")
+                elif sync.awaiting_peer or sync.peer_awaiting or sync.sending:
+                    why.append(f"{node}: initial session sync with {data.peer} not done")
+            roles.append((role, data.mode))
+        if len(roles) == 2 and roles[0][1] != "srg0" and sorted(r for r, _ in roles) != ["active", "backup"]:
+            why.append(f"{'/'.join(pair)}: SRG1 roles {roles[0][0]} and {roles[1][0]} "
+                       "(one active, one backup expected)")
+    return why
+
+
+# --------------------------------------------------------------------------- FlexVPN: HSRP and the CLB
+def hsrp_pending(statuses: dict[str, dict[str, Any] | None], down: set[str]) -> list[str]:
+    """Why the HSRP groups of the routers in service are not elected ([] when they are), from each
+    router's HSRP status (node -> status, None: not written yet): per group (number and virtual IP)
+    one router Active and, with two routers or more, one Standby; the others Listen."""
+    why: list[str] = []
+    groups: dict[tuple[int, str], dict[str, str]] = {}
+    for node, data in sorted(statuses.items()):
+        if node in down:
+            continue
+        if data is None:
+            why.append(f"{node}: no HSRP status yet")
+            continue
+        for group in data.get("groups") or []:
+            key = (int(group.get("group", 0)), str(group.get("vip") or ""))
+            groups.setdefault(key, {})[node] = str(group.get("state", "?"))
+    for (number, vip), states in sorted(groups.items()):
+        active = [n for n, s in states.items() if s == "Active"]
+        standby = [n for n, s in states.items() if s == "Standby"]
+        wanted_standby = 1 if len(states) > 1 else 0
+        if len(active) != 1 or len(standby) != wanted_standby:
+            seen = ", ".join(f"{n} {s}" for n, s in sorted(states.items()))
+            why.append(f"HSRP group {number} ({vip or 'virtual IP not learnt'}): not elected yet ({seen})")
+    return why
+
+
+def clb_pending(statuses: dict[str, dict[str, Any] | None], down: set[str]) -> list[str]:
+    """Why the IKEv2 cluster (CLB) of the routers in service has not formed ([] when it has), from each
+    router's IKEv2 status (node -> status, None: not written yet; routers whose cluster is shut down
+    take no part): one master, and its table holds every other router of the cluster as a member."""
+    why: list[str] = []
+    clusters: dict[str, dict[str, Any]] = {}
+    for node, data in sorted(statuses.items()):
+        if node in down:
+            continue
+        if data is None:
+            why.append(f"{node}: no IKEv2 status yet")
+            continue
+        cluster = data.get("cluster")
+        if isinstance(cluster, dict) and not cluster.get("shutdown"):
+            clusters[node] = cluster
+    by_group: dict[str, dict[str, dict[str, Any]]] = {}
+    for node, cluster in clusters.items():
+        by_group.setdefault(str(cluster.get("standby_group") or ""), {})[node] = cluster
+    for group, members in sorted(by_group.items()):
+        masters = [n for n, c in members.items() if c.get("role") == "master"]
+        if len(masters) != 1:
+            roles = ", ".join(f"{n} {c.get('role', '?')}" for n, c in sorted(members.items()))
+            why.append(f"IKEv2 cluster {group}: {len(masters)} masters ({roles})")
+            continue
+        master = members[masters[0]]
+        joined = {str(r.get("address")) for r in master.get("rows") or [] if r.get("role") == "Slave"}
+        missing = sorted(n for n, c in members.items() if n != masters[0] and str(c.get("address")) not in joined)
+        if missing:
+            why.append(f"IKEv2 cluster {group}: master {masters[0]} does not list {', '.join(missing)} as members yet")
+    return why

@@ -37,6 +37,7 @@ class LabState:
     blackholed_links: list[list[str]] = field(default_factory=list)  # [node, peer]: dropping, carrier up
     created_at: float = 0.0
     ready_at: float = 0.0
+    ready_for: list[str] = field(default_factory=list)  # what `lab up` waited for before it returned
 
     @property
     def path(self) -> Path:

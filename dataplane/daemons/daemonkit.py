@@ -3,6 +3,7 @@ status file, and the peer heartbeat bookkeeping of the HA daemons (MNHA, SRD).""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import signal
@@ -19,15 +20,35 @@ from ..core.mnha import HeartbeatError, PeerView, decode_heartbeat_full
 
 
 class StopFlag:
-    """True once SIGTERM or SIGINT arrived: loops check it and finish their round cleanly."""
+    """True once SIGTERM or SIGINT arrived: loops check it and finish their round cleanly. A loop that
+    waits in select() adds `wakeup()` to what it waits on, so a stop ends the wait at once (Python
+    retries an interrupted select() until its timeout)."""
 
     def __init__(self) -> None:
         self.set = False
+        self._wake: tuple[socket.socket, socket.socket] | None = None
         signal.signal(signal.SIGTERM, self._on_signal)
         signal.signal(signal.SIGINT, self._on_signal)
 
+    def wakeup(self) -> socket.socket:
+        """A socket that turns readable when the flag is set (one for the flag's life)."""
+        if self._wake is None:
+            pair = socket.socketpair()
+            for end in pair:
+                end.setblocking(False)
+            self._wake = pair
+            if self.set:
+                self._poke()
+        return self._wake[0]
+
+    def _poke(self) -> None:
+        if self._wake is not None:
+            with contextlib.suppress(OSError):
+                self._wake[1].send(b"x")
+
     def _on_signal(self, signum: int, frame: object) -> None:
         self.set = True
+        self._poke()
 
     def __bool__(self) -> bool:
         return self.set
@@ -91,13 +112,15 @@ def heartbeat_loop(interval: float, handlers: dict[socket.socket, Callable[[floa
     """The HA daemons' loop: serve readable sockets, decide every DECIDE_S, and let TICK send a
     heartbeat (second argument True) every INTERVAL, until SIGTERM/SIGINT."""
     stopping = StopFlag()
+    wake = stopping.wakeup()
     next_beat = time.monotonic()
     while not stopping:
         timeout = max(0.0, min(next_beat - time.monotonic(), DECIDE_S))
-        ready, _, _ = select.select(list(handlers), [], [], timeout)
+        ready, _, _ = select.select([*handlers, wake], [], [], timeout)
         now = time.monotonic()
         for sock in ready:
-            handlers[sock](now)
+            if sock is not wake:
+                handlers[sock](now)
         beat = now >= next_beat
         tick(now, beat)
         if beat:

@@ -358,6 +358,7 @@ class Daemon(SelectorCore):
     # ------------------------------------------------------------ loop
     def run(self) -> None:
         stopping = StopFlag()
+        wake = stopping.wakeup()
         if self.mode == "tlb":
             self.open_health()
             self.resume_health()
@@ -375,9 +376,11 @@ class Daemon(SelectorCore):
             busy = self.pending_hold or bool(self.takeover_until)
             try:
                 extra = [self.health_sock] if self.health_sock is not None else []
-                ready, _, _ = select.select([*sockets, *extra], [], [], 0.1 if busy else 1.0)
+                ready, _, _ = select.select([*sockets, *extra, wake], [], [], 0.1 if busy else 1.0)
             except InterruptedError:
                 continue
+            if wake in ready:
+                continue  # stopping
             if time.monotonic() - last_status >= 1.0:
                 self.read_counters()
                 last_status = time.monotonic()

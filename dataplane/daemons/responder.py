@@ -91,13 +91,15 @@ def main(argv: list[str]) -> int:
     summary = sorted({f"{kind}/{port}" for kind, _, port in sockets.values()})
     print(f"responder: {len(config.nodes)} SRX, {', '.join(summary)}", flush=True)
     stopping = StopFlag()
+    wake = stopping.wakeup()
     while not stopping:
         try:
-            ready, _, _ = select.select(list(sockets), [], [], 1.0)
+            ready, _, _ = select.select([*sockets, wake], [], [], 1.0)
         except InterruptedError:
             continue
         for sock in ready:
-            serve_one(sock, sockets[sock][0])
+            if sock is not wake:
+                serve_one(sock, sockets[sock][0])
     return 0
 
 

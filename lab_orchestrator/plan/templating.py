@@ -35,10 +35,21 @@ def environment() -> jinja2.Environment:
     return _environment(os.environ.get("LAB_TEMPLATES"))
 
 
+def _bytecode_cache() -> jinja2.BytecodeCache | None:
+    """Compiled templates kept between runs (compiling them is a third of a second of every `lab up`):
+    Jinja2's own per-user folder under the temporary directory (private, checked by Jinja2), each
+    entry keyed by the template's name and the checksum of its text; None when it cannot be used."""
+    try:
+        return jinja2.FileSystemBytecodeCache()
+    except RuntimeError:  # the folder exists but is not this user's alone
+        return None
+
+
 @cache
 def _environment(override: str | None) -> jinja2.Environment:
     env = jinja2.Environment(
         loader=_template_loader(override),
+        bytecode_cache=_bytecode_cache(),
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,

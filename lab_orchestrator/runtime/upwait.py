@@ -176,7 +176,7 @@ class ReadyWait:
     def _ssh(self) -> list[str]:
         if not any(p.name == "sshd" for p in self.plan.processes):
             return []
-        self._waiting("ssh", "waiting for the SSH server", "the SSH server listening")
+        self._waiting("ssh", "waiting for the SSH server", "the SSH server ready")
         if (Path(self.plan.state_dir) / "ssh" / "ready").exists():
             return []
         return ["SSH server not listening yet"]

@@ -59,7 +59,7 @@ def events_run(
     flows: int | None = typer.Option(None, "--flows", help="Flows per direction (distinct subscriber addresses; "
                                      "default: calibrated, see --rate)."),
     rate: float | None = typer.Option(None, "--rate", help="Aggregate packets/s per direction (default: calibrated "
-                                      "on the lab: half of the highest rate it carries loss-free and on schedule, "
+                                      "on the lab: a quarter of the highest rate it carries loss-free and on schedule, "
                                       "printed with the result)."),
     sizes: str = typer.Option("imix", "--sizes", help="imix (the JVD test's weights: 64:8, 127:36, 255:11, 511:4, "
                                                  "1024:2, 1518:39) or a frame size in bytes."),

@@ -7,7 +7,7 @@ that falls behind before anything failed would put the generator's or the path's
 event's figures, so such a case is an error ("cannot carry"), never a failed event.
 
 Without --flows/--rate the runner first calibrates: it measures the same baseline at rising rates
-(`LADDER`), and `choose` takes half of the highest rate carried cleanly (the event's control plane
+(`LADDER`), and `choose` takes 1/HEADROOM (a quarter) of the highest rate carried cleanly (the event's control plane
 needs CPU too), with the flow count and resolution that rate allows. `judge` and `choose` are pure;
 `measure` runs the traffic.
 """

@@ -1,0 +1,186 @@
+"""TCP through the firewalls: connections per second and long-lived connections through `srx-power-off`.
+
+    sudo .venv/bin/python bench/tcp_cps.py [--labs topology3 topology1] [--seconds 5] [--long 5000]
+
+Same tool (`dataplane.traffic.tcpload`), same run, four paths:
+- ceiling: client and server in one namespace over its loopback (what the tool itself reaches);
+- plain routing: client, router, server namespaces (veths, the kernel routing, no firewall);
+- each lab: the lab's client host to its server host, through the MXs and the SRXs (nftables, conntrack,
+  MNHA sync).
+Then, on the first lab with MNHA, N long-lived connections (a request every second each) while the SRX
+carrying most of them is powered off, with their outcomes. Writes docs/benchmarks-tcp.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from common import ROOT, BenchLab, lab, logger, topology_text, write_doc
+
+from lab_orchestrator import kinds
+from lab_orchestrator.events import sessions
+
+log = logger("tcp")
+TOOL = [sys.executable, "-m", "dataplane.traffic.tcpload"]
+PLAIN = ("tcpb-c", "tcpb-r", "tcpb-s")
+SERVER = "203.0.113.9"
+
+
+def sh(*argv: str) -> None:
+    subprocess.run(argv, check=True, capture_output=True)
+
+
+def plain_up() -> None:
+    for ns in PLAIN:
+        sh("ip", "netns", "add", ns)
+        sh("ip", "-n", ns, "link", "set", "lo", "up")
+    sh("ip", "link", "add", "c0", "netns", "tcpb-c", "type", "veth", "peer", "r0", "netns", "tcpb-r")
+    sh("ip", "link", "add", "s0", "netns", "tcpb-s", "type", "veth", "peer", "r1", "netns", "tcpb-r")
+    for ns, dev, addr in (("tcpb-c", "c0", "10.255.0.0/31"), ("tcpb-r", "r0", "10.255.0.1/31"),
+                          ("tcpb-r", "r1", "10.255.0.2/31"), ("tcpb-s", "s0", "10.255.0.3/31")):
+        sh("ip", "-n", ns, "addr", "add", addr, "dev", dev)
+        sh("ip", "-n", ns, "link", "set", dev, "up")
+    sh("ip", "netns", "exec", "tcpb-r", "sysctl", "-qw", "net.ipv4.ip_forward=1")
+    sh("ip", "-n", "tcpb-c", "route", "add", "local", "100.64.0.0/16", "dev", "lo")
+    sh("ip", "-n", "tcpb-c", "route", "add", "default", "via", "10.255.0.1")
+    sh("ip", "-n", "tcpb-s", "route", "add", "local", "203.0.113.0/24", "dev", "lo")
+    sh("ip", "-n", "tcpb-s", "route", "add", "default", "via", "10.255.0.2")
+    sh("ip", "-n", "tcpb-r", "route", "add", "100.64.0.0/16", "via", "10.255.0.0")
+    sh("ip", "-n", "tcpb-r", "route", "add", "203.0.113.0/24", "via", "10.255.0.3")
+
+
+def plain_down() -> None:
+    for ns in PLAIN:
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+
+
+def in_ns(ns: str) -> list[str]:
+    return ["ip", "netns", "exec", ns]
+
+
+def cps(server_cmd: list[str], client_cmd: list[str], bind: str, sources: str, seconds: float,
+        rate: float) -> dict[str, Any]:
+    server = subprocess.Popen([*server_cmd, *TOOL, "serve", "--bind", bind, "--port", "8000",
+                               "--seconds", str(seconds + 30)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout is not None and "serving" in server.stdout.readline()
+        out = subprocess.run([*client_cmd, *TOOL, "cps", "--sources", sources, "--to", f"{bind}:8000",
+                              "--rate", str(rate), "--seconds", str(seconds), "--concurrency", "2000"],
+                             cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    finally:
+        server.terminate()
+        server.wait(10)
+    result: dict[str, Any] = json.loads(out)
+    log(f"cps {result}")
+    return result
+
+
+def lab_exec(name: str, node: str) -> list[str]:
+    return [sys.executable, "-m", "lab_orchestrator.cli", "exec", "--lab", name, node, "--"]
+
+
+def long_through_power_off(name: str, count: int, seconds: float) -> dict[str, Any]:
+    running = BenchLab(name, Path()).lab
+    server = subprocess.Popen([*lab_exec(name, "server"), *TOOL, "serve", "--bind", SERVER, "--port", "8001",
+                               "--seconds", str(seconds + 120)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout is not None and "serving" in server.stdout.readline()
+        client = subprocess.Popen([*lab_exec(name, "client"), *TOOL, "long", "--sources", "100.64.32.0/19",
+                                   "--count", str(count), "--to", f"{SERVER}:8001", "--interval", "1",
+                                   "--seconds", str(seconds), "--timeout", "20", "--stall", "2",
+                                   "--open-rate", "1000"], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+        time.sleep(count / 1000 + 4)
+        srxs = [n.name for n in running.plan().nodes if kinds.get(n.kind).firewall]
+        carried = {s: sum(1 for x in sessions.read(running.ns(s))
+                          if x.protocol == "tcp" and x.destination_port == 8001 and x.packets > 0) for s in srxs}
+        target = max(carried, key=lambda s: carried[s])
+        log(f"carried {carried}; power off {target}")
+        lab("fail", "--lab", name, target, "srx-power-off")
+        out, _ = client.communicate(timeout=seconds + 120)
+        lab("restore", "--lab", name, target)
+    finally:
+        server.terminate()
+        server.wait(10)
+    result: dict[str, Any] = json.loads(out)
+    result.pop("stalls", None)
+    result.pop("not_completed", None)
+    result.update(target=target, carried_by_target=carried[target])
+    log(f"long {result}")
+    return result
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--labs", nargs="+", default=["topology3"])
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--rate", type=float, default=20000.0, help="target CPS (above what the tool reaches)")
+    parser.add_argument("--long", type=int, default=5000, help="long-lived connections through srx-power-off")
+    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks-tcp.md")
+    args = parser.parse_args()
+    if os.geteuid() != 0:
+        print("needs root (network namespaces)", file=sys.stderr)
+        return 2
+    rows: list[tuple[str, dict[str, Any]]] = []
+    long: dict[str, Any] | None = None
+    plain_up()
+    try:
+        rows.append(("ceiling (one namespace, loopback)",
+                     cps(in_ns("tcpb-c"), in_ns("tcpb-c"), "127.0.0.9", "127.1.0.0/16", args.seconds, args.rate)))
+        rows.append(("plain routing (client, router, server)",
+                     cps(in_ns("tcpb-s"), in_ns("tcpb-c"), SERVER, "100.64.0.0/20", args.seconds, args.rate)))
+    finally:
+        plain_down()
+    for shipped in args.labs:
+        name = f"tb{shipped.removeprefix('topology')}"[:10]
+        file = Path(f"/tmp/{name}.yml")
+        file.write_text(topology_text(ROOT / "labs" / f"{shipped}.yml", name))
+        with BenchLab(name, file, log):
+            rows.append((f"{shipped} (MX, SRX)", cps(lab_exec(name, "server"), lab_exec(name, "client"), SERVER,
+                                                   "100.64.0.0/20", args.seconds, args.rate)))
+            if long is None and args.long and "mnha:" in file.read_text():
+                long = long_through_power_off(name, args.long, 30)
+                long["lab"] = shipped
+    write_doc(report(rows, long, args), args.out)
+    log(f"wrote {args.out}")
+    return 0
+
+
+def report(rows: list[tuple[str, dict[str, Any]]], long: dict[str, Any] | None, args: argparse.Namespace) -> str:
+    plain = next((r for n, r in rows if n.startswith("plain")), None)
+    lines = ["# Benchmarks: TCP through the firewalls", "",
+             f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} by `bench/tcp_cps.py --labs "
+             f"{' '.join(args.labs)} --seconds {args.seconds:g} --rate {args.rate:g} --long {args.long}` (as root). "
+             f"Machine: {os.cpu_count()} CPUs, {platform.machine()}, kernel {platform.release()}, Python "
+             f"{platform.python_version()}; load average {os.getloadavg()[0]:.1f} at the end.",
+             "", "## Connections per second (connect, 1 byte each way, close)", "",
+             "The same tool (`dataplane.traffic.tcpload cps`, one process) on every path in the same run.", "",
+             "| path | CPS | of plain routing | goal | completed | reset | failed | timed out | retried |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for name, r in rows:
+        share = f"{r['cps'] / plain['cps']:.2f}" if plain and plain["cps"] else "-"
+        goal = "≥ 0.8" if not name.startswith(("plain", "ceiling")) else "-"
+        lines.append(f"| {name} | {r['cps']:.0f} | {share} | {goal} | {r['completed']} | {r['reset']} | "
+                     f"{r['failed']} | {r['timed_out']} | {r['retried']} |")
+    if long is not None:
+        lines += ["", f"## Long-lived connections through `srx-power-off` ({long['lab']})", "",
+                  f"{long['connections']} connections, a 16-byte request every second each; the SRX carrying "
+                  f"most of them ({long['target']}, {long['carried_by_target']}) powered off.", "",
+                  "| connections | goal | completed | reset | timed out | failed | retried | longest gap (s) "
+                  "| stalled > 2 s |",
+                  "|---|---|---|---|---|---|---|---|---|",
+                  f"| {long['connections']} | 0 reset, 0 failed | {long['completed']} | {long['reset']} | "
+                  f"{long['timed_out']} | {long['failed']} | {long['retried']} | {long['longest_gap_s']} | "
+                  f"{long['stalled']} |"]
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Session scale benchmark: N UDP sessions through topology3's two MNHA pairs, kept alive two-way.
 
-    sudo .venv/bin/python bench/scale_sessions.py [--sessions 20000] [--rate 5000] [--keepalive 10]
+    sudo .venv/bin/python bench/scale_sessions.py [--sessions 20000,100000] [--rate 5000] [--keepalive 10]
                                                   [--hold 90]
 
 Lab bs3: labs/topology3.yml with the client prefix widened to 100.64.0.0/12 (room for a million
@@ -138,36 +138,45 @@ def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     return result
 
 
-def markdown(result: dict[str, Any]) -> str:
+def markdown(results: list[dict[str, Any]], command: str) -> str:
+    """The detail file: one row per SRX and per pair for each run (RESULTS, one per session count)."""
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     lines = [
         "# Session scale benchmark (MNHA session sync)",
         "",
-        f"Machine: {platform.node()}, {os.cpu_count()} CPUs, kernel {platform.release()}; {when}. "
-        "Written by `bench/scale_sessions.py`. The machine is shared: CPU figures are noisy.",
+        f"Measured {when} by `{command}`. Machine: {platform.node()}, {os.cpu_count()} CPUs, kernel "
+        f"{platform.release()}; shared machine: CPU figures are noisy.",
         "",
-        f"{result['sessions']} UDP sessions (distinct subscriber addresses, replied by the server's echo) "
-        f"opened at {result['rate']}/s on topology3 (lab bs3), then one datagram per session every "
-        f"{result['keepalive_s']} s for {result['hold_s']} s (measured {result['hold_measured_s']} s).",
+        "UDP sessions (distinct subscriber addresses, each replied by the server's echo) opened on topology3 "
+        "(lab bs3), then one datagram per session every KEEPALIVE s for HOLD s: longer than the SRX's 60 s UDP "
+        "timeout and than the former 60 s table push and 10 s cache flush. Sync CPU: conntrackd plus mnhad "
+        "(its heartbeat loop included) of each SRX during the hold.",
         "",
-        "| SRX | sessions after opening | sync CPU during the hold (% of one core) | peer's sessions written/s "
+        "| sessions | SRX | after opening | sync CPU during the hold (% of one core) | peer's sessions written/s "
         "| goal |",
-        "|---|---|---|---|---|",
+        "|---|---|---|---|---|---|",
     ]
-    for node in sorted(result["after_open"]):
-        lines.append(f"| {node} | {result['after_open'][node]} | {result['sync_cpu_pct'].get(node, '-')} | "
-                     f"{result['peer_writes_per_s'].get(node, '-')} | CPU ≤ 5 % |")
-    lines += ["", "| pair | sessions on either node | on both | only on one | goal |", "|---|---|---|---|---|"]
-    for pair, c in result["end_of_hold"].items():
-        only = ", ".join(f"{k[5:]}: {v}" for k, v in c.items() if k.startswith("only_"))
-        lines.append(f"| {pair} | {c['either']} | {c['both']} | {only} | none only on one |")
-    lines += ["", f"Kernel conntrack limit during the run: {result['kernel_limit']}.", ""]
+    for result in results:
+        for node in sorted(result["after_open"]):
+            lines.append(f"| {result['sessions']} | {node} | {result['after_open'][node]} | "
+                         f"{result['sync_cpu_pct'].get(node, '-')} | {result['peer_writes_per_s'].get(node, '-')} "
+                         f"| CPU ≤ 5 % |")
+    lines += ["", "| sessions | pair | on either node at the end of the hold | on both | only on one | goal |",
+              "|---|---|---|---|---|---|"]
+    for result in results:
+        for pair, c in result["end_of_hold"].items():
+            only = ", ".join(f"{k[5:]}: {v}" for k, v in c.items() if k.startswith("only_"))
+            lines.append(f"| {result['sessions']} | {pair} | {c['either']} | {c['both']} | {only} | "
+                         f"none only on one |")
+    lines += [""] + [f"Run of {r['sessions']}: opened at {r['rate']}/s in {r['open_s']} s, keepalive "
+                     f"{r['keepalive_s']} s, hold {r['hold_s']} s (measured {r['hold_measured_s']} s); kernel "
+                     f"conntrack limit {r['kernel_limit']}." for r in results] + [""]
     return "\n".join(lines)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sessions", type=int, default=20000)
+    parser.add_argument("--sessions", default="20000", help="session counts, comma-separated (one run each)")
     parser.add_argument("--rate", type=float, default=5000.0)
     parser.add_argument("--keepalive", type=float, default=10.0)
     parser.add_argument("--hold", type=float, default=90.0)
@@ -178,9 +187,11 @@ def main() -> int:
         return 2
     import tempfile
 
-    with tempfile.TemporaryDirectory() as tmp:
-        result = run(args, Path(tmp))
-    text = markdown(result)
+    results = []
+    for count in (int(c) for c in args.sessions.split(",")):
+        with tempfile.TemporaryDirectory() as tmp:
+            results.append(run(argparse.Namespace(**{**vars(args), "sessions": count}), Path(tmp)))
+    text = markdown(results, "python3 bench/scale_sessions.py " + " ".join(sys.argv[1:]))
     print(text)
     if not args.no_doc:
         write_doc(text, DOC)

@@ -296,9 +296,12 @@ def copy_lab(source: Path, name: str, dest_dir: Path, mgmt: IPv4Network | str | 
     text = source.read_text()
     text, count = re.subn(r"(?m)^name:.*$", f"name: {name}", text, count=1)
     assert count == 1, f"{source} has no top-level name:"
-    assert not re.search(r"(?m)^addressing:", text), f"{source} already has addressing:"
+    assert not re.search(r"(?m)^addressing:.*\S.*$|^  mgmt:", text), f"{source} already fixes addressing"
     subnet = mgmt if mgmt is not None else free_mgmt_subnet()
-    text = text.rstrip("\n") + f"\naddressing:\n  mgmt: {subnet}\n"
+    if re.search(r"(?m)^addressing:\s*$", text):  # a block (e.g. a dual-stack lab's v6 pools): add to it
+        text = re.sub(r"(?m)^addressing:\s*$", f"addressing:\n  mgmt: {subnet}", text, count=1)
+    else:
+        text = text.rstrip("\n") + f"\naddressing:\n  mgmt: {subnet}\n"
     target = dest_dir / f"{name}.yml"
     target.write_text(text)
     return target

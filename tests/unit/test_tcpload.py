@@ -1,0 +1,50 @@
+"""dataplane.traffic.tcpload over the loopback (rootless): outcomes are counted per connection."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+from ipaddress import IPv4Network
+
+from dataplane.traffic import tcpload
+
+
+def _server(port: int, seconds: float) -> subprocess.Popen[str]:
+    proc = subprocess.Popen([sys.executable, "-m", "dataplane.traffic.tcpload", "serve", "--bind", "127.0.0.9",
+                             "--port", str(port), "--seconds", str(seconds)], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and "serving" in proc.stdout.readline()
+    return proc
+
+
+def test_long_lived_connections_answered_until_the_end_complete() -> None:
+    server = _server(18731, 10)
+    try:
+        result = tcpload.long_lived(IPv4Network("127.1.0.0/28"), 20, ("127.0.0.9", 18731), interval=0.05,
+                                    seconds=0.6, timeout=5, stall=2, open_rate=1000, retries=0,
+                                    retry_after=1, connect_timeout=2)
+    finally:
+        server.terminate()
+        server.wait(5)
+    assert {k: result[k] for k in ("connections", "completed", "reset", "timed_out", "failed", "silent_at_end")} \
+        == {"connections": 20, "completed": 20, "reset": 0, "timed_out": 0, "failed": 0, "silent_at_end": 0}
+
+
+def test_connections_the_server_drops_count_as_reset() -> None:
+    server = _server(18732, 10)
+    threading.Timer(0.5, server.kill).start()  # the server dies mid-run: every connection ends under it
+    try:
+        result = tcpload.long_lived(IPv4Network("127.1.0.0/28"), 10, ("127.0.0.9", 18732), interval=0.05,
+                                    seconds=1.2, timeout=5, stall=2, open_rate=1000, retries=0,
+                                    retry_after=1, connect_timeout=2)
+    finally:
+        server.wait(5)
+    assert result["reset"] == 10 and result["completed"] == 0, result
+
+
+def test_refused_connections_are_retried_then_failed() -> None:
+    result = tcpload.cps(IPv4Network("127.1.0.0/28"), ("127.0.0.9", 18733), rate=20, seconds=0.2,
+                         concurrency=10, timeout=1, retries=1, retry_after=0.1)
+    assert result["completed"] == 0 and result["failed"] == result["started"] > 0, result
+    assert result["retried"] == result["started"], json.dumps(result)

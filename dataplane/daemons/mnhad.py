@@ -147,11 +147,18 @@ def conntrackd(config: str, *command: str, timeout: float = 10.0) -> str | None:
 
 
 def cold_sync(config: str, limit_s: float = COLD_SYNC_LIMIT_S) -> tuple[bool, float, int | None]:
-    """Send this node's sessions to the peer and wait for the acknowledgement: conntrackd sends its
-    cache (-B: every session this node opened or carries), then its resend queue (FTFW: the
-    messages not yet acknowledged by the peer) is read until at most one message is left (FTFW
-    acknowledges in windows; the last message may wait for the next one). (ok, seconds, sessions)."""
+    """Send this node's sessions to the peer and wait for the acknowledgement: conntrackd re-reads
+    the kernel's table into its cache (-R), sends the cache (-B: every session this node opened or
+    carries), then its resend queue (FTFW: the messages not yet acknowledged by the peer) is read
+    until at most one message is left (FTFW acknowledges in windows; the last message may wait for
+    the next one). (ok, seconds, sessions).
+
+    The re-read matters: conntrackd leaves the sessions it injected itself (the peer's copies) out
+    of its cache, so a node that carries its peer's flows after a failover has them only in the
+    kernel until their next refresh window; without -R a returning peer would get none of them."""
     started = time.monotonic()
+    if conntrackd(config, "-R") is None:
+        return False, time.monotonic() - started, None
     stats = parse_stats(conntrackd(config, "-s") or "")
     if conntrackd(config, "-B") is None:
         return False, time.monotonic() - started, None

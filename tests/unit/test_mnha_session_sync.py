@@ -156,7 +156,7 @@ def test_conntrackd_counters_are_read() -> None:
     assert mnhad.parse_stats("") == {}
 
 
-def test_a_cold_sync_sends_the_cache_and_waits_for_the_acknowledgement(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_cold_sync_rereads_the_kernel_table_sends_it_and_waits_for_the_ack(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[tuple[str, ...]] = []
     queue = iter([5000, 800, 1])
 
@@ -170,7 +170,8 @@ def test_a_cold_sync_sends_the_cache_and_waits_for_the_acknowledgement(monkeypat
     monkeypatch.setattr(mnhad.time, "sleep", lambda _s: None)
     ok, _seconds, sessions = mnhad.cold_sync(CONFIG)
     assert ok and sessions == 300
-    assert calls == [("-s",), ("-B",), ("-s", "queue"), ("-s", "queue"), ("-s", "queue")]
+    # the cache re-read from the kernel first: the peer's copies this node carries are in it too
+    assert calls == [("-R",), ("-s",), ("-B",), ("-s", "queue"), ("-s", "queue"), ("-s", "queue")]
 
 
 def test_a_cold_sync_that_cannot_send_or_is_never_acknowledged_fails(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -204,19 +204,16 @@ class SelectorCore:
         alive = self.alive(now)
         if self.mode == "ecmp":
             return plain_ecmp(alive, self.buckets) if alive else SelectorTable()
-        if self.mode == "tlb" and alive and self.first_alive_at is None:
-            self.first_alive_at = now
-        if self.mode == "tlb" and not self.table.n_buckets and alive and self.first_alive_at is not None \
-                and now - self.first_alive_at < ROUTE_SETTLE_S:
-            # Start-up (the first ROUTE_SETTLE_S after a real-service was first healthy; the health
-            # probes of a starting lab fail until the SRXs' services listen): an empty table waits
-            # for every real-service whose links are up, so that pairs healthy a moment apart are
-            # laid out as one initial table, not the later one added to the first (the layout a
-            # pair's return is measured against: a proportional add then takes the other pair's
-            # buckets, all of them).
+        if self.mode == "tlb" and not self.table.n_buckets and not self.changes and alive:
+            # Start-up: the first table waits (at most ROUTE_SETTLE_S after the first real-service
+            # was healthy) for every real-service whose links are up, so that pairs whose BGP comes
+            # up a moment apart are laid out as one initial table, not the later one added to the
+            # first (the layout a pair's return is measured against: a proportional add then takes
+            # the other pair's buckets, all of them).
+            self.first_alive_at = now if self.first_alive_at is None else self.first_alive_at
             late = [n for n in self.order if n in self.members and n not in alive
                     and self.members[n].carrier and all(self.members[n].carrier.values())]
-            if late:
+            if late and now - self.first_alive_at < ROUTE_SETTLE_S:
                 self.pending_hold = True
                 return SelectorTable()
         # An SRX of an MNHA pair fails over to its peer (which has its sessions) and back from it.

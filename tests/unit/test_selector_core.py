@@ -516,9 +516,3 @@ def test_tlb_start_up_lays_out_the_real_services_healthy_a_moment_apart_as_one_t
     gone.table = SelectorTable()
     gone.members["srx2"].carrier["trust"] = False
     assert set(gone.desired(1.0).counts()) == {"srx1", "srx3", "srx4"}
-    # after the start-up window an emptied table takes whoever is healthy at once
-    later = core("tlb", tlb=True)
-    assert later.desired(1.0) == later.table
-    later.table = SelectorTable()
-    later.health_report(report("srx2", False, 1, 0))
-    assert set(later.desired(1.0 + ROUTE_SETTLE_S).counts()) == {"srx1", "srx3", "srx4"}

@@ -135,7 +135,6 @@ class SelectorCore:
         self.takeover_until: dict[str, float] = {}
         self.pending_hold = False
         self.first_routed_at: float | None = None
-        self.first_alive_at: float | None = None  # TLB: when a real-service was first healthy
         self.last_route_event = 0.0
         self.gate_open = False
         self.changes = 0
@@ -204,18 +203,6 @@ class SelectorCore:
         alive = self.alive(now)
         if self.mode == "ecmp":
             return plain_ecmp(alive, self.buckets) if alive else SelectorTable()
-        if self.mode == "tlb" and not self.table.n_buckets and not self.changes and alive:
-            # Start-up: the first table waits (at most ROUTE_SETTLE_S after the first real-service
-            # was healthy) for every real-service whose links are up, so that pairs whose BGP comes
-            # up a moment apart are laid out as one initial table, not the later one added to the
-            # first (the layout a pair's return is measured against: a proportional add then takes
-            # the other pair's buckets, all of them).
-            self.first_alive_at = now if self.first_alive_at is None else self.first_alive_at
-            late = [n for n in self.order if n in self.members and n not in alive
-                    and self.members[n].carrier and all(self.members[n].carrier.values())]
-            if late and now - self.first_alive_at < ROUTE_SETTLE_S:
-                self.pending_hold = True
-                return SelectorTable()
         # An SRX of an MNHA pair fails over to its peer (which has its sessions) and back from it.
         return reconcile_pairs(self.table, alive, self.order, self.peers, n_buckets=self.buckets,
                                policy=self.restore_policy, remembered=self.left)
@@ -334,39 +321,18 @@ def read_map(elements: Iterable[tuple[int, int]], buckets: int, name_of: Mapping
 
 
 def pick_hop(hops: Sequence[Hop], dev_up: Mapping[str, bool], routed: Iterable[str],
-             everywhere: set[str] | None = None, *, forwarding: Iterable[str] | None = None,
-             current: str | None = None) -> Hop | None:
+             everywhere: set[str] | None = None) -> Hop | None:
     """The SRX of the pair that carries a real-service on a side: the first, in pair order, whose
     link is up and whose next hop BGP has in the route to the real-service address (an SRX that
     lost activeness prepends 3x and leaves that route), preferring one that is so on every side
     (EVERYWHERE: see `routed_everywhere`); without such a route, the first with its link up (a
-    link going down is acted on at once, before BGP).
-
-    With FORWARDING (the next hops of the routes the selector watches, toward the servers) an SRX
-    must also be there before it is picked, and the link-up fallback serves only a link that went
-    down while BGP still routes through it: an SRX whose links just came back (powered on) answers
-    the health probes on its own loopback before its BGP has learnt anything, and would be handed
-    flows it cannot forward yet. CURRENT (the next hop in the table now) is kept while its link is
-    up and no SRX of the pair is ready (a pair in service holding its routes prepended while it
-    waits for its cold sync, or BGP re-converging, stays as it is). None: nothing to point at."""
+    link going down is acted on at once, before BGP)."""
     via = set(routed)
     up = [h for h in hops if dev_up.get(h.dev, False)]
     preferred = [h for h in up if h.nexthop in via]
-    if forwarding is None:
-        both = [h for h in preferred if everywhere is None or h.node in everywhere]
-        chosen = both or preferred or up
-        return chosen[0] if chosen else None
-    toward = set(forwarding)
-    ready = [h for h in preferred if h.nexthop in toward]
-    both = [h for h in ready if everywhere is None or h.node in everywhere]
-    if both or ready:
-        return (both or ready)[0]
-    kept = [h for h in up if h.nexthop == current]
-    if kept:
-        return kept[0]
-    if up and any(h.nexthop in via and not dev_up.get(h.dev, False) for h in hops):
-        return (preferred or up)[0]  # the routed SRX's link went down: its peer at once
-    return None
+    both = [h for h in preferred if everywhere is None or h.node in everywhere]
+    chosen = both or preferred or up
+    return chosen[0] if chosen else None
 
 
 def routed_everywhere(name: str, hops_by_side: Mapping[str, Sequence[Hop]],

@@ -57,7 +57,6 @@ __all__ = ["Daemon", "MemberState", "main"]
 
 IFF_UP = 0x1
 IFF_LOWER_UP = 0x10000
-NOT_READY = "blackhole"  # a real-service's table while no SRX of its pair is ready (program_hops)
 
 
 def _open_in(ns: str, groups: int) -> IPRoute:
@@ -130,8 +129,6 @@ class Daemon(SelectorCore):
         # TLB per pair: which SRX of the pair carries it on each side (BGP decides, see pick_hop).
         self.route_hops: dict[str, dict[str, set[str]]] = {sel.side: {} for sel in self.selectors}
         self.chosen: dict[str, dict[str, str]] = {sel.side: {} for sel in self.selectors}
-        # the next hops of the watched routes (toward the servers) per side: an SRX there can forward
-        self.forward_hops: dict[str, set[str]] = {sel.side: set() for sel in self.selectors}
         self.table_base = config.mark_table_base
         self.watch = {s.side: _open_in(s.ns, RTMGRP_LINK | RTMGRP_IPV4_ROUTE) for s in self.selectors}
         self.fallback_route: dict[str, str | None] = {}
@@ -149,14 +146,11 @@ class Daemon(SelectorCore):
             hops: set[str] = set()
             for prefix in selector.watch_prefixes:
                 hops |= _route_nexthops(ipr, prefix)
-            self.forward_hops[side] = hops
             for m in selector.members:
                 state = self.members[m.name]
                 for hop in m.hops:
                     f = flags.get(hop.dev, 0)
                     self.dev_up[side][hop.dev] = bool(f & IFF_UP) and bool(f & IFF_LOWER_UP)
-                    if not self.dev_up[side][hop.dev]:
-                        self.forget_hop(side, hop.dev)
                 state.carrier[side] = any(self.dev_up[side][h.dev] for h in m.hops)
                 if not state.carrier[side]:
                     state.lost_carrier(time.monotonic())
@@ -192,8 +186,6 @@ class Daemon(SelectorCore):
                 dev = msg.get_attr("IFLA_IFNAME")
                 flags = int(msg["flags"])
                 up = event == "RTM_NEWLINK" and bool(flags & IFF_UP) and bool(flags & IFF_LOWER_UP)
-                if not up:
-                    self.forget_hop(side, dev)
                 for member in self.dev_member[side].get(dev, []):
                     self.dev_up[side][dev] = up
                     hops = self.member_cfg[(side, member)].hops
@@ -221,17 +213,8 @@ class Daemon(SelectorCore):
             self.program_fallback(table)
         self.commit(table, reason, self.last_programmed)
 
-    def forget_hop(self, side: str, dev: str) -> None:
-        """DEV went down: the kernel took the routes through it out of the real-services' tables."""
-        for name, nexthop in list(self.chosen[side].items()):
-            if any(h.dev == dev and h.nexthop == nexthop for h in self.member_cfg[(side, name)].hops):
-                del self.chosen[side][name]
-
     def program_hops(self) -> None:
-        """TLB per pair: point each real-service's table at the SRX chosen by pick_hop; while no
-        SRX of a pair whose links are up is ready (BGP routes neither the real-service nor the
-        servers through it yet: the pair powered on), its table drops what it is sent, its health
-        probes included, instead of pointing at an SRX that answers them before it can forward."""
+        """TLB per pair: point each real-service's table at the SRX chosen by pick_hop."""
         for selector in self.selectors:
             side, ipr = selector.side, self.query[selector.side]
             for m in selector.members:
@@ -240,21 +223,8 @@ class Daemon(SelectorCore):
                 everywhere = routed_everywhere(
                     m.name, {other: self.member_cfg[(other, m.name)].hops for other in self.route_hops
                              if (other, m.name) in self.member_cfg}, self.dev_up, self.route_hops)
-                current = self.chosen[side].get(m.name)
-                hop = pick_hop(m.hops, self.dev_up[side], self.route_hops[side].get(m.name, set()), everywhere,
-                               forwarding=self.forward_hops[side], current=current)
-                if hop is None:
-                    if current is None and any(self.dev_up[side].get(h.dev, False) for h in m.hops):
-                        try:
-                            ipr.route("replace", dst="0.0.0.0", dst_len=0, table=self.table_base + (m.mark & 0xFF),
-                                      type="blackhole")
-                            self.chosen[side][m.name] = NOT_READY
-                            print(f"{time.strftime('%H:%M:%S')} {m.name} {side}: no SRX of the pair routes yet",
-                                  flush=True)
-                        except Exception as exc:  # noqa: BLE001 - the next event retries
-                            print(f"{time.strftime('%H:%M:%S')} {m.name} {side}: blackhole failed: {exc}", flush=True)
-                    continue
-                if current == hop.nexthop:
+                hop = pick_hop(m.hops, self.dev_up[side], self.route_hops[side].get(m.name, set()), everywhere)
+                if hop is None or self.chosen[side].get(m.name) == hop.nexthop:
                     continue
                 oif = ipr.link_lookup(ifname=hop.dev)
                 try:

@@ -409,25 +409,6 @@ def test_pick_hop_falls_back_to_the_first_link_up() -> None:
     assert pick_hop(HOPS, {}, {"10.0.0.1"}) is None
 
 
-def test_a_pair_that_powers_on_is_not_pointed_at_before_bgp_routes_the_servers_through_it() -> None:
-    """Both links back, nothing routed yet: no SRX (its loopback would answer the probes before it
-    forwards). Its loopback routed but not yet the servers' route: still none. Both: that SRX."""
-    up = {"ae1": True, "ae2": True}
-    assert pick_hop(HOPS, up, set(), forwarding=set()) is None
-    assert pick_hop(HOPS, up, {"10.0.0.1"}, forwarding={"10.9.9.9"}) is None, "the loopback alone"
-    assert pick_hop(HOPS, up, {"10.0.0.1", "10.0.0.3"}, forwarding={"10.0.0.3"}) == HOPS[1]
-    assert pick_hop(HOPS, up, {"10.0.0.1", "10.0.0.3"}, forwarding={"10.0.0.1", "10.0.0.3"}) == HOPS[0]
-
-
-def test_a_pair_in_service_keeps_its_srx_or_fails_over_at_once() -> None:
-    up = {"ae1": True, "ae2": True}
-    # both nodes hold their routes prepended (cold sync): out of the servers' route, the table stays
-    assert pick_hop(HOPS, up, {"10.0.0.1", "10.0.0.3"}, forwarding={"10.9.9.9"}, current="10.0.0.3") == HOPS[1]
-    # the routed SRX's link went down before BGP noticed: its peer at once, routed or not
-    assert pick_hop(HOPS, {"ae1": False, "ae2": True}, {"10.0.0.1"}, forwarding={"10.0.0.1"}) == HOPS[1]
-    assert pick_hop(HOPS, {"ae1": False, "ae2": False}, {"10.0.0.1"}, forwarding={"10.0.0.1"}) is None
-
-
 def test_a_pair_returns_to_the_node_routed_on_both_sides() -> None:
     """srx1's links came back: its trust session is up (in the trust route), its untrust one not yet.
     The pair stays on srx2 both ways until srx1 is in the route on both sides, then returns."""
@@ -496,23 +477,3 @@ def test_srxs_routed_after_the_gate_opened_join_the_table_late_and_lab_up_waits_
     settle(arrival + 0.2 + ROUTE_HOLD_S + 0.02)  # the hold-down cleared by this pass
     assert not selector.settling()
     assert readiness.selector_pending("mx1", status(), {}) == []
-
-
-def test_tlb_start_up_lays_out_the_real_services_healthy_a_moment_apart_as_one_table() -> None:
-    selector = core("tlb", tlb=True)
-    selector.table = SelectorTable()  # nothing programmed yet
-    assert selector.health_report(report("srx2", False, 1, 0)) == ["srx2 health down: icmp: timeout; tcp: timeout"]
-    assert selector.desired(1.0) == SelectorTable() and selector.pending_hold, "srx2's links are up: wait"
-    selector.health_report(report("srx2", True, 3, 2))
-    assert selector.desired(2.0) == selector.initial(), "all four at once"
-    # one that stays down is waited for at most ROUTE_SETTLE_S
-    late = core("tlb", tlb=True)
-    late.table = SelectorTable()
-    late.health_report(report("srx2", False, 1, 0))
-    assert late.desired(1.0) == SelectorTable()
-    assert late.desired(1.0 + ROUTE_SETTLE_S).counts() == {"srx1": 22, "srx3": 21, "srx4": 21}
-    # a real-service without its links is not waited for
-    gone = core("tlb", tlb=True)
-    gone.table = SelectorTable()
-    gone.members["srx2"].carrier["trust"] = False
-    assert set(gone.desired(1.0).counts()) == {"srx1", "srx3", "srx4"}

@@ -260,8 +260,7 @@ class SessionSync:
     Cold sync: a node whose daemon starts (power on, reboot), or that hears its peer again after
     losing it (ICL or peer back), announces SYNC_AWAITING in its heartbeats and holds its
     activeness (routes prepended, SRG1 not active) until the peer's heartbeat says SYNC_DONE: the
-    peer, on seeing the request, has conntrackd re-read the kernel's table into its cache and send
-    it (every session it holds, the copies it carries for the peer too) and
+    peer, on seeing the request, has conntrackd send its cache (every session it carries) and
     waits until the reliable protocol has the messages acknowledged. A node
     that hears no peer, or waits longer than HOLD_CAP seconds, stops waiting."""
 
@@ -278,6 +277,9 @@ class SessionSync:
     last_cold_sessions: int | None = None
     peer_was_alive: bool = False
     heard_once: bool = False
+    peer_instance: int = 0  # the peer's daemon instance last heard (PeerLink.instances)
+    icl_since: float | None = None  # since when the ICL is up (None: down)
+    peer_empty: bool = False  # the peer came back as a new instance: it holds none of its sessions
 
     def start(self, now: float, awaiting: bool) -> None:
         self.started, self.awaiting, self.awaited_s = now, awaiting, None
@@ -286,17 +288,36 @@ class SessionSync:
         return ((SYNC_AWAITING if self.awaiting else 0) | (SYNC_SENDING if self.sending else 0)
                 | (SYNC_DONE if self.done else 0))
 
-    def tick(self, now: float, peer_alive: bool, peer_flags: int, start_window: float) -> str | None:
-        """'cold' when a cold sync to the peer is to start now, else None; updates the wait. A peer
-        heard again after it was lost (its power, its ICL) makes this node wait for its table too:
-        sessions opened on either side meanwhile were not synced."""
+    def tick(self, now: float, peer_alive: bool, peer_flags: int, start_window: float,
+             peer_instance: int = 0, icl_up: bool = True) -> str | None:
+        """'cold' when a cold sync to the peer is to start now ('whole': the peer came back empty,
+        it needs the copies of its own sessions this node holds too), else None; updates the wait. A peer
+        heard again after it was lost (its ICL, its links) makes this node wait for its table too:
+        sessions opened on either side meanwhile were not synced. Not a peer that comes back as a
+        new instance (PEER_INSTANCE changed: it powered on, or its daemon restarted): it has no
+        session this node lacks (a powered-on node starts empty, and whatever it opens since is
+        sent as it opens; a restarted daemon's node kept syncing), while it waits for this node's
+        table itself; were this node to hold its activeness too, the empty node could win the
+        traffic before its table arrived. No peer heard means no peer only once the ICL has been up
+        for START_WINDOW (a routed ICL is there once BGP has brought the peer's loopback: a node
+        that powers on hears its peer only then)."""
+        if not icl_up:
+            self.icl_since = None
+        elif self.icl_since is None:
+            self.icl_since = now
         if peer_alive and not self.peer_was_alive and self.heard_once:
-            self.awaiting, self.started, self.awaited_s = True, now, None
+            if peer_instance == self.peer_instance:
+                self.awaiting, self.started, self.awaited_s = True, now, None
+            else:
+                self.peer_empty = True  # its next cold sync: the whole table, the copies of its own too
+        if peer_alive:
+            self.peer_instance = peer_instance
         self.heard_once = self.heard_once or peer_alive
         self.peer_was_alive = peer_alive
         if self.awaiting:
             finished = peer_alive and bool(peer_flags & SYNC_DONE)
-            alone = not peer_alive and now - self.started > start_window
+            alone = (not peer_alive and self.icl_since is not None
+                     and now - max(self.started, self.icl_since) > start_window)
             if finished or alone or now - self.started > self.hold_cap:
                 self.awaiting = False
                 self.awaited_s = round(now - self.started, 3)
@@ -306,11 +327,12 @@ class SessionSync:
         if self.sending or self.done:
             return None
         self.sending = True
-        return "cold"
+        return "whole" if self.peer_empty else "cold"
 
     def finished(self, seconds: float, sessions: int | None, ok: bool) -> None:
         self.sending = False
         self.done = ok
+        self.peer_empty = self.peer_empty and not ok
         if ok:
             self.cold_syncs += 1
             self.last_cold_s, self.last_cold_sessions = round(seconds, 3), sessions
@@ -318,6 +340,21 @@ class SessionSync:
     def epochs(self, now: float) -> tuple[int, int]:
         """The refresh windows' parities (UDP and others, TCP): a change flips that mark bit."""
         return int(now // self.refresh) % 2, int(now // self.refresh_tcp) % 2
+
+
+# The note on the SRG0_SIGNAL line of a BIRD role include written while the node waits for its
+# peer's session table: every route prepended, the signal route itself not installed.
+COLD_SYNC_WAIT_NOTE = "waiting for the cold sync"
+
+
+def holds_routes(mode: str, awaiting: bool, never_heard: bool, peer_alive: bool, peer_healthy: bool) -> bool:
+    """Does a node of an SRG0 pair keep every route prepended while it waits for its peer's session
+    table (cold sync)? While the peer can carry the traffic, and from its start until the peer is
+    first heard (NEVER_HEARD: a node that powers on has its BGP sessions up before it hears its
+    peer, over an ICL that BGP routes; it must not draw traffic meanwhile; the wait itself ends
+    when no peer is heard over an ICL that is up, see SessionSync.tick). A peer unhealthy or lost
+    after it was heard: no hold."""
+    return mode == "srg0" and awaiting and (never_heard or (peer_alive and peer_healthy))
 
 
 def refresh_windows(udp_timeout: int, tcp_timeout: int) -> tuple[float, float]:

@@ -79,6 +79,10 @@ class PeerLink:
     heard: float = 0.0
     received: int = 0
     bad: int = 0
+    # heartbeat sequence numbers start again at 1 with each instance of the peer's daemon: a
+    # number below the last one heard means the peer restarted (or powered on) meanwhile
+    last_seq: int = 0
+    instances: int = 0
 
     def drain(self, now: float) -> None:
         while True:
@@ -87,7 +91,7 @@ class PeerLink:
             except BlockingIOError:
                 return
             try:
-                node, role, priority, healthy, _seq, role2, priority2, sync = decode_heartbeat_full(data)
+                node, role, priority, healthy, seq, role2, priority2, sync = decode_heartbeat_full(data)
             except HeartbeatError:
                 self.bad += 1
                 continue
@@ -96,6 +100,9 @@ class PeerLink:
                 continue
             self.received += 1
             self.heard = now
+            if seq < self.last_seq:
+                self.instances += 1
+            self.last_seq = seq
             self.view = PeerView(True, role, priority, healthy, role2, priority2, sync)
 
     def expire(self, now: float, deadline_s: float, link_up: bool) -> None:

@@ -43,6 +43,7 @@ from labkit.status import (
 )
 
 from ..core.mnha import (
+    COLD_SYNC_WAIT_NOTE,
     SYNC_AWAITING,
     SYNC_DONE,
     Destination,
@@ -53,6 +54,7 @@ from ..core.mnha import (
     Srg1,
     SrgMonitor,
     encode_heartbeat,
+    holds_routes,
 )
 from .daemonkit import PeerLink, heartbeat_loop, resumed
 
@@ -146,18 +148,18 @@ def conntrackd(config: str, *command: str, timeout: float = 10.0) -> str | None:
     return done.stdout
 
 
-def cold_sync(config: str, limit_s: float = COLD_SYNC_LIMIT_S) -> tuple[bool, float, int | None]:
-    """Send this node's sessions to the peer and wait for the acknowledgement: conntrackd re-reads
-    the kernel's table into its cache (-R), sends the cache (-B: every session this node opened or
-    carries), then its resend queue (FTFW: the messages not yet acknowledged by the peer) is read
-    until at most one message is left (FTFW acknowledges in windows; the last message may wait for
-    the next one). (ok, seconds, sessions).
-
-    The re-read matters: conntrackd leaves the sessions it injected itself (the peer's copies) out
-    of its cache, so a node that carries its peer's flows after a failover has them only in the
-    kernel until their next refresh window; without -R a returning peer would get none of them."""
+def cold_sync(config: str, limit_s: float = COLD_SYNC_LIMIT_S, whole: bool = False) -> tuple[bool, float, int | None]:
+    """Send this node's sessions to the peer and wait for the acknowledgement: conntrackd sends its
+    cache (-B: every session this node opened, or carried in the last refresh window), then its
+    resend queue (FTFW: the messages not yet acknowledged by the peer) is read until at most one
+    message is left (FTFW acknowledges in windows; the last message may wait for the next one).
+    WHOLE (the peer came back empty: it powered on): the kernel's table is read into the cache
+    first (-R): the cache lacks the copies of the peer's sessions injected here, which this node
+    may carry since (a failover's flows), and the peer needs them back. Not otherwise: a peer that
+    holds a session re-creates it on a session sent as new, and a copy sent back to the node that
+    carries it would cut its flow for that while. (ok, seconds, sessions)."""
     started = time.monotonic()
-    if conntrackd(config, "-R") is None:
+    if whole and conntrackd(config, "-R") is None:
         return False, time.monotonic() - started, None
     stats = parse_stats(conntrackd(config, "-s") or "")
     if conntrackd(config, "-B") is None:
@@ -238,7 +240,7 @@ class Daemon:
         # What BIRD runs with: the role file as it is now (rendered at plan time, rewritten since).
         text = Path(config.role_file).read_text()
         self.bird_state = ("SRG1_ACTIVE = 1" in text, "SRG2_ACTIVE = 1" in text, "SRG0_SIGNAL = 1" in text)
-        self.signal_installed = self.bird_state[2] and "waiting for the cold sync" not in text
+        self.signal_installed = self.bird_state[2] and COLD_SYNC_WAIT_NOTE not in text
         self.probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -336,13 +338,14 @@ class Daemon:
             self.refreshes += self.epochs is not None
             self.epochs = epochs
         was_awaiting = self.sync.awaiting
-        kind = self.sync.tick(now, self.peer.alive, self.peer.sync, self.interval * self.threshold)
+        kind = self.sync.tick(now, self.peer.alive, self.peer.sync, self.interval * self.threshold,
+                              self.link.instances, self.icl_up())
         if was_awaiting and not self.sync.awaiting:
             print(f"{time.strftime('%H:%M:%S')} cold sync: "
                   f"{'peer table received' if self.peer.alive and self.peer.sync & SYNC_DONE else 'no longer waiting'}"
                   f" after {self.sync.awaited_s} s", flush=True)
-        if kind == "cold":
-            self.sync_thread = threading.Thread(target=self._cold_sync, daemon=True)
+        if kind is not None:
+            self.sync_thread = threading.Thread(target=self._cold_sync, args=(kind == "whole",), daemon=True)
             self.sync_thread.start()
 
     def read_stats(self) -> None:
@@ -356,9 +359,9 @@ class Daemon:
             self.stats = stats
             time.sleep(STATS_EVERY_S)
 
-    def _cold_sync(self) -> None:
+    def _cold_sync(self, whole: bool) -> None:
         assert self.c.sync_config
-        ok, seconds, sessions = cold_sync(self.c.sync_config)
+        ok, seconds, sessions = cold_sync(self.c.sync_config, whole=whole)
         self.sync.finished(seconds, sessions, ok)
 
     def receive(self, now: float) -> None:
@@ -372,9 +375,11 @@ class Daemon:
         """On BGP (the JVD's export policies): a group's routes are prepended 3x while it is backup
         here, every route 3x while the SRG0 signal route exists, else once."""
         # While this node of an SRG0 pair waits for its peer's session table (cold sync) with the
-        # peer there to carry the traffic, every route is prepended as with the signal route (not
-        # installed). In an SRG1 pair the waiting node is kept out of activeness instead (tick).
-        holding = self.c.mode == "srg0" and self.sync.awaiting and self.peer.alive and self.peer.healthy
+        # peer there to carry the traffic (or not heard yet since the start), every route is
+        # prepended as with the signal route (not installed). In an SRG1 pair the waiting node is
+        # kept out of activeness instead (tick).
+        holding = holds_routes(self.c.mode, self.sync.awaiting, not self.sync.heard_once, self.peer.alive,
+                               self.peer.healthy)
         state = (role is Role.ACTIVE, role2 is Role.ACTIVE, self.srg0_failed or holding)
         if self.srg0_failed != self.signal_installed:
             set_signal_route(self.c.signal_route, self.c.signal_table, self.srg0_failed)
@@ -385,7 +390,7 @@ class Daemon:
             f"define SRG1_ACTIVE = {int(state[0])};  # {role.value}\n"
             f"define SRG2_ACTIVE = {int(state[1])};  # {role2.value}\n"
             f"define SRG0_SIGNAL = {int(state[2])};  # signal route {self.c.signal_route}"
-            f"{' (waiting for the cold sync)' if holding and not self.srg0_failed else ''}\n")
+            f"{f' ({COLD_SYNC_WAIT_NOTE})' if holding and not self.srg0_failed else ''}\n")
         try:
             reply = bird_configure(self.c.bird_socket)
             self.bird_state = state

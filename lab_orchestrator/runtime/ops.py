@@ -26,6 +26,7 @@ from labkit.status import SrdStatus, read_status
 
 from .. import kinds
 from ..model.diagnostics import LabError, did_you_mean
+from ..plan.features import mnha
 from ..plan.pipeline import LabPlan
 from . import supervisor
 from .state import LabState
@@ -160,6 +161,9 @@ def power_on(state: LabState, plan: LabPlan, node: str) -> None:
     for ns in namespaces:
         set_links(ns, up=True)
     reapply(plan, namespaces)
+    boot = mnha.boot_role(plan, node)  # an MNHA node waits for its peer's sessions before drawing traffic
+    if boot is not None:
+        Path(plan.state_dir, mnha.role_file(plan, node)).write_text(boot)
     records = [r for r in state.processes if r.node == node]
     state.down_nodes.remove(node)
     start_processes(state, records, recover=False)

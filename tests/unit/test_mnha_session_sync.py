@@ -40,6 +40,7 @@ def test_a_starting_node_waits_until_the_peer_says_its_table_is_acknowledged() -
 def test_a_starting_node_alone_or_waiting_too_long_stops_waiting() -> None:
     alone = SessionSync(15.0, 450.0)
     alone.start(0.0, awaiting=True)
+    alone.tick(0.0, False, 0, start_window=1.0)  # the ICL up from the start
     alone.tick(0.5, False, 0, start_window=1.0)
     assert alone.awaiting, "the peer's heartbeats may not have arrived yet"
     alone.tick(1.5, False, 0, start_window=1.0)
@@ -156,7 +157,7 @@ def test_conntrackd_counters_are_read() -> None:
     assert mnhad.parse_stats("") == {}
 
 
-def test_a_cold_sync_rereads_the_kernel_table_sends_it_and_waits_for_the_ack(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_cold_sync_sends_the_whole_kernel_table_and_waits_for_its_ack(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[tuple[str, ...]] = []
     queue = iter([5000, 800, 1])
 
@@ -170,8 +171,13 @@ def test_a_cold_sync_rereads_the_kernel_table_sends_it_and_waits_for_the_ack(mon
     monkeypatch.setattr(mnhad.time, "sleep", lambda _s: None)
     ok, _seconds, sessions = mnhad.cold_sync(CONFIG)
     assert ok and sessions == 300
-    # the cache re-read from the kernel first: the peer's copies this node carries are in it too
-    assert calls == [("-R",), ("-s",), ("-B",), ("-s", "queue"), ("-s", "queue"), ("-s", "queue")]
+    assert calls == [("-s",), ("-B",), ("-s", "queue"), ("-s", "queue"), ("-s", "queue")]
+    # to a peer that came back empty: the kernel's table read into the cache first (the copies of
+    # the peer's sessions injected here, which this node may carry since, included)
+    calls.clear()
+    queue = iter([1])
+    assert mnhad.cold_sync(CONFIG, whole=True)[0]
+    assert calls == [("-R",), ("-s",), ("-B",), ("-s", "queue")]
 
 
 def test_a_cold_sync_that_cannot_send_or_is_never_acknowledged_fails(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -199,3 +205,83 @@ def test_a_peer_heard_again_after_it_was_lost_makes_this_node_wait_for_its_table
     assert sync.awaiting and sync.flags() & SYNC_AWAITING
     sync.tick(20.5, True, SYNC_DONE, 1.0)
     assert not sync.awaiting and sync.awaited_s == 0.5
+
+
+def test_a_node_of_a_syncing_pair_powers_on_with_every_route_prepended_until_its_cold_sync() -> None:
+    from pathlib import Path
+
+    from dataplane.core.mnha import COLD_SYNC_WAIT_NOTE
+    from lab_orchestrator.model.validate import load_topology
+    from lab_orchestrator.plan import pipeline
+    from lab_orchestrator.plan.features import mnha
+
+    path = Path(__file__).resolve().parents[2] / "labs" / "topology3-cgnat.yml"
+    plan = pipeline.build(load_topology(path).topology, f"labs/{path.name}")
+    boot = mnha.boot_role(plan, "srx1")
+    assert boot is not None
+    # nothing active, the signal-route branch (3x prepend) without the signal route: mnhad reads the
+    # note and installs no signal route, then rewrites the include once the peer's table is here
+    assert "SRG1_ACTIVE = 0;" in boot and "SRG2_ACTIVE = 0;" in boot
+    assert f"SRG0_SIGNAL = 1;  # {COLD_SYNC_WAIT_NOTE}" in boot
+    assert "SRG0_SIGNAL = 0;" in plan.files[mnha.role_file(plan, "srx1")], "lab up: nothing to wait for yet"
+    assert mnha.boot_role(plan, "mx1") is None
+
+
+def test_an_srg0_node_holds_its_routes_prepended_from_its_start_until_the_cold_sync() -> None:
+    from dataplane.core.mnha import holds_routes
+
+    # just started, the peer not heard yet: held (BGP may be up before the first heartbeat)
+    assert holds_routes("srg0", awaiting=True, never_heard=True, peer_alive=False, peer_healthy=False)
+    assert holds_routes("srg0", awaiting=True, never_heard=False, peer_alive=True, peer_healthy=True)
+    # the table is here, the peer is gone or cannot carry the traffic: no hold
+    assert not holds_routes("srg0", awaiting=False, never_heard=True, peer_alive=True, peer_healthy=True)
+    assert not holds_routes("srg0", awaiting=True, never_heard=False, peer_alive=False, peer_healthy=False)
+    assert not holds_routes("srg0", awaiting=True, never_heard=False, peer_alive=True, peer_healthy=False)
+    assert not holds_routes("srg1", awaiting=True, never_heard=True, peer_alive=True, peer_healthy=True)
+
+
+def test_a_starting_node_waits_for_its_peer_while_the_icl_is_not_up_yet() -> None:
+    sync = SessionSync(15.0, 450.0)
+    sync.start(0.0, awaiting=True)
+    sync.tick(5.0, False, 0, 1.0, icl_up=False)  # a routed ICL: BGP has not brought the peer's loopback
+    assert sync.awaiting, "no peer heard over an ICL that is not there is no peer lost"
+    sync.tick(5.5, False, 0, 1.0, icl_up=True)
+    assert sync.awaiting, "the ICL just came up: the peer's heartbeats are on their way"
+    sync.tick(6.6, False, 0, 1.0, icl_up=True)
+    assert not sync.awaiting and sync.awaited_s == 6.6, "the ICL up for the start window, still no peer: alone"
+
+
+def test_a_peer_back_as_a_new_instance_is_not_waited_for() -> None:
+    """A peer that powered on starts empty and waits for this node's table: this node keeps its
+    activeness (were both held, the empty node could win the traffic before its table arrived)."""
+    sync = SessionSync(15.0, 450.0)
+    sync.start(0.0, awaiting=False)
+    sync.tick(1.0, True, 0, 1.0, peer_instance=0)
+    sync.tick(10.0, False, 0, 1.0, peer_instance=0)  # powered off
+    assert sync.tick(20.0, True, SYNC_AWAITING, 1.0, peer_instance=1) == "whole", "the whole table"
+    assert not sync.awaiting and not sync.flags() & SYNC_AWAITING
+    sync.finished(0.5, 10, True)
+    assert not sync.peer_empty, "its later requests get the cache only"
+    sync.tick(30.0, False, 0, 1.0, peer_instance=1)  # then its ICL is cut and comes back: a return
+    sync.tick(40.0, True, 0, 1.0, peer_instance=1)
+    assert sync.awaiting
+
+
+def test_the_peer_link_counts_the_instances_of_the_peer_daemon_by_its_sequence_numbers() -> None:
+    import socket
+    import time
+
+    from dataplane.daemons.daemonkit import PeerLink
+
+    rx, tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM), socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    with rx, tx:
+        rx.bind(("127.0.0.1", 0))
+        rx.setblocking(False)
+        tx.bind(("127.0.0.1", 0))
+        link = PeerLink(rx, "srx1", "127.0.0.1")
+        for seq in (1, 2, 3, 1, 2):  # the daemon restarted after its third heartbeat
+            tx.sendto(encode_heartbeat("srx1", Role.ACTIVE, 200, True, seq), rx.getsockname())
+        deadline = time.monotonic() + 2
+        while link.received < 5 and time.monotonic() < deadline:
+            link.drain(time.monotonic())
+        assert link.received == 5 and link.instances == 1 and link.last_seq == 2

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from ipaddress import IPv4Interface
 from pathlib import Path
 
-from dataplane.core.mnha import refresh_windows
+from dataplane.core.mnha import COLD_SYNC_WAIT_NOTE, refresh_windows
 from labkit.configs import MnhaConfig
 from labkit.contracts import CONNTRACKD_SYNC_PORT, MNHA_CONFIG, MNHA_STATUS
 
@@ -70,11 +70,28 @@ def in_pair(topo: Topology, node: str) -> bool:
     return any(node in pair.nodes for pair in topo.mnha)
 
 
-def role_defines(srg1_active: bool, srg2_active: bool, signal: bool) -> str:
+def role_defines(srg1_active: bool, srg2_active: bool, signal: bool, note: str = "") -> str:
     """The BIRD include the MNHA daemon rewrites: which groups are active here, and whether the
     SRG0 failure signal route exists (the JVD's `condition srg_sig_route_exist`)."""
     return (f"define SRG1_ACTIVE = {int(srg1_active)};\ndefine SRG2_ACTIVE = {int(srg2_active)};\n"
-            f"define SRG0_SIGNAL = {int(signal)};\n")
+            f"define SRG0_SIGNAL = {int(signal)};{f'  # {note}' if note else ''}\n")
+
+
+def boot_role(plan: LabPlan, node: str) -> str | None:
+    """The role include NODE powers on with when its pair syncs sessions: no group active and every
+    route prepended (the signal-route branch; the signal route itself not installed) until its
+    MNHA daemon has its peer's session table (cold sync) and rewrites it. BIRD starts before that
+    daemon: with the include left as it was at the power-off, the node would draw traffic (BGP, and
+    the MX's TLB, which follows BGP's route to the pair) before it holds the sessions that traffic
+    needs. None: NODE is in no such pair (its include is left alone). The daemon's configuration
+    is the plan's, or, for a running lab's plan (read back without its files), the one it runs with."""
+    name = f"nodes/{node}/{MNHA_CONFIG}"
+    text = plan.files.get(name)
+    if text is None and Path(plan.state_dir, name).is_file():
+        text = Path(plan.state_dir, name).read_text()
+    if text is None or not MnhaConfig.model_validate_json(text).sync_config:
+        return None
+    return role_defines(False, False, True, COLD_SYNC_WAIT_NOTE)
 
 
 def monitor_config(topo: Topology, plan: LabPlan, node: str) -> dict[str, object] | None:

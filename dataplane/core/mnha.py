@@ -260,7 +260,8 @@ class SessionSync:
     Cold sync: a node whose daemon starts (power on, reboot), or that hears its peer again after
     losing it (ICL or peer back), announces SYNC_AWAITING in its heartbeats and holds its
     activeness (routes prepended, SRG1 not active) until the peer's heartbeat says SYNC_DONE: the
-    peer, on seeing the request, has conntrackd send its cache (every session it carries) and
+    peer, on seeing the request, has conntrackd send its cache (to a peer back as a new instance,
+    i.e. empty: the kernel's whole table re-read first, the copies it carries for the peer too) and
     waits until the reliable protocol has the messages acknowledged. A node
     that hears no peer, or waits longer than HOLD_CAP seconds, stops waiting."""
 

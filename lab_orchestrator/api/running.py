@@ -360,14 +360,29 @@ class Lab:
         eventlog.record(self.state_dir, event, node, "done", done)
         return done
 
-    def restore(self, node: str) -> list[str]:
-        """Undo lasting failure events on a node (power on, failed links up); what was done."""
+    def restore(self, node: str, wait: bool = True, timeout: float = 30.0) -> list[str]:
+        """Undo lasting failure events on a node (power on, failed links up); what was done. With
+        WAIT, return once the lab is ready for traffic again, as `lab up` does (BGP re-established,
+        routes back, selectors and MNHA pairs in step): LabError if not within TIMEOUT seconds."""
         from ..runtime import ops
 
         hostcheck.require_root()
         done = ops.restore(self.state, self.plan(), node)
         eventlog.record(self.state_dir, "restore", node, "done", "; ".join(done) or "nothing to restore")
+        if wait and done:
+            self.wait_ready(timeout)
         return done
+
+    def wait_ready(self, timeout: float = 30.0) -> None:
+        """Until the lab is ready for traffic, by the conditions `lab up` waits for."""
+        from ..runtime.netns import NetnsBackend
+        from ..runtime.upwait import ReadyWait
+
+        backend = NetnsBackend()
+        try:
+            ReadyWait(self.plan(), lambda _step, _detail: None, backend.ipr).wait(self.state, timeout)
+        finally:
+            backend.close()
 
     def restart(self, node: str, process: str, kill: bool = False) -> Restarted:
         """Stop one daemon (SIGKILL with kill) and start the same command again under the supervisor."""

@@ -56,14 +56,20 @@ def fail(
 def restore(
     node: str = NodeArg("Node to restore."),
     lab: str | None = LabOption,
+    no_wait: bool = typer.Option(False, "--no-wait", help="Return as soon as the node is restored, without "
+                                 "waiting for the lab to be ready for traffic again."),
+    timeout: float = typer.Option(30.0, "--timeout", metavar="<float>",
+                                  help="Seconds to wait for the lab to be ready again (default 30)."),
     json_out: bool = JsonOption,
 ) -> None:
-    """Undo lasting failure events on a node: power it on, bring its failed links back up."""
+    """Undo lasting failure events on a node: power it on, bring its failed links back up; then wait
+    until the lab is ready for traffic again (BGP re-established, routes back, every SRX in service
+    in the selectors, MNHA pairs in step), as `lab up` does."""
 
     def run() -> None:
         api.require_root()
         running = api.pick(lab)
-        done = running.restore(node)
+        done = running.restore(node, wait=not no_wait, timeout=timeout)
         if json_out:
             print_json({"lab": running.name, "node": node, "done": done})
         else:

@@ -268,7 +268,7 @@ def act(lab: Lab, action: str, node: str) -> str:
             raise ValueError(f"{node} is a {kinds[node]}: only SRX and MX nodes can be failed from here")
         return lab.fail(event, node)
     if action == "restore":
-        return "; ".join(lab.restore(node)) or f"nothing to restore on {node}"
+        return "; ".join(lab.restore(node, wait=False)) or f"nothing to restore on {node}"
     raise ValueError(f"unknown action {action!r} (fail, restore, switchover)")
 
 

@@ -140,12 +140,12 @@ def test_trust_link_failure_signals_and_the_peer_carries_the_pair(tlb: RunningLa
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         via = next(m for m in tlb.selector()["members"] if m["name"] == "MNHA_SRX1")["via"]  # type: ignore
-        if via == {"trust": "srx1", "untrust": "srx1"}:
+        status = json.loads(Path(f"/run/lab/{tlb.name}/nodes/srx1/mnha-status.json").read_text())
+        if via == {"trust": "srx1", "untrust": "srx1"} and not status["srg0"]["signal_route"]["installed"]:
             break
         time.sleep(0.2)
     assert via == {"trust": "srx1", "untrust": "srx1"}, "restoring the link undoes it"
-    status = json.loads(Path(f"/run/lab/{tlb.name}/nodes/srx1/mnha-status.json").read_text())
-    assert not status["srg0"]["signal_route"]["installed"]
+    assert not status["srg0"]["signal_route"]["installed"], "restoring the link removes the signal route"
 
 
 def test_a_pair_s_probes_follow_its_traffic_not_the_instance_s_routes(tlb: RunningLab) -> None:

@@ -90,6 +90,9 @@ def event_row(event: dict[str, Any], cgnat: bool) -> str:
     first = next(iter(phases.values()), None)
     movers = f"{first['expected_movers']} / {first['movers']} / {first['unexpected_movers']}" if first else "-"
     cross = str(first.get("cross_mx_movers", 0)) if first else "-"
+    if "passed" not in event:  # not judged: a precondition failed (the reasons are listed below the table)
+        return "| " + " | ".join([event["event"], event["target"], "error (not judged)"] + ["-"] * 6
+                                 + (["-"] if cgnat else [])) + " |"
     verdict = "pass" if event["passed"] else "**FAIL**"
     cells = [event["event"], event["target"], verdict, f"{event['affected_flows']} / {event['flows']}",
              _ms(event["convergence_ms"]["max"]), str(event["packets_lost_by_unaffected_flows"]),
@@ -101,7 +104,7 @@ def event_row(event: dict[str, Any], cgnat: bool) -> str:
 
 def lab_section(lab: str, kept: dict[str, Any]) -> list[str]:
     events = kept["events"]
-    passed = sum(1 for e in events if e["passed"])
+    passed = sum(1 for e in events if e.get("passed"))
     cgnat = "cgnat" in lab
     lines = [f"## {lab}: {passed} / {len(events)} passed", "",
              f"{kept.get('description', '')}. Run {kept['started']} to {kept['ended']} UTC, commit "
@@ -115,11 +118,12 @@ def lab_section(lab: str, kept: dict[str, Any]) -> list[str]:
         header.append("re-bound")
     lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += [event_row(e, cgnat) for e in events]
-    failed = [e for e in events if not e["passed"]]
+    failed = [e for e in events if not e.get("passed")]
     if failed:
         lines.append("")
         for e in failed:
-            lines.append(f"- `{e['event']}` failed: {'; '.join(e['failure_reasons'])}.")
+            how = "failed" if "passed" in e else "not judged"
+            lines.append(f"- `{e['event']}` {how}: {'; '.join(e['failure_reasons'])}.")
             for row in e["lossy_flows"]:
                 if not any((row.get("expected_mover") or {}).values()):
                     lines.append(f"  flow {row['flow']} ({row.get('src')}, {_cell(row.get('carrier_before'))} → "
@@ -169,11 +173,12 @@ def render(kept: dict[str, dict[str, Any]]) -> str:
     for lab in [name for name in LABS if name in kept] + sorted(set(kept) - set(LABS)):
         k = kept[lab]
         events = k["events"]
-        failed = "; ".join(f"{e['event']}: {', '.join(e['failure_reasons'])}" for e in events if not e["passed"])
+        failed = "; ".join(f"{e['event']}: {', '.join(e.get('failure_reasons') or ['not judged'])}"
+                           for e in events if not e.get("passed"))
         if k.get("error"):
             failed = "; ".join(x for x in (failed, k["error"]) if x)
-        lines.append(f"| [{lab}](#{lab}-{sum(1 for e in events if e['passed'])}--{len(events)}-passed) | "
-                     f"{sum(1 for e in events if e['passed'])} / {len(events)} | {failed or '-'} | "
+        lines.append(f"| [{lab}](#{lab}-{sum(1 for e in events if e.get('passed'))}--{len(events)}-passed) | "
+                     f"{sum(1 for e in events if e.get('passed'))} / {len(events)} | {failed or '-'} | "
                      f"{k['started']} | `{k['commit']}` |")
     missing = [lab for lab in LABS if lab not in kept]
     if missing:

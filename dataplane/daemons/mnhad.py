@@ -150,23 +150,33 @@ def conntrackd(config: str, *command: str, timeout: float = 10.0) -> str | None:
 
 def cold_sync(config: str, limit_s: float = COLD_SYNC_LIMIT_S, whole: bool = False) -> tuple[bool, float, int | None]:
     """Send this node's sessions to the peer and wait for the acknowledgement: conntrackd sends its
-    cache (-B: every session this node opened, or carried in the last refresh window), then its
-    resend queue (FTFW: the messages not yet acknowledged by the peer) is read until at most one
-    message is left (FTFW acknowledges in windows; the last message may wait for the next one).
-    WHOLE (the peer came back empty: it powered on): the kernel's table is read into the cache
-    first (-R): the cache lacks the copies of the peer's sessions injected here, which this node
-    may carry since (a failover's flows), and the peer needs them back. Not otherwise: a peer that
-    holds a session re-creates it on a session sent as new, and a copy sent back to the node that
-    carries it would cut its flow for that while. (ok, seconds, sessions)."""
+    cache (-B: every session this node opened, or carried in the last refresh window), and the
+    messages queued then are acknowledged once the reliable protocol (FTFW) has taken as many
+    messages off its queues (transmit and resend) as they held right after -B. FTFW acknowledges in
+    windows, in sequence order, and the node keeps sending the sessions that open, change and end
+    meanwhile (the health checks' sessions alone: several a second), so the queues are seldom
+    empty: what was taken off is what they held after -B, plus what was queued since (one message
+    per event of conntrackd's internal cache), minus what they hold now. The last message may wait
+    for the next window (one left is done). WHOLE (the peer came back empty: it powered on): the
+    kernel's table is read into the cache first (-R): the cache lacks the copies of the peer's
+    sessions injected here, which this node may carry since (a failover's flows), and the peer
+    needs them back. Not otherwise: a peer that holds a session re-creates it on a session sent as
+    new, and a copy sent back to the node that carries it would cut its flow for that while.
+    (ok, seconds, sessions)."""
     started = time.monotonic()
     if whole and conntrackd(config, "-R") is None:
         return False, time.monotonic() - started, None
     stats = parse_stats(conntrackd(config, "-s") or "")
     if conntrackd(config, "-B") is None:
         return False, time.monotonic() - started, None
+    # Taken off since = queued0 + queued since - queued now; done once that reaches queued0, i.e. once
+    # the queues hold no more than was queued since. The counters are read before the queues (an
+    # event counted late makes the wait longer, never shorter).
+    events0 = parse_stats(conntrackd(config, "-s") or "").get("cache_events", 0)
     while time.monotonic() - started < limit_s:
-        queue = parse_stats(conntrackd(config, "-s", "queue") or "").get("rsqueue")
-        if queue is not None and queue <= 1:
+        events = parse_stats(conntrackd(config, "-s") or "").get("cache_events", events0)
+        now = queued(parse_stats(conntrackd(config, "-s", "queue") or ""))
+        if now is not None and now <= max(1, events - events0):
             seconds = time.monotonic() - started
             print(f"{time.strftime('%H:%M:%S')} cold sync: {stats.get('cache_active', '?')} sessions sent to "
                   f"the peer and acknowledged in {seconds:.2f} s", flush=True)
@@ -174,6 +184,13 @@ def cold_sync(config: str, limit_s: float = COLD_SYNC_LIMIT_S, whole: bool = Fal
         time.sleep(0.02)
     print(f"{time.strftime('%H:%M:%S')} cold sync: not acknowledged within {limit_s:.0f} s", flush=True)
     return False, time.monotonic() - started, None
+
+
+def queued(stats: dict[str, int]) -> int | None:
+    """Messages in FTFW's transmit and resend queues (None: not read)."""
+    if "rsqueue" not in stats:
+        return None
+    return stats["rsqueue"] + stats.get("txqueue", 0)
 
 
 def parse_stats(text: str) -> dict[str, int]:
@@ -189,6 +206,8 @@ def parse_stats(text: str) -> dict[str, int]:
         numbers = [int(w) for w in line.replace(":", " ").split() if w.isdigit()]
         if section == "cache internal" and line.startswith("current active connections") and numbers:
             out["cache_active"] = numbers[0]
+        elif section == "cache internal" and line.startswith("connections ") and numbers:
+            out["cache_events"] = out.get("cache_events", 0) + numbers[0]  # created, updated, destroyed
         elif section == "external inject" and numbers and len(numbers) >= 2:
             key = line.split()[1].rstrip(":")  # created / updated / destroyed
             out[f"inject_{key}"], out[f"inject_{key}_failed"] = numbers[0], numbers[1]
@@ -201,8 +220,8 @@ def parse_stats(text: str) -> dict[str, int]:
                 out["send_errors"], out["receive_errors"] = numbers
         elif section == "message tracking" and "Malformed" in line and len(numbers) >= 2:
             out["malformed"], out["lost"] = numbers
-        elif section == "queue rsqueue" and line.startswith("current elements") and numbers:
-            out["rsqueue"] = numbers[0]
+        elif section in ("queue rsqueue", "queue txqueue") and line.startswith("current elements") and numbers:
+            out[section.split()[1]] = numbers[0]
     return out
 
 

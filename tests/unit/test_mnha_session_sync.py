@@ -153,7 +153,8 @@ def test_conntrackd_counters_are_read() -> None:
     assert (stats["inject_created"], stats["inject_created_failed"], stats["inject_destroyed"]) == (600, 2, 5)
     assert (stats["packets_sent"], stats["packets_received"], stats["bytes_sent"]) == (334, 4, 68432)
     assert (stats["receive_errors"], stats["lost"], stats["malformed"]) == (1, 3, 0)
-    assert mnhad.parse_stats(QUEUE) == {"rsqueue": 301}
+    assert stats["cache_events"] == 304  # created + updated + destroyed: one message each
+    assert mnhad.parse_stats(QUEUE) == {"txqueue": 0, "rsqueue": 301}
     assert mnhad.parse_stats("") == {}
 
 
@@ -171,13 +172,37 @@ def test_a_cold_sync_sends_the_whole_kernel_table_and_waits_for_its_ack(monkeypa
     monkeypatch.setattr(mnhad.time, "sleep", lambda _s: None)
     ok, _seconds, sessions = mnhad.cold_sync(CONFIG)
     assert ok and sessions == 300
-    assert calls == [("-s",), ("-B",), ("-s", "queue"), ("-s", "queue"), ("-s", "queue")]
+    assert calls == [("-s",), ("-B",), ("-s",)] + [("-s",), ("-s", "queue")] * 3
     # to a peer that came back empty: the kernel's table read into the cache first (the copies of
     # the peer's sessions injected here, which this node may carry since, included)
     calls.clear()
     queue = iter([1])
     assert mnhad.cold_sync(CONFIG, whole=True)[0]
-    assert calls == [("-R",), ("-s",), ("-B",), ("-s", "queue")]
+    assert calls == [("-R",), ("-s",), ("-B",), ("-s",), ("-s",), ("-s", "queue")]
+
+
+def test_a_cold_sync_is_acknowledged_while_the_node_keeps_sending_new_sessions(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The queues are never empty on a node with traffic: the sync is done once they hold no more
+    than was queued since -B (every message queued before it was taken off by an acknowledgement)."""
+    events = iter([304, 306, 312, 320])  # created + updated + destroyed: 2, 8, 16 messages since -B
+    queue = iter([40, 9, 16])
+
+    def run(argv: list[str], **_: Any) -> subprocess.CompletedProcess[str]:
+        if argv[3:] == ["-s", "queue"]:
+            return subprocess.CompletedProcess(argv, 0, QUEUE.replace("301", str(next(queue))), "")
+        if argv[3:] == ["-s"]:
+            updated = next(events) - 300 if len(seen) else 4
+            seen.append(updated)
+            return subprocess.CompletedProcess(argv, 0, STATS.replace("updated:\t\t           4",
+                                                                      f"updated:\t\t {updated:11d}"), "")
+        return subprocess.CompletedProcess(argv, 0, "", "")
+
+    seen: list[int] = []
+    monkeypatch.setattr(mnhad.subprocess, "run", run)
+    monkeypatch.setattr(mnhad.time, "sleep", lambda _s: None)
+    assert mnhad.cold_sync(CONFIG)[0]
+    assert seen[1:] == [4, 6, 12, 20], "not done with 9 queued and 8 sent since; done with 16 and 16"
 
 
 def test_a_cold_sync_that_cannot_send_or_is_never_acknowledged_fails(monkeypatch: pytest.MonkeyPatch) -> None:

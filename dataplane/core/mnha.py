@@ -281,9 +281,10 @@ class SessionSync:
     peer_instance: int = 0  # the peer's daemon instance last heard (PeerLink.instances)
     icl_since: float | None = None  # since when the ICL is up (None: down)
     peer_empty: bool = False  # the peer came back as a new instance: it holds none of its sessions
+    mutual: bool = False  # the wait began when the peer was heard again: the peer waits for this node too
 
     def start(self, now: float, awaiting: bool) -> None:
-        self.started, self.awaiting, self.awaited_s = now, awaiting, None
+        self.started, self.awaiting, self.awaited_s, self.mutual = now, awaiting, None, False
 
     def flags(self) -> int:
         return ((SYNC_AWAITING if self.awaiting else 0) | (SYNC_SENDING if self.sending else 0)
@@ -308,7 +309,7 @@ class SessionSync:
             self.icl_since = now
         if peer_alive and not self.peer_was_alive and self.heard_once:
             if peer_instance == self.peer_instance:
-                self.awaiting, self.started, self.awaited_s = True, now, None
+                self.awaiting, self.started, self.awaited_s, self.mutual = True, now, None, True
             else:
                 self.peer_empty = True  # its next cold sync: the whole table, the copies of its own too
         if peer_alive:
@@ -348,14 +349,17 @@ class SessionSync:
 COLD_SYNC_WAIT_NOTE = "waiting for the cold sync"
 
 
-def holds_routes(mode: str, awaiting: bool, never_heard: bool, peer_alive: bool, peer_healthy: bool) -> bool:
+def holds_routes(mode: str, awaiting: bool, never_heard: bool, peer_alive: bool, peer_healthy: bool,
+                 mutual: bool = False) -> bool:
     """Does a node of an SRG0 pair keep every route prepended while it waits for its peer's session
     table (cold sync)? While the peer can carry the traffic, and from its start until the peer is
     first heard (NEVER_HEARD: a node that powers on has its BGP sessions up before it hears its
     peer, over an ICL that BGP routes; it must not draw traffic meanwhile; the wait itself ends
     when no peer is heard over an ICL that is up, see SessionSync.tick). A peer unhealthy or lost
-    after it was heard: no hold."""
-    return mode == "srg0" and awaiting and (never_heard or (peer_alive and peer_healthy))
+    after it was heard: no hold. Nor for a MUTUAL wait (the two nodes hear each other again after
+    their ICL was cut: each waits for the other's table): both would prepend every route, which
+    changes no preference between them but makes every router choose its paths again."""
+    return mode == "srg0" and awaiting and not mutual and (never_heard or (peer_alive and peer_healthy))
 
 
 def refresh_windows(udp_timeout: int, tcp_timeout: int) -> tuple[float, float]:

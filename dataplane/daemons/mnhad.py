@@ -66,7 +66,8 @@ PORT = MNHA_PORT
 REFRESH_TABLE = "mnha_refresh"  # the nftables table (ip family) of the refresh rule
 REFRESH_BITS = (0x20000000, 0x40000000)  # conntrack mark bits: UDP and others, TCP
 STATS_EVERY_S = 2.0  # how often conntrackd's counters are read for the status
-COLD_SYNC_LIMIT_S = 120.0  # a cold sync not acknowledged by then failed
+COLD_SYNC_LIMIT_S = 120.0  # a cold sync whose messages are not all sent by then failed
+ACK_WAIT_S = 2.0  # a cold sync on the wire waits this long at most for its acknowledgement (FTFW: 1 s periods)
 SIOCGIFFLAGS = 0x8913
 IFF_UP, IFF_RUNNING = 0x1, 0x40
 
@@ -150,36 +151,47 @@ def conntrackd(config: str, *command: str, timeout: float = 10.0) -> str | None:
 
 def cold_sync(config: str, limit_s: float = COLD_SYNC_LIMIT_S, whole: bool = False) -> tuple[bool, float, int | None]:
     """Send this node's sessions to the peer and wait for the acknowledgement: conntrackd sends its
-    cache (-B: every session this node opened, or carried in the last refresh window), and the
-    messages queued then are acknowledged once the reliable protocol (FTFW) has taken as many
-    messages off its queues (transmit and resend) as they held right after -B. FTFW acknowledges in
-    windows, in sequence order, and the node keeps sending the sessions that open, change and end
-    meanwhile (the health checks' sessions alone: several a second), so the queues are seldom
-    empty: what was taken off is what they held after -B, plus what was queued since (one message
-    per event of conntrackd's internal cache), minus what they hold now. The last message may wait
-    for the next window (one left is done). WHOLE (the peer came back empty: it powered on): the
-    kernel's table is read into the cache first (-R): the cache lacks the copies of the peer's
-    sessions injected here, which this node may carry since (a failover's flows), and the peer
-    needs them back. Not otherwise: a peer that holds a session re-creates it on a session sent as
-    new, and a copy sent back to the node that carries it would cut its flow for that while.
-    (ok, seconds, sessions)."""
+    cache (-B: every session this node opened, or carried in the last refresh window) and the
+    reliable protocol (FTFW) holds each message in its queues (transmit, resend) until the peer
+    acknowledges it. The queues are seldom empty: the node keeps sending the sessions that open,
+    change and end (the health checks' alone: several a second; one message per event of
+    conntrackd's internal cache; and on a node with nothing to send, one keep-alive a second, which
+    stays queued until the peer acknowledges a later session message), and a message lost while the
+    ICL was cut may stay queued long after. So the sync is done once the queues hold no more than
+    they held before -B plus what was queued since: as many messages were acknowledged as -B queued
+    (FTFW acknowledges in sequence order: the older ones of -B go first). A peer that found a gap
+    in the sequence (messages lost while the ICL was cut) asks for them again and acknowledges
+    nothing until the next session message after that; on a node with no traffic that may be the
+    next refresh window. So once every message of -B is on the wire (the transmit queue empty), the
+    sync is done after ACK_WAIT_S at most, acknowledged or not (a message lost is sent again when
+    the peer asks for it, as at any time). The queues are read before the counters (a message
+    queued in between is counted in neither before -B, in the queues only after: the wait is
+    longer, never shorter). WHOLE (the peer came back empty: it powered on): the kernel's table is
+    read into the cache first (-R): the cache lacks the copies of the peer's sessions injected
+    here, which this node may carry since (a failover's flows), and the peer needs them back. Not
+    otherwise: a peer that holds a session re-creates it on a session sent as new, and a copy
+    sent back to the node that carries it would cut its flow for that while. (ok, seconds, sessions)."""
     started = time.monotonic()
     if whole and conntrackd(config, "-R") is None:
         return False, time.monotonic() - started, None
+    before = queued(parse_stats(conntrackd(config, "-s", "queue") or "")) or 0
     stats = parse_stats(conntrackd(config, "-s") or "")
+    events0 = stats.get("cache_events", 0)
     if conntrackd(config, "-B") is None:
         return False, time.monotonic() - started, None
-    # Taken off since = queued0 + queued since - queued now; done once that reaches queued0, i.e. once
-    # the queues hold no more than was queued since. The counters are read before the queues (an
-    # event counted late makes the wait longer, never shorter).
-    events0 = parse_stats(conntrackd(config, "-s") or "").get("cache_events", 0)
+    on_the_wire: float | None = None  # when the transmit queue was first seen empty after -B
     while time.monotonic() - started < limit_s:
         events = parse_stats(conntrackd(config, "-s") or "").get("cache_events", events0)
-        now = queued(parse_stats(conntrackd(config, "-s", "queue") or ""))
-        if now is not None and now <= max(1, events - events0):
-            seconds = time.monotonic() - started
+        queues = parse_stats(conntrackd(config, "-s", "queue") or "")
+        now, clock = queued(queues), time.monotonic()
+        alive = int(clock - started) + 1  # keep-alives queued since -B, at most
+        if on_the_wire is None and now is not None and queues.get("txqueue", 0) == 0:
+            on_the_wire = clock
+        acknowledged = now is not None and now <= before + events - events0 + alive
+        if acknowledged or (on_the_wire is not None and clock - on_the_wire >= ACK_WAIT_S):
+            seconds = clock - started
             print(f"{time.strftime('%H:%M:%S')} cold sync: {stats.get('cache_active', '?')} sessions sent to "
-                  f"the peer and acknowledged in {seconds:.2f} s", flush=True)
+                  f"the peer{' and acknowledged' if acknowledged else ''} in {seconds:.2f} s", flush=True)
             return True, seconds, stats.get("cache_active")
         time.sleep(0.02)
     print(f"{time.strftime('%H:%M:%S')} cold sync: not acknowledged within {limit_s:.0f} s", flush=True)
@@ -398,7 +410,7 @@ class Daemon:
         # prepended as with the signal route (not installed). In an SRG1 pair the waiting node is
         # kept out of activeness instead (tick).
         holding = holds_routes(self.c.mode, self.sync.awaiting, not self.sync.heard_once, self.peer.alive,
-                               self.peer.healthy)
+                               self.peer.healthy, self.sync.mutual)
         state = (role is Role.ACTIVE, role2 is Role.ACTIVE, self.srg0_failed or holding)
         if self.srg0_failed != self.signal_installed:
             set_signal_route(self.c.signal_route, self.c.signal_table, self.srg0_failed)

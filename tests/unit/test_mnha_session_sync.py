@@ -158,51 +158,63 @@ def test_conntrackd_counters_are_read() -> None:
     assert mnhad.parse_stats("") == {}
 
 
-def test_a_cold_sync_sends_the_whole_kernel_table_and_waits_for_its_ack(monkeypatch: pytest.MonkeyPatch) -> None:
-    calls: list[tuple[str, ...]] = []
-    queue = iter([5000, 800, 1])
+def conntrackd_with(queues: list[int], updated: list[int], calls: list[tuple[str, ...]]) -> Any:
+    """A fake conntrackd client whose queues (-s queue) and cache events (-s: 300 created, UPDATED
+    updated, 0 destroyed) answer the given values in turn."""
+    queue_values, updated_values = iter(queues), iter(updated)
 
     def run(argv: list[str], **_: Any) -> subprocess.CompletedProcess[str]:
         assert argv[:3] == ["conntrackd", "-C", CONFIG]
         calls.append(tuple(argv[3:]))
-        out = QUEUE.replace("301", str(next(queue))) if argv[3:] == ["-s", "queue"] else STATS
-        return subprocess.CompletedProcess(argv, 0, out, "")
+        if argv[3:] == ["-s", "queue"]:
+            return subprocess.CompletedProcess(argv, 0, QUEUE.replace("301", str(next(queue_values))), "")
+        if argv[3:] == ["-s"]:
+            return subprocess.CompletedProcess(argv, 0, STATS.replace(
+                "updated:\t\t           4", f"updated:\t\t {next(updated_values):11d}"), "")
+        return subprocess.CompletedProcess(argv, 0, "", "")
+    return run
 
-    monkeypatch.setattr(mnhad.subprocess, "run", run)
+
+def test_a_cold_sync_sends_the_whole_kernel_table_and_waits_for_its_ack(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[tuple[str, ...]] = []
+    # nothing queued before -B, no event since: done when at most one message is left
+    monkeypatch.setattr(mnhad.subprocess, "run", conntrackd_with([0, 5000, 800, 1], [4] * 4, calls))
     monkeypatch.setattr(mnhad.time, "sleep", lambda _s: None)
     ok, _seconds, sessions = mnhad.cold_sync(CONFIG)
     assert ok and sessions == 300
-    assert calls == [("-s",), ("-B",), ("-s",)] + [("-s",), ("-s", "queue")] * 3
+    assert calls == [("-s", "queue"), ("-s",), ("-B",)] + [("-s",), ("-s", "queue")] * 3
     # to a peer that came back empty: the kernel's table read into the cache first (the copies of
     # the peer's sessions injected here, which this node may carry since, included)
     calls.clear()
-    queue = iter([1])
+    monkeypatch.setattr(mnhad.subprocess, "run", conntrackd_with([0, 1], [4] * 2, calls))
     assert mnhad.cold_sync(CONFIG, whole=True)[0]
-    assert calls == [("-R",), ("-s",), ("-B",), ("-s",), ("-s",), ("-s", "queue")]
+    assert calls == [("-R",), ("-s", "queue"), ("-s",), ("-B",), ("-s",), ("-s", "queue")]
 
 
 def test_a_cold_sync_is_acknowledged_while_the_node_keeps_sending_new_sessions(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """The queues are never empty on a node with traffic: the sync is done once they hold no more
-    than was queued since -B (every message queued before it was taken off by an acknowledgement)."""
-    events = iter([304, 306, 312, 320])  # created + updated + destroyed: 2, 8, 16 messages since -B
-    queue = iter([40, 9, 16])
-
-    def run(argv: list[str], **_: Any) -> subprocess.CompletedProcess[str]:
-        if argv[3:] == ["-s", "queue"]:
-            return subprocess.CompletedProcess(argv, 0, QUEUE.replace("301", str(next(queue))), "")
-        if argv[3:] == ["-s"]:
-            updated = next(events) - 300 if len(seen) else 4
-            seen.append(updated)
-            return subprocess.CompletedProcess(argv, 0, STATS.replace("updated:\t\t           4",
-                                                                      f"updated:\t\t {updated:11d}"), "")
-        return subprocess.CompletedProcess(argv, 0, "", "")
-
-    seen: list[int] = []
+    """The queues are never empty on a node with traffic, and may keep a message lost while the ICL
+    was cut: the sync is done once they hold no more than before -B plus what was queued since."""
+    calls: list[tuple[str, ...]] = []
+    # 7 queued before -B (one of them stuck); then 2, 8, 16 messages queued since -B
+    run = conntrackd_with([7, 40, 17, 24], [4, 6, 12, 20], calls)
     monkeypatch.setattr(mnhad.subprocess, "run", run)
     monkeypatch.setattr(mnhad.time, "sleep", lambda _s: None)
     assert mnhad.cold_sync(CONFIG)[0]
-    assert seen[1:] == [4, 6, 12, 20], "not done with 9 queued and 8 sent since; done with 16 and 16"
+    # (and at most one keep-alive within the first second)
+    assert calls.count(("-s", "queue")) == 4, "not done at 40 > 7 + 2 + 1 nor 17 > 7 + 8 + 1; done at 24"
+
+
+def test_an_idle_node_s_cold_sync_allows_for_its_keep_alives(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A node with no session to send queues a keep-alive a second, acknowledged only with a later
+    session message: after N seconds, N + 1 may be left on top of what was queued before -B."""
+    calls: list[tuple[str, ...]] = []
+    clock = iter(range(1000))
+    monkeypatch.setattr(mnhad.time, "monotonic", lambda: float(next(clock)) / 2)  # half a second a call
+    monkeypatch.setattr(mnhad.subprocess, "run", conntrackd_with([30, 70, 36, 34], [4] * 4, calls))
+    monkeypatch.setattr(mnhad.time, "sleep", lambda _s: None)
+    assert mnhad.cold_sync(CONFIG)[0]
+    assert calls.count(("-s", "queue")) == 4, "70 > 30 + 2 and 36 > 30 + 3 keep-alives; 34 <= 30 + 4 is done"
 
 
 def test_a_cold_sync_that_cannot_send_or_is_never_acknowledged_fails(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -213,9 +225,12 @@ def test_a_cold_sync_that_cannot_send_or_is_never_acknowledged_fails(monkeypatch
     assert mnhad.cold_sync(CONFIG)[0] is False
 
     def stuck(argv: list[str], **_: Any) -> subprocess.CompletedProcess[str]:
-        return subprocess.CompletedProcess(argv, 0, QUEUE if argv[3:] == ["-s", "queue"] else STATS, "")
+        out = QUEUE if argv[3:] == ["-s", "queue"] else STATS
+        return subprocess.CompletedProcess(argv, 0, out.replace("301", "301" if calls else "0"), "")
 
-    monkeypatch.setattr(mnhad.subprocess, "run", stuck)
+    calls: list[int] = []
+    monkeypatch.setattr(mnhad.subprocess, "run", lambda argv, **kw: (calls.append(1) if argv[3:] == ["-B"] else None)
+                        or stuck(argv, **kw))
     monkeypatch.setattr(mnhad.time, "sleep", lambda _s: None)
     assert mnhad.cold_sync(CONFIG, limit_s=0.05)[0] is False
 
@@ -263,6 +278,22 @@ def test_an_srg0_node_holds_its_routes_prepended_from_its_start_until_the_cold_s
     assert not holds_routes("srg0", awaiting=True, never_heard=False, peer_alive=False, peer_healthy=False)
     assert not holds_routes("srg0", awaiting=True, never_heard=False, peer_alive=True, peer_healthy=False)
     assert not holds_routes("srg1", awaiting=True, never_heard=True, peer_alive=True, peer_healthy=True)
+    # the two nodes hear each other again after their ICL was cut: both wait, neither withdraws its traffic
+    assert not holds_routes("srg0", awaiting=True, never_heard=False, peer_alive=True, peer_healthy=True, mutual=True)
+
+
+def test_a_wait_after_the_icl_returns_is_mutual_one_after_a_start_is_not() -> None:
+    sync = SessionSync(15.0, 450.0)
+    sync.start(0.0, awaiting=True)
+    sync.tick(1.0, True, 0, 1.0, peer_instance=7)
+    assert sync.awaiting and not sync.mutual, "a node that starts waits alone (its peer carries the traffic)"
+    sync.tick(2.0, True, SYNC_DONE, 1.0, peer_instance=7)
+    assert not sync.awaiting
+    sync.tick(10.0, False, 0, 1.0, peer_instance=7, icl_up=False)
+    sync.tick(20.0, True, SYNC_AWAITING, 1.0, peer_instance=7)
+    assert sync.awaiting and sync.mutual
+    sync.start(30.0, awaiting=True)
+    assert not sync.mutual
 
 
 def test_a_starting_node_waits_for_its_peer_while_the_icl_is_not_up_yet() -> None:
@@ -310,3 +341,27 @@ def test_the_peer_link_counts_the_instances_of_the_peer_daemon_by_its_sequence_n
         while link.received < 5 and time.monotonic() < deadline:
             link.drain(time.monotonic())
         assert link.received == 5 and link.instances == 1 and link.last_seq == 2
+
+
+def test_a_cold_sync_on_the_wire_is_done_after_the_ack_wait_acknowledged_or_not(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A peer that found a gap in the sequence acknowledges nothing until a later session message: the
+    sync does not wait for that longer than ACK_WAIT_S once every message is on the wire."""
+    calls: list[tuple[str, ...]] = []
+    clock = iter(range(1000))
+    monkeypatch.setattr(mnhad.time, "monotonic", lambda: float(next(clock)) / 10)
+    monkeypatch.setattr(mnhad.time, "sleep", lambda _s: None)
+    monkeypatch.setattr(mnhad.subprocess, "run", conntrackd_with([0] + [500] * 100, [4] * 101, calls))
+    ok, seconds, _sessions = mnhad.cold_sync(CONFIG)
+    assert ok and mnhad.ACK_WAIT_S <= seconds < mnhad.ACK_WAIT_S + 0.5
+
+    def transmitting(argv: list[str], **_: Any) -> subprocess.CompletedProcess[str]:
+        reads.append(1)
+        queue = QUEUE.replace("current elements:\t\t           0", "current elements:\t\t         900")
+        return subprocess.CompletedProcess(argv, 0, (queue if len(reads) > 1 else "") if argv[3:] == ["-s", "queue"]
+                                           else STATS, "")
+
+    reads: list[int] = []
+
+    monkeypatch.setattr(mnhad.subprocess, "run", transmitting)
+    assert mnhad.cold_sync(CONFIG, limit_s=5.0)[0] is False, "never on the wire: failed at the limit"

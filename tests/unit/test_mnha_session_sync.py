@@ -22,7 +22,7 @@ from dataplane.core.mnha import (
     encode_heartbeat,
     refresh_windows,
 )
-from dataplane.daemons import mnhad
+from dataplane.daemons import mnhad, syncclient
 
 CONFIG = "/run/lab/x/nodes/srx1/conntrackd.conf"
 
@@ -148,14 +148,14 @@ not enough space errors:	           0
 
 
 def test_conntrackd_counters_are_read() -> None:
-    stats = mnhad.parse_stats(STATS)
+    stats = syncclient.parse_stats(STATS)
     assert stats["cache_active"] == 300
     assert (stats["inject_created"], stats["inject_created_failed"], stats["inject_destroyed"]) == (600, 2, 5)
     assert (stats["packets_sent"], stats["packets_received"], stats["bytes_sent"]) == (334, 4, 68432)
     assert (stats["receive_errors"], stats["lost"], stats["malformed"]) == (1, 3, 0)
     assert stats["cache_events"] == 304  # created + updated + destroyed: one message each
-    assert mnhad.parse_stats(QUEUE) == {"txqueue": 0, "rsqueue": 301}
-    assert mnhad.parse_stats("") == {}
+    assert syncclient.parse_stats(QUEUE) == {"txqueue": 0, "rsqueue": 301}
+    assert syncclient.parse_stats("") == {}
 
 
 def conntrackd_with(queues: list[int], updated: list[int], calls: list[tuple[str, ...]]) -> Any:
@@ -178,16 +178,16 @@ def conntrackd_with(queues: list[int], updated: list[int], calls: list[tuple[str
 def test_a_cold_sync_sends_the_whole_kernel_table_and_waits_for_its_ack(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[tuple[str, ...]] = []
     # nothing queued before -B, no event since: done when at most one message is left
-    monkeypatch.setattr(mnhad.subprocess, "run", conntrackd_with([0, 5000, 800, 1], [4] * 4, calls))
-    monkeypatch.setattr(mnhad.time, "sleep", lambda _s: None)
-    ok, _seconds, sessions = mnhad.cold_sync(CONFIG)
+    monkeypatch.setattr(syncclient.subprocess, "run", conntrackd_with([0, 5000, 800, 1], [4] * 4, calls))
+    monkeypatch.setattr(syncclient.time, "sleep", lambda _s: None)
+    ok, _seconds, sessions = syncclient.cold_sync(CONFIG)
     assert ok and sessions == 300
     assert calls == [("-s", "queue"), ("-s",), ("-B",)] + [("-s",), ("-s", "queue")] * 3
     # to a peer that came back empty: the kernel's table read into the cache first (the copies of
     # the peer's sessions injected here, which this node may carry since, included)
     calls.clear()
-    monkeypatch.setattr(mnhad.subprocess, "run", conntrackd_with([0, 1], [4] * 2, calls))
-    assert mnhad.cold_sync(CONFIG, whole=True)[0]
+    monkeypatch.setattr(syncclient.subprocess, "run", conntrackd_with([0, 1], [4] * 2, calls))
+    assert syncclient.cold_sync(CONFIG, whole=True)[0]
     assert calls == [("-R",), ("-s", "queue"), ("-s",), ("-B",), ("-s",), ("-s", "queue")]
 
 
@@ -198,9 +198,9 @@ def test_a_cold_sync_is_acknowledged_while_the_node_keeps_sending_new_sessions(
     calls: list[tuple[str, ...]] = []
     # 7 queued before -B (one of them stuck); then 2, 8, 16 messages queued since -B
     run = conntrackd_with([7, 40, 17, 24], [4, 6, 12, 20], calls)
-    monkeypatch.setattr(mnhad.subprocess, "run", run)
-    monkeypatch.setattr(mnhad.time, "sleep", lambda _s: None)
-    assert mnhad.cold_sync(CONFIG)[0]
+    monkeypatch.setattr(syncclient.subprocess, "run", run)
+    monkeypatch.setattr(syncclient.time, "sleep", lambda _s: None)
+    assert syncclient.cold_sync(CONFIG)[0]
     # (and at most one keep-alive within the first second)
     assert calls.count(("-s", "queue")) == 4, "not done at 40 > 7 + 2 + 1 nor 17 > 7 + 8 + 1; done at 24"
 
@@ -210,10 +210,10 @@ def test_an_idle_node_s_cold_sync_allows_for_its_keep_alives(monkeypatch: pytest
     session message: after N seconds, N + 1 may be left on top of what was queued before -B."""
     calls: list[tuple[str, ...]] = []
     clock = iter(range(1000))
-    monkeypatch.setattr(mnhad.time, "monotonic", lambda: float(next(clock)) / 2)  # half a second a call
-    monkeypatch.setattr(mnhad.subprocess, "run", conntrackd_with([30, 70, 36, 34], [4] * 4, calls))
-    monkeypatch.setattr(mnhad.time, "sleep", lambda _s: None)
-    assert mnhad.cold_sync(CONFIG)[0]
+    monkeypatch.setattr(syncclient.time, "monotonic", lambda: float(next(clock)) / 2)  # half a second a call
+    monkeypatch.setattr(syncclient.subprocess, "run", conntrackd_with([30, 70, 36, 34], [4] * 4, calls))
+    monkeypatch.setattr(syncclient.time, "sleep", lambda _s: None)
+    assert syncclient.cold_sync(CONFIG)[0]
     assert calls.count(("-s", "queue")) == 4, "70 > 30 + 2 and 36 > 30 + 3 keep-alives; 34 <= 30 + 4 is done"
 
 
@@ -221,18 +221,18 @@ def test_a_cold_sync_that_cannot_send_or_is_never_acknowledged_fails(monkeypatch
     def refused(argv: list[str], **_: Any) -> subprocess.CompletedProcess[str]:
         return subprocess.CompletedProcess(argv, 1, "", "refused")
 
-    monkeypatch.setattr(mnhad.subprocess, "run", refused)
-    assert mnhad.cold_sync(CONFIG)[0] is False
+    monkeypatch.setattr(syncclient.subprocess, "run", refused)
+    assert syncclient.cold_sync(CONFIG)[0] is False
 
     def stuck(argv: list[str], **_: Any) -> subprocess.CompletedProcess[str]:
         out = QUEUE if argv[3:] == ["-s", "queue"] else STATS
         return subprocess.CompletedProcess(argv, 0, out.replace("301", "301" if calls else "0"), "")
 
     calls: list[int] = []
-    monkeypatch.setattr(mnhad.subprocess, "run", lambda argv, **kw: (calls.append(1) if argv[3:] == ["-B"] else None)
-                        or stuck(argv, **kw))
-    monkeypatch.setattr(mnhad.time, "sleep", lambda _s: None)
-    assert mnhad.cold_sync(CONFIG, limit_s=0.05)[0] is False
+    monkeypatch.setattr(syncclient.subprocess, "run",
+                        lambda argv, **kw: (calls.append(1) if argv[3:] == ["-B"] else None) or stuck(argv, **kw))
+    monkeypatch.setattr(syncclient.time, "sleep", lambda _s: None)
+    assert syncclient.cold_sync(CONFIG, limit_s=0.05)[0] is False
 
 
 def test_a_peer_heard_again_after_it_was_lost_makes_this_node_wait_for_its_table() -> None:
@@ -349,11 +349,11 @@ def test_a_cold_sync_on_the_wire_is_done_after_the_ack_wait_acknowledged_or_not(
     sync does not wait for that longer than ACK_WAIT_S once every message is on the wire."""
     calls: list[tuple[str, ...]] = []
     clock = iter(range(1000))
-    monkeypatch.setattr(mnhad.time, "monotonic", lambda: float(next(clock)) / 10)
-    monkeypatch.setattr(mnhad.time, "sleep", lambda _s: None)
-    monkeypatch.setattr(mnhad.subprocess, "run", conntrackd_with([0] + [500] * 100, [4] * 101, calls))
-    ok, seconds, _sessions = mnhad.cold_sync(CONFIG)
-    assert ok and mnhad.ACK_WAIT_S <= seconds < mnhad.ACK_WAIT_S + 0.5
+    monkeypatch.setattr(syncclient.time, "monotonic", lambda: float(next(clock)) / 10)
+    monkeypatch.setattr(syncclient.time, "sleep", lambda _s: None)
+    monkeypatch.setattr(syncclient.subprocess, "run", conntrackd_with([0] + [500] * 100, [4] * 101, calls))
+    ok, seconds, _sessions = syncclient.cold_sync(CONFIG)
+    assert ok and syncclient.ACK_WAIT_S <= seconds < syncclient.ACK_WAIT_S + 0.5
 
     def transmitting(argv: list[str], **_: Any) -> subprocess.CompletedProcess[str]:
         reads.append(1)
@@ -363,5 +363,5 @@ def test_a_cold_sync_on_the_wire_is_done_after_the_ack_wait_acknowledged_or_not(
 
     reads: list[int] = []
 
-    monkeypatch.setattr(mnhad.subprocess, "run", transmitting)
-    assert mnhad.cold_sync(CONFIG, limit_s=5.0)[0] is False, "never on the wire: failed at the limit"
+    monkeypatch.setattr(syncclient.subprocess, "run", transmitting)
+    assert syncclient.cold_sync(CONFIG, limit_s=5.0)[0] is False, "never on the wire: failed at the limit"

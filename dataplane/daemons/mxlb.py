@@ -248,7 +248,10 @@ class Daemon(SelectorCore):
         blackhole under it, at the highest metric, is static: with no SRX, traffic dies here)."""
         for selector in self.selectors:
             side, ipr = selector.side, self.query[selector.side]
-            first = next((m for m in selector.members if m.name in table.members()), None)
+            # The first member in service whose link is up (a route through a link that is down is
+            # refused: the member's link may still be down while its health is not yet).
+            first = next((m for m in selector.members if m.name in table.members()
+                          and self.dev_up[side].get(m.dev, True)), None)
             want = first.nexthop if first else None
             if self.fallback_route.get(side, "?") == want:
                 continue
@@ -258,11 +261,16 @@ class Daemon(SelectorCore):
                               priority=1)
             if first is not None:
                 oif = ipr.link_lookup(ifname=first.dev)
-                ipr.route("add", dst="0.0.0.0", dst_len=0, table=self.config.fallback_table, priority=1,
-                          gateway=first.nexthop, oif=oif[0] if oif else None)
-                if first.nexthop6:
-                    ipr.route("add", dst="::", dst_len=0, family=10, table=self.config.fallback_table, priority=1,
-                              gateway=first.nexthop6, oif=oif[0] if oif else None)
+                try:
+                    ipr.route("add", dst="0.0.0.0", dst_len=0, table=self.config.fallback_table, priority=1,
+                              gateway=first.nexthop, oif=oif[0] if oif else None)
+                    if first.nexthop6:
+                        ipr.route("add", dst="::", dst_len=0, family=10, table=self.config.fallback_table,
+                                  priority=1, gateway=first.nexthop6, oif=oif[0] if oif else None)
+                except Exception as exc:  # noqa: BLE001 - its link went down meanwhile: the next change retries
+                    print(f"{time.strftime('%H:%M:%S')} {side}: fallback via {first.nexthop} failed: {exc}", flush=True)
+                    self.fallback_route.pop(side, None)
+                    continue
             self.fallback_route[side] = want
 
     def read_counters(self) -> None:

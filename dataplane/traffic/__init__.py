@@ -18,6 +18,21 @@ Frame sizes
     total length 1500, the MTU). Reported byte counts and averages are in these sizes (with FCS);
     the smallest size is 64.
 
+IPv6
+    Flows whose addresses are IPv6 (``make_flows(200, "2001:db8:172:80::/96", "2001:db8:203::a")``)
+    are sent as Ether/IPv6/UDP frames: a 40-byte IPv6 header (hop limit 64, flow label 0, no
+    extension header), the same payload header after UDP at offset 62. Frame sizes are kept and the
+    payload carries 20 fewer bytes (a 1518 frame is still a 1500-byte IP packet, the MTU, with
+    1452 bytes of UDP payload), as a tester does for IPv6; 64 cannot hold Ethernet + IPv6 + UDP +
+    the 18-byte header (66 bytes before any payload), so an IPv6 flow's 64 becomes 84, the
+    smallest size that does (``family_sizes``; IMIX then averages 713.43 bytes with FCS instead of
+    711.83). IPv6 forbids a zero UDP checksum (RFC 8200), so each pre-built frame carries the checksum of sequence 0 and
+    time 0, and per packet the sender adds the words of the two fields to it (RFC 1624's
+    incremental update, ``patch_checksum6``; unit-tested against scapy builds). A sender sends one
+    family; the receiver is told its family (``Receiver(family=6)``: an IPv6 UDP socket, or
+    AF_PACKET for IPv6 frames). The next hop's MAC comes from the IPv6 routes and the neighbour
+    table, or the kernel's neighbour discovery. NAT bindings (below) are IPv4 only.
+
 IMIX
     ``IMIX`` holds the JVD seed's weights 64:8, 127:36, 255:11, 511:4, 1024:2, 1518:39 (sum 100,
     average 711.83 bytes with FCS, 707.83 without). ``size_cycle`` expands weights into a
@@ -85,13 +100,17 @@ dataplane.traffic ... --config -``), which avoids sharing the GIL between sender
     result = rx.stop(sent=tx.wait())
 
 The receiver binds a UDP socket (PORT; any local address, so the whole AnyIP prefix) or, with
-IFACE and no port, reads an AF_PACKET socket and takes any UDP frame carrying the magic.
+IFACE and no port, reads an AF_PACKET socket and takes any UDP frame carrying the magic (IPv4 frames,
+or IPv6 frames with ``family=6``).
 
 CLI (JSON on stdout)::
 
     python -m dataplane.traffic send --netns tg1-client --iface eth1 --flows 200 \\
         --sources 100.64.0.0/16 --dst 203.0.113.10 --rate 20000 --sizes imix --duration 3
     python -m dataplane.traffic receive --netns tg1-server --port 7000 --rate-per-flow 100 --idle 1
+    python -m dataplane.traffic send --netns tg1-client --iface eth1 --flows 200 \\
+        --sources 2001:db8:172:80::/96 --dst 2001:db8:203::a --rate 20000 --duration 3
+    python -m dataplane.traffic receive --netns tg1-server --port 7000 --family 6 --idle 1
 
 Modules
     ``frames`` (flows, sizes, pre-built frames, the header), ``netio`` (namespaces, next hop, ARP,
@@ -111,26 +130,33 @@ from .frames import (
     HEADER,
     HEADER_LEN,
     IMIX,
+    IP6_LEN,
     IP_LEN,
     MAGIC,
     MASK32,
     MIN_SIZE,
+    MIN_SIZE6,
     PATCH,
     PATCH_OFFSET,
     PAYLOAD_OFFSET,
+    PAYLOAD_OFFSET6,
     UDP_LEN,
     Flow,
     FrameSet,
     average_size,
     build_frame,
     derive_frame,
+    family_sizes,
     flow_packet_sizes,
+    flows_family,
     ipv4_checksum,
     make_flows,
     parse_sizes,
     patch,
+    patch_checksum6,
     reverse_flows,
     size_cycle,
+    udp6_checksum,
 )
 from .netio import arp_resolve, in_netns, interface_address, neighbour_mac, next_hop, resolve_dst_mac
 from .receive import Receiver
@@ -139,9 +165,10 @@ from .spawn import Spawned
 from .stats import Accounting, FlowStats, restore_timestamp
 
 __all__ = [
-    "CYCLE_SEED", "ETH_LEN", "FCS_LEN", "HEADER", "HEADER_LEN", "IMIX", "IP_LEN", "MAGIC", "MASK32", "MIN_SIZE",
-    "PATCH", "PATCH_OFFSET", "PAYLOAD_OFFSET", "UDP_LEN", "Accounting", "Flow", "FlowStats", "FrameSet", "Receiver",
-    "Sender", "Spawned", "arp_resolve", "average_size", "build_frame", "derive_frame", "flow_packet_sizes",
-    "in_netns", "interface_address", "ipv4_checksum", "main", "make_flows", "neighbour_mac", "next_hop",
-    "parse_sizes", "patch", "resolve_dst_mac", "restore_timestamp", "reverse_flows", "size_cycle",
+    "CYCLE_SEED", "ETH_LEN", "FCS_LEN", "HEADER", "HEADER_LEN", "IMIX", "IP6_LEN", "IP_LEN", "MAGIC", "MASK32",
+    "MIN_SIZE", "MIN_SIZE6", "PATCH", "PATCH_OFFSET", "PAYLOAD_OFFSET", "PAYLOAD_OFFSET6", "UDP_LEN", "Accounting",
+    "Flow", "FlowStats", "FrameSet", "Receiver", "Sender", "Spawned", "arp_resolve", "average_size", "build_frame",
+    "derive_frame", "family_sizes", "flow_packet_sizes", "flows_family", "in_netns", "interface_address",
+    "ipv4_checksum", "main", "make_flows", "neighbour_mac", "next_hop", "parse_sizes", "patch", "patch_checksum6",
+    "resolve_dst_mac", "restore_timestamp", "reverse_flows", "size_cycle", "udp6_checksum",
 ]

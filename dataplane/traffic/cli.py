@@ -57,7 +57,7 @@ def _cli_receive(args: argparse.Namespace, config: dict[str, Any] | None, out: I
     else:
         if args.duration is None and args.idle is None:
             args.duration = 60.0  # bounded by design
-        receiver = Receiver(port=args.port, bind=args.bind, iface=args.iface, ns=args.netns,
+        receiver = Receiver(port=args.port, bind=args.bind, iface=args.iface, ns=args.netns, family=args.family,
                             duration=args.duration, idle=args.idle, rate_per_flow=args.rate_per_flow,
                             poll_interval=args.poll_interval, cpu=args.cpu, realtime=args.realtime)
 
@@ -92,8 +92,10 @@ def main(argv: Sequence[str] | None = None, out: IO[str] | None = None) -> int:
     s.add_argument("--netns", help="namespace to send from (default: the current one)")
     s.add_argument("--iface", help="interface to send on (AF_PACKET)")
     s.add_argument("--flows", type=int, default=100, help="number of flows (distinct source addresses)")
-    s.add_argument("--sources", default="100.64.0.0/16", help="prefix the source addresses come from")
-    s.add_argument("--dst", default="203.0.113.10", help="destination address(es), comma-separated")
+    s.add_argument("--sources", default="100.64.0.0/16",
+                   help="prefix the source addresses come from (IPv4 or IPv6)")
+    s.add_argument("--dst", default="203.0.113.10",
+                   help="destination address(es), comma-separated, of the sources' family")
     s.add_argument("--sport", type=int, default=40000)
     s.add_argument("--dport", type=int, default=7000)
     s.add_argument("--vary-ports", action="store_true", help="source port = SPORT + flow index")
@@ -112,7 +114,8 @@ def main(argv: Sequence[str] | None = None, out: IO[str] | None = None) -> int:
     r = sub.add_parser("receive", help="count flows, report loss/reordering/gaps/convergence")
     r.add_argument("--netns", help="namespace to receive in (default: the current one)")
     r.add_argument("--port", type=int, help="UDP port (UDP socket mode)")
-    r.add_argument("--bind", default="0.0.0.0", help="address to bind in UDP mode")
+    r.add_argument("--bind", help="address to bind in UDP mode (default: any address of --family)")
+    r.add_argument("--family", type=int, choices=(4, 6), default=4, help="IP version to receive")
     r.add_argument("--iface", help="interface (AF_PACKET mode, any port)")
     r.add_argument("--duration", type=float, help="stop after this many seconds (default 60 without --idle)")
     r.add_argument("--idle", type=float, help="stop this many seconds after the last packet")

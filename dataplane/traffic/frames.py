@@ -1,6 +1,7 @@
 """Flows, frame sizes (IMIX) and pre-built frames: everything the sender writes before sending.
 
-See the package docstring for the frame sizes, the IMIX cycle and the 18-byte payload header."""
+See the package docstring for the frame sizes, the IMIX cycle, the 18-byte payload header and the
+IPv6 frames (a 40-byte IPv6 header, the same frame sizes with 20 fewer payload bytes)."""
 
 from __future__ import annotations
 
@@ -18,14 +19,19 @@ PATCH_OFFSET = 6  # of PATCH inside the header
 HEADER_LEN = HEADER.size  # 18
 FCS_LEN = 4
 ETH_LEN, IP_LEN, UDP_LEN = 14, 20, 8
+IP6_LEN = 40
 PAYLOAD_OFFSET = ETH_LEN + IP_LEN + UDP_LEN  # 42: the header's offset in a pre-built frame
+PAYLOAD_OFFSET6 = ETH_LEN + IP6_LEN + UDP_LEN  # 62: the same in an IPv6 frame
 MIN_SIZE = PAYLOAD_OFFSET + HEADER_LEN + FCS_LEN  # 64
+MIN_SIZE6 = PAYLOAD_OFFSET6 + HEADER_LEN + FCS_LEN  # 84: the smallest IPv6 frame that holds the header
+UDP6_CHECKSUM = ETH_LEN + IP6_LEN + 6  # 60: the UDP checksum's offset in an IPv6 frame
 MASK32 = 0xFFFFFFFF
 IMIX: tuple[tuple[int, int], ...] = ((64, 8), (127, 36), (255, 11), (511, 4), (1024, 2), (1518, 39))
 CYCLE_SEED = 0x1C5A
 
 ETH_P_ALL = 0x0003
 ETH_P_IP = 0x0800
+ETH_P_IPV6 = 0x86DD
 ETH_P_ARP = 0x0806
 SOL_PACKET = 263
 PACKET_QDISC_BYPASS = 20
@@ -47,16 +53,46 @@ class Flow:
     sport: int
     dport: int
 
+    @property
+    def family(self) -> int:
+        """4 or 6: the IP version of the flow's addresses."""
+        return 6 if ":" in self.src else 4
+
+
+def flows_family(flows: Sequence[Flow]) -> int:
+    """The one IP version of FLOWS (a sender sends one family; a mix is an error)."""
+    families = {f.family for f in flows}
+    if len(families) != 1:
+        raise ValueError("flows of IPv4 and IPv6 in one sender: give each family its own")
+    return families.pop()
+
+
+def payload_offset(family: int) -> int:
+    """Where the payload header starts in a pre-built frame of FAMILY."""
+    return PAYLOAD_OFFSET6 if family == 6 else PAYLOAD_OFFSET
+
+
+def family_sizes(sizes: Sequence[tuple[int, int]], family: int) -> list[tuple[int, int]]:
+    """SIZES for FAMILY. IPv6 keeps every frame size and carries 20 fewer payload bytes in it (the
+    IPv6 header is 20 bytes longer), as a tester does; a size too small for Ethernet + IPv6 + UDP +
+    the 18-byte header (64: 66 bytes before any payload) becomes MIN_SIZE6 (84), same weight."""
+    if family != 6:
+        return list(sizes)
+    return [(max(size, MIN_SIZE6), weight) for size, weight in sizes]
+
 
 def make_flows(count: int, sources: str = "100.64.0.0/16", dst: str | Sequence[str] = "203.0.113.10",
                sport: int = 40000, dport: int = 7000, vary_ports: bool = False, first_id: int = 0) -> list[Flow]:
     """COUNT flows from distinct addresses of SOURCES (its host addresses in order) to DST.
 
-    DST may be several addresses (used round-robin). With VARY_PORTS the source port is
-    SPORT + i as well (wrapping inside 1024..65535)."""
-    net = ipaddress.IPv4Network(sources, strict=False)
+    SOURCES and DST are IPv4 or IPv6, one family. DST may be several addresses (used
+    round-robin). With VARY_PORTS the source port is SPORT + i as well (wrapping inside
+    1024..65535)."""
+    net = ipaddress.ip_network(sources, strict=False)
     hosts = net.hosts() if net.num_addresses > 2 else iter(net)
     dsts = [dst] if isinstance(dst, str) else list(dst)
+    if any(ipaddress.ip_address(d).version != net.version for d in dsts):
+        raise ValueError(f"sources {sources} and destination {', '.join(dsts)} are not of one IP version")
     if count > net.num_addresses:
         raise ValueError(f"{count} flows need {count} source addresses; {sources} has {net.num_addresses}")
     flows = []
@@ -116,18 +152,25 @@ def flow_packet_sizes(cycle: Sequence[int], index: int, packets: int) -> int:
 
 
 # --------------------------------------------------------------------------- frames
-def build_frame(flow: Flow, size: int, src_mac: str, dst_mac: str) -> bytearray:
-    """The Ether/IP/UDP frame of FLOW, SIZE bytes with FCS (SIZE - 4 built), sequence 0."""
+def build_frame(flow: Flow, size: int, src_mac: str, dst_mac: str, seq: int = 0, timestamp: int = 0) -> bytearray:
+    """The Ether/IP/UDP (or Ether/IPv6/UDP) frame of FLOW, SIZE bytes with FCS (SIZE - 4 built),
+    sequence SEQ and send time TIMESTAMP (low 32 bits) in its header. IPv4: UDP checksum 0 (none);
+    IPv6 must carry one (RFC 8200), computed over this sequence and time."""
     from scapy.layers.inet import IP, UDP
+    from scapy.layers.inet6 import IPv6
     from scapy.layers.l2 import Ether
-    from scapy.packet import Raw
+    from scapy.packet import Packet, Raw
 
-    if size < MIN_SIZE:
-        raise ValueError(f"frame size {size} is below {MIN_SIZE}")
-    payload = HEADER.pack(MAGIC, flow.flow_id, 0, 0).ljust(size - FCS_LEN - PAYLOAD_OFFSET, b"\0")
-    packet = (Ether(src=src_mac, dst=dst_mac, type=ETH_P_IP)
-              / IP(src=flow.src, dst=flow.dst, ttl=64, id=0, proto=17)
-              / UDP(sport=flow.sport, dport=flow.dport, chksum=0)
+    v6 = flow.family == 6
+    offset = payload_offset(flow.family)
+    if size < offset + HEADER_LEN + FCS_LEN:
+        raise ValueError(f"frame size {size} is below {offset + HEADER_LEN + FCS_LEN}" + (" for IPv6" if v6 else ""))
+    payload = HEADER.pack(MAGIC, flow.flow_id, seq, timestamp & MASK32).ljust(size - FCS_LEN - offset, b"\0")
+    network: Packet = (IPv6(src=flow.src, dst=flow.dst, hlim=64, nh=17, fl=0) if v6
+                       else IP(src=flow.src, dst=flow.dst, ttl=64, id=0, proto=17))
+    packet = (Ether(src=src_mac, dst=dst_mac, type=ETH_P_IPV6 if v6 else ETH_P_IP)
+              / network
+              / UDP(sport=flow.sport, dport=flow.dport, chksum=None if v6 else 0)
               / Raw(payload))
     frame = bytearray(bytes(packet))
     if len(frame) != size - FCS_LEN:
@@ -143,11 +186,52 @@ def ipv4_checksum(header: bytes | bytearray) -> int:
     return ~total & 0xFFFF
 
 
+def fold(total: int) -> int:
+    """A one's complement sum folded into 16 bits."""
+    while total > 0xFFFF:
+        total = (total & 0xFFFF) + (total >> 16)
+    return total
+
+
+def udp6_checksum(frame: bytes | bytearray) -> int:
+    """The UDP checksum of an Ether/IPv6/UDP FRAME (no extension headers), its checksum field taken
+    as zero; a result of 0 is sent as 0xFFFF."""
+    length = len(frame) - ETH_LEN - IP6_LEN
+    body = bytes(frame[ETH_LEN + IP6_LEN:])
+    body = body[:6] + b"\0\0" + body[8:] + b"\0" * (length & 1)
+    pseudo = bytes(frame[ETH_LEN + 8:ETH_LEN + IP6_LEN]) + struct.pack("!IxxxB", length, 17)
+    data = pseudo + body
+    value = ~fold(sum(struct.unpack(f"!{len(data) // 2}H", data))) & 0xFFFF
+    return value or 0xFFFF
+
+
+def patch_checksum6(frame: bytearray, at: int, seq: int, timestamp32: int) -> None:
+    """Bring the UDP checksum of the IPv6 frame at AT in FRAME, pre-built with sequence 0 and time 0
+    (`build_frame`), up to date with SEQ and TIMESTAMP32 written in: the words added to the sum
+    are those of the two fields (RFC 1624's incremental update; what the sender does per packet)."""
+    base = ~(frame[at + UDP6_CHECKSUM] << 8 | frame[at + UDP6_CHECKSUM + 1]) & 0xFFFF
+    total = (base + (seq >> 48) + (seq >> 32 & 0xFFFF) + (seq >> 16 & 0xFFFF) + (seq & 0xFFFF)
+             + (timestamp32 >> 16) + (timestamp32 & 0xFFFF))
+    total = (total & 0xFFFF) + (total >> 16)
+    total = (total & 0xFFFF) + (total >> 16)
+    value = ~total & 0xFFFF
+    frame[at + UDP6_CHECKSUM] = (value or 0xFFFF) >> 8
+    frame[at + UDP6_CHECKSUM + 1] = (value or 0xFFFF) & 0xFF
+
+
 def derive_frame(template: bytearray, flow: Flow) -> bytearray:
-    """TEMPLATE (a `build_frame` of any flow, same size and MACs) rewritten for FLOW: addresses,
-    ports, flow id and the IP header checksum. Byte-identical to `build_frame(flow, ...)` and
-    ~100 times faster than scapy, so large flow counts start at once."""
+    """TEMPLATE (a `build_frame` of any flow of the same family, same size and MACs) rewritten for
+    FLOW: addresses, ports, flow id and the IP header checksum (IPv6: the UDP checksum).
+    Byte-identical to `build_frame(flow, ...)` and ~100 times faster than scapy, so large flow
+    counts start at once."""
     frame = bytearray(template)
+    if flow.family == 6:
+        frame[22:38] = socket.inet_pton(socket.AF_INET6, flow.src)
+        frame[38:54] = socket.inet_pton(socket.AF_INET6, flow.dst)
+        struct.pack_into("!HH", frame, ETH_LEN + IP6_LEN, flow.sport, flow.dport)
+        struct.pack_into("!I", frame, PAYLOAD_OFFSET6 + 2, flow.flow_id)
+        struct.pack_into("!H", frame, UDP6_CHECKSUM, udp6_checksum(frame))
+        return frame
     frame[26:30] = socket.inet_aton(flow.src)
     frame[30:34] = socket.inet_aton(flow.dst)
     frame[24:26] = b"\0\0"
@@ -158,7 +242,13 @@ def derive_frame(template: bytearray, flow: Flow) -> bytearray:
 
 
 def patch(frame: bytearray, seq: int, timestamp_ns: int) -> None:
-    """Write SEQ and the send time into a pre-built frame (what the sender does per packet)."""
+    """Write SEQ and the send time into a pre-built frame (what the sender does per packet; an
+    IPv6 frame's UDP checksum follows them)."""
+    if frame[12:14] == b"\x86\xdd":
+        PATCH.pack_into(frame, PAYLOAD_OFFSET6 + PATCH_OFFSET, seq, timestamp_ns & MASK32)
+        frame[UDP6_CHECKSUM:UDP6_CHECKSUM + 2] = b"\0\0"
+        struct.pack_into("!H", frame, UDP6_CHECKSUM, udp6_checksum(frame))
+        return
     PATCH.pack_into(frame, PAYLOAD_OFFSET + PATCH_OFFSET, seq, timestamp_ns & MASK32)
 
 
@@ -170,6 +260,10 @@ class FrameSet:
     def __init__(self, flows: Sequence[Flow], sizes: Sequence[tuple[int, int]], src_mac: str, dst_mac: str,
                  seed: int = CYCLE_SEED):
         self.flows = list(flows)
+        self.family = flows_family(self.flows)
+        self.payload_offset = payload_offset(self.family)
+        sizes = family_sizes(sizes, self.family)
+        self.sizes = sizes
         self.cycle = size_cycle(sizes, seed)
         distinct = sorted({s for s, _ in sizes})
         self.cycles: list[list[bytearray] | None] = []

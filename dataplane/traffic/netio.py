@@ -40,6 +40,8 @@ def _hex_ip(value: str) -> int:
 
 def next_hop(dst: str, iface: str | None = None) -> tuple[str, str]:
     """(interface, next-hop address) the main table of this thread's namespace uses for DST."""
+    if ":" in dst:
+        return next_hop6(dst, iface)
     target = int(ipaddress.IPv4Address(dst))
     best: tuple[int, int, str, str] | None = None  # (-prefix length, metric, iface, hop)
     for line in _proc_net("route").splitlines()[1:]:
@@ -56,6 +58,60 @@ def next_hop(dst: str, iface: str | None = None) -> tuple[str, str]:
     if best is None:
         raise LookupError(f"no route to {dst}" + (f" via {iface}" if iface else ""))
     return best[2], best[3]
+
+
+def next_hop6(dst: str, iface: str | None = None) -> tuple[str, str]:
+    """The IPv6 twin of `next_hop`, from this thread's namespace's IPv6 routes (longest prefix)."""
+    target = int(ipaddress.IPv6Address(dst))
+    best: tuple[int, int, str, str] | None = None  # (-prefix length, metric, iface, hop)
+    for line in _proc_net("ipv6_route").splitlines():
+        cols = line.split()
+        if len(cols) < 10 or not int(cols[8], 16) & 0x1:  # RTF_UP
+            continue
+        dest, plen, gateway = int(cols[0], 16), int(cols[1], 16), int(cols[4], 16)
+        metric, dev = int(cols[5], 16), cols[9]
+        if dev == "lo" or (iface and dev != iface) or target >> (128 - plen) != dest >> (128 - plen):
+            continue
+        hop = str(ipaddress.IPv6Address(gateway)) if int(cols[8], 16) & 0x2 else dst  # RTF_GATEWAY
+        key = (-plen, metric, dev, hop)
+        if best is None or key < best:
+            best = key
+    if best is None:
+        raise LookupError(f"no IPv6 route to {dst}" + (f" via {iface}" if iface else ""))
+    return best[2], best[3]
+
+
+def neighbour_mac6(address: str, iface: str) -> str | None:
+    """MAC of IPv6 neighbour ADDRESS on IFACE in this thread's namespace (netlink; resolved entries only)."""
+    from pyroute2 import IPRoute
+
+    with IPRoute() as ipr:
+        index = ipr.link_lookup(ifname=iface)
+        if not index:
+            return None
+        for entry in ipr.get_neighbours(family=socket.AF_INET6, ifindex=index[0]):
+            mac = entry.get_attr("NDA_LLADDR")
+            # NUD_INCOMPLETE 0x01 / NUD_FAILED 0x20: no usable address
+            if entry.get_attr("NDA_DST") == address and mac and not entry["state"] & 0x21:
+                return str(mac)
+    return None
+
+
+def nd_resolve(iface: str, address: str, timeout: float = 1.0, tries: int = 3) -> str:
+    """ADDRESS's MAC on IFACE (IPv6): the kernel's neighbour discovery, started by one UDP datagram to
+    ADDRESS's discard port (9) out of IFACE, then read from the neighbour table."""
+    for _ in range(tries):
+        with socket.socket(socket.AF_INET6, socket.SOCK_DGRAM) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_BINDTODEVICE, iface.encode())
+            with contextlib.suppress(OSError):
+                sock.sendto(b"", (address, 9))
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            mac = neighbour_mac6(address, iface)
+            if mac:
+                return mac
+            time.sleep(0.02)
+    raise LookupError(f"no neighbour advertisement from {address} on {iface}")
 
 
 def neighbour_mac(address: str, iface: str) -> str | None:
@@ -104,8 +160,11 @@ def arp_resolve(iface: str, address: str, timeout: float = 1.0, tries: int = 3) 
 
 
 def resolve_dst_mac(iface: str, dst: str) -> tuple[str, str]:
-    """(next hop, its MAC) for DST out of IFACE: the neighbour table, else an ARP request."""
+    """(next hop, its MAC) for DST out of IFACE: the neighbour table, else an ARP request (IPv6:
+    neighbour discovery)."""
     _, hop = next_hop(dst, iface)
+    if ":" in hop:
+        return hop, neighbour_mac6(hop, iface) or nd_resolve(iface, hop)
     mac = neighbour_mac(hop, iface)
     return hop, mac or arp_resolve(iface, hop)
 

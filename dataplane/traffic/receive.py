@@ -16,12 +16,14 @@ from .batch import Batch, open_batch
 from .frames import (
     ETH_LEN,
     ETH_P_IP,
+    ETH_P_IPV6,
     HEADER,
     HEADER_LEN,
     MAGIC,
     MASK32,
     PACKET_IGNORE_OUTGOING,
     PAYLOAD_OFFSET,
+    PAYLOAD_OFFSET6,
     SOL_PACKET,
     UDP_LEN,
 )
@@ -56,10 +58,14 @@ class Receiver:
     Packet mode records, per flow, the source address and port its packets arrive with (behind
     CGNAT: the SRX's binding) and every change (report: ``bindings``, ``binding_changes``); with
     LEARN_FD (the write end of a pipe) or LEARN_PATH (a FIFO, opened for writing without blocking)
-    each change is also published there for a reverse `Sender`."""
+    each change is also published there for a reverse `Sender`.
+
+    FAMILY 6: the same for IPv6 (UDP mode: an IPv6 socket, BIND default ``::``; packet mode: the
+    IPv6/UDP frames, whose header follows a 40-byte IPv6 header with no extension header, as the
+    sender builds them). No bindings are recorded for IPv6 (the lab translates no IPv6 source)."""
 
     port: int | None = None
-    bind: str = "0.0.0.0"
+    bind: str | None = None  # UDP mode: default any address of FAMILY
     iface: str | None = None
     ns: str | None = None
     duration: float | None = None
@@ -70,6 +76,7 @@ class Receiver:
     realtime: bool = False  # SCHED_FIFO: keep draining on a busy machine (its socket then does not overflow)
     learn_fd: int | None = None  # bindings pipe (write end): publish each flow's binding and its changes
     learn_path: str | None = None  # or a FIFO (see `binding.open_fifo`)
+    family: int = 4
     accounting: Accounting = field(default_factory=Accounting, repr=False)
     ready: threading.Event = field(default_factory=threading.Event, repr=False)
     bound_port: int | None = field(default=None, init=False)  # UDP mode: the port bound (PORT 0: any)
@@ -81,32 +88,40 @@ class Receiver:
     def __post_init__(self) -> None:
         if self.port is None and self.iface is None:
             raise ValueError("give a UDP port, or an interface for packet mode")
+        if self.family not in (4, 6):
+            raise ValueError(f"IP family {self.family}: 4 or 6")
+        if self.family == 6 and (self.learn_fd is not None or self.learn_path is not None):
+            raise ValueError("NAT bindings are IPv4 only")
 
     def config(self) -> dict[str, Any]:
         return {"port": self.port, "bind": self.bind, "iface": self.iface, "ns": self.ns,
                 "duration": self.duration, "idle": self.idle, "rate_per_flow": self.rate_per_flow,
                 "poll_interval": self.poll_interval, "cpu": self.cpu, "realtime": self.realtime,
-                "learn_fd": self.learn_fd, "learn_path": self.learn_path}
+                "learn_fd": self.learn_fd, "learn_path": self.learn_path, "family": self.family}
 
     @classmethod
     def from_config(cls, data: dict[str, Any]) -> Receiver:
         return cls(**data)
 
     def _open(self) -> tuple[socket.socket, int]:
+        v6 = self.family == 6
         if self.port is not None:
-            sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            sock = socket.socket(socket.AF_INET6 if v6 else socket.AF_INET, socket.SOCK_DGRAM)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if v6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
             grow_rcvbuf(sock)
-            bind_socket(sock, (self.bind, self.port), self.ns)
+            bind_socket(sock, (self.bind or ("::" if v6 else "0.0.0.0"), self.port), self.ns)
             self.bound_port = sock.getsockname()[1]
             return sock, 0
         assert self.iface is not None
-        sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_IP))
+        proto = ETH_P_IPV6 if v6 else ETH_P_IP
+        sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(proto))
         with contextlib.suppress(OSError):
             sock.setsockopt(SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
         grow_rcvbuf(sock)
-        bind_socket(sock, (self.iface, ETH_P_IP), self.ns)
-        return sock, -1
+        bind_socket(sock, (self.iface, proto), self.ns)
+        return sock, -6 if v6 else -1
 
     def run(self) -> dict[str, Any]:
         """Receive in the calling thread until a stop condition; return the report."""
@@ -182,10 +197,11 @@ class Receiver:
         foreign = 0
         packets = 0
         fixed_offset = mode >= 0
-        min_len = (mode if fixed_offset else PAYLOAD_OFFSET) + HEADER_LEN
+        v6 = mode == -6  # packet mode, IPv6: the header at a fixed offset behind IPv6 + UDP
+        min_len = (mode if fixed_offset else PAYLOAD_OFFSET6 if v6 else PAYLOAD_OFFSET) + HEADER_LEN
         stop_at = 0  # once asked to stop: keep draining what is queued, for at most a second
-        # packet mode: each flow's source address and port (its NAT binding behind CGNAT)
-        track = not fixed_offset
+        # packet mode, IPv4: each flow's source address and port (its NAT binding behind CGNAT)
+        track = mode == -1
         bound = acc.bindings.current
         observe = acc.bindings.observe
         publisher = None
@@ -215,6 +231,11 @@ class Receiver:
                     continue
                 if fixed_offset:
                     offset = base + mode
+                elif v6:
+                    if stage[base + 20] != 17:  # next header: UDP
+                        foreign += 1
+                        continue
+                    offset = base + PAYLOAD_OFFSET6
                 else:
                     # IPv4 (the socket's protocol), UDP, header after the IP options
                     if stage[base + 23] != 17:

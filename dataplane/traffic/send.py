@@ -19,13 +19,14 @@ from .frames import (
     PACKET_QDISC_BYPASS,
     PATCH,
     PATCH_OFFSET,
-    PAYLOAD_OFFSET,
     SOL_PACKET,
     Flow,
     FrameSet,
     average_size,
     flow_packet_sizes,
+    flows_family,
     parse_sizes,
+    patch_checksum6,
 )
 from .netio import bind_socket, in_netns, mac_text, pin_cpu, resolve_dst_mac, set_realtime
 from .spawn import Spawned
@@ -113,6 +114,7 @@ class Sender:
             raise ValueError("rate must be >= 0")
         if self.quantum_ms < 0:
             raise ValueError("quantum_ms must be >= 0")
+        flows_family(self.flows)  # one family per sender
         if self.count is None and self.rate > 0:
             assert self.duration is not None
             self.count = max(1, round(self.rate * self.duration))
@@ -199,13 +201,14 @@ class Sender:
         finally:
             sock.close()
         cycle = frames.cycle
+        sizes = frames.sizes  # IPv6: the sizes that hold its header (`frames.family_sizes`)
         sent = sum(seqs)
         total_bytes = sum(flow_packet_sizes(cycle, i, n) for i, n in enumerate(seqs))
         elapsed = (stats["end_ns"] - stats["start_ns"]) / 1e9
         per_flow = self.per_flow_rate()
         return {
             "role": "send", "ns": self.ns, "iface": self.iface, "src_mac": src_mac, "dst_mac": dst_mac,
-            "next_hop": hop, "flows": len(self.flows), "rate_pps": self.rate,
+            "next_hop": hop, "family": frames.family, "flows": len(self.flows), "rate_pps": self.rate,
             "per_flow_pps": per_flow, "resolution_ms": 1000.0 / per_flow if per_flow else None,
             "sizes": [list(p) for p in sizes], "avg_size": average_size(sizes),
             "sent": sent, "errors": errors, "error_kinds": stats["error_kinds"],
@@ -275,7 +278,9 @@ class Sender:
         set_length = batch.set_length
         flush = batch.send
         pack = PATCH.pack_into
-        offset = PAYLOAD_OFFSET + PATCH_OFFSET
+        offset = frames.payload_offset + PATCH_OFFSET
+        v6 = frames.family == 6  # the UDP checksum follows the sequence and time
+        checksum6 = patch_checksum6
         mono = time.monotonic_ns
         sleep = time.sleep
         errors = 0
@@ -322,6 +327,8 @@ class Sender:
                     at = j * slot
                     stage[at:at + size] = buf
                     pack(stage, at + offset, seq, ts)
+                    if v6:
+                        checksum6(stage, at, seq, ts)
                     set_length(j, size)
                     j += 1
                     seqs[i] = seq + 1

@@ -4,14 +4,21 @@ One builder for `lab events run` (children of the runner) and `lab traffic start
 lab's supervisor), so both send the same flows the same way. On a CGNAT lab the server only sees each
 flow's NAT binding (the SRX's pool address and port): the forward receiver publishes the bindings it
 sees on a FIFO and the reverse sender answers them, following a re-bind (`dataplane.traffic.binding`).
+
+On a dual-stack lab the same hosts send IPv6 flows beside the IPv4 ones (`families`): each family has
+its own four processes (`by_family`), from the hosts' `prefixes6` to the server's IPv6 prefix, with
+flow ids from V6_ID_OFFSET so both families' flows stay apart in one verdict. The load is shared:
+with both families each sends half the flows at half the rate, so the per-flow rate (the figures'
+resolution) and the machine's load are those of one family alone.
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from ipaddress import IPv4Network
+from ipaddress import ip_network
 from pathlib import Path
+from typing import Any
 
 from dataplane.traffic import Receiver, Sender, make_flows, reverse_flows
 from dataplane.traffic.frames import Flow
@@ -21,6 +28,7 @@ from ..model.diagnostics import LabError
 from .pipeline import LabPlan
 
 REVERSE_ID_OFFSET = 100000
+V6_ID_OFFSET = 50000  # IPv6 flows' ids start here (their reverse flows' at REVERSE_ID_OFFSET + V6_ID_OFFSET)
 BINDINGS_FIFO = "bindings.fifo"
 
 
@@ -34,8 +42,19 @@ class Endpoints:
     server_address: str
 
 
-def endpoints(plan: LabPlan) -> Endpoints:
-    """The subscriber host (behind the trust side) and the server host (behind the untrust side)."""
+def families(plan: LabPlan, spec: str | None = None) -> list[int]:
+    """The IP families a run sends: SPEC "4", "6" or "both"; None: both on a dual-stack lab, else 4."""
+    spec = spec or ("both" if plan.dual_stack else "4")
+    if spec not in ("4", "6", "both"):
+        raise LabError(f"--family {spec}: give 4, 6 or both")
+    if spec != "4" and not plan.dual_stack:
+        raise LabError(f"--family {spec}: this lab is IPv4 only (no addressing.v6)")
+    return [4, 6] if spec == "both" else [int(spec)]
+
+
+def endpoints(plan: LabPlan, family: int = 4) -> Endpoints:
+    """The subscriber host (behind the trust side) and the server host (behind the untrust side);
+    FAMILY 6: their IPv6 prefixes (`prefixes6`)."""
     hosts = {n.name: n for n in plan.nodes if kinds.get(n.kind).end_host}
     ifaces = {i.node: i for i in plan.interfaces() if i.node in hosts}
     client = server = None
@@ -48,9 +67,11 @@ def endpoints(plan: LabPlan) -> Endpoints:
             server = name
     if client is None or server is None:
         raise LabError("this lab has no client host behind the trust side and server host behind the untrust side")
-    local = {r.ns: r.dst for r in plan.routes if r.kind == "local"}
+    local = {r.ns: r.dst for r in plan.routes if r.kind == "local" and (":" in r.dst) == (family == 6)}
     c, s = ifaces[client], ifaces[server]
-    server_net = IPv4Network(local[s.ns])
+    if c.ns not in local or s.ns not in local:
+        raise LabError(f"the client or the server host has no IPv{family} prefix")
+    server_net = ip_network(local[s.ns])
     return Endpoints(c.ns, c.name, local[c.ns], s.ns, s.name, str(server_net.network_address + 10))
 
 
@@ -87,29 +108,41 @@ def bindings_fifo(folder: str | Path) -> str:
 def two_way(ends: Endpoints, flows: int, rate: float, sizes: str, duration: float, *, reverse: bool = True,
             nat: bool = False, bindings: str | None = None, socket_mode: bool = False,
             receive_duration: float | None = None, realtime: bool = False, cpu: int | None = None,
-            reverse_delay: float = 0.3) -> TwoWay:
+            reverse_delay: float = 0.3, family: int = 4) -> TwoWay:
     """FLOWS flows at RATE packets/s per direction for DURATION seconds (senders). NAT (a CGNAT lab,
     with reverse traffic) needs BINDINGS, a FIFO (`bindings_fifo`): the forward receiver then reads
     frames (packet mode) to see each flow's translated source. SOCKET_MODE: receivers count what a
     UDP socket of the host gets instead of frames at its interface (the forward one stays in packet
-    mode behind NAT). RECEIVE_DURATION: the receivers' own bound (None: until stopped)."""
+    mode behind NAT). RECEIVE_DURATION: the receivers' own bound (None: until stopped). FAMILY 6:
+    IPv6 flows (ENDS of `endpoints(plan, 6)`, ids from V6_ID_OFFSET; never translated)."""
+    nat = nat and family == 4
     if nat and reverse and bindings is None:
         raise ValueError("a CGNAT lab's reverse traffic needs a bindings FIFO")
     learn = bindings if nat and reverse else None
-    forward = make_flows(flows, ends.client_prefix, ends.server_address)
+    forward = make_flows(flows, ends.client_prefix, ends.server_address, first_id=V6_ID_OFFSET if family == 6 else 0)
     per_flow = rate / flows
     packet_forward = not socket_mode or learn is not None
     rx_f = Receiver(iface=ends.server_iface if packet_forward else None,
                     port=None if packet_forward else forward[0].dport, ns=ends.server_ns,
-                    duration=receive_duration, rate_per_flow=per_flow, learn_path=learn)
+                    duration=receive_duration, rate_per_flow=per_flow, learn_path=learn, family=family)
     tx_f = Sender(iface=ends.client_iface, ns=ends.client_ns, flows=forward, rate=rate, sizes=sizes,
                   duration=duration, realtime=realtime, cpu=cpu)
     rx_r = tx_r = None
     if reverse:
         rx_r = Receiver(iface=None if socket_mode else ends.client_iface,
                         port=forward[0].sport if socket_mode else None, ns=ends.client_ns,
-                        duration=receive_duration, rate_per_flow=per_flow)
+                        duration=receive_duration, rate_per_flow=per_flow, family=family)
         tx_r = Sender(iface=ends.server_iface, ns=ends.server_ns, flows=reverse_flows(forward, REVERSE_ID_OFFSET),
                       rate=rate, sizes=sizes, duration=max(0.1, duration - reverse_delay), realtime=realtime, cpu=cpu,
                       learn_path=learn, learn_offset=REVERSE_ID_OFFSET)
     return TwoWay(forward, rx_f, tx_f, rx_r, tx_r)
+
+
+def by_family(plan: LabPlan, fams: list[int], flows: int, rate: float, sizes: str, duration: float,
+              **options: Any) -> dict[int, TwoWay]:
+    """`two_way` for each family of FAMS, sharing FLOWS and RATE between them (half each with two,
+    at least one flow each: the per-flow rate stays RATE / FLOWS)."""
+    share = len(fams)
+    per_family = max(1, flows // share)
+    return {f: two_way(endpoints(plan, f), per_family, rate * per_family / flows, sizes, duration, family=f,
+                       **options) for f in fams}

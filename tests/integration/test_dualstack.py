@@ -1,7 +1,8 @@
 """The dual-stack topology 3 (labs/topology3-dualstack.yml) up for real (root): IPv6 BGP sessions on the
 same links as IPv4, IPv6 forwarded end to end through the SRXs' security policy, and IPv6 flows steered
 by the MX's TLB selector with the IPv4 bucket semantics, verified from the SRXs' own session tables
-(conntrack): each flow crosses one SRX both ways, the SRX of its bucket's member."""
+(conntrack): each flow crosses one SRX both ways, the SRX of its bucket's member; the same for the
+traffic generator's IPv6 IMIX flows, sent both ways."""
 
 from __future__ import annotations
 
@@ -11,11 +12,13 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from ipaddress import ip_address
+from typing import Any
 
 import pytest
 from running import REPO, SRX, RunningLab
 
 from dataplane.core import nfthash
+from dataplane.traffic import Receiver, Sender, make_flows, reverse_flows
 from lab_orchestrator.events import sessions
 from labkit import birdctl
 
@@ -26,6 +29,8 @@ pytestmark = [
 ]
 
 SERVER6 = "2001:db8:203::9"
+GEN6_SOURCES = "2001:db8:172:80::2:0/112"  # the generator's flows: not the probe's addresses
+GEN6_SPORT = 41800
 CLIENTS6 = "2001:db8:172:80::/112"
 FLOWS6 = 300
 PORT6 = 41600
@@ -95,3 +100,37 @@ def test_ipv4_still_steered_in_the_same_lab(dual: RunningLab) -> None:
     result = dual.probe(40700, "100.64.8.0/24")
     assert result["missing"] == []
     assert len(dual.carriers(40700, {"srx1": 1, "srx2": 1, "srx3": 3, "srx4": 3})) == len(result["answered"])  # type: ignore[arg-type]
+
+
+def test_generator_ipv6_flows_both_ways_each_on_one_srx(dual: RunningLab) -> None:
+    """The traffic generator's IPv6 IMIX flows, client -> server and back on the same 5-tuples, all
+    delivered; each flow's session on one SRX only, and that session counted both directions' packets
+    (the forward and the return path crossed the same SRX: CHASH/TLB symmetry, from conntrack)."""
+    forward = make_flows(40, GEN6_SOURCES, "2001:db8:203::a", sport=GEN6_SPORT)
+    back = reverse_flows(forward, 100000)
+    per_flow = 25  # packets per flow and direction: 1000 pps for 1 s
+    rx_f = Receiver(iface="eth1", ns=dual.ns("server"), family=6, rate_per_flow=per_flow).spawn().wait_ready()
+    rx_r = Receiver(iface="eth1", ns=dual.ns("client"), family=6, rate_per_flow=per_flow).spawn().wait_ready()
+    sent_f: dict[str, Any] = {}
+    sent_r: dict[str, Any] = {}
+    try:
+        sent_f = Sender(iface="eth1", ns=dual.ns("client"), flows=forward, rate=1000, count=1000).spawn().wait()
+        sent_r = Sender(iface="eth1", ns=dual.ns("server"), flows=back, rate=1000, count=1000).spawn().wait()
+    finally:
+        got_f = rx_f.stop(sent=sent_f or None)
+        got_r = rx_r.stop(sent=sent_r or None)
+    assert sent_f["family"] == 6 and sent_f["sent"] == 1000 and sent_r["sent"] == 1000
+    assert sent_f["avg_size"] > 711.83  # IMIX with 84 for 64: the IPv6 header needs it
+    assert got_f["received"] == 1000 and got_f["lost"] == 0, got_f
+    assert got_r["received"] == 1000 and got_r["lost"] == 0, got_r
+    counted: dict[str, list[tuple[str, int]]] = {}
+    for srx in SRX:
+        for s in sessions.read(dual.ns(srx)):
+            if s.protocol == "udp" and s.source_port == GEN6_SPORT and s.packets > 0:
+                counted.setdefault(s.source, []).append((srx, s.packets))
+    assert sorted(counted) == sorted(f.src for f in forward)
+    split = {a: where for a, where in counted.items() if len(where) != 1}
+    assert not split, f"flows counted on two SRXs: {dict(list(split.items())[:4])}"
+    both_ways = {a: where[0] for a, where in counted.items() if where[0][1] != 2 * per_flow}
+    assert not both_ways, f"sessions without both directions' packets: {dict(list(both_ways.items())[:4])}"
+    assert len({where[0][0] for where in counted.values()}) >= 2  # the flows spread over the SRXs

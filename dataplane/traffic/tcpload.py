@@ -14,7 +14,9 @@ one JSON object: per outcome how many connections (completed: open and answering
 reset; timed_out: a request unanswered for --timeout; failed: never established after its retries),
 retried (connection attempts after the first), the longest gap between two answers of one
 connection, with the connections whose gap passed --stall, and silent_at_end: open at the end but
-unanswered for longer than --stall (stuck, not yet timed out).
+unanswered for longer than --stall (stuck, not yet timed out). SIGTERM ends a `long` run early:
+with --drain D it first waits (at most D seconds) until every open connection has answered once
+after the signal, so a connection still backing off its retransmissions is not taken for a stuck one.
 
 `cps` opens connections at RATE per second: connect, send 1 byte, read the 1-byte answer, close;
 it prints completed / reset / failed / timed out and the connections per second reached. A failed
@@ -32,9 +34,11 @@ import errno
 import json
 import resource
 import selectors
+import signal
 import socket
 import sys
 import time
+from collections.abc import Callable
 from ipaddress import IPv4Network
 
 IP_BIND_ADDRESS_NO_PORT = 24  # linux/in.h: the port is chosen at connect(), per destination
@@ -206,14 +210,24 @@ class _Client:
 
 def long_lived(sources: IPv4Network, count: int, target: tuple[str, int], interval: float, seconds: float,
                timeout: float, stall: float, open_rate: float, retries: int, retry_after: float,
-               connect_timeout: float) -> dict[str, object]:
+               connect_timeout: float, stop: Callable[[], bool] = lambda: False,
+               drain: float = 0.0) -> dict[str, object]:
+    """COUNT connections for SECONDS after the last one was opened, or until STOP() says so (then
+    until every open connection answered once more, at most DRAIN seconds)."""
     client = _Client(target, connect_timeout, retries, retry_after)
     conns = [_Conn(s) for s in _sources(sources, count)]
     slots = max(1, round(interval / TICK))
     start = time.monotonic()
     opened, slot, next_tick = 0, 0, start
     end = start + count / open_rate + seconds
+    stopped_at, next_drain_check = 0.0, 0.0
     while (now := time.monotonic()) < end:
+        if not stopped_at and stop():
+            stopped_at, end = now, min(end, now + drain)
+        if stopped_at and now >= next_drain_check:
+            next_drain_check = now + 0.05
+            if all(c.last_answer >= stopped_at for c in conns if c.state in (IDLE, WAITING)):
+                break
         while opened < count and opened < (now - start) * open_rate + 1:
             client.open(conns[opened], now)
             opened += 1
@@ -254,7 +268,8 @@ def long_lived(sources: IPv4Network, count: int, target: tuple[str, int], interv
             client.drop(conn, "completed", now, retry=False)
         elif conn.state == CONNECTING:
             client.drop(conn, "failed", now, retry=False)
-    return _long_report(conns, client.retried, stall, now)
+    return {**_long_report(conns, client.retried, stall, now), "started_at": round(start, 6),
+            "ended_at": round(now, 6)}
 
 
 def _long_report(conns: list[_Conn], retried: int, stall: float, end: float) -> dict[str, object]:
@@ -330,6 +345,8 @@ def main(argv: list[str]) -> int:
     lg.add_argument("--timeout", type=float, default=20.0, help="a request unanswered this long: timed out")
     lg.add_argument("--stall", type=float, default=1.0, help="list connections with a gap longer than this")
     lg.add_argument("--open-rate", type=float, default=2000.0, help="new connections per second while opening")
+    lg.add_argument("--drain", type=float, default=0.0, help="on SIGTERM: wait at most this long for every open "
+                    "connection to answer once more before reporting")
     cp = sub.add_parser("cps", help="short-lived connections: connect, 1 byte each way, close")
     cp.add_argument("--rate", type=float, default=1000.0, help="new connections per second")
     cp.add_argument("--concurrency", type=int, default=4096, help="at most this many open at once")
@@ -345,8 +362,11 @@ def main(argv: list[str]) -> int:
     if args.command == "serve":
         return serve(args.bind, args.port, args.seconds)
     if args.command == "long":
+        stop: list[int] = []
+        signal.signal(signal.SIGTERM, lambda signum, _frame: stop.append(signum))
         result = long_lived(args.sources, args.count, args.to, args.interval, args.seconds, args.timeout,
-                            args.stall, args.open_rate, args.retries, args.retry_after, args.connect_timeout)
+                            args.stall, args.open_rate, args.retries, args.retry_after, args.connect_timeout,
+                            stop=lambda: bool(stop), drain=args.drain)
     else:
         result = cps(args.sources, args.to, args.rate, args.seconds, args.concurrency, args.timeout,
                      args.retries, args.retry_after)

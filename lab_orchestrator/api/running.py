@@ -112,6 +112,10 @@ class Lab:
             self._plan = ops.load_plan(self.state)
         return self._plan
 
+    def has_mnha(self) -> bool:
+        """Does the lab have MNHA pairs (the TCP budgets' goal of no reset holds there)?"""
+        return bool(self.plan().mnha)
+
     def ns(self, node: str, instance: str | None = None) -> str:
         """A node's namespace name (an MX routing instance: its own namespace)."""
         return f"{self.name}-{node}" + (f"-{instance.lower()}" if instance else "")

@@ -89,20 +89,31 @@ def events_run(
                                    "an error (exit 3), not a failed event."),
     budget: list[str] = typer.Option([], "--budget", help="Budget [EVENT:]METRIC=LIMIT (repeatable), e.g. "
                                      "srx-power-off:convergence_ms=300; metrics: convergence_ms, unaffected_loss, "
-                                     "longest_gap_ms, flows_moved_excess. A per-event budget overrides the global "
-                                     "one."),
+                                     "longest_gap_ms, flows_moved_excess; with --tcp also tcp_reset_pct, tcp_reset, "
+                                     "tcp_failed, tcp_stuck, tcp_longest_gap_ms. A per-event budget overrides the "
+                                     "global one."),
+    tcp: bool = typer.Option(False, "--tcp", help="Run long-lived TCP connections beside the UDP flows (client "
+                             "host to server host, a 16-byte request/answer every 100 ms each) and judge them: "
+                             "under 1 % reset and none stuck for every event; none reset and none failed for "
+                             "srx-power-off, srx-link-failure and srx-reboot on a lab with MNHA pairs."),
+    tcp_connections: int = typer.Option(200, "--tcp-connections", min=1, max=60000,
+                                        help="With --tcp: how many long-lived TCP connections."),
 ) -> None:
     """Run the JVD's failure events under UDP traffic and report convergence per event: flows
     affected, loss-derived convergence (lost / per-flow rate), longest gap, losses of unaffected
     flows, flows moved between SRXs, and whether every flow recovered. Before each event the
     selectors, BGP, the MNHA pairs and a baseline of the traffic are checked: a case whose check
-    failed is an error with the reason, not a verdict. Exit 1 if an event fails, 3 if none failed
-    but a case is an error."""
+    failed is an error with the reason, not a verdict. With --tcp, long-lived TCP connections run
+    beside the flows (checked in the baseline too) and each event reports them: completed, reset,
+    failed, timed out, stuck, retried, longest gap. Exit 1 if an event fails or breaks a budget, 3 if
+    none failed but a case is an error."""
     def run() -> None:
         from ..events import catalog as eventsmod
         from ..events.result import CaseError, EventError
 
         budgets = budgetsmod.collect(max_convergence_ms, max_unaffected_loss, budget, set(eventsmod.BY_NAME))
+        if not tcp and any(b.metric.startswith("tcp_") for b in budgets):
+            raise budgetsmod.BudgetError("a tcp_* budget needs --tcp (the TCP connections it judges)")
         started = time.monotonic()
         results: list[EventResult | EventError] = []
 
@@ -113,16 +124,18 @@ def events_run(
                          on_up=lambda up: None if json_out else print_up(up, time.monotonic() - started, False),
                          on_down=lambda name, s: None if json_out else print_down(name, s)) as running:
             names = running.event_names(event)
+            if tcp:
+                budgets = budgetsmod.with_tcp_defaults(budgets, mnha=running.has_mnha())
             traffic = running.traffic_choice(flows, rate, sizes, realtime, progress=say)
             (err if json_out else out).print(traffic["line"], highlight=False, soft_wrap=True)
             spec = api.traffic_spec(flows=traffic["flows"], rate=traffic["rate"], sizes=sizes, settle=duration,
                                     warmup=warmup, hold=hold, down_time=down_time, realtime=realtime,
-                                    baseline=baseline)
+                                    baseline=baseline, tcp=tcp_connections if tcp else 0)
             for name in names:
                 node = running.event_target(name, target)
                 result: EventResult | EventError
                 with err.status(f"[cyan]{name}[/] on {node} under {spec.flows} flows x 2 directions at "
-                                f"{spec.rate:.0f} pps"):
+                                f"{spec.rate:.0f} pps" + (f" and {spec.tcp} TCP connections" if spec.tcp else "")):
                     try:
                         result = running.run_event(name, node, spec, progress=say, daemon=daemon)
                     except CaseError as exc:
@@ -181,6 +194,8 @@ def print_event(r: EventResult) -> None:
     out.print(table)
     for line in r.phase_lines():
         out.print(line, highlight=False)
+    if r.tcp:
+        print_tcp(r)
     crash = r.daemon_crash
     if crash:
         back = f"back after {crash.down_s:.3f} s" if crash.down_s is not None else "not back"
@@ -194,3 +209,21 @@ def print_event(r: EventResult) -> None:
                   highlight=False)
     out.print(f"  resolution {r.resolution_ms} ms per flow; verdict: "
               f"{'[green]pass[/]' if r.passed else '[red]FAIL[/]'}")
+
+
+def print_tcp(r: EventResult) -> None:
+    """The long-lived TCP connections of an event run with --tcp."""
+    assert r.tcp is not None
+    t = r.tcp
+    table = Table(title=f"TCP beside the flows: {t.connections} connections, a request every "
+                        f"{t.interval_ms:.0f} ms", show_header=True)
+    for col in ("completed", "reset", "failed", "timed out", "stuck", "retried", "longest gap",
+                f"gaps > {t.stall_ms:.0f} ms", "target carried"):
+        table.add_column(col)
+    table.add_row(str(t.completed), _red(t.reset), _red(t.failed), _red(t.timed_out), _red(t.stuck), str(t.retried),
+                  f"{t.longest_gap_ms:.0f} ms", str(t.stalled), str(t.carried_before.get(r.target, 0)))
+    out.print(table)
+
+
+def _red(count: int) -> str:
+    return f"[red]{count}[/]" if count else "0"

@@ -59,6 +59,10 @@ def report(
                                                         "fails (MX-target events have no unaffected flows)."),
     budget: list[str] = typer.Option([], "--budget", help="Budget [EVENT:]METRIC=LIMIT (repeatable), as for "
                                      "`lab events run`; also applies to --render."),
+    tcp: bool = typer.Option(False, "--tcp", help="Run long-lived TCP connections beside the flows of every case "
+                             "and judge them with the default TCP budgets, as `lab events run --tcp`."),
+    tcp_connections: int = typer.Option(200, "--tcp-connections", min=1, max=60000,
+                                        help="With --tcp: how many long-lived TCP connections."),
 ) -> None:
     """Run a test plan (default: the JVD's: topologies 1-4, SFW and CGNAT, every applicable failure
     event with its restore) under two-way traffic, and write a self-contained HTML report (matrix
@@ -86,7 +90,7 @@ def report(
         loaded = reportrun.with_running_labs(loaded, lab)
         traffic = loaded.plan.traffic.model_copy(update={k: v for k, v in (
             ("flows", flows), ("rate_per_flow", rate_per_flow), ("sizes", sizes), ("receiver", receiver),
-            ("baseline", baseline))
+            ("baseline", baseline), ("tcp_connections", tcp_connections if tcp else None))
             if v is not None})
         try:
             traffic = testplan.TrafficParams.model_validate(traffic.model_dump())  # overrides checked too

@@ -11,7 +11,12 @@ Metrics (of an event's report, see `eventverdict.analyse`):
   restart-routing, gres...) touches every flow, since every flow crosses that MX: all its flows count as
   affected and its unaffected loss is 0 by definition; its budget is `convergence_ms`;
 - `longest_gap_ms`: the longest gap between two packets of any flow;
-- `flows_moved_excess`: flows moved between SRXs beyond the ideal (the failed SRX's own flows).
+- `flows_moved_excess`: flows moved between SRXs beyond the ideal (the failed SRX's own flows);
+- with long-lived TCP connections beside the flows (`--tcp`): `tcp_reset_pct` (the share reset, in
+  %), `tcp_reset`, `tcp_failed` (never established after the retries), `tcp_stuck` (timed out, or
+  open but no longer answering at the end), `tcp_longest_gap_ms`. They hold only for events run
+  with TCP; `with_tcp_defaults` adds the JVD's: under 1 % reset and none stuck for every event, and on
+  a lab with MNHA pairs none reset and none failed for the events MNHA is bought for (TCP_GOAL_EVENTS).
 """
 
 from __future__ import annotations
@@ -27,7 +32,15 @@ METRICS: dict[str, str] = {
     "unaffected_loss": "packets lost by unaffected flows",
     "longest_gap_ms": "longest gap of any flow (ms)",
     "flows_moved_excess": "flows moved beyond the ideal",
+    "tcp_reset_pct": "share of the TCP connections reset (%)",
+    "tcp_reset": "TCP connections reset",
+    "tcp_failed": "TCP connections never established after their retries",
+    "tcp_stuck": "TCP connections timed out or no longer answering at the end",
+    "tcp_longest_gap_ms": "longest gap between two answers of a TCP connection (ms)",
 }
+# the JVD: "< 1 % resets can be seen during failure-event testing", none during the basic MNHA failovers
+TCP_RESET_PCT = 1.0
+TCP_GOAL_EVENTS = ("srx-power-off", "srx-link-failure", "srx-reboot")
 _SPEC = re.compile(r"^(?:(?P<event>[a-z][a-z0-9-]*):)?(?P<metric>[a-z_]+)=(?P<limit>\d+(?:\.\d+)?)$")
 
 
@@ -48,6 +61,13 @@ class Budget:
 
 
 def measured(result: dict[str, Any], metric: str) -> float:
+    if metric.startswith("tcp_"):
+        tcp = result["tcp"]
+        if metric == "tcp_reset_pct":
+            return round(100.0 * tcp["reset"] / tcp["connections"], 3) if tcp["connections"] else 0.0
+        if metric == "tcp_stuck":
+            return float(tcp["timed_out"] + tcp["stuck"])
+        return float(tcp[metric.removeprefix("tcp_")])
     if metric == "convergence_ms":
         return float(result["convergence_ms"]["max"])
     if metric == "unaffected_loss":
@@ -85,8 +105,20 @@ def collect(max_convergence_ms: float | None, max_unaffected_loss: int | None, s
     return budgets
 
 
-def applicable(budgets: list[Budget], event: str) -> list[Budget]:
-    """The budgets that hold for EVENT: per-event ones override the global one of the same metric."""
+def with_tcp_defaults(budgets: list[Budget], mnha: bool) -> list[Budget]:
+    """BUDGETS and the default TCP budgets (see the top) the user did not set: a user's budget of a
+    metric, for every event or for one, replaces the defaults of that metric it covers."""
+    defaults = [Budget("tcp_reset_pct", TCP_RESET_PCT), Budget("tcp_stuck", 0.0)]
+    if mnha:
+        defaults += [Budget(metric, 0.0, event) for event in TCP_GOAL_EVENTS for metric in ("tcp_reset", "tcp_failed")]
+    given = {(b.metric, b.event) for b in budgets}
+    return [*budgets, *(d for d in defaults if (d.metric, None) not in given and (d.metric, d.event) not in given)]
+
+
+def applicable(budgets: list[Budget], event: str, tcp: bool = True) -> list[Budget]:
+    """The budgets that hold for EVENT: per-event ones override the global one of the same metric;
+    the TCP metrics only for an event run with TCP."""
+    budgets = [b for b in budgets if tcp or not b.metric.startswith("tcp_")]
     own = {b.metric: b for b in budgets if b.event == event}
     general = {b.metric: b for b in budgets if b.event is None and b.metric not in own}
     return [*general.values(), *own.values()]
@@ -95,7 +127,7 @@ def applicable(budgets: list[Budget], event: str) -> list[Budget]:
 def judge(result: dict[str, Any], budgets: list[Budget]) -> list[dict[str, Any]]:
     """Verdicts of the budgets that hold for this event's report."""
     rows = []
-    for budget in applicable(budgets, result["event"]):
+    for budget in applicable(budgets, result["event"], tcp=bool(result.get("tcp"))):
         value = measured(result, budget.metric)
         rows.append({"metric": budget.metric, "limit": budget.limit, "measured": value,
                      "ok": value <= budget.limit, "scope": budget.event or "all events"})
@@ -111,13 +143,15 @@ def violations(result: dict[str, Any]) -> list[str]:
 
 def apply_to_report(doc: dict[str, Any], budgets: list[Budget]) -> list[str]:
     """`lab report`: judge every case's event result against BUDGETS; a case that broke one fails.
-    Returns the sentences of every broken budget."""
+    Returns the sentences of every broken budget. A case run with TCP keeps the default TCP budgets
+    the options do not replace (its lab's `mnha` says whether the goal of no reset holds)."""
     broken: list[str] = []
     for case in doc.get("cases", []):
         result = case.get("result")
         if not result:
             continue
-        result["budgets"] = judge(result, budgets)
+        mnha = bool(doc.get("labs", {}).get(case.get("lab"), {}).get("mnha"))
+        result["budgets"] = judge(result, with_tcp_defaults(budgets, mnha) if result.get("tcp") else budgets)
         lines = violations(result)
         if lines and case.get("status") == "passed":
             case["status"] = "failed"

@@ -3,7 +3,7 @@
 `eventrun.run_event` builds it (`eventverdict.analyse`), the CLI prints it, `eventverdict.junit` / `.plot` and the JSON
 writers read it. `to_json()` gives the documented JSON form (docs/events.md: same keys, same order
 as always; the optional parts `daemon_crash`, `flows_moved_on_restore`,
-`flows_moved_on_restore_ideal_max` and `budgets` only when they apply), `from_json()` reads it back
+`flows_moved_on_restore_ideal_max`, `budgets` and `tcp` only when they apply), `from_json()` reads it back
 with validation. The receivers' and senders' own reports (`forward`, `reverse`, `senders`) are the
 traffic generator's format (dataplane.traffic), kept as they are.
 """
@@ -19,7 +19,7 @@ from ..model.diagnostics import LabError
 from . import budgets as budgetsmod
 
 DAEMON_RETURN_S = 5.0  # daemon-crash passes only if the daemon runs again within this
-OPTIONAL = ("daemon_crash", "flows_moved_on_restore", "flows_moved_on_restore_ideal_max", "budgets", "checks")
+OPTIONAL = ("daemon_crash", "flows_moved_on_restore", "flows_moved_on_restore_ideal_max", "budgets", "checks", "tcp")
 
 
 class _Model(BaseModel):
@@ -84,6 +84,39 @@ class DaemonCrash(_Model):
     returned: bool = False
 
 
+class TcpStall(_Model):
+    source: str  # the connection's client address
+    gap_ms: float
+    at_s: float | None  # where the gap started, seconds from the event
+    outcome: str
+
+
+class TcpFigures(_Model):
+    """The long-lived TCP connections run beside the UDP flows (`--tcp`): per outcome how many."""
+
+    connections: int
+    completed: int  # open and answering to the end
+    reset: int
+    failed: int  # never established after the retries
+    timed_out: int  # a request unanswered for the client's timeout
+    stuck: int  # open at the end but unanswered since (after waiting for them)
+    retried: int  # connection attempts after a failed one
+    longest_gap_ms: float  # the longest time between two answers of one connection
+    stalled: int  # connections with a gap longer than stall_ms
+    stall_ms: float
+    interval_ms: float  # a request on each connection this often
+    carried_before: dict[str, int]  # SRX -> connections it carried before the event
+    stalls: list[TcpStall]  # the longest gaps (at most 10)
+
+    def line(self) -> str:
+        """One line for the terminal."""
+        carried = ", ".join(f"{srx} {n}" for srx, n in self.carried_before.items() if n) or "none seen"
+        return (f"TCP {self.connections} connections: {self.completed} completed, {self.reset} reset, "
+                f"{self.failed} failed, {self.timed_out} timed out, {self.stuck} stuck, {self.retried} retried; "
+                f"longest gap {self.longest_gap_ms:.0f} ms, {self.stalled} over {self.stall_ms:.0f} ms "
+                f"(carried before: {carried})")
+
+
 class BudgetVerdict(_Model):
     metric: str
     limit: float
@@ -134,6 +167,7 @@ class EventResult(_Model):
     flows_moved_on_restore_ideal_max: int | None = None
     budgets: list[BudgetVerdict] | None = None
     checks: list[Check] | None = None  # what the runner checked before (and after) the event
+    tcp: TcpFigures | None = None  # with --tcp: the long-lived TCP connections beside the flows
 
     @property
     def status(self) -> Literal["passed", "failed"]:

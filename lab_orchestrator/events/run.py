@@ -6,7 +6,8 @@ event is injected, restored when it is a lasting one, and the traffic runs on un
 had time to recover. Per flow: packets lost, loss-derived convergence (lost / per-flow rate, RFC
 6412's packet-loss duration), longest gap. Which SRX carried each flow comes from the SRXs
 themselves (conntrack packet counters, before and after the event); the delivered rate per SRX over
-time comes from the MX's per-SRX counters.
+time comes from the MX's per-SRX counters. With `--tcp`, long-lived TCP connections run beside the
+flows through the same path (`tcp`), and their outcomes join the verdict through budgets.
 """
 
 from __future__ import annotations
@@ -18,14 +19,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..model.diagnostics import LabError
 from ..plan import trafficsetup
 from ..plan.pipeline import LabPlan
 from ..plan.trafficsetup import endpoints
 from ..runtime import bgpready, ops
 from ..runtime.state import LabState
 from . import baseline, sessions
+from . import budgets as budgetsmod
 from . import catalog as eventsmod
-from .result import DAEMON_RETURN_S, CaseError, Check, DaemonCrash, EventError, EventResult
+from . import tcp as tcpmod
+from .result import DAEMON_RETURN_S, CaseError, Check, DaemonCrash, EventError, EventResult, TcpFigures
 from .verdict import analyse
 from .watch import (
     Sampler,
@@ -45,6 +49,7 @@ MAX_EXTRA_S = 30.0
 ON_SCHEDULE = "senders on schedule"  # the check after the event: a failure makes the case an error
 READY_S = 10.0  # before an event: selector members in their tables, MNHA pairs in step
 BGP_WHOLE_S = 20.0  # before an event: every BGP session up and no BIRD still in graceful-restart recovery
+TCP_SERVER_S = 600.0  # the TCP echo server's own bound (stopped with the event)
 LASTING = {"srx-link-failure", "srx-link-blackhole", "srx-power-off", "mnha-pair-power-off", "nexthop-delete",
            "srd-link-failure"}
 
@@ -80,6 +85,7 @@ class TrafficSpec:
     realtime: bool = True  # senders SCHED_FIFO (keeps their schedule when the machine is busy)
     sender_cpu: int | None = None  # pin both senders to this CPU (with realtime: the other CPUs stay free)
     baseline: float = baseline.BASELINE_S  # seconds of the traffic judged before the event (0: none)
+    tcp: int = 0  # long-lived TCP connections beside the flows (0: none; `lab events run --tcp`)
 
 
 def default_target(plan: LabPlan, event: eventsmod.EventKind) -> str:
@@ -112,12 +118,28 @@ def run_event(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target
     """Check the preconditions, run EVENT on TARGET under the traffic of SPEC and judge it. A case
     whose preconditions failed, or whose session tables could not be read, raises `CaseError`.
     BEFORE_TRAFFIC is called once the preconditions hold, just before the event's traffic starts
-    (a capture started earlier would record the baseline's packets too)."""
+    (a capture started earlier would record the baseline's packets too). With SPEC.tcp, that many
+    long-lived TCP connections run beside the flows (`tcp`), in the baseline too, and the result
+    carries their figures, judged against the default TCP budgets (`budgets.with_tcp_defaults`)."""
+    load = tcpmod.TcpLoad(plan, spec.tcp).serve(TCP_SERVER_S) if spec.tcp else None
+    try:
+        result = _checked_run(state, plan, event, target, spec, progress, daemon, injector, before_traffic, load)
+    finally:
+        if load is not None:
+            load.close()
+    if spec.tcp:
+        result.judge(budgetsmod.with_tcp_defaults([], mnha=bool(plan.mnha)))
+    return result
+
+
+def _checked_run(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target: str, spec: TrafficSpec,
+                 progress: Progress, daemon: str | None, injector: Injector | None,
+                 before_traffic: Callable[[], None] | None, tcp: tcpmod.TcpLoad | None) -> EventResult:
     taken_out = event.name == "nexthop-add" and target not in state.down_nodes
     if taken_out:
         ops.power_off(state, plan, target)  # out of service first: the event puts it (back) in
         time.sleep(1.0)
-    checks = preconditions(state, plan, spec, progress)
+    checks = preconditions(state, plan, spec, progress, tcp)
     failed = [c for c in checks if not c.ok]
     if failed:
         if taken_out:
@@ -128,7 +150,7 @@ def run_event(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target
     if before_traffic is not None:
         before_traffic()
     try:
-        result = _run(state, plan, event, target, spec, progress, daemon, injector or Injector())
+        result = _run(state, plan, event, target, spec, progress, daemon, injector or Injector(), tcp)
     except sessions.ReadError as exc:
         raise CaseError(EventError(event=event.name, title=event.title, target=target, flows=spec.flows,
                                    rate=spec.rate, checks=checks, error=f"cannot judge the event: {exc}")) from None
@@ -146,10 +168,12 @@ def run_event(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target
     return result
 
 
-def preconditions(state: LabState, plan: LabPlan, spec: TrafficSpec, progress: Progress) -> list[Check]:
+def preconditions(state: LabState, plan: LabPlan, spec: TrafficSpec, progress: Progress,
+                  tcp: tcpmod.TcpLoad | None = None) -> list[Check]:
     """What must hold before an event is injected, each checked and recorded: every selector member
     with an SRX in service in every MX's table, BGP whole, the MNHA pairs in step, and the event's
-    traffic carried loss-free and on schedule for a baseline period (only once the rest holds)."""
+    traffic carried loss-free and on schedule for a baseline period (only once the rest holds); with
+    TCP, its connections established and answering during that baseline."""
     checks = []
     waiting = wait_selectors_ready(state, plan, timeout=READY_S)
     checks.append(Check(name="selectors ready", ok=not waiting,
@@ -165,6 +189,9 @@ def preconditions(state: LabState, plan: LabPlan, spec: TrafficSpec, progress: P
                             detail=f"MNHA pairs not in step after {READY_S:.0f} s: {'; '.join(unsynced[:4])}"
                             if unsynced else "every pair in service hears its peer, roles settled"))
     if spec.baseline > 0 and all(c.ok for c in checks):
+        tcp_seconds = max(spec.baseline, tcpmod.BASELINE_MIN_S)
+        if tcp is not None:
+            tcp.start(tcp_seconds)
         carried = baseline.measure(plan, spec.flows, spec.rate, spec.sizes, spec.baseline, spec.realtime,
                                    spec.sender_cpu, spec.reverse)
         why = baseline.judge(carried)
@@ -173,11 +200,25 @@ def preconditions(state: LabState, plan: LabPlan, spec: TrafficSpec, progress: P
                             f"{spec.baseline:g} s of the event's traffic delivered whole and on schedule"))
         if why:
             progress(f"baseline: {'; '.join(why)}")
+        if tcp is not None:
+            checks.append(_tcp_baseline(tcp, tcp_seconds, progress))
     return checks
 
 
+def _tcp_baseline(tcp: tcpmod.TcpLoad, seconds: float, progress: Progress) -> Check:
+    """The baseline's TCP connections: every one established and answering to its end."""
+    try:
+        report = tcp.wait(tcp.opening_s + seconds + 30)
+    except LabError as exc:
+        return Check(name="TCP baseline answered", ok=False, detail=str(exc))
+    why = tcpmod.judge_baseline(report)
+    if why:
+        progress(f"TCP baseline: {'; '.join(why)}")
+    return Check(name="TCP baseline answered", ok=not why, detail=tcpmod.baseline_detail(report, why))
+
+
 def _run(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target: str, spec: TrafficSpec,
-         progress: Progress, daemon: str | None, injector: Injector) -> EventResult:
+         progress: Progress, daemon: str | None, injector: Injector, tcp: tcpmod.TcpLoad | None) -> EventResult:
     ends = endpoints(plan)
     per_flow = spec.rate / spec.flows
     lasting = event.name in LASTING
@@ -199,7 +240,12 @@ def _run(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target: str
     watcher = TableWatcher(selector_status_files(state, plan)).start()
     rx_f = tx_f = rx_r = tx_r = None
     marks: dict[str, float] = {}
+    tcp_report: dict[str, Any] | None = None
+    tcp_before: dict[str, int] = {}
     try:
+        if tcp is not None:  # opened first: every connection is established before the event
+            tcp_open = time.monotonic() + tcp.opening_s + 1.0
+            tcp.start(total)
         rx_f = setup.rx_forward.spawn().wait_ready()
         rx_r = setup.rx_reverse.spawn().wait_ready() if setup.rx_reverse else None
         tx_f = setup.tx_forward.spawn().wait_ready()
@@ -208,6 +254,9 @@ def _run(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target: str
         time.sleep(max(0.0, spec.warmup - 0.8))
         keys = {(f.src, f.sport) for f in flows}
         before = carriers(plan, keys=keys)
+        if tcp is not None:
+            time.sleep(max(0.0, tcp_open - time.monotonic()))
+            tcp_before = tcpmod.carried(plan, tcp.port)
         crash: dict[str, Any] = {}
         involved: set[str] | None = None
         if event.name == "daemon-crash":
@@ -233,6 +282,8 @@ def _run(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target: str
         time.sleep(0.3)
         report_f = rx_f.stop(sent=sent_f)
         report_r = rx_r.stop(sent=sent_r) if rx_r else None
+        if tcp is not None:
+            tcp_report = tcp.stop()
     except BaseException:
         for child in (tx_f, tx_r, rx_f, rx_r):
             if child is not None:
@@ -274,6 +325,8 @@ def _run(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target: str
                            detail="every member in service back in every selector table, no change for 2 s"
                            if settled else f"the selector tables did not settle within {MAX_EXTRA_S - 5:.0f} s "
                            "after the event: the carriers after it were read on an unsettled lab")]
+    if tcp_report is not None:
+        result.tcp = TcpFigures.model_validate(tcpmod.figures(tcp_report, tcp_before, marks.get("event")))
     if during:
         result.flows_moved_on_restore = len(moved_back)
         result.flows_moved_on_restore_ideal_max = round(len(flows) / max(1, len(set(after.values()))))

@@ -120,6 +120,16 @@ def udp_counts(tables: dict[str, list[Session]]) -> dict[tuple[str, int], dict[s
     return counts
 
 
+def tcp_counts(tables: dict[str, list[Session]], port: int) -> dict[tuple[str, int], dict[str, int]]:
+    """(source address, source port) -> {node: packets} of the TCP sessions to PORT of each node's TABLE."""
+    counts: dict[tuple[str, int], dict[str, int]] = {}
+    for node, table in tables.items():
+        for s in table:
+            if s.protocol == "tcp" and s.destination_port == port:
+                counts.setdefault((s.source, s.source_port), {})[node] = s.packets
+    return counts
+
+
 def growth_carriers(first: dict[tuple[str, int], dict[str, int]],
                     second: dict[tuple[str, int], dict[str, int]]) -> dict[tuple[str, int], str]:
     """Per flow, its `carrier` between two readings (`udp_counts`); a flow whose counters grew

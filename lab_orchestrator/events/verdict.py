@@ -180,7 +180,8 @@ def junit(results: list[EventResult | EventError], lab: str) -> str:
         body = f'<failure message={quoteattr("; ".join(why))}/>' if why else ""
         out = escape(json.dumps({"convergence_ms": r.convergence_ms.model_dump(), "affected_flows": r.affected_flows,
                                  "flows_moved": r.flows_moved, "flows_moved_ideal": r.flows_moved_ideal,
-                                 "longest_gap_ms": r.longest_gap_ms, "checks": checks}))
+                                 "longest_gap_ms": r.longest_gap_ms, "checks": checks,
+                                 **({"tcp": r.tcp.model_dump(exclude={"stalls"})} if r.tcp else {})}))
         cases.append(f'  <testcase classname="lab.{lab}" name={name} time="{r.convergence_ms.max / 1000:.3f}">'
                      f"{body}<system-out>{out}</system-out></testcase>")
     return (f'<?xml version="1.0" encoding="UTF-8"?>\n<testsuite name="lab events {lab}" tests="{len(results)}" '

@@ -9,7 +9,8 @@ The document (what `lab report --json` writes; ``SCHEMA`` = 1)::
     {"schema": 1, "plan": {"name", "file", "description", "traffic": {flows, rate_per_flow, sizes, ...}},
      "command": "lab report ...", "started": ISO-8601, "finished": ISO-8601, "duration_s": float,
      "machine": {...}, "version": {"lab": "0.1.0", "git": "abc1234"},
-     "labs": {NAME: {"topology": FILE, "use_case": "sfw", "load_balancing": "...", "graph_svg": "<svg ...>"}},
+     "labs": {NAME: {"topology": FILE, "use_case": "sfw", "load_balancing": "...", "graph_svg": "<svg ...>",
+                     "mnha": bool}},
      "cases": [{"id": "t1/srx-power-off", "lab": "t1", "event": "srx-power-off", "target": "srx1",
                 "status": "passed" | "failed" | "error", "error": str | null, "started": ISO-8601,
                 "duration_s": float, "result": {... one event of `lab events run --json` ...},
@@ -28,6 +29,7 @@ SCHEMA = 1
 COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f")
 
 Doc = dict[str, Any]
+TCP_KEYS = ("connections", "completed", "reset", "failed", "timed_out", "stuck", "retried", "longest_gap_ms")
 Case = dict[str, Any]
 
 
@@ -52,6 +54,7 @@ def figures(case: Case) -> dict[str, Any]:
         "sender_max_lag_ms": max((float(v.get("max_lag_ms") or 0) for v in (r.get("senders") or {}).values()),
                                  default=None),
         "sender_max_lag_from_event_s": _worst_lag_when(r),
+        **({f"tcp_{k}": r["tcp"][k] for k in TCP_KEYS} if r.get("tcp") else {}),  # run with --tcp
     }
 
 
@@ -67,9 +70,8 @@ def _worst_lag_when(r: dict[str, Any]) -> float | None:
 
 def summary(doc: Doc) -> dict[str, int]:
     cases = doc.get("cases", [])
-    return {"cases": len(cases), "passed": sum(1 for c in cases if c.get("status") == "passed"),
-            "failed": sum(1 for c in cases if c.get("status") == "failed"),
-            "errors": sum(1 for c in cases if c.get("status") == "error"),
+    count = {s: sum(1 for c in cases if c.get("status") == s) for s in ("passed", "failed", "error")}
+    return {"cases": len(cases), "passed": count["passed"], "failed": count["failed"], "errors": count["error"],
             "capture_flagged": sum(1 for c in cases if (c.get("capture") or {}).get("flagged"))}
 
 
@@ -85,13 +87,9 @@ def _events_in_order(doc: Doc) -> list[str]:
 
 
 def _num(value: Any, digits: int = 1) -> str:
-    if value is None:
-        return "–"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, int):
-        return str(value)
-    return f"{value:.{digits}f}"
+    if value is None or isinstance(value, bool):
+        return "–" if value is None else "yes" if value else "no"
+    return str(value) if isinstance(value, int) else f"{value:.{digits}f}"
 
 
 def _anchor(case: Case) -> str:
@@ -338,6 +336,8 @@ def _case_html(doc: Doc, case: Case) -> str:
                 if f["sender_max_lag_from_event_s"] is not None else "")
              + " (a packet due during an outage but sent late, after it, is not lost)"),
             ("case duration", f"{_num(case.get('duration_s'))} s"),
+            *([("long-lived TCP connections", ", ".join(f"{k.replace('_', ' ')} {_num(f['tcp_' + k])}" for k in
+                                                       TCP_KEYS))] if r.get("tcp") else []),
         ]))
         parts.append("<div class='charts'><div><h3>Delivered pps per SRX</h3>" + timeline_svg(r) + "</div>")
         conv = convergence_values(r)

@@ -172,7 +172,8 @@ def run_case(case: Case, traffic: TrafficParams, capture: bool, workdir: Path,
                                     settle=traffic.settle, down_time=traffic.down_time, receiver=traffic.receiver,
                                     baseline=traffic.baseline,
                                     realtime=traffic.realtime if realtime is None else realtime,
-                                    sender_cpu=traffic.sender_cpu if cpu is None else cpu)
+                                    sender_cpu=traffic.sender_cpu if cpu is None else cpu,
+                                    tcp=traffic.tcp_connections)
         def start_captures() -> None:  # after the baseline: its packets are not the event's
             ends = trafficsetup.endpoints(lab.plan())
             caps.append(capmod.Dumpcap(ends.server_ns, ends.server_iface, workdir / f"{case.index}-fwd.pcap").start())
@@ -186,7 +187,7 @@ def run_case(case: Case, traffic: TrafficParams, capture: bool, workdir: Path,
         if capture:
             record["capture"] = _captured(caps, record["result"], traffic)
             caps = []
-        record["status"] = "passed" if result.passed and not (record["capture"] or {}).get("flagged") \
+        record["status"] = "passed" if result.status == "passed" and not (record["capture"] or {}).get("flagged") \
             else "failed"
     except (KeyboardInterrupt, SystemExit):
         raise
@@ -263,6 +264,7 @@ def run_plan(loaded: LoadedPlan, cases: list[Case], traffic: TrafficParams, outp
                 doc["labs"][lab] = {"topology": _shown_path(file), "use_case": lab_cases[0].use_case,
                                     "load_balancing": lab_cases[0].load_balancing, "graph_svg": graph_svg(file)}
                 with _lab(lab, file, doc["labs"][lab], on_step) as rebuild:
+                    doc["labs"][lab]["mnha"] = _has_mnha(lab)
                     if calibrate:
                         traffic = _calibrated(lab, traffic, doc, on_step)
                         calibrate = False
@@ -297,6 +299,12 @@ def _calibrated(lab: str, traffic: TrafficParams, doc: dict[str, Any],
     doc["plan"]["traffic"] = {**chosen.model_dump(), "rate": chosen.rate, "resolution_ms": chosen.resolution_ms,
                               "chosen_by": "calibration", "calibration": choice.to_json()}
     return chosen
+
+
+def _has_mnha(lab: str) -> bool:
+    from .. import api
+
+    return api.pick(lab).has_mnha()
 
 
 @contextlib.contextmanager

@@ -68,6 +68,8 @@ class TrafficParams(_Strict):
     # they fell 120-160 ms behind their schedule even at 10000 pps (docs/report.md); SENDER_CPU pins them.
     realtime: bool = True
     sender_cpu: int | None = Field(default=None, ge=0, le=1023)
+    # long-lived TCP connections beside the flows of every case (0: none; docs/events.md, `--tcp`)
+    tcp_connections: int = Field(default=0, ge=0, le=60000)
 
     @property
     def rate(self) -> float:

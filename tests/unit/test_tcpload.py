@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 import threading
+import time
 from ipaddress import IPv4Network
 
 from dataplane.traffic import tcpload
@@ -48,3 +50,34 @@ def test_refused_connections_are_retried_then_failed() -> None:
                          concurrency=10, timeout=1, retries=1, retry_after=0.1)
     assert result["completed"] == 0 and result["failed"] == result["started"] > 0, result
     assert result["retried"] == result["started"], json.dumps(result)
+
+
+def test_a_stopped_run_reports_at_once_when_every_connection_answers() -> None:
+    server = _server(18734, 10)
+    began = time.monotonic()
+    try:
+        result = tcpload.long_lived(IPv4Network("127.1.0.0/28"), 10, ("127.0.0.9", 18734), interval=0.05,
+                                    seconds=30, timeout=5, stall=1, open_rate=1000, retries=0, retry_after=1,
+                                    connect_timeout=2, stop=lambda: time.monotonic() - began > 0.5, drain=5)
+    finally:
+        server.terminate()
+        server.wait(5)
+    assert time.monotonic() - began < 3, "the stop ended the 30 s run"
+    assert (result["completed"], result["silent_at_end"]) == (10, 0), result
+    assert float(result["started_at"]) < float(result["ended_at"])  # type: ignore[arg-type]
+
+
+def test_a_stopped_run_waits_its_drain_for_a_silent_connection_then_calls_it_silent() -> None:
+    # a server that accepts but never answers: no connection answers after the stop
+    listener = socket.socket()
+    listener.bind(("127.0.0.9", 18735))
+    listener.listen(16)
+    began = time.monotonic()
+    try:
+        result = tcpload.long_lived(IPv4Network("127.1.0.0/29"), 4, ("127.0.0.9", 18735), interval=0.05,
+                                    seconds=30, timeout=20, stall=0.5, open_rate=1000, retries=0, retry_after=1,
+                                    connect_timeout=2, stop=lambda: time.monotonic() - began > 0.3, drain=1.0)
+    finally:
+        listener.close()
+    assert 1.2 <= time.monotonic() - began < 3, "waited the drain, not more"
+    assert (result["completed"], result["silent_at_end"]) == (4, 4), result

@@ -121,7 +121,11 @@ def run_event(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target
     (a capture started earlier would record the baseline's packets too). With SPEC.tcp, that many
     long-lived TCP connections run beside the flows (`tcp`), in the baseline too, and the result
     carries their figures, judged against the default TCP budgets (`budgets.with_tcp_defaults`)."""
-    load = tcpmod.TcpLoad(plan, spec.tcp).serve(TCP_SERVER_S) if spec.tcp else None
+    try:
+        load = tcpmod.TcpLoad(plan, spec.tcp).serve(TCP_SERVER_S) if spec.tcp else None
+    except LabError as exc:
+        raise CaseError(EventError(event=event.name, title=event.title, target=target, flows=spec.flows,
+                                   rate=spec.rate, error=f"the TCP connections cannot run: {exc}")) from None
     try:
         result = _checked_run(state, plan, event, target, spec, progress, daemon, injector, before_traffic, load)
     finally:

@@ -129,9 +129,12 @@ def power_off(state: LabState, plan: LabPlan, node: str) -> None:
     if node in state.down_nodes:
         raise LabError(f"{node} is already powered off")
     namespaces = _node_plan(plan, node)
-    stop_processes(state, node, kill=True)
+    # A box that loses power drops carrier before anything it runs can say goodbye: links first, so the
+    # neighbours detect the failure by carrier loss, never by a BGP session closed by a dying daemon.
     for ns in namespaces:
         set_links(ns, up=False)
+    stop_processes(state, node, kill=True)
+    for ns in namespaces:
         forget_node_state(ns)
     state.down_nodes.append(node)
     state.save()

@@ -321,16 +321,26 @@ def read_map(elements: Iterable[tuple[int, int]], buckets: int, name_of: Mapping
 
 
 def pick_hop(hops: Sequence[Hop], dev_up: Mapping[str, bool], routed: Iterable[str],
-             everywhere: set[str] | None = None) -> Hop | None:
+             everywhere: set[str] | None = None, current: str | None = None) -> Hop | None:
     """The SRX of the pair that carries a real-service on a side: the first, in pair order, whose
     link is up and whose next hop BGP has in the route to the real-service address (an SRX that
     lost activeness prepends 3x and leaves that route), preferring one that is so on every side
     (EVERYWHERE: see `routed_everywhere`); without such a route, the first with its link up (a
-    link going down is acted on at once, before BGP)."""
+    link going down is acted on at once, before BGP).
+
+    When the sides disagree (EVERYWHERE empty: each side's route has another SRX), the hop in use
+    (CURRENT, a next hop) is kept while its link is up. With the A/B prepends the route holds the
+    best path only: an A node whose links came back is in the trust route as soon as its trust
+    session is up, while its untrust session is not yet and it has no route to the servers. Moving
+    one side at that moment would send that direction to a node that drops it."""
     via = set(routed)
     up = [h for h in hops if dev_up.get(h.dev, False)]
     preferred = [h for h in up if h.nexthop in via]
     both = [h for h in preferred if everywhere is None or h.node in everywhere]
+    if everywhere is not None and not both:
+        kept = [h for h in up if h.nexthop == current]
+        if kept:
+            return kept[0]
     chosen = both or preferred or up
     return chosen[0] if chosen else None
 

@@ -223,7 +223,8 @@ class Daemon(SelectorCore):
                 everywhere = routed_everywhere(
                     m.name, {other: self.member_cfg[(other, m.name)].hops for other in self.route_hops
                              if (other, m.name) in self.member_cfg}, self.dev_up, self.route_hops)
-                hop = pick_hop(m.hops, self.dev_up[side], self.route_hops[side].get(m.name, set()), everywhere)
+                hop = pick_hop(m.hops, self.dev_up[side], self.route_hops[side].get(m.name, set()), everywhere,
+                               self.chosen[side].get(m.name))
                 if hop is None or self.chosen[side].get(m.name) == hop.nexthop:
                     continue
                 oif = ipr.link_lookup(ifname=hop.dev)

@@ -431,6 +431,33 @@ def test_a_pair_returns_to_the_node_routed_on_both_sides() -> None:
     assert routed_everywhere("P", sides, up, {"trust": {}, "untrust": {}}) is None, "no route yet: no preference"
 
 
+def test_a_pair_stays_on_its_b_node_until_the_a_node_is_routed_both_ways() -> None:
+    """The A/B prepends: each side's route holds the best path only. srx1 (A) comes back; its trust
+    session is up first, so the trust route is via srx1 while the untrust one is still via srx2 (B).
+    The pair stays on srx2 on both sides (srx1 has no route to the servers yet) until srx1 is in the
+    untrust route too; a side whose hop in use lost its link moves at once."""
+    sides = {"trust": HOPS, "untrust": [Hop(node="srx1", dev="ae11", nexthop="10.1.0.1"),
+                                       Hop(node="srx2", dev="ae12", nexthop="10.1.0.3")]}
+    up = {"trust": {"ae1": True, "ae2": True}, "untrust": {"ae11": True, "ae12": True}}
+    routes = {"trust": {"P": {"10.0.0.1"}}, "untrust": {"P": {"10.1.0.3"}}}
+    both = routed_everywhere("P", sides, up, routes)
+    assert both == set()
+    trust = pick_hop(sides["trust"], up["trust"], routes["trust"]["P"], both, current="10.0.0.3")
+    untrust = pick_hop(sides["untrust"], up["untrust"], routes["untrust"]["P"], both, current="10.1.0.3")
+    assert (trust.node, untrust.node) == ("srx2", "srx2")  # type: ignore[union-attr]
+    routes["untrust"]["P"] = {"10.1.0.1"}
+    both = routed_everywhere("P", sides, up, routes)
+    assert both == {"srx1"}
+    trust = pick_hop(sides["trust"], up["trust"], routes["trust"]["P"], both, current="10.0.0.3")
+    untrust = pick_hop(sides["untrust"], up["untrust"], routes["untrust"]["P"], both, current="10.1.0.3")
+    assert (trust.node, untrust.node) == ("srx1", "srx1")  # type: ignore[union-attr]
+    # sides disagree and the hop in use has no link: the routed node of this side, not a dead link
+    up["trust"]["ae2"] = False
+    routes["untrust"]["P"] = {"10.1.0.3"}
+    both = routed_everywhere("P", sides, up, routes)
+    assert pick_hop(sides["trust"], up["trust"], routes["trust"]["P"], both, current="10.0.0.3").node == "srx1"  # type: ignore[union-attr]
+
+
 # ------------------------------------------------------------ members arriving one by one, and `lab up`
 def test_srxs_routed_after_the_gate_opened_join_the_table_late_and_lab_up_waits_for_them() -> None:
     """Start-up with one SRX's BGP much earlier than the others' (a slow machine): the gate opens on

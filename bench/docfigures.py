@@ -225,7 +225,7 @@ def render_ci_budgets(doc: dict[str, Any], indent: str = "") -> str:
 
 # --------------------------------------------------------------------------- events.md CGNAT table
 CGNAT_LABS = {"topology1-cgnat": "ECMP CHASH", "topology2-cgnat": "dual MX, SRD, MNHA pairs, CHASH",
-              "topology3-cgnat": "TLB, MNHA pairs", "topology4-cgnat": "dual MX, SRD, TLB, MNHA pairs"}
+              "topology3-cgnat": "TLB, MNHA pairs", "topology4-cgnat": "dual MX without SRD, TLB, MNHA pairs"}
 
 
 def render_events_cgnat(kept: dict[str, dict[str, Any]]) -> str:

@@ -1,4 +1,4 @@
-"""Supervision on topology4 (dual MX with SRD, TLB with its health monitor, two MNHA pairs, SSH):
+"""Supervision on topology4 (dual MX, both forwarding, TLB with its health monitor, two MNHA pairs, SSH):
 kill -9 of each daemon kind under two-way traffic (`lab events run -e daemon-crash`): it is running
 again within a few seconds, and flows its node does not carry lose nothing; a daemon stopped on
 purpose (power off) stays down; `lab status` says not ready while a daemon waits out its backoff."""
@@ -55,13 +55,13 @@ def wait_ready(timeout: float = 20.0) -> dict[str, object]:
 
 
 # (node, daemon): every daemon kind of the lab. Flows an SRX does not carry must lose nothing; a crash on
-# the SRD master or a gateway carries every flow (judged by recovery); the lab-wide SSH server carries none.
+# an MX (both forward: the gateways spread flows over them) or a gateway carries every flow (judged by recovery); the lab-wide SSH server carries none.
 # (Not the lab-wide health-check responder: it answers the TLB probes of every SRX at once, so its crash
 # fails every real-service's probes together and the monitor may take them all down: a lab artifact.)
 CRASHES = [
     ("srx1", "bird"), ("srx1", "mnhad"), ("srx1", "conntrackd"),
-    ("mx1", "bird-trust-vr"), ("mx1", "mxlb"), ("mx1", "healthd"), ("mx1", "srdd"),
-    ("mx2", "srdd"), ("gw-trust", "bird"), ("_lab", "sshd"),
+    ("mx1", "bird-trust-vr"), ("mx1", "mxlb"), ("mx1", "healthd"),
+    ("mx2", "bird-untrust-vr"), ("gw-trust", "bird"), ("_lab", "sshd"),
 ]
 
 

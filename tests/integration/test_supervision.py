@@ -55,7 +55,8 @@ def wait_ready(timeout: float = 20.0) -> dict[str, object]:
 
 
 # (node, daemon): every daemon kind of the lab. Flows an SRX does not carry must lose nothing; a crash on
-# an MX (both forward: the gateways spread flows over them) or a gateway carries every flow (judged by recovery); the lab-wide SSH server carries none.
+# an MX (both forward: the gateways spread flows over them) or a gateway carries every flow (judged by
+# recovery); the lab-wide SSH server carries none.
 # (Not the lab-wide health-check responder: it answers the TLB probes of every SRX at once, so its crash
 # fails every real-service's probes together and the monitor may take them all down: a lab artifact.)
 CRASHES = [

@@ -27,7 +27,12 @@ def generate(name: str, description: str, n_srx: int, dual_mx: bool, mnha: bool,
     if n_nodes > 253:  # more than a /24 of management addresses: the default subnet is a /24
         prefixlen = 32 - (n_nodes + 2).bit_length()
         out += ["addressing:", f"  mgmt: 198.19.{256 - 2 ** (24 - prefixlen)}.0/{prefixlen}"]
-    out += ["services:", f"  load_balancing: {lb}", f"  use_case: {use_case}", "",
+    out += ["services:", f"  load_balancing: {lb}", f"  use_case: {use_case}"]
+    if dual_mx and not srd:
+        out += ["  # both MXs forward at once: a returning real-service takes back its own buckets, so each MX's table",
+                "  # is a function of the real-services in service and the two agree after any restore or MX reboot",
+                "  restore_policy: keep-buckets"]
+    out += ["",
            "nodes:", "  client: {kind: host, prefixes: [100.64.0.0/16]}",
            "  gw-trust: {kind: ios-router, bgp: {as: 65010}}"]
     for i, mx in enumerate(mxs):

@@ -474,6 +474,13 @@ class Lab:
             return baseline.traffic(None, None, baseline.calibrate(self.plan(), sizes, realtime, progress=progress))
         return baseline.traffic(flows, rate)
 
+    def traffic_families(self, family: str | None = None) -> list[int]:
+        """The IP families an events run sends on this lab: FAMILY "4", "6" or "both"; None: both
+        on a dual-stack lab, 4 otherwise (`trafficsetup.families`)."""
+        from ..plan import trafficsetup
+
+        return trafficsetup.families(self.plan(), family)
+
     def run_event(self, event: str, target: str, spec: TrafficSpec,
                   progress: Callable[[str], None] = lambda _: None, daemon: str | None = None,
                   before_traffic: Callable[[], None] | None = None) -> EventResult:

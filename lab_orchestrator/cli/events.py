@@ -6,7 +6,7 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.table import Table
@@ -87,6 +87,9 @@ def events_run(
     baseline: float = typer.Option(1.0, "--baseline", help="Seconds of the event's traffic that must arrive "
                                    "whole and on schedule before each event (0: no check); if not, the case is "
                                    "an error (exit 3), not a failed event."),
+    family: str | None = typer.Option(None, "--family", help="IP families of the flows: 4, 6 or both (default: "
+                                      "both on a dual-stack lab, 4 otherwise). With both, half the flows of each "
+                                      "family at half the rate, side by side; each family is judged on its own."),
     budget: list[str] = typer.Option([], "--budget", help="Budget [EVENT:]METRIC=LIMIT (repeatable), e.g. "
                                      "srx-power-off:convergence_ms=300; metrics: convergence_ms, unaffected_loss, "
                                      "longest_gap_ms, flows_moved_excess; with --tcp also tcp_reset_pct, tcp_reset, "
@@ -114,6 +117,8 @@ def events_run(
         budgets = budgetsmod.collect(max_convergence_ms, max_unaffected_loss, budget, set(eventsmod.BY_NAME))
         if not tcp and any(b.metric.startswith("tcp_") for b in budgets):
             raise budgetsmod.BudgetError("a tcp_* budget needs --tcp (the TCP connections it judges)")
+        if family not in (None, "4", "6", "both"):
+            raise LabError(f"--family {family}: give 4, 6 or both")
         started = time.monotonic()
         results: list[EventResult | EventError] = []
 
@@ -126,11 +131,13 @@ def events_run(
             names = running.event_names(event)
             if tcp:
                 budgets = budgetsmod.with_tcp_defaults(budgets, mnha=running.has_mnha())
+            fams = running.traffic_families(family)
             traffic = running.traffic_choice(flows, rate, sizes, realtime, progress=say)
             (err if json_out else out).print(traffic["line"], highlight=False, soft_wrap=True)
             spec = api.traffic_spec(flows=traffic["flows"], rate=traffic["rate"], sizes=sizes, settle=duration,
                                     warmup=warmup, hold=hold, down_time=down_time, realtime=realtime,
-                                    baseline=baseline, tcp=tcp_connections if tcp else 0)
+                                    baseline=baseline, tcp=tcp_connections if tcp else 0,
+                                    family="both" if len(fams) > 1 else str(fams[0]))
             for name in names:
                 node = running.event_target(name, target)
                 result: EventResult | EventError
@@ -149,7 +156,8 @@ def events_run(
                     if not json_out:
                         print_event(result)
                 results.append(result)
-        doc = {"lab": running.name, "traffic": traffic["json"], "events": [r.to_json() for r in results]}
+        doc: dict[str, Any] = {"lab": running.name, "traffic": {**traffic["json"], "families": fams},
+               "events": [r.to_json() for r in results]}
         if json_file:
             write_file(json_file, json.dumps(doc, indent=2) + "\n")
         if junit_file:
@@ -183,14 +191,21 @@ def events_run(
 
 def print_event(r: EventResult) -> None:
     table = Table(title=f"{r.event} on {r.target}: {r.action}", show_header=True)
-    for col in ("flows", "affected", "convergence max / median", "longest gap", "unaffected loss",
-                "moved (ideal)", "recovered"):
+    for col in ("family", "flows", "affected", "convergence max / median", "longest gap", "unaffected loss",
+                "moved (ideal)", "recovered", "verdict"):
         table.add_column(col)
     conv = r.convergence_ms
-    table.add_row(str(r.flows), str(r.affected_flows), f"{conv.max:.1f} / {conv.median:.1f} ms",
+    table.add_row("all" if r.families else "IPv4", str(r.flows), str(r.affected_flows),
+                  f"{conv.max:.1f} / {conv.median:.1f} ms",
                   f"{r.longest_gap_ms:.1f} ms", str(r.packets_lost_by_unaffected_flows),
                   f"{r.flows_moved} ({r.flows_moved_ideal})",
-                  "[green]yes[/]" if r.recovered else "[red]no[/]")
+                  "[green]yes[/]" if r.recovered else "[red]no[/]", "[green]pass[/]" if r.passed else "[red]FAIL[/]")
+    for name, fam in (r.families or {}).items():
+        c = fam.convergence_ms
+        table.add_row(f"IPv{name}", str(fam.flows), str(fam.affected_flows), f"{c.max:.1f} / {c.median:.1f} ms",
+                      f"{fam.longest_gap_ms:.1f} ms", str(fam.packets_lost_by_unaffected_flows), str(fam.flows_moved),
+                      "[green]yes[/]" if fam.recovered else "[red]no[/]",
+                      "[green]pass[/]" if fam.passed else "[red]FAIL[/]")
     out.print(table)
     for line in r.phase_lines():
         out.print(line, highlight=False)

@@ -167,49 +167,50 @@ def choose(results: list[tuple[float, int, list[str]]]) -> Choice:
 
 # --------------------------------------------------------------------------- measuring (a running lab)
 def measure(plan: LabPlan, flows: int, rate: float, sizes: str, seconds: float = BASELINE_S,
-            realtime: bool = True, cpu: int | None = None, reverse: bool = True) -> Carried:
-    """Send FLOWS flows at RATE pps per direction through the lab for SECONDS and count what arrived."""
+            realtime: bool = True, cpu: int | None = None, reverse: bool = True,
+            families: list[int] | None = None) -> Carried:
+    """Send FLOWS flows at RATE pps per direction through the lab for SECONDS and count what arrived.
+    FAMILIES (default IPv4): with IPv6 as well, the flows and the rate are shared between the families
+    (`trafficsetup.by_family`) and each family's directions are judged apart ("forward IPv6", ...)."""
     from ..plan import trafficsetup
 
+    fams = families or [4]
     nat = plan.use_case == "cgnat"
     scratch = tempfile.mkdtemp(prefix="lab-baseline-") if nat and reverse else None
-    setup = trafficsetup.two_way(trafficsetup.endpoints(plan), flows, rate, sizes, seconds, reverse=reverse, nat=nat,
-                                 bindings=trafficsetup.bindings_fifo(scratch) if scratch else None,
-                                 realtime=realtime, cpu=cpu)
-    children: list[Any] = []
+    setups = trafficsetup.by_family(plan, fams, flows, rate, sizes, seconds, reverse=reverse, nat=nat,
+                                    bindings=trafficsetup.bindings_fifo(scratch) if scratch else None,
+                                    realtime=realtime, cpu=cpu)
+    children: dict[tuple[int, str], Any] = {}
+    got: dict[tuple[int, str], dict[str, Any]] = {}
     try:
-        rx_f = setup.rx_forward.spawn()
-        children.append(rx_f)
-        rx_r = setup.rx_reverse.spawn() if setup.rx_reverse else None
-        children.append(rx_r)
-        rx_f.wait_ready()
-        if rx_r:
-            rx_r.wait_ready()
-        tx_f = setup.tx_forward.spawn()
-        children.append(tx_f)
-        tx_f.wait_ready()
-        time.sleep(0.3)  # the forward packets open the sessions the reverse flows need
-        tx_r = setup.tx_reverse.spawn() if setup.tx_reverse else None
-        children.append(tx_r)
-        if tx_r:
-            tx_r.wait_ready()
-        sent_f = tx_f.wait(timeout=seconds * 3 + 10)
-        sent_r = tx_r.wait(timeout=seconds * 3 + 10) if tx_r else None
+        for name in ("rx-forward", "rx-reverse", "tx-forward", "tx-reverse"):
+            for fam, setup in setups.items():
+                job = {n: j for n, _, j in setup.jobs()}.get(name)
+                if job is not None:
+                    children[(fam, name)] = job.spawn()
+                    children[(fam, name)].wait_ready()
+            if name == "tx-forward":
+                time.sleep(0.3)  # the forward packets open the sessions the reverse flows need
+        for key, child in children.items():
+            if key[1].startswith("tx-"):
+                got[key] = child.wait(timeout=seconds * 3 + 10)
         time.sleep(0.2)  # the last packets in flight
-        report_f = rx_f.stop(sent=sent_f)
-        report_r = rx_r.stop(sent=sent_r) if rx_r else None
+        for (fam, name), child in children.items():
+            if name.startswith("rx-"):
+                got[(fam, name)] = child.stop(sent=got.get((fam, name.replace("rx-", "tx-"))))
     except BaseException:
-        for child in children:
-            if child is not None:
-                child.kill()
+        for child in children.values():
+            child.kill()
         raise
     finally:
         if scratch:
             shutil.rmtree(scratch, ignore_errors=True)
     out = Carried(flows, rate, seconds)
-    out.directions["forward"] = _direction(sent_f, report_f, setup.tx_forward.count)
-    if sent_r is not None and report_r is not None and setup.tx_reverse is not None:
-        out.directions["reverse"] = _direction(sent_r, report_r, setup.tx_reverse.count)
+    for fam, setup in setups.items():
+        for name, sender in (("forward", setup.tx_forward), ("reverse", setup.tx_reverse)):
+            sent, report = got.get((fam, f"tx-{name}")), got.get((fam, f"rx-{name}"))
+            if sender is not None and sent is not None and report is not None:
+                out.directions[name + ("" if fam == 4 else f" IPv{fam}")] = _direction(sent, report, sender.count)
     return out
 
 

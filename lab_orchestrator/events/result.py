@@ -19,7 +19,8 @@ from ..model.diagnostics import LabError
 from . import budgets as budgetsmod
 
 DAEMON_RETURN_S = 5.0  # daemon-crash passes only if the daemon runs again within this
-OPTIONAL = ("daemon_crash", "flows_moved_on_restore", "flows_moved_on_restore_ideal_max", "budgets", "checks", "tcp")
+OPTIONAL = ("daemon_crash", "flows_moved_on_restore", "flows_moved_on_restore_ideal_max", "budgets", "checks", "tcp",
+            "families")
 
 
 class _Model(BaseModel):
@@ -135,6 +136,24 @@ class Check(_Model):
     when: Literal["before", "after"] = "before"
 
 
+class FamilyVerdict(_Model):
+    """One IP family's share of an event run with IPv4 and IPv6 flows side by side: its own flows,
+    senders and receivers, judged alone by the same rules (`verdict.analyse`)."""
+
+    family: int
+    flows: int
+    affected_flows: int
+    unaffected_flows: int
+    convergence_ms: Convergence
+    longest_gap_ms: float
+    packets_lost_by_unaffected_flows: int
+    flows_moved: int
+    recovered: bool
+    passed: bool
+    received: int  # both directions
+    lost: int  # both directions, affected flows included
+
+
 class EventResult(_Model):
     event: str
     title: str
@@ -168,6 +187,7 @@ class EventResult(_Model):
     budgets: list[BudgetVerdict] | None = None
     checks: list[Check] | None = None  # what the runner checked before (and after) the event
     tcp: TcpFigures | None = None  # with --tcp: the long-lived TCP connections beside the flows
+    families: dict[str, FamilyVerdict] | None = None  # "4", "6": each family's verdict (IPv6 in the run)
 
     @property
     def status(self) -> Literal["passed", "failed"]:
@@ -217,6 +237,11 @@ class EventResult(_Model):
             why.append("not every flow recovered after the event")
         if self.packets_lost_by_unaffected_flows:
             why.append(f"unaffected flows lost {self.packets_lost_by_unaffected_flows} packets")
+        for name, fam in (self.families or {}).items():
+            if not fam.passed:
+                why.append(f"IPv{name}: " + (f"{fam.packets_lost_by_unaffected_flows} packets lost by unaffected "
+                                             "flows" if fam.packets_lost_by_unaffected_flows else
+                                             "not every flow recovered" if not fam.recovered else "failed"))
         why += [c.detail for c in self.checks or [] if not c.ok]
         if self.daemon_crash and not self.daemon_crash.returned:
             why.append(f"{self.daemon_crash.daemon} was not running again within {DAEMON_RETURN_S:.0f} s")

@@ -22,10 +22,9 @@ from typing import Any
 from ..model.diagnostics import LabError
 from ..plan import trafficsetup
 from ..plan.pipeline import LabPlan
-from ..plan.trafficsetup import endpoints
 from ..runtime import bgpready, ops
 from ..runtime.state import LabState
-from . import baseline, sessions
+from . import baseline, families, sessions
 from . import budgets as budgetsmod
 from . import catalog as eventsmod
 from . import tcp as tcpmod
@@ -86,6 +85,9 @@ class TrafficSpec:
     sender_cpu: int | None = None  # pin both senders to this CPU (with realtime: the other CPUs stay free)
     baseline: float = baseline.BASELINE_S  # seconds of the traffic judged before the event (0: none)
     tcp: int = 0  # long-lived TCP connections beside the flows (0: none; `lab events run --tcp`)
+    # IP families: "4", "6" or "both" (the flows and the rate shared, see `trafficsetup.by_family`);
+    # None: both on a dual-stack lab, 4 otherwise
+    family: str | None = None
 
 
 def default_target(plan: LabPlan, event: eventsmod.EventKind) -> str:
@@ -197,7 +199,7 @@ def preconditions(state: LabState, plan: LabPlan, spec: TrafficSpec, progress: P
         if tcp is not None:
             tcp.start(tcp_seconds)
         carried = baseline.measure(plan, spec.flows, spec.rate, spec.sizes, spec.baseline, spec.realtime,
-                                   spec.sender_cpu, spec.reverse)
+                                   spec.sender_cpu, spec.reverse, trafficsetup.families(plan, spec.family))
         why = baseline.judge(carried)
         checks.append(Check(name="baseline carried", ok=not why,
                             detail=baseline.cannot_carry(carried, why) if why else
@@ -223,7 +225,7 @@ def _tcp_baseline(tcp: tcpmod.TcpLoad, seconds: float, progress: Progress) -> Ch
 
 def _run(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target: str, spec: TrafficSpec,
          progress: Progress, daemon: str | None, injector: Injector, tcp: tcpmod.TcpLoad | None) -> EventResult:
-    ends = endpoints(plan)
+    fams = trafficsetup.families(plan, spec.family)
     per_flow = spec.rate / spec.flows
     lasting = event.name in LASTING
     # The senders run until stopped (bounded by MAX_EXTRA_S): the traffic goes on until the
@@ -235,26 +237,29 @@ def _run(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target: str
     # publishes the bindings on a FIFO and the reverse sender answers them (and follows a re-bind).
     nat = plan.use_case == "cgnat"
     scratch = tempfile.mkdtemp(prefix="lab-events-") if nat and spec.reverse else None
-    setup = trafficsetup.two_way(ends, spec.flows, spec.rate, spec.sizes, total, reverse=spec.reverse, nat=nat,
-                                 bindings=trafficsetup.bindings_fifo(scratch) if scratch else None,
-                                 socket_mode=spec.receiver == "socket", realtime=spec.realtime,
-                                 cpu=spec.sender_cpu)
-    flows = setup.flows
+    setups = trafficsetup.by_family(plan, fams, spec.flows, spec.rate, spec.sizes, total, reverse=spec.reverse,
+                                    nat=nat, bindings=trafficsetup.bindings_fifo(scratch) if scratch else None,
+                                    socket_mode=spec.receiver == "socket", realtime=spec.realtime,
+                                    cpu=spec.sender_cpu)
+    flows = [f for setup in setups.values() for f in setup.flows]
     sampler = Sampler(mx_ns, selector_configs(plan)).start()
     watcher = TableWatcher(selector_status_files(state, plan)).start()
-    rx_f = tx_f = rx_r = tx_r = None
+    children: dict[tuple[int, str], Any] = {}  # (family, job name) -> the spawned process
     marks: dict[str, float] = {}
     tcp_report: dict[str, Any] | None = None
     tcp_before: dict[str, int] = {}
+    got: dict[tuple[int, str], dict[str, Any] | None] = {}  # (family, tx-/rx- forward/reverse) -> its report
     try:
         if tcp is not None:  # opened first: every connection is established before the event
             tcp_open = time.monotonic() + tcp.opening_s + 1.0
             tcp.start(total)
-        rx_f = setup.rx_forward.spawn().wait_ready()
-        rx_r = setup.rx_reverse.spawn().wait_ready() if setup.rx_reverse else None
-        tx_f = setup.tx_forward.spawn().wait_ready()
-        time.sleep(0.3)  # the forward packets open the sessions the reverse flows need
-        tx_r = setup.tx_reverse.spawn().wait_ready() if setup.tx_reverse else None
+        for name in ("rx-forward", "rx-reverse", "tx-forward", "tx-reverse"):
+            for fam, setup in setups.items():
+                job = {n: j for n, _, j in setup.jobs()}.get(name)
+                if job is not None:
+                    children[(fam, name)] = job.spawn().wait_ready()
+            if name == "tx-forward":
+                time.sleep(0.3)  # the forward packets open the sessions the reverse flows need
         time.sleep(max(0.0, spec.warmup - 0.8))
         keys = {(f.src, f.sport) for f in flows}
         before = carriers(plan, keys=keys)
@@ -267,7 +272,8 @@ def _run(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target: str
             daemon = daemon or ops.default_daemon(state, target)
             involved = carried_by(plan, target)
             crash = {"daemon": daemon, "restarts_before": getattr(_slot(state, target, daemon), "restarts", 0)}
-        progress(f"{event.name} on {target}" + (f" ({daemon})" if crash else ""))
+        progress(f"{event.name} on {target}" + (f" ({daemon})" if crash else "")
+                 + (f", {families.label(fams)} flows" if fams != [4] else ""))
         marks["event"] = time.monotonic_ns() / 1e9
         summary = injector.inject(state, plan, event.name, target, down_time=spec.down_time, daemon=daemon)
         during: dict[tuple[str, int], str] = {}
@@ -281,17 +287,18 @@ def _run(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target: str
         marks["settled"], settled = wait_settled(state, plan, timeout=MAX_EXTRA_S - 5)
         time.sleep(max(0.0, spec.settle - 0.4))
         after = carriers(plan, keys=keys)
-        sent_f = tx_f.stop(timeout=30)
-        sent_r = tx_r.stop(timeout=30) if tx_r else None
+        for (fam, name), child in children.items():
+            if name.startswith("tx-"):
+                got[(fam, name)] = child.stop(timeout=30)
         time.sleep(0.3)
-        report_f = rx_f.stop(sent=sent_f)
-        report_r = rx_r.stop(sent=sent_r) if rx_r else None
+        for (fam, name), child in children.items():
+            if name.startswith("rx-"):
+                got[(fam, name)] = child.stop(sent=got.get((fam, name.replace("rx-", "tx-"))))
         if tcp is not None:
             tcp_report = tcp.stop()
     except BaseException:
-        for child in (tx_f, tx_r, rx_f, rx_r):
-            if child is not None:
-                child.kill()
+        for child in children.values():
+            child.kill()
         raise
     finally:
         sampler.stop()
@@ -306,10 +313,21 @@ def _run(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target: str
     if involved is None and event.target == eventsmod.LOAD_BALANCER and event.name != "mx-reboot" and watcher.samples:
         involved = set()  # the MX's tables say which flows may move: any other loss is unaffected
     expected = expected_movers(state, plan, watcher.samples, flows, marks, event.name)
-    result = analyse(event, target, summary, flows, before, during or after, report_f, report_r, sent_f,
-                     per_flow, marks, sampler, pair, moved_back, sent_r, involved=involved,
-                     nat=plan.use_case == "cgnat", expected=expected, carriers_after=after if during else None,
-                     pools={n.name: n.nat_pool for n in plan.nodes if n.nat_pool})
+
+    def judge(fams_judged: list[int]) -> EventResult:
+        def merged(name: str) -> dict[str, Any] | None:
+            merge = families.merge_sent if name.startswith("tx-") else families.merge_reports
+            return merge([got.get((f, name)) for f in fams_judged])
+
+        return analyse(event, target, summary, [f for fam in fams_judged for f in setups[fam].flows], before,
+                       during or after, merged("rx-forward") or {}, merged("rx-reverse"), merged("tx-forward") or {},
+                       per_flow, marks, sampler, pair, moved_back, merged("tx-reverse"), involved=involved,
+                       nat=plan.use_case == "cgnat", expected=expected, carriers_after=after if during else None,
+                       pools={n.name: n.nat_pool for n in plan.nodes if n.nat_pool})
+
+    result = judge(fams)
+    if fams != [4]:  # IPv6 in the run: each family judged on its own flows too
+        families.attach(result, {fam: judge([fam]) for fam in fams})
     if crash:
         # The supervisor's own account: how long the daemon was down before it ran again.
         slot = _slot(state, target, crash["daemon"])
@@ -323,8 +341,9 @@ def _run(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target: str
         result.daemon_crash = DaemonCrash(**crash)
         result.passed = result.passed and bool(crash["returned"])
     # how well the senders kept their schedule (a late packet due during an outage is not lost)
-    result.senders = {name: {k: v for k, v in sent.items() if k != "per_flow_sent"}
-                      for name, sent in (("forward", sent_f), ("reverse", sent_r)) if sent}
+    result.senders = {name + ("" if fam == 4 else f" IPv{fam}"): {k: v for k, v in sent.items() if k != "per_flow_sent"}
+                      for fam in fams for name in ("forward", "reverse")
+                      if (sent := got.get((fam, f"tx-{name}"))) is not None}
     result.checks = [Check(name="settled after the event", ok=settled, when="after",
                            detail="every member in service back in every selector table, no change for 2 s"
                            if settled else f"the selector tables did not settle within {MAX_EXTRA_S - 5:.0f} s "

@@ -160,7 +160,8 @@ def analyse(event: eventsmod.EventKind, target: str, summary: str, flows: list[A
 
 def junit(results: list[EventResult | EventError], lab: str) -> str:
     """One test case per event: a failure when its verdict (or a budget) failed, an error (with the
-    reason) when a precondition failed and it was not judged."""
+    reason) when a precondition failed and it was not judged. With IPv6 in the run the case's output
+    holds each family's verdict, and a family that failed is named in the failure message."""
     from xml.sax.saxutils import escape, quoteattr
 
     failures = errors = 0
@@ -178,10 +179,13 @@ def junit(results: list[EventResult | EventError], lab: str) -> str:
         why = r.failure_reasons()
         failures += bool(why)
         body = f'<failure message={quoteattr("; ".join(why))}/>' if why else ""
-        out = escape(json.dumps({"convergence_ms": r.convergence_ms.model_dump(), "affected_flows": r.affected_flows,
-                                 "flows_moved": r.flows_moved, "flows_moved_ideal": r.flows_moved_ideal,
-                                 "longest_gap_ms": r.longest_gap_ms, "checks": checks,
-                                 **({"tcp": r.tcp.model_dump(exclude={"stalls"})} if r.tcp else {})}))
+        figures = {"convergence_ms": r.convergence_ms.model_dump(), "affected_flows": r.affected_flows,
+                   "flows_moved": r.flows_moved, "flows_moved_ideal": r.flows_moved_ideal,
+                   "longest_gap_ms": r.longest_gap_ms, "checks": checks,
+                   **({"tcp": r.tcp.model_dump(exclude={"stalls"})} if r.tcp else {})}
+        if r.families:  # each family's verdict (its failure is named in the message too)
+            figures["families"] = {k: v.model_dump() for k, v in r.families.items()}
+        out = escape(json.dumps(figures))
         cases.append(f'  <testcase classname="lab.{lab}" name={name} time="{r.convergence_ms.max / 1000:.3f}">'
                      f"{body}<system-out>{out}</system-out></testcase>")
     return (f'<?xml version="1.0" encoding="UTF-8"?>\n<testsuite name="lab events {lab}" tests="{len(results)}" '

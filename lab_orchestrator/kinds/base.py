@@ -15,8 +15,12 @@ NO_IPV6 = (
     ("net.ipv6.conf.default.disable_ipv6", "1"),
 )
 # Dual stack (addressing.v6): IPv6 on, addresses usable at once (no duplicate address detection: every
-# address is planned unique), no router advertisements or solicitations (routes come from BGP and the plan).
+# address is planned unique), no router advertisements or solicitations (routes come from BGP and the plan),
+# and an interface that goes down keeps its IPv6 addresses, as it keeps its IPv4 ones and as a router keeps
+# its configured addresses (Linux drops them by default: a failed link would come back without IPv6).
 IPV6_ON = (
+    ("net.ipv6.conf.all.keep_addr_on_down", "1"),
+    ("net.ipv6.conf.default.keep_addr_on_down", "1"),
     ("net.ipv6.conf.all.disable_ipv6", "0"),
     ("net.ipv6.conf.default.disable_ipv6", "0"),
     ("net.ipv6.conf.all.accept_dad", "0"),

@@ -95,6 +95,8 @@ def test_namespaces_switch_ipv6_on_without_dad(dual: LabPlan, single: LabPlan) -
             continue
         assert settings["net.ipv6.conf.all.disable_ipv6"] == "0"
         assert settings["net.ipv6.conf.default.accept_dad"] == "0" == settings["net.ipv6.conf.all.accept_dad"]
+        # a failed link (or a powered-off node) comes back with its IPv6 addresses, as with IPv4
+        assert settings["net.ipv6.conf.all.keep_addr_on_down"] == "1"
         router = ns.node not in ("client", "server")
         assert settings.get("net.ipv6.conf.all.forwarding") == ("1" if router else None)
     assert all(dict(ns.sysctls).get("net.ipv6.conf.all.disable_ipv6", "1") == "1" for ns in single.namespaces)

@@ -67,10 +67,15 @@ def verdict_of(family: int, result: EventResult) -> FamilyVerdict:
 
 
 def attach(result: EventResult, per_family: Mapping[int, EventResult]) -> EventResult:
-    """RESULT (all flows) with each family's verdict; it passes and recovered only if each family did."""
+    """RESULT (all flows) with each family's verdict. Whether a flow recovered is judged against its
+    own family's senders (they stop one after the other, not at one instant), so each row takes it
+    from its family's analysis; the event passes only if every family passes."""
     result.families = {str(f): verdict_of(f, r) for f, r in sorted(per_family.items())}
-    result.recovered = result.recovered and all(v.recovered for v in result.families.values())
-    result.passed = result.passed and all(v.passed for v in result.families.values())
+    recovered = {row.flow: row.recovered for r in per_family.values() for row in r.per_flow}
+    for row in result.per_flow:
+        row.recovered = recovered.get(row.flow, row.recovered)
+    result.recovered = all(row.recovered for row in result.per_flow)
+    result.passed = all(v.passed for v in result.families.values())
     return result
 
 

@@ -95,3 +95,27 @@ def test_an_ipv4_only_result_has_no_families_key() -> None:
     result = eventverdict.analyse(BY_NAME["srx-power-off"], "srx1", "x", v4, on, on, fwd, rev, {"end_ns": 10**9},
                                   100.0, {"event": 0.5}, eventwatch.Sampler([], []))
     assert "families" not in result.to_json() and result.passed
+
+
+def test_each_flow_recovered_against_its_own_family_s_senders() -> None:
+    """The families' senders stop one after the other: a flow is judged against its own sender's end,
+    not the last one's (the IPv6 sender stopping 2 s after the IPv4 one does not make IPv4 flows late)."""
+    v4 = make_flows(2, "100.64.0.0/16", "203.0.113.10")
+    v6 = make_flows(2, "2001:db8:172:80::/96", "2001:db8:203::a", first_id=V6_ID_OFFSET)
+    on = {(f.src, f.sport): "srx3" for f in v4 + v6}
+    fwd4, rev4 = _reports(v4, {})
+    fwd6, rev6 = _reports(v6, {})
+    for row in fwd6["per_flow"] + rev6["per_flow"]:
+        row["last_seen_ns"] = 3 * 10**9
+    end4, end6 = {"end_ns": 10**9}, {"end_ns": 3 * 10**9}
+
+    def judge(flows: list[Any], fwd: Any, rev: Any, sent: dict[str, Any]) -> Any:
+        return eventverdict.analyse(BY_NAME["srx-power-off"], "srx1", "x", flows, on, on, fwd, rev, sent, 100.0,
+                                    {"event": 0.5}, eventwatch.Sampler([], []), sent_r=sent)
+
+    merged = families.merge_sent([end4, end6])
+    assert merged is not None and merged["end_ns"] == 3 * 10**9
+    result = judge(v4 + v6, families.merge_reports([fwd4, fwd6]), families.merge_reports([rev4, rev6]), merged)
+    assert not result.recovered  # against the last sender's end the IPv4 flows look silent
+    families.attach(result, {4: judge(v4, fwd4, rev4, end4), 6: judge(v6, fwd6, rev6, end6)})
+    assert result.recovered and result.passed and all(row.recovered for row in result.per_flow)

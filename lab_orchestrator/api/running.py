@@ -474,11 +474,8 @@ class Lab:
             return baseline.traffic(None, None, baseline.calibrate(self.plan(), sizes, realtime, progress=progress))
         return baseline.traffic(flows, rate)
 
-    def traffic_families(self, family: str | None = None) -> list[int]:
-        """The IP families an events run sends on this lab: FAMILY "4", "6" or "both"; None: both
-        on a dual-stack lab, 4 otherwise (`trafficsetup.families`)."""
+    def traffic_families(self, family: str | None = None) -> list[int]:  # None: both on a dual-stack lab, else 4
         from ..plan import trafficsetup
-
         return trafficsetup.families(self.plan(), family)
 
     def run_event(self, event: str, target: str, spec: TrafficSpec,

@@ -322,26 +322,34 @@ def read_map(elements: Iterable[tuple[int, int]], buckets: int, name_of: Mapping
 
 def pick_hop(hops: Sequence[Hop], dev_up: Mapping[str, bool], routed: Iterable[str],
              everywhere: set[str] | None = None, current: str | None = None) -> Hop | None:
-    """The SRX of the pair that carries a real-service on a side: the first, in pair order, whose
-    link is up and whose next hop BGP has in the route to the real-service address (an SRX that
-    lost activeness prepends 3x and leaves that route), preferring one that is so on every side
-    (EVERYWHERE: see `routed_everywhere`); without such a route, the first with its link up (a
-    link going down is acted on at once, before BGP).
+    """The SRX of the pair that carries a real-service on a side, or None for none.
 
-    When the sides disagree (EVERYWHERE empty: each side's route has another SRX), the hop in use
-    (CURRENT, a next hop) is kept while its link is up. With the A/B prepends the route holds the
-    best path only: an A node whose links came back is in the trust route as soon as its trust
-    session is up, while its untrust session is not yet and it has no route to the servers. Moving
-    one side at that moment would send that direction to a node that drops it."""
+    - The first, in pair order, whose link is up and whose next hop BGP has in the route to the
+      real-service address on every side (EVERYWHERE: see `routed_everywhere`; an SRX that lost
+      activeness prepends more and leaves that route).
+    - Otherwise the hop in use (CURRENT, a next hop) while its link is up. With the A/B prepends each
+      side's route holds the best path only: an A node whose links came back is the route on the
+      side whose session came up first while the other side has no route through it yet; moving
+      one side then would send that direction to a node that drops it.
+    - Otherwise, if the pair was carrying (CURRENT set) and that hop's link went down: the first
+      routed on this side, else the first with its link up (a link going down is acted on at once,
+      before BGP moves the route).
+    - Otherwise (the pair carries nothing: just powered on, no BGP route through it on every side)
+      None: the pair's table stays a blackhole, so its health probes fail and it stays out of
+      service until it is routed; an SRX that answers probes for its own loopback before BGP
+      is up would otherwise draw the pair's flows and drop them."""
     via = set(routed)
     up = [h for h in hops if dev_up.get(h.dev, False)]
     preferred = [h for h in up if h.nexthop in via]
-    both = [h for h in preferred if everywhere is None or h.node in everywhere]
-    if everywhere is not None and not both:
-        kept = [h for h in up if h.nexthop == current]
-        if kept:
-            return kept[0]
-    chosen = both or preferred or up
+    both = [h for h in preferred if everywhere is not None and h.node in everywhere]
+    if both:
+        return both[0]
+    kept = [h for h in up if h.nexthop == current]
+    if kept:
+        return kept[0]
+    if current is None:
+        return None
+    chosen = preferred or up
     return chosen[0] if chosen else None
 
 

@@ -32,7 +32,7 @@ from pyroute2 import IPRoute
 from pyroute2.netlink.rtnl import RTMGRP_IPV4_ROUTE, RTMGRP_LINK
 
 from labkit import unixsock
-from labkit.configs import Selector, SelectorConfig
+from labkit.configs import Member, Selector, SelectorConfig
 from labkit.status import (
     HealthStatus,
     MxlbCounters,
@@ -225,7 +225,10 @@ class Daemon(SelectorCore):
                              if (other, m.name) in self.member_cfg}, self.dev_up, self.route_hops)
                 hop = pick_hop(m.hops, self.dev_up[side], self.route_hops[side].get(m.name, set()), everywhere,
                                self.chosen[side].get(m.name))
-                if hop is None or self.chosen[side].get(m.name) == hop.nexthop:
+                if hop is None:
+                    self.blackhole_member(ipr, side, m)
+                    continue
+                if self.chosen[side].get(m.name) == hop.nexthop:
                     continue
                 oif = ipr.link_lookup(ifname=hop.dev)
                 try:
@@ -243,6 +246,22 @@ class Daemon(SelectorCore):
                 if before is not None:
                     print(f"{time.strftime('%H:%M:%S')} {m.name} {side}: now via {hop.node}", flush=True)
                     self.note(f"{m.name} {side} via {hop.node}", time.time())
+
+    def blackhole_member(self, ipr: IPRoute, side: str, m: Member) -> None:
+        """A pair with no SRX left to carry it (every link down): its table drops, so its probes fail
+        and nothing is sent to it until pick_hop chooses a routed SRX again (a route kept by the
+        kernel through a link without carrier would come back with the carrier, before BGP)."""
+        if self.chosen[side].pop(m.name, None) is None:
+            return
+        table = self.table_base + (m.mark & 0xFF)
+        try:
+            ipr.route("replace", dst="0.0.0.0", dst_len=0, table=table, type="blackhole")
+            if m.nexthop6:
+                ipr.route("replace", dst="::", dst_len=0, family=10, table=table, type="blackhole")
+        except Exception as exc:  # noqa: BLE001 - logged; the next change programs the table anew
+            print(f"{time.strftime('%H:%M:%S')} {m.name} {side}: blackhole failed: {exc}", flush=True)
+        print(f"{time.strftime('%H:%M:%S')} {m.name} {side}: no SRX of the pair can carry it", flush=True)
+        self.note(f"{m.name} {side} via none", time.time())
 
     def program_fallback(self, table: SelectorTable) -> None:
         """TLB: the forwarding instance's default route exists only while an SRX is healthy (the

@@ -112,10 +112,6 @@ def test_dual_mx_chash_pool_owner_returns_with_the_sessions_of_its_peer(tmp_path
     assert reports["rx-reverse"]["lost"] == 0 and reports["rx-reverse"]["flows_never_seen"] == 0, reports
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "known defect: the TLB selector takes a powered-on pair back into service before its SRXs forward (with no "
-    "BGP route to the pair's address yet it points the pair's table at the first SRX with its link up, whose "
-    "own loopback answers the health probes); the flows the restore hands it lose 0.3-0.8 s forward"))
 def test_dual_mx_tlb_pair_power_off_spares_the_other_pair(tmp_path: Path) -> None:
     """Topology 4 (dual MX, SRD, TLB per MNHA pair), CGNAT: a whole pair powers off; the other pair's
     flows stay where they are and lose nothing, in both directions."""

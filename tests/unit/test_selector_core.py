@@ -399,14 +399,26 @@ HOPS = [Hop(node="srx1", dev="ae1", nexthop="10.0.0.1"), Hop(node="srx2", dev="a
 
 def test_pick_hop_prefers_the_srx_bgp_routes_through() -> None:
     up = {"ae1": True, "ae2": True}
-    assert pick_hop(HOPS, up, {"10.0.0.3"}) == HOPS[1]
-    assert pick_hop(HOPS, up, {"10.0.0.1", "10.0.0.3"}) == HOPS[0]
+    assert pick_hop(HOPS, up, {"10.0.0.3"}, {"srx2"}) == HOPS[1]
+    assert pick_hop(HOPS, up, {"10.0.0.1", "10.0.0.3"}, {"srx1", "srx2"}) == HOPS[0]
+    assert pick_hop(HOPS, up, {"10.0.0.1", "10.0.0.3"}, {"srx2"}, current="10.0.0.1") == HOPS[1]
 
 
-def test_pick_hop_falls_back_to_the_first_link_up() -> None:
-    assert pick_hop(HOPS, {"ae1": True, "ae2": True}, set()) == HOPS[0]
-    assert pick_hop(HOPS, {"ae1": False, "ae2": True}, {"10.0.0.1"}) == HOPS[1]
-    assert pick_hop(HOPS, {}, {"10.0.0.1"}) is None
+def test_a_lost_link_moves_the_pair_at_once_before_bgp() -> None:
+    """srx1 carried the pair; its link goes down while BGP's route still points at it: srx2 at once."""
+    down = {"ae1": False, "ae2": True}
+    assert pick_hop(HOPS, down, {"10.0.0.1"}, set(), current="10.0.0.1") == HOPS[1]
+    assert pick_hop(HOPS, {}, {"10.0.0.1"}, set(), current="10.0.0.1") is None
+
+
+def test_a_pair_powered_on_waits_for_bgp_on_every_side() -> None:
+    """A pair that carries nothing (powered on again, its table a blackhole): no SRX until one is
+    routed on every side, though their links are up and their own loopbacks would answer probes."""
+    up = {"ae1": True, "ae2": True}
+    assert pick_hop(HOPS, up, set(), None) is None
+    assert pick_hop(HOPS, up, set(), set()) is None
+    assert pick_hop(HOPS, up, {"10.0.0.1"}, set()) is None, "routed on this side only"
+    assert pick_hop(HOPS, up, {"10.0.0.1"}, {"srx1"}) == HOPS[0]
 
 
 def test_a_pair_returns_to_the_node_routed_on_both_sides() -> None:

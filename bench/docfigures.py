@@ -108,6 +108,33 @@ def _case_cell(case: dict[str, Any]) -> str:
             f"{'rec' if f['recovered'] else '**not rec**'}")
 
 
+def _tcp_cell(case: dict[str, Any]) -> str:
+    tcp = (case.get("result") or {}).get("tcp")
+    if not tcp or case.get("status") == "error":
+        return "–"
+    return (f"{tcp['completed']}/{tcp['connections']}, {tcp['reset']}, {tcp['failed']}, "
+            f"{_ms(tcp['longest_gap_ms'])}")
+
+
+def _tcp_matrix(cases: list[dict[str, Any]], labs: list[str], events: list[str]) -> list[str]:
+    """The long-lived TCP connections run beside the flows, per case (a plan with tcp_connections)."""
+    with_tcp = [c for c in cases if (c.get("result") or {}).get("tcp")]
+    if not with_tcp:
+        return []
+    count = with_tcp[0]["result"]["tcp"]["connections"]
+    by_key = {(c["lab"], c["event"]): c for c in cases}
+    out = ["", "### TCP beside the flows", "",
+           f"{count} long-lived TCP connections per case (a request every "
+           f"{_ms(with_tcp[0]['result']['tcp']['interval_ms'])} ms each; events.md, \"TCP beside the flows\"). "
+           "Cell: completed / connections, reset, failed, longest gap between two answers of one connection "
+           "(ms). The JVD's budget: under 1 % reset during failure events, none in basic MNHA failovers.", "",
+           "| event | " + " | ".join(labs) + " |", "|---|" + "---|" * len(labs)]
+    for event in events:
+        cells = [_tcp_cell(by_key[(lab, event)]) if (lab, event) in by_key else "n/a" for lab in labs]
+        out.append(f"| {event} | " + " | ".join(cells) + " |")
+    return out
+
+
 def _event_order(cases: list[dict[str, Any]]) -> list[str]:
     from lab_orchestrator.events.catalog import CATALOG
 
@@ -178,6 +205,7 @@ def render_results(doc: dict[str, Any]) -> str:
     for event in events:
         cells = [_case_cell(by_key[(lab, event)]) if (lab, event) in by_key else "n/a" for lab in labs]
         out.append(f"| {event} | " + " | ".join(cells) + " |")
+    out += _tcp_matrix(cases, labs, events)
     bad = [c for c in cases if c.get("status") != "passed"]
     out += ["", "### Cases that did not pass", ""]
     if not bad:

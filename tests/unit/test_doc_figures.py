@@ -93,3 +93,23 @@ def test_the_age_rule(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 def test_no_result_is_older_than_the_code_it_describes() -> None:
     stale = docfigures.stale_results()
     assert not stale, "\n".join(stale) + "\n(make results; make events-results)"
+
+
+def test_a_plan_with_tcp_gets_its_tcp_table() -> None:
+    """docs/results.md's TCP table: one cell per case that ran TCP beside its flows, none without."""
+    import copy
+    import json
+
+    doc = json.loads((REPO / "docs" / "results" / "jvd-report.json").read_text())
+    for case in doc["cases"]:
+        (case.get("result") or {}).pop("tcp", None)
+    assert "### TCP beside the flows" not in docfigures.render_results(doc)
+    with_tcp = copy.deepcopy(doc)
+    case = next(c for c in with_tcp["cases"] if c.get("status") == "passed")
+    case["result"]["tcp"] = {"connections": 100, "completed": 99, "reset": 1, "failed": 0, "timed_out": 0,
+                             "stuck": 0, "retried": 2, "longest_gap_ms": 812.4, "stalled": 0, "stall_ms": 1000.0,
+                             "interval_ms": 100.0, "carried_before": {}, "stalls": []}
+    page = docfigures.render_results(with_tcp)
+    assert "### TCP beside the flows" in page
+    row = next(line for line in page.splitlines() if line.startswith(f"| {case['event']} |") and "99/100" in line)
+    assert "99/100, 1, 0, 812" in row

@@ -13,6 +13,7 @@ both of the namespace the daemon runs in.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import socket
@@ -67,6 +68,7 @@ PORT = MNHA_PORT
 REFRESH_TABLE = "mnha_refresh"  # the nftables table (ip family) of the refresh rule
 REFRESH_BITS = (0x20000000, 0x40000000)  # conntrack mark bits: UDP and others, TCP
 STATS_EVERY_S = 2.0  # how often conntrackd's counters are read for the status
+STATS_RETRY_S = 0.1  # how often while conntrackd does not answer yet (it starts beside this daemon)
 SIOCGIFFLAGS = 0x8913
 IFF_UP, IFF_RUNNING = 0x1, 0x40
 
@@ -169,9 +171,17 @@ class Daemon:
         self.link = PeerLink(self.sock, config.peer, config.peer_ip)
         self.sync = SessionSync(config.refresh_s, config.refresh_tcp_s, config.cold_sync_hold_s)
         self.sync_thread: threading.Thread | None = None
+        # the cold sync's thread wakes the loop when it ends: its result goes out in a heartbeat at once
+        self.sync_done_r, self.sync_done_w = socket.socketpair()
+        self.sync_done_r.setblocking(False)
         self.epochs: tuple[int, int] | None = None  # the refresh rule installed (None: none yet)
         self.refreshes = 0  # refresh windows begun
         self.stats: dict[str, int] = {}
+        # What the last heartbeat told the peer and the last status showed: a change of either is
+        # sent (and written) at once, not at the next interval (see tick).
+        self.told: tuple[object, ...] | None = None
+        self.shown: tuple[object, ...] | None = None
+        self.icl_was_up = False
         self.resume(resumed(config.status_file, MnhaStatus))
         # A node that starts waits for its peer's table; one that resumed its role (the daemon
         # restarted, the kernel kept the sessions) does not.
@@ -235,8 +245,25 @@ class Daemon:
                 if self.c.mode == "srg1+srg2" else Role.BACKUP
         if role is not Role.INIT:
             self.apply(role, role2)
+        # Besides every interval, a heartbeat goes at once when what it says changed (roles, health,
+        # the sync flags), when the ICL came up (a routed ICL: BGP brought the peer's loopback) and
+        # when the peer is heard anew (it learns of this node without waiting for the next interval):
+        # each step of the start-up handshake (heard, waiting, cold sync sent) costs a round trip,
+        # not an interval. The receiver only counts the silence between heartbeats.
+        icl_up = self.icl_up()
+        sync_flags = self.sync.flags() if self.c.sync_config else 0
+        told = (role, role2, healthy, sync_flags, self.peer.alive)
+        if (icl_up and not self.icl_was_up) or (self.told is not None and told != self.told):
+            send = True
+        self.icl_was_up = icl_up
+        shown = (told, self.peer.srg2_role if self.peer.alive else None, self.peer.sync, self.sync.awaiting,
+                 self.sync.sending, bool(self.stats), self.srg0_failed, seen, icl_up)
         if not send:
+            if shown != self.shown:  # `lab up` and `lab status` read the status: keep it current
+                self.write_status(now, healthy, seen)
+                self.shown = shown
             return
+        self.told, self.shown = told, shown
         self.seq += 1
         srg2 = (role2, self.srg2.priority) if self.c.mode == "srg1+srg2" else None
         try:
@@ -277,12 +304,18 @@ class Daemon:
                 queue = parse_stats(conntrackd(self.c.sync_config, "-s", "queue", timeout=5.0) or "")
                 stats |= {k: v for k, v in queue.items() if k == "rsqueue"}
             self.stats = stats
-            time.sleep(STATS_EVERY_S)
+            time.sleep(STATS_EVERY_S if stats else STATS_RETRY_S)
 
     def _cold_sync(self, whole: bool) -> None:
         assert self.c.sync_config
         ok, seconds, sessions = cold_sync(self.c.sync_config, whole=whole)
         self.sync.finished(seconds, sessions, ok)
+        with contextlib.suppress(OSError):
+            self.sync_done_w.send(b"x")
+
+    def sync_ended(self, now: float) -> None:
+        with contextlib.suppress(OSError):
+            self.sync_done_r.recv(64)
 
     def receive(self, now: float) -> None:
         self.link.drain(now)
@@ -382,7 +415,7 @@ class Daemon:
     def run(self) -> None:
         if self.c.sync_config:
             threading.Thread(target=self.read_stats, daemon=True).start()
-        heartbeat_loop(self.interval, {self.sock: self.receive}, self.tick)
+        heartbeat_loop(self.interval, {self.sock: self.receive, self.sync_done_r: self.sync_ended}, self.tick)
 
 
 def main(argv: list[str]) -> int:

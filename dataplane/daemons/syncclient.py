@@ -9,6 +9,7 @@ from pathlib import Path
 
 COLD_SYNC_LIMIT_S = 120.0  # a cold sync whose messages are not all sent by then failed
 ACK_WAIT_S = 2.0  # a cold sync on the wire waits this long at most for its acknowledgement (FTFW: 1 s periods)
+POLL_S = 0.1  # how often the queues are read while waiting (two client calls; FTFW acknowledges in 1 s periods)
 
 
 def conntrackd(config: str, *command: str, timeout: float = 10.0) -> str | None:
@@ -70,7 +71,7 @@ def cold_sync(config: str, limit_s: float = COLD_SYNC_LIMIT_S, whole: bool = Fal
             print(f"{time.strftime('%H:%M:%S')} cold sync: {stats.get('cache_active', '?')} sessions sent to "
                   f"the peer{' and acknowledged' if acknowledged else ''} in {seconds:.2f} s", flush=True)
             return True, seconds, stats.get("cache_active")
-        time.sleep(0.02)
+        time.sleep(POLL_S)
     print(f"{time.strftime('%H:%M:%S')} cold sync: not acknowledged within {limit_s:.0f} s", flush=True)
     return False, time.monotonic() - started, None
 

@@ -16,7 +16,9 @@ recorded (`ReadyWait.waited`) so `lab up` can say what it waited for:
 - the lab's SSH server ready (its own start, looked at beside the rest).
 
 The forwarding conditions are looked at in that order, every LOOK_S; a later one is only looked at
-once the earlier ones hold.
+once the earlier ones hold. A condition that held is not looked at again (nor a BIRD whose sessions
+were all Established) until every condition has held once; then all of them are looked at again in
+one pass, and `lab up` returns only when that pass finds every one met.
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ from ..plan.pipeline import LabPlan
 from . import netlinkcfg, readiness, supervisor
 from .state import LabState
 
-LOOK_S = 0.05
+LOOK_S = 0.02
 FLEXVPN_PROCESS = "flexvpn"
 # FlexVPN: the wait allows at least this many HSRP hold times (with the default timers the Standby is
 # elected three hold times after the start: Listen, Speak, then Speak again once the Active is known)
@@ -108,6 +110,9 @@ class ReadyWait:
         self._probe_baseline: dict[str, dict[str, int]] = {}  # MX -> TLB probe counts
         self._asked: dict[str, int] = {}  # MX -> the fewest probes heard when its monitor was last asked
         self._nodes = Path(plan.state_dir) / "nodes"
+        self._held: set[str] = set()  # conditions met at an earlier look (not looked at until the final pass)
+        self._established: set[str] = set()  # control sockets of BIRDs with every session Established
+        self._full = False  # the final pass: every condition, every BIRD
         flexvpn = flexvpn_configs(plan)
         self._hsrp_routers = sorted(n for n, c in flexvpn.items() if c.get("groups"))
         self._clb_routers = sorted(n for n, c in flexvpn.items()
@@ -144,13 +149,27 @@ class ReadyWait:
 
     def pending(self) -> list[str]:
         """What keeps the lab from being ready ([] when it is): the first unmet condition's reasons of
-        the forwarding chain, and the SSH server's (it starts on its own, looked at every time)."""
-        left: list[str] = []
-        for look in (self._bgp, self._routes, self._responder, self._selectors, self._mnha, self._flexvpn):
+        the forwarding chain, and the SSH server's (it starts on its own, looked at every time). Once
+        each condition has held, all are looked at again at once: [] only when they all hold together."""
+        left = self._chain(full=False)
+        if not left:
+            left = self._chain(full=True)
+        return left + self._ssh()
+
+    def _chain(self, full: bool) -> list[str]:
+        looks = {"bgp": self._bgp, "routes": self._routes, "responder": self._responder,
+                 "selectors": self._selectors, "mnha": self._mnha, "flexvpn": self._flexvpn}
+        self._full = full
+        if full:
+            self._held.clear()
+        for name, look in looks.items():
+            if name in self._held:
+                continue
             left = look()
             if left:
-                break
-        return left + self._ssh()
+                return left
+            self._held.add(name)
+        return []
 
     def _bgp(self) -> list[str]:
         plan = self.plan
@@ -164,13 +183,20 @@ class ReadyWait:
             by_socket.setdefault(proc.control_socket or "", set()).add(session.protocol)
         pending = []
         for sock, names in by_socket.items():
+            if sock in self._established and not self._full:
+                continue
             try:
                 states = {p.name: p.info for p in birdctl.protocols(sock)}
             except birdctl.BirdError as exc:
                 pending.append(str(exc))
                 continue
-            pending += [f"{name} {states.get(name, 'missing')}" for name in sorted(names)
-                        if not states.get(name, "").startswith("Established")]
+            waiting = [f"{name} {states.get(name, 'missing')}" for name in sorted(names)
+                       if not states.get(name, "").startswith("Established")]
+            if waiting:
+                self._established.discard(sock)
+            else:
+                self._established.add(sock)
+            pending += waiting
         return pending
 
     def _ssh(self) -> list[str]:
@@ -188,11 +214,14 @@ class ReadyWait:
         self._waiting("routes", f"waiting for {len(expected)} routes at the gateways",
                       f"{len(expected)} routes at the gateways")
         pending = []
+        tables: dict[tuple[str, int], list[Any]] = {}  # one dump of the main table per namespace and family
         for route in expected:
             net = ip_network(route.prefix)
-            routes = self.ipr(route.ns).get_routes(family=netlinkcfg.FAMILY[net.version], dst_len=net.prefixlen,
-                                                   table=254)
-            if not any(_route_dst(r, str(net.network_address)) for r in routes):
+            key = (route.ns, netlinkcfg.FAMILY[net.version])
+            if key not in tables:
+                tables[key] = list(self.ipr(route.ns).get_routes(family=key[1], table=254))
+            if not any(r["dst_len"] == net.prefixlen and _route_dst(r, str(net.network_address))
+                       for r in tables[key]):
                 pending.append(f"route {route.prefix} missing in {route.ns}")
         return pending
 

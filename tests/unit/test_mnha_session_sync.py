@@ -365,3 +365,91 @@ def test_a_cold_sync_on_the_wire_is_done_after_the_ack_wait_acknowledged_or_not(
 
     monkeypatch.setattr(syncclient.subprocess, "run", transmitting)
     assert syncclient.cold_sync(CONFIG, limit_s=5.0)[0] is False, "never on the wire: failed at the limit"
+
+
+def _daemon(tmp_path: Any, monkeypatch: pytest.MonkeyPatch, sync: bool) -> tuple[mnhad.Daemon, Any]:
+    """An mnhad on 127.0.0.2 whose heartbeats go to a socket of the test (the peer, 127.0.0.1)."""
+    import socket
+
+    peer = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    peer.bind(("127.0.0.1", 0))
+    peer.setblocking(False)
+    monkeypatch.setattr(mnhad, "PORT", peer.getsockname()[1])
+    monkeypatch.setattr(mnhad, "bird_configure", lambda _sock: "Reconfigured")
+    role = tmp_path / "mnha-role.conf"
+    role.write_text("define SRG1_ACTIVE = 0;\ndefine SRG2_ACTIVE = 0;\ndefine SRG0_SIGNAL = 0;\n")
+    config = mnhad.MnhaConfig(
+        node="srx1", peer="srx2", mode="srg0", priority=200, srg2_priority=200, preempt=True,
+        heartbeat_ms=1000, heartbeat_threshold=3, icl_dev="lo", local_ip="127.0.0.2", peer_ip="127.0.0.1",
+        peer_loopback="127.0.0.1", icl_routed=["ge-0-0-4"], monitored=[], role_file=str(role),
+        bird_socket=str(tmp_path / "bird.ctl"), status_file=str(tmp_path / "mnha-status.json"), monitor=None,
+        signal_route="192.168.255.0", signal_table=50, sync_config=CONFIG if sync else None)
+    daemon = mnhad.Daemon(config)
+    return daemon, peer
+
+
+def _heard(peer: Any) -> list[int]:
+    """The sync flags of every heartbeat the peer received since the last call."""
+    flags = []
+    while True:
+        try:
+            data = peer.recv(512)
+        except BlockingIOError:
+            return flags
+        flags.append(decode_heartbeat_full(data)[7])
+
+
+def test_mnhad_sends_a_heartbeat_at_once_on_a_change_not_at_the_next_interval(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each step of the start-up handshake costs a round trip, not a heartbeat interval: a heartbeat
+    goes out when the routed ICL comes up, when the peer is heard, when the sync flags change."""
+    daemon, peer = _daemon(tmp_path, monkeypatch, sync=True)
+    monkeypatch.setattr(mnhad, "set_refresh", lambda *_bits: True)
+    icl = [False]
+    monkeypatch.setattr(daemon, "icl_up", lambda: icl[0])
+    started: list[tuple[bool]] = []  # the cold syncs the daemon starts (their thread is not run)
+
+    class Thread:
+        def __init__(self, target: Any, args: tuple[bool], daemon: bool) -> None:
+            self.args = args
+
+        def start(self) -> None:
+            started.append(self.args)
+
+    monkeypatch.setattr(mnhad.threading, "Thread", Thread)
+    now = daemon.started
+    daemon.tick(now, True)  # the first heartbeat, at start (a routed ICL: lost without a route)
+    assert _heard(peer) == [SYNC_AWAITING]
+    daemon.tick(now + 0.05, False)
+    assert _heard(peer) == []  # nothing changed: nothing between intervals
+    icl[0] = True  # BGP brought the peer's loopback
+    daemon.tick(now + 0.1, False)
+    assert _heard(peer) == [SYNC_AWAITING]  # at once, not up to an interval later
+    daemon.tick(now + 0.15, False)
+    assert _heard(peer) == []
+    # the peer is heard, waiting for this node's table: one heartbeat with the cold sync running
+    daemon.link.view, daemon.link.heard = PeerView(True, Role.ACTIVE, 100, True, sync=SYNC_AWAITING), now + 0.2
+    daemon.tick(now + 0.2, False)
+    assert started == [(False,)] and _heard(peer) == [SYNC_AWAITING | SYNC_SENDING]
+    daemon.sync.finished(0.1, 0, ok=True)  # what the cold sync's thread does when it ends
+    daemon.tick(now + 0.25, False)
+    assert _heard(peer) == [SYNC_AWAITING | SYNC_DONE]
+    daemon.link.view = PeerView(True, Role.ACTIVE, 100, True, sync=SYNC_DONE)  # the peer's table is here
+    daemon.tick(now + 0.3, False)
+    assert _heard(peer) == [0] and not daemon.sync.awaiting
+    status = mnhad.MnhaStatus.model_validate_json((tmp_path / "mnha-status.json").read_text())
+    assert status.sync is not None and not status.sync.awaiting_peer and status.heartbeat.peer_alive
+
+
+def test_mnhad_writes_its_status_when_it_changes_between_heartbeats(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    daemon, peer = _daemon(tmp_path, monkeypatch, sync=False)
+    monkeypatch.setattr(daemon, "icl_up", lambda: True)
+    now = daemon.started
+    daemon.tick(now, True)
+    status_file = tmp_path / "mnha-status.json"
+    assert not mnhad.MnhaStatus.model_validate_json(status_file.read_text()).heartbeat.peer_alive
+    daemon.link.view, daemon.link.heard = PeerView(True, Role.ACTIVE, 100, True), now + 0.05
+    daemon.tick(now + 0.05, False)
+    assert mnhad.MnhaStatus.model_validate_json(status_file.read_text()).heartbeat.peer_alive
+    assert len(_heard(peer)) == 2  # the first beat and the one telling the peer it is heard

@@ -95,3 +95,34 @@ def test_a_cluster_without_its_members_or_master_is_pending() -> None:
     shut = {"r1": cluster("master", "10.0.0.1", ("10.0.0.2",)), "r2": cluster("slave", "10.0.0.2"),
             "r3": cluster("none", "10.0.0.3", shutdown=True)}
     assert readiness.clb_pending(shut, set()) == []  # a router whose cluster is shut down takes no part
+
+
+def test_lab_up_is_ready_only_when_every_condition_holds_in_one_pass() -> None:
+    """A condition that held is not looked at again while a later one is waited for, but before
+    `lab up` returns every condition is looked at once more: one that no longer holds keeps it waiting."""
+    from lab_orchestrator.runtime import upwait
+
+    wait = upwait.ReadyWait.__new__(upwait.ReadyWait)
+    wait._held, wait._established, wait._full = set(), set(), False
+    answers = {"bgp": [[], ["peer_mx1 Active"], [], []], "mnha": [["srx1: does not hear its peer srx2"], [], [], []]}
+    looked: list[str] = []
+
+    def look(name: str) -> Any:
+        def run() -> list[str]:
+            looked.append(name)
+            return answers[name].pop(0) if name in answers else []
+        return run
+
+    for name in ("bgp", "routes", "responder", "selectors", "mnha", "flexvpn"):
+        setattr(wait, f"_{name}", look(name))
+    wait._ssh = lambda: []
+    assert wait.pending() == ["srx1: does not hear its peer srx2"]
+    assert looked == ["bgp", "routes", "responder", "selectors", "mnha"]
+    looked.clear()
+    # mnha holds now; the final pass finds a BGP session down again: not ready
+    assert wait.pending() == ["peer_mx1 Active"]
+    assert looked == ["mnha", "flexvpn", "bgp"]
+    looked.clear()
+    assert wait.pending() == []
+    assert looked == ["bgp", "routes", "responder", "selectors", "mnha", "flexvpn",
+                      "bgp", "routes", "responder", "selectors", "mnha", "flexvpn"]

@@ -73,10 +73,11 @@ def _link_flags(ipr: IPRoute) -> dict[str, int]:
     return {link.get_attr("IFLA_IFNAME"): int(link["flags"]) for link in ipr.get_links()}
 
 
-def _route_nexthops(ipr: IPRoute, prefix: str) -> set[str]:
+def _route_nexthops(routes: list[Any], prefix: str) -> set[str]:
+    """The next hops of PREFIX's route among ROUTES (one dump of the main table)."""
     net = IPv4Network(prefix)
     hops: set[str] = set()
-    for route in ipr.get_routes(family=2, table=254):
+    for route in routes:
         dst = route.get_attr("RTA_DST") or "0.0.0.0"
         if route["dst_len"] != net.prefixlen or dst != str(net.network_address):
             continue
@@ -143,9 +144,10 @@ class Daemon(SelectorCore):
             side = selector.side
             ipr = self.query[side]
             flags = _link_flags(ipr)
+            routes = list(ipr.get_routes(family=2, table=254))
             hops: set[str] = set()
             for prefix in selector.watch_prefixes:
-                hops |= _route_nexthops(ipr, prefix)
+                hops |= _route_nexthops(routes, prefix)
             for m in selector.members:
                 state = self.members[m.name]
                 for hop in m.hops:
@@ -155,7 +157,7 @@ class Daemon(SelectorCore):
                 if not state.carrier[side]:
                     state.lost_carrier(time.monotonic())
                 if len(m.hops) > 1:
-                    self.route_hops[side][m.name] = _route_nexthops(ipr, f"{m.loopback}/32")
+                    self.route_hops[side][m.name] = _route_nexthops(routes, f"{m.loopback}/32")
                 if not hops and side in state.routed:
                     # The watched route is gone through every SRX: the destination vanished (e.g. the
                     # subscriber gateway withdrew it), not the SRXs. Keep their standing.

@@ -53,6 +53,9 @@ class NetnsBackend:
         state.save()  # the journal first: a crash from here on is cleaned by `lab down`
         try:
             self._write_files(plan)
+            # the supervisor (a Python process of its own) gets ready while the namespaces are made
+            state.supervisor_pid = supervisor.Supervisor(plan.state_dir).launch()
+            state.save()
             kernel_room.neighbours(plan, self.progress)
             kernel_room.sessions(plan, self.progress)
             self._namespaces(plan)
@@ -238,12 +241,15 @@ class NetnsBackend:
         if not state.supervisor_pid:
             state.supervisor_pid = sup.start()
             state.save()
-        for proc in chosen:
-            record = sup.spawn(proc.node, proc.name, proc.ns, proc.argv,
-                               str(logs / f"{proc.node}-{proc.name}.log"), restart=True,
-                               stale_files=proc.stale_files)
-            state.processes.append(record)
-        state.save()
+        sup.wait_started(state.supervisor_pid)
+        try:
+            state.processes += sup.spawn_all([
+                supervisor.SpawnRequest(proc.node, proc.name, proc.ns, list(proc.argv),
+                                        str(logs / f"{proc.node}-{proc.name}.log"), restart=True,
+                                        stale_files=list(proc.stale_files))
+                for proc in chosen])
+        finally:
+            state.save()
 
     def _wait_ready(self, plan: LabPlan, state: LabState, timeout: float) -> None:
         """Until the lab is ready for traffic (lab_orchestrator.runtime.upwait); what it waited for

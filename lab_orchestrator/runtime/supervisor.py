@@ -53,6 +53,20 @@ class ProcessRecord:
 
 
 @dataclass(frozen=True)
+class SpawnRequest:
+    """One daemon to start (Supervisor.spawn_all)."""
+
+    node: str
+    name: str
+    ns: str
+    argv: list[str]
+    log: str
+    env: dict[str, str] = field(default_factory=dict)
+    restart: bool = False
+    stale_files: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
 class RestartPolicy:
     """Backoff of automatic restarts: the first after FIRST_DELAY, each further one of a streak of
     quick crashes FACTOR times later, at most MAX_DELAY; a run of STABLE_AFTER seconds ends the streak."""
@@ -270,16 +284,24 @@ class Supervisor:
     def start(self) -> int:
         if self.running():
             return int(self._call({"op": "ping"})["pid"])
+        return self.wait_started(self.launch())
+
+    def launch(self) -> int:
+        """Start the supervisor process and return at once (its pid): it gets ready (imports, socket)
+        while the caller goes on; `wait_started` before the first request."""
         self.socket_path.unlink(missing_ok=True)
         argv = [sys.executable, "-m", "lab_orchestrator.runtime.supervisord", str(self.state_dir)]
-        pid = fork_exec(argv, None, str(self.state_dir / "logs" / "supervisor.log"), detach=True)
-        deadline = time.monotonic() + 5.0
+        return fork_exec(argv, None, str(self.state_dir / "logs" / "supervisor.log"), detach=True)
+
+    def wait_started(self, pid: int, timeout: float = 5.0) -> int:
+        """PID, once the supervisor it is answers requests (LabError if it exits or does not answer)."""
+        deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.socket_path.exists() and self.running():
                 return pid
             if starttime(pid) is None:
                 break
-            time.sleep(0.01)
+            time.sleep(0.005)
         raise LabError(f"the lab supervisor did not start (log: {self.state_dir / 'logs' / 'supervisor.log'})")
 
     def spawn(self, node: str, name: str, ns: str, argv: Sequence[str], log: str,
@@ -287,16 +309,29 @@ class Supervisor:
               stale_files: Sequence[str] = ()) -> ProcessRecord:
         """Start (node, name). With RESTART the supervisor starts it again whenever it dies without
         having been stopped through it (in recovery, after a backoff)."""
-        request: dict[str, Any] = {"op": "spawn", "node": node, "name": name, "ns": ns, "argv": list(argv),
-                                   "log": log, "env": env or {}, "restart": restart,
-                                   "stale_files": list(stale_files)}
-        if restart:
-            request["recover_argv"], request["recover_env"] = recovery(argv, env)
-        reply = self._call(request, timeout=10.0)
-        if not reply.get("ok"):
-            raise LabError(f"cannot start {name} on {node}: {reply.get('error')}")
-        return ProcessRecord(node, name, ns, int(reply["pid"]), int(reply["starttime"]), log, list(argv),
-                             restart=restart, stale_files=list(stale_files))
+        return self.spawn_all([SpawnRequest(node, name, ns, list(argv), log, env or {}, restart,
+                                            list(stale_files))])[0]
+
+    def spawn_all(self, requests: Sequence[SpawnRequest]) -> list[ProcessRecord]:
+        """Start them all with one request (the supervisor forks them one after the other, without a
+        round trip each); LabError at the first that cannot start (those before it run)."""
+        wire = []
+        for r in requests:
+            item: dict[str, Any] = {"node": r.node, "name": r.name, "ns": r.ns, "argv": list(r.argv), "log": r.log,
+                                    "env": r.env, "restart": r.restart, "stale_files": list(r.stale_files)}
+            if r.restart:
+                item["recover_argv"], item["recover_env"] = recovery(r.argv, r.env)
+            wire.append(item)
+        reply = self._call({"op": "spawn_all", "requests": wire}, timeout=10.0 + len(wire) * 0.5)
+        records = []
+        for r, answer in zip(requests, reply.get("replies", []), strict=False):
+            if not answer.get("ok"):
+                raise LabError(f"cannot start {r.name} on {r.node}: {answer.get('error')}")
+            records.append(ProcessRecord(r.node, r.name, r.ns, int(answer["pid"]), int(answer["starttime"]), r.log,
+                                         list(r.argv), restart=r.restart, stale_files=list(r.stale_files)))
+        if len(records) != len(requests):
+            raise LabError(f"the lab supervisor did not start every daemon: {reply.get('error', 'no answer')}")
+        return records
 
     def stop(self, pids: Sequence[int] = (), timeout: float = 2.0, procs: Sequence[tuple[str, str]] = (),
              kill: bool = False) -> None:

@@ -4,6 +4,7 @@ Run as `python -m lab_orchestrator.runtime.supervisord STATE_DIR` (started by `l
 requests on STATE_DIR/supervisor.sock, one JSON object per line:
   {"op": "spawn", "node", "name", "ns", "argv", "log", "env", "restart", "recover_argv", "recover_env",
    "stale_files"}                                                     -> {"ok", "pid", "starttime"}
+  {"op": "spawn_all", "requests": [spawn requests without "op"]}      -> {"ok", "replies": [spawn replies]}
   {"op": "stop", "pids": [...], "procs": [[node, name]...], "timeout": S, "kill": bool} -> {"ok"}
   {"op": "list"}                                                      -> {"ok", "processes": [slot...]}
   {"op": "ping"} / {"op": "shutdown"}
@@ -181,6 +182,13 @@ class Supervisor:
             return {"ok": True, "pid": os.getpid(), "children": sorted(self.by_pid)}
         if op == "spawn":
             return self.spawn(request)
+        if op == "spawn_all":  # in order, stopping at the first that cannot start
+            replies = []
+            for item in request.get("requests", []):
+                replies.append(self.spawn(item))
+                if not replies[-1].get("ok"):
+                    break
+            return {"ok": all(r.get("ok") for r in replies), "replies": replies}
         if op == "stop":
             procs = [(str(p[0]), str(p[1])) for p in request.get("procs", [])]
             self.stop([int(p) for p in request.get("pids", [])], procs, float(request.get("timeout", 2.0)),

@@ -169,3 +169,18 @@ def test_spawn_refuses_a_second_instance(sup: Supervisor, tmp_path: Path) -> Non
     _spawn(sup, tmp_path, "d", SLEEPER)
     reply = sup.spawn({"node": "n1", "name": "d", "ns": "", "argv": SLEEPER, "log": str(tmp_path / "d.log")})
     assert not reply["ok"] and "already running" in reply["error"]
+
+
+def test_spawn_all_starts_each_in_order_and_stops_at_the_first_refused(sup: Supervisor, tmp_path: Path) -> None:
+    """`lab up` starts a lab's daemons with one request: each is forked in order; one that cannot
+    start ends the batch with its reason, the ones before it running."""
+    def item(name: str, argv: list[str]) -> dict[str, object]:
+        return {"node": "n1", "name": name, "ns": "", "argv": argv, "log": str(tmp_path / f"{name}.log"),
+                "restart": True}
+
+    reply = sup.handle({"op": "spawn_all", "requests": [item("a", SLEEPER), item("b", SLEEPER)]})
+    assert reply["ok"] and [r["pid"] for r in reply["replies"]] == [sup.slots[("n1", n)].pid for n in "ab"]
+    reply = sup.handle({"op": "spawn_all", "requests": [item("c", SLEEPER), item("a", SLEEPER),
+                                                        item("d", SLEEPER)]})
+    assert not reply["ok"] and [r["ok"] for r in reply["replies"]] == [True, False]
+    assert "already running" in reply["replies"][1]["error"] and ("n1", "d") not in sup.slots

@@ -19,7 +19,7 @@ C = TypeVar("C", bound="DaemonConfig")
 
 
 class DaemonConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     def to_json(self) -> str:
         """The file the daemon reads: sorted keys, indented (stable, diffable, golden-tested)."""
@@ -52,7 +52,7 @@ class SrdConfig(DaemonConfig):
 
 
 class MonitorDestination(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     ip: str
     src_ip: str
@@ -65,7 +65,7 @@ class MonitorDestination(BaseModel):
 class MonitorConfig(BaseModel):
     """MNHA SRG0 monitoring (the JVD's monitor-object): weights and thresholds."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     object: str
     threshold: int
@@ -109,7 +109,7 @@ class MnhaConfig(DaemonConfig):
 
 
 class _Part(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class Hop(_Part):

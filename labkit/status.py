@@ -22,7 +22,7 @@ S = TypeVar("S", bound="StatusModel")
 
 
 class StatusModel(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object, keys in field order (what `--json` output and `| display json` show)."""

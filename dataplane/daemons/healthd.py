@@ -31,7 +31,7 @@ from labkit.contracts import HEALTH_PROBE_NOW
 from labkit.status import HealthMember, HealthProfileState, HealthStatus, write_status
 
 from ..core.health import HealthState, Prober, ProfileHealth
-from .daemonkit import StopFlag, resumed
+from .daemonkit import resumed
 
 
 def state_json(state: HealthState) -> HealthProfileState:
@@ -113,20 +113,25 @@ class Monitor:
 
         # Blocked before the first status file says which process to signal: a `lab up` that signals
         # then never kills a daemon still starting; the signal waits here until `wait` takes it.
+        # SIGTERM and SIGINT are taken the same way, so a stop ends the wait at once (a handler would
+        # only run when the wait ends by itself: Python resumes an interrupted sigtimedwait).
         probe_now = getattr(signal, HEALTH_PROBE_NOW)
-        signal.pthread_sigmask(signal.SIG_BLOCK, {probe_now})
-        stopping = StopFlag()
+        stop = {signal.SIGTERM, signal.SIGINT}
+        signal.pthread_sigmask(signal.SIG_BLOCK, {probe_now, *stop})
         with netnsutil.entered(self.trust_ns):
             for prober in self.probers.values():
                 prober.open()  # probes leave from the trust instance (the RE side of the MX)
         self.publish()
         interval = {p["name"]: int(p["interval_ms"]) / 1000 for p in self.profiles}
         due = dict.fromkeys(interval, time.monotonic())
-        while not stopping:
+        while not stop & signal.sigpending():
             profile = min(due, key=lambda name: due[name])
             wait = due[profile] - time.monotonic()
             if wait > 0:
-                if signal.sigtimedwait({probe_now}, min(wait, 0.2)) is not None:
+                got = signal.sigtimedwait({probe_now, *stop}, min(wait, 0.2))
+                if got is not None and got.si_signo in stop:
+                    return
+                if got is not None:
                     due = dict.fromkeys(interval, time.monotonic())  # asked: every profile now
                 continue
             started = time.monotonic()

@@ -3,7 +3,7 @@
 
 Measures, on this machine and in one run (machines here are noisy, so a baseline is timed alongside):
   1. topology3 (a copy of labs/topology3.yml named bench3): wall time of `lab up` until it exits 0
-     (ready: every BGP session Established, every expected route in the kernel) and of `lab down`,
+     (ready for traffic: what `lab up` waits for) and of `lab down`,
      as subprocess wall times, plus the in-process time lab reports itself (`lab up --json` "seconds").
   2. a baseline: the same namespaces, veth pairs, addresses and link-ups made with plain `ip`
      commands, one command per step, then removed with `ip netns del`; reported as lab / baseline.

@@ -135,6 +135,23 @@ def describe_exit(status: int) -> str:
     return f"wait status {status}"
 
 
+def _wire(r: SpawnRequest) -> dict[str, Any]:
+    """A spawn request as the supervisor reads it."""
+    item: dict[str, Any] = {"node": r.node, "name": r.name, "ns": r.ns, "argv": list(r.argv), "log": r.log,
+                            "env": r.env, "restart": r.restart, "stale_files": list(r.stale_files)}
+    if r.restart:
+        item["recover_argv"], item["recover_env"] = recovery(r.argv, r.env)
+    return item
+
+
+def _record(r: SpawnRequest, answer: dict[str, Any]) -> ProcessRecord:
+    """The record of R once the supervisor answered (LabError if it could not start it)."""
+    if not answer.get("ok"):
+        raise LabError(f"cannot start {r.name} on {r.node}: {answer.get('error')}")
+    return ProcessRecord(r.node, r.name, r.ns, int(answer["pid"]), int(answer["starttime"]), r.log, list(r.argv),
+                         restart=r.restart, stale_files=list(r.stale_files))
+
+
 def recovery(argv: Sequence[str], env: dict[str, str] | None = None) -> tuple[list[str], dict[str, str]]:
     """How a daemon is started again after a crash: BIRD in graceful-restart recovery (`-R`: its
     peers keep the stale routes, the kernel keeps its routes until the sessions are back), every
@@ -309,26 +326,16 @@ class Supervisor:
               stale_files: Sequence[str] = ()) -> ProcessRecord:
         """Start (node, name). With RESTART the supervisor starts it again whenever it dies without
         having been stopped through it (in recovery, after a backoff)."""
-        return self.spawn_all([SpawnRequest(node, name, ns, list(argv), log, env or {}, restart,
-                                            list(stale_files))])[0]
+        wanted = SpawnRequest(node, name, ns, list(argv), log, env or {}, restart, list(stale_files))
+        reply = self._call({"op": "spawn", **_wire(wanted)}, timeout=10.0)
+        return _record(wanted, reply)
 
     def spawn_all(self, requests: Sequence[SpawnRequest]) -> list[ProcessRecord]:
         """Start them all with one request (the supervisor forks them one after the other, without a
         round trip each); LabError at the first that cannot start (those before it run)."""
-        wire = []
-        for r in requests:
-            item: dict[str, Any] = {"node": r.node, "name": r.name, "ns": r.ns, "argv": list(r.argv), "log": r.log,
-                                    "env": r.env, "restart": r.restart, "stale_files": list(r.stale_files)}
-            if r.restart:
-                item["recover_argv"], item["recover_env"] = recovery(r.argv, r.env)
-            wire.append(item)
-        reply = self._call({"op": "spawn_all", "requests": wire}, timeout=10.0 + len(wire) * 0.5)
-        records = []
-        for r, answer in zip(requests, reply.get("replies", []), strict=False):
-            if not answer.get("ok"):
-                raise LabError(f"cannot start {r.name} on {r.node}: {answer.get('error')}")
-            records.append(ProcessRecord(r.node, r.name, r.ns, int(answer["pid"]), int(answer["starttime"]), r.log,
-                                         list(r.argv), restart=r.restart, stale_files=list(r.stale_files)))
+        reply = self._call({"op": "spawn_all", "requests": [_wire(r) for r in requests]},
+                           timeout=10.0 + len(requests) * 0.5)
+        records = [_record(r, answer) for r, answer in zip(requests, reply.get("replies", []), strict=False)]
         if len(records) != len(requests):
             raise LabError(f"the lab supervisor did not start every daemon: {reply.get('error', 'no answer')}")
         return records

@@ -8,11 +8,12 @@ import os
 import select
 import signal
 import socket
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import NoReturn, TypeVar
 
 from labkit.status import StatusModel, read_status
 
@@ -52,6 +53,16 @@ class StopFlag:
 
     def __bool__(self) -> bool:
         return self.set
+
+
+def exit_now(code: int) -> NoReturn:
+    """End the daemon once its main returned (its status written, its sockets closed by the kernel):
+    output flushed, no interpreter teardown (freeing every module's objects took 60-100 ms of CPU per
+    daemon, and `lab down` stops them all at once)."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    os._exit(code)
 
 
 RESUME_ENV = "LAB_RESUME"  # the lab supervisor sets it to 1 when it restarts a daemon after a crash

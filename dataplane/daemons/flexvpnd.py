@@ -38,7 +38,7 @@ from labkit.status import write_status
 
 from ..core import hsrp
 from ..kernel.vip import IFF_RUNNING, IFF_UP, LinkMonitor, Rtnl, link_flags, link_index
-from .daemonkit import resumed
+from .daemonkit import exit_now, resumed
 from .evloop import Loop
 from .flexvpn_clb import Cluster
 from .flexvpn_hsrp import HsrpGroup, log
@@ -251,4 +251,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    exit_now(main(sys.argv))

@@ -31,7 +31,7 @@ from labkit.contracts import HEALTH_PROBE_NOW
 from labkit.status import HealthMember, HealthProfileState, HealthStatus, write_status
 
 from ..core.health import HealthState, Prober, ProfileHealth
-from .daemonkit import resumed
+from .daemonkit import exit_now, resumed
 
 
 def state_json(state: HealthState) -> HealthProfileState:
@@ -158,4 +158,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    exit_now(main(sys.argv))

@@ -57,7 +57,7 @@ from ..core.mnha import (
     encode_heartbeat,
     holds_routes,
 )
-from .daemonkit import PeerLink, heartbeat_loop, resumed
+from .daemonkit import PeerLink, exit_now, heartbeat_loop, resumed
 from .syncclient import cold_sync, conntrackd, kernel_sessions, parse_stats
 
 PORT = MNHA_PORT
@@ -430,4 +430,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    exit_now(main(sys.argv))

@@ -51,7 +51,7 @@ from ..core.selector import MemberState, SelectorCore, map_commands, map_updates
 from ..kernel.nft import Nft, NftError
 from ..kernel.selcounters import SelectorCounters
 from ..kernel.tcsel import TcSelector
-from .daemonkit import StopFlag, resumed
+from .daemonkit import StopFlag, exit_now, resumed
 
 __all__ = ["Daemon", "MemberState", "main"]
 
@@ -460,4 +460,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    exit_now(main(sys.argv))

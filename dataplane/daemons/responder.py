@@ -23,7 +23,7 @@ from pathlib import Path
 from labkit.configs import ResponderConfig
 from labkit.contracts import RESPONDER_READY
 
-from .daemonkit import StopFlag
+from .daemonkit import StopFlag, exit_now
 
 HTTP_OK = b"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 3\r\nConnection: close\r\n\r\nok\n"
 
@@ -104,4 +104,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    exit_now(main(sys.argv))

@@ -25,7 +25,7 @@ from labkit.status import SrdHeartbeat, SrdRole, SrdSignalRoute, SrdStatus, SrdT
 
 from ..core.mnha import PeerView, Role, encode_heartbeat
 from ..core.srd import Mastership
-from .daemonkit import PeerLink, heartbeat_loop, resumed
+from .daemonkit import PeerLink, exit_now, heartbeat_loop, resumed
 from .mnhad import bird_configure, has_carrier
 
 PORT = 7791
@@ -181,4 +181,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    exit_now(main(sys.argv))

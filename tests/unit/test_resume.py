@@ -157,3 +157,14 @@ def test_hsrp_active_resumes_active_with_a_hello() -> None:
     assert out.transitions == [(State.INIT, State.ACTIVE, "resumed after a restart")]
     assert [p.state for p in out.packets] == [State.ACTIVE]
     assert machine.resume_active(101.0).transitions == []  # only from Init
+
+
+def test_a_daemon_ends_with_its_output_flushed_and_its_exit_code() -> None:
+    """daemonkit.exit_now skips the interpreter's teardown, not the daemon's last log lines."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from dataplane.daemons.daemonkit import exit_now; "
+            "print('last line', end=''); print('to the log', end='', file=sys.stderr); exit_now(3)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
+    assert (done.returncode, done.stdout, done.stderr) == (3, "last line", "to the log")

@@ -125,18 +125,24 @@ def crash_daemon(state: LabState, node: str, name: str, timeout: float = 10.0) -
     return None
 
 
-def power_off(state: LabState, plan: LabPlan, node: str) -> None:
-    if node in state.down_nodes:
-        raise LabError(f"{node} is already powered off")
-    namespaces = _node_plan(plan, node)
+def power_off(state: LabState, plan: LabPlan, node: str, *more: str) -> None:
+    """NODE (and MORE, at the same moment: a whole MNHA pair) loses power."""
+    nodes = [node, *more]
+    for name in nodes:
+        if name in state.down_nodes:
+            raise LabError(f"{name} is already powered off")
+    namespaces = {name: _node_plan(plan, name) for name in nodes}
     # A box that loses power drops carrier before anything it runs can say goodbye: links first, so the
     # neighbours detect the failure by carrier loss, never by a BGP session closed by a dying daemon.
-    for ns in namespaces:
-        set_links(ns, up=False)
-    stop_processes(state, node, kill=True)
-    for ns in namespaces:
-        forget_node_state(ns)
-    state.down_nodes.append(node)
+    # Boxes that lose power together all drop carrier before any daemon is stopped.
+    for name in nodes:
+        for ns in namespaces[name]:
+            set_links(ns, up=False)
+    for name in nodes:
+        stop_processes(state, name, kill=True)
+        for ns in namespaces[name]:
+            forget_node_state(ns)
+        state.down_nodes.append(name)
     state.save()
 
 
@@ -357,8 +363,7 @@ def inject(state: LabState, plan: LabPlan, event: str, target: str, down_time: f
         pair = next((p for p in plan.mnha if target in p), None)
         if pair is None:
             raise LabError(f"{target} is in no MNHA pair")
-        for member in pair:
-            power_off(state, plan, member)
+        power_off(state, plan, *pair)  # both nodes at once
         return f"MNHA pair {'/'.join(pair)} powered off"
     if event == "restart-routing":
         names = restart(state, target, {r.name for r in state.processes if r.node == target

@@ -113,8 +113,9 @@ def test_dual_mx_chash_pool_owner_returns_with_the_sessions_of_its_peer(tmp_path
 
 
 def test_dual_mx_tlb_pair_power_off_spares_the_other_pair(tmp_path: Path) -> None:
-    """Topology 4 (dual MX, SRD, TLB per MNHA pair), CGNAT: a whole pair powers off; the other pair's
-    flows stay where they are and lose nothing, in both directions."""
+    """Topology 4 (dual MX without SRD, TLB per MNHA pair, keep-buckets restores), CGNAT: a whole pair powers
+    off; the other pair's flows stay where they are and lose nothing, in both directions, across the event
+    and its restore (the restore hands the pair back only its own flows)."""
     with RunningLab("e4n", REPO / "labs/topology4-cgnat.yml", tmp_path) as running:
         events = run_events(running, tmp_path, "srx-power-off", "mnha-pair-power-off")
     pair = events["mnha-pair-power-off"]

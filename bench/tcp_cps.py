@@ -6,7 +6,8 @@ Same tool (`dataplane.traffic.tcpload`), same run, four paths:
 - ceiling: client and server in one namespace over its loopback (what the tool itself reaches);
 - plain routing: client, router, server namespaces (veths, the kernel routing, no firewall);
 - each lab: the lab's client host to its server host, through the MXs and the SRXs (nftables, conntrack,
-  MNHA sync).
+  MNHA sync); on an MNHA lab also the CPU its conntrackd processes used, and the run again with them
+  paused (what session sync costs).
 Then, on the first lab with MNHA, N long-lived connections (a request every second each) while the SRX
 carrying most of them is powered off, with their outcomes. Writes docs/benchmarks-tcp.md.
 """
@@ -17,6 +18,7 @@ import argparse
 import json
 import os
 import platform
+import signal
 import subprocess
 import sys
 import time
@@ -83,6 +85,47 @@ def cps(server_cmd: list[str], client_cmd: list[str], bind: str, sources: str, s
     return result
 
 
+def cpu_ticks(pids: list[int]) -> int:
+    """User and system clock ticks the processes used so far (0 for one that is gone)."""
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total
+
+
+def conntrackd_pids(state_dir: Path) -> list[int]:
+    """The lab's conntrackd processes (MNHA session sync), found by their configuration's path."""
+    found = subprocess.run(["pgrep", "-f", f"^conntrackd -C {state_dir}/"], capture_output=True, text=True)
+    return [int(p) for p in found.stdout.split()]
+
+
+def lab_cps(name: str, state_dir: Path, seconds: float, rate: float) -> list[tuple[str, dict[str, Any]]]:
+    """CPS through the lab; on an MNHA lab, conntrackd's CPU during it, then once more with the
+    lab's conntrackd processes paused (SIGSTOP, resumed after): what session sync costs."""
+    def run() -> dict[str, Any]:
+        return cps(lab_exec(name, "server"), lab_exec(name, "client"), SERVER, "100.64.0.0/20", seconds, rate)
+
+    pids = conntrackd_pids(state_dir)
+    before, start = cpu_ticks(pids), time.monotonic()
+    result = run()
+    if pids:
+        result["sync_cpu"] = (cpu_ticks(pids) - before) / os.sysconf("SC_CLK_TCK") / (time.monotonic() - start)
+    rows = [("", result)]
+    if pids:
+        for pid in pids:
+            os.kill(pid, signal.SIGSTOP)
+        try:
+            rows.append((", session sync paused", run()))
+        finally:
+            for pid in pids:
+                os.kill(pid, signal.SIGCONT)
+    return rows
+
+
 def lab_exec(name: str, node: str) -> list[str]:
     return [sys.executable, "-m", "lab_orchestrator.cli", "exec", "--lab", name, node, "--"]
 
@@ -142,9 +185,9 @@ def main() -> int:
         name = f"tb{shipped.removeprefix('topology')}"[:10]
         file = Path(f"/tmp/{name}.yml")
         file.write_text(topology_text(ROOT / "labs" / f"{shipped}.yml", name))
-        with BenchLab(name, file, log):
-            rows.append((f"{shipped} (MX, SRX)", cps(lab_exec(name, "server"), lab_exec(name, "client"), SERVER,
-                                                   "100.64.0.0/20", args.seconds, args.rate)))
+        with BenchLab(name, file, log) as bench:
+            rows += [(f"{shipped} (MX, SRX){suffix}", r)
+                     for suffix, r in lab_cps(name, bench.state_dir, args.seconds, args.rate)]
             if long is None and args.long and "mnha:" in file.read_text():
                 long = long_through_power_off(name, args.long, 30)
                 long["lab"] = shipped
@@ -161,14 +204,18 @@ def report(rows: list[tuple[str, dict[str, Any]]], long: dict[str, Any] | None, 
              f"Machine: {os.cpu_count()} CPUs, {platform.machine()}, kernel {platform.release()}, Python "
              f"{platform.python_version()}; load average {os.getloadavg()[0]:.1f} at the end.",
              "", "## Connections per second (connect, 1 byte each way, close)", "",
-             "The same tool (`dataplane.traffic.tcpload cps`, one process) on every path in the same run.", "",
-             "| path | CPS | of plain routing | goal | completed | reset | failed | timed out | retried |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "The same tool (`dataplane.traffic.tcpload cps`, one process) on every path in the same run. "
+             "conntrackd CPU: the CPUs the lab's conntrackd processes (MNHA session sync, all SRXs) used during "
+             "the run; \"session sync paused\": the same run with them stopped (SIGSTOP) and resumed after.", "",
+             "| path | CPS | of plain routing | goal | completed | reset | failed | timed out | retried "
+             "| conntrackd CPU |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for name, r in rows:
         share = f"{r['cps'] / plain['cps']:.2f}" if plain and plain["cps"] else "-"
-        goal = "≥ 0.8" if not name.startswith(("plain", "ceiling")) else "-"
+        goal = "≥ 0.8" if not name.startswith(("plain", "ceiling")) and "paused" not in name else "-"
+        sync = f"{r['sync_cpu']:.2f}" if "sync_cpu" in r else "-"
         lines.append(f"| {name} | {r['cps']:.0f} | {share} | {goal} | {r['completed']} | {r['reset']} | "
-                     f"{r['failed']} | {r['timed_out']} | {r['retried']} |")
+                     f"{r['failed']} | {r['timed_out']} | {r['retried']} | {sync} |")
     if long is not None:
         lines += ["", f"## Long-lived connections through `srx-power-off` ({long['lab']})", "",
                   f"{long['connections']} connections, a 16-byte request every second each; the SRX carrying "

@@ -302,3 +302,15 @@ def test_golden_plans_name_no_machine_path() -> None:
     for path in GOLDEN_LABS.rglob("*"):
         if path.is_file():
             assert str(REPO) not in path.read_text(), path
+
+
+def test_session_sync_filters_tcp_states_in_the_kernel(plans: dict[str, LabPlan]) -> None:
+    # An SRX syncs a TCP session as a whole: conntrackd gets (from the kernel's filter) the
+    # established, TIME_WAIT and closed states of a TCP session, not each handshake step.
+    configs = {f"{lab}:{name}": text for lab, plan in plans.items()
+               for name, text in plan.files.items() if name.endswith("/conntrackd.conf")}
+    assert configs
+    for where, text in configs.items():
+        assert "Filter From Kernelspace {" in text, where
+        assert "ESTABLISHED TIME_WAIT CLOSED for TCP" in text, where
+        assert "SYN_SENT" not in text and "SYN_RECV" not in text, where

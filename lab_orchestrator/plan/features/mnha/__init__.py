@@ -131,6 +131,9 @@ def plan_mnha(topo: Topology, plan: LabPlan, python: str = "python3") -> None:
             plan.files[name] = env.get_template("mnha/conntrackd.conf.j2").render(
                 node=node, peer=peer, icl_dev=icl.dev, state_dir=plan.state_dir,
                 local_ip=icl.local_ip, peer_ip=icl.peer_ip, own_addresses=own,
+                # the kernel drops the events conntrackd would ignore (no copy to user space); its
+                # filter program holds at most 127 IPv4 addresses (127.0.0.1 is one of them)
+                filter_from="Kernelspace" if len(own) < 127 else "Userspace",
                 sync_port=CONNTRACKD_SYNC_PORT, hash_limit=topo.services.max_sessions,
                 hash_size=max(8192, topo.services.max_sessions // 4),
                 resend_queue=max(131072, topo.services.max_sessions // 4),

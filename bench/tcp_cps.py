@@ -2,9 +2,10 @@
 
     sudo .venv/bin/python bench/tcp_cps.py [--labs topology3 topology1] [--seconds 5] [--long 5000]
 
-Same tool (`dataplane.traffic.tcpload`), same run, four paths:
+Same tool (`dataplane.traffic.tcpload`), same run, these paths:
 - ceiling: client and server in one namespace over its loopback (what the tool itself reaches);
-- plain routing: client, router, server namespaces (veths, the kernel routing, no firewall);
+- plain routing: client, router, server namespaces (veths, the kernel routing, no firewall), and again
+  through --hops routers in a row (as many namespaces as forward on the lab's path);
 - each lab: the lab's client host to its server host, through the MXs and the SRXs (nftables, conntrack,
   MNHA sync); on an MNHA lab also the CPU its conntrackd processes used, and the run again with them
   paused (what session sync costs).
@@ -32,7 +33,6 @@ from lab_orchestrator.events import sessions
 
 log = logger("tcp")
 TOOL = [sys.executable, "-m", "dataplane.traffic.tcpload"]
-PLAIN = ("tcpb-c", "tcpb-r", "tcpb-s")
 SERVER = "203.0.113.9"
 
 
@@ -40,27 +40,34 @@ def sh(*argv: str) -> None:
     subprocess.run(argv, check=True, capture_output=True)
 
 
-def plain_up() -> None:
-    for ns in PLAIN:
+def chain(routers: int) -> list[str]:
+    return ["tcpb-c", *(f"tcpb-r{i}" for i in range(1, routers + 1)), "tcpb-s"]
+
+
+def plain_up(routers: int) -> None:
+    """Client, ROUTERS routers in a row, server: one namespace each, veths between them, kernel routing."""
+    names = chain(routers)
+    for ns in names:
         sh("ip", "netns", "add", ns)
         sh("ip", "-n", ns, "link", "set", "lo", "up")
-    sh("ip", "link", "add", "c0", "netns", "tcpb-c", "type", "veth", "peer", "r0", "netns", "tcpb-r")
-    sh("ip", "link", "add", "s0", "netns", "tcpb-s", "type", "veth", "peer", "r1", "netns", "tcpb-r")
-    for ns, dev, addr in (("tcpb-c", "c0", "10.255.0.0/31"), ("tcpb-r", "r0", "10.255.0.1/31"),
-                          ("tcpb-r", "r1", "10.255.0.2/31"), ("tcpb-s", "s0", "10.255.0.3/31")):
-        sh("ip", "-n", ns, "addr", "add", addr, "dev", dev)
-        sh("ip", "-n", ns, "link", "set", dev, "up")
-    sh("ip", "netns", "exec", "tcpb-r", "sysctl", "-qw", "net.ipv4.ip_forward=1")
+    for i, (left, right) in enumerate(zip(names, names[1:], strict=False)):
+        sh("ip", "link", "add", f"e{i}r", "netns", left, "type", "veth", "peer", f"e{i}l", "netns", right)
+        for ns, dev, addr in ((left, f"e{i}r", f"10.255.0.{2 * i}/31"), (right, f"e{i}l", f"10.255.0.{2 * i + 1}/31")):
+            sh("ip", "-n", ns, "addr", "add", addr, "dev", dev)
+            sh("ip", "-n", ns, "link", "set", dev, "up")
     sh("ip", "-n", "tcpb-c", "route", "add", "local", "100.64.0.0/16", "dev", "lo")
     sh("ip", "-n", "tcpb-c", "route", "add", "default", "via", "10.255.0.1")
     sh("ip", "-n", "tcpb-s", "route", "add", "local", "203.0.113.0/24", "dev", "lo")
-    sh("ip", "-n", "tcpb-s", "route", "add", "default", "via", "10.255.0.2")
-    sh("ip", "-n", "tcpb-r", "route", "add", "100.64.0.0/16", "via", "10.255.0.0")
-    sh("ip", "-n", "tcpb-r", "route", "add", "203.0.113.0/24", "via", "10.255.0.3")
+    sh("ip", "-n", "tcpb-s", "route", "add", "default", "via", f"10.255.0.{2 * routers}")
+    for i in range(1, routers + 1):
+        ns = f"tcpb-r{i}"
+        sh("ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv4.ip_forward=1")
+        sh("ip", "-n", ns, "route", "add", "100.64.0.0/16", "via", f"10.255.0.{2 * i - 2}")
+        sh("ip", "-n", ns, "route", "add", "203.0.113.0/24", "via", f"10.255.0.{2 * i + 1}")
 
 
-def plain_down() -> None:
-    for ns in PLAIN:
+def plain_down(routers: int) -> None:
+    for ns in chain(routers):
         subprocess.run(["ip", "netns", "del", ns], capture_output=True)
 
 
@@ -166,6 +173,9 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--rate", type=float, default=20000.0, help="target CPS (above what the tool reaches)")
     parser.add_argument("--long", type=int, default=5000, help="long-lived connections through srx-power-off")
+    parser.add_argument("--hops", type=int, default=5,
+                        help="plain routing again through this many routers (topology3's path forwards in 5 "
+                             "namespaces: gw-trust, mx1's trust VR, an SRX, mx1's untrust VR, gw-untrust); 0: not")
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks-tcp.md")
     args = parser.parse_args()
     if os.geteuid() != 0:
@@ -173,14 +183,20 @@ def main() -> int:
         return 2
     rows: list[tuple[str, dict[str, Any]]] = []
     long: dict[str, Any] | None = None
-    plain_up()
-    try:
-        rows.append(("ceiling (one namespace, loopback)",
-                     cps(in_ns("tcpb-c"), in_ns("tcpb-c"), "127.0.0.9", "127.1.0.0/16", args.seconds, args.rate)))
-        rows.append(("plain routing (client, router, server)",
-                     cps(in_ns("tcpb-s"), in_ns("tcpb-c"), SERVER, "100.64.0.0/20", args.seconds, args.rate)))
-    finally:
-        plain_down()
+    for routers in (1, args.hops):
+        plain_up(routers)
+        try:
+            if routers == 1:
+                rows.append(("ceiling (one namespace, loopback)",
+                             cps(in_ns("tcpb-c"), in_ns("tcpb-c"), "127.0.0.9", "127.1.0.0/16", args.seconds,
+                                 args.rate)))
+                rows.append(("plain routing (client, router, server)",
+                             cps(in_ns("tcpb-s"), in_ns("tcpb-c"), SERVER, "100.64.0.0/20", args.seconds, args.rate)))
+            elif routers > 1:
+                rows.append((f"plain routing, {routers} routers in a row",
+                             cps(in_ns("tcpb-s"), in_ns("tcpb-c"), SERVER, "100.64.0.0/20", args.seconds, args.rate)))
+        finally:
+            plain_down(routers)
     for shipped in args.labs:
         name = f"tb{shipped.removeprefix('topology')}"[:10]
         file = Path(f"/tmp/{name}.yml")
@@ -200,7 +216,9 @@ def report(rows: list[tuple[str, dict[str, Any]]], long: dict[str, Any] | None, 
     plain = next((r for n, r in rows if n.startswith("plain")), None)
     lines = ["# Benchmarks: TCP through the firewalls", "",
              f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} by `bench/tcp_cps.py --labs "
-             f"{' '.join(args.labs)} --seconds {args.seconds:g} --rate {args.rate:g} --long {args.long}` (as root). "
+             f"{' '.join(args.labs)} --seconds {args.seconds:g} --rate {args.rate:g} --long {args.long} "
+             f"--hops {args.hops}` "
+             "(as root). "
              f"Machine: {os.cpu_count()} CPUs, {platform.machine()}, kernel {platform.release()}, Python "
              f"{platform.python_version()}; load average {os.getloadavg()[0]:.1f} at the end.",
              "", "## Connections per second (connect, 1 byte each way, close)", "",

@@ -192,7 +192,8 @@ def _bird_files(topo: Topology, plan: LabPlan, node: NodePlan, env: jinja2.Envir
                              b_nets=_b_nets(topo, plan, node) if in_mnha else (),
                              peer_pool_extra=_peer_pool_extra(topo, node.name), node=node,
                              loopback=node.loopbacks[instance or ""]),
-            role_include=role_include, bfd=topo.services.bfd if sessions else None,
+            # BIRD merges at most 16 equal paths unless told more: as many as this BIRD has sessions
+            role_include=role_include, bfd=topo.services.bfd if sessions else None, merge_limit=len(sessions),
             dual_stack=plan.dual_stack, statics6=ipv6.statics6(topo, plan, node) if instance is None else [],
             icl_source=node.loopbacks[""] if kinds.get(spec.kind).firewall and any(s.zone == "icl" for s in sessions)
             else None,

@@ -8,6 +8,7 @@ paramiko and serve.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
@@ -48,6 +49,7 @@ def main(argv: list[str]) -> int:
 if __name__ == "__main__":
     code = main(sys.argv)
     # no interpreter teardown (it freed every module's objects for ~0.1 s of CPU while `lab down` waited)
-    sys.stdout.flush()
-    sys.stderr.flush()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # a closed pipe: nothing left to say
+            stream.flush()
     os._exit(code)

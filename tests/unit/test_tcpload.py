@@ -62,7 +62,7 @@ def test_a_stopped_run_reports_at_once_when_every_connection_answers() -> None:
     finally:
         server.terminate()
         server.wait(5)
-    assert time.monotonic() - began < 3, "the stop ended the 30 s run"
+    assert time.monotonic() - began < 10, "the stop ended the 30 s run"
     assert (result["completed"], result["silent_at_end"]) == (10, 0), result
     assert float(result["started_at"]) < float(result["ended_at"])  # type: ignore[arg-type]
 
@@ -79,5 +79,5 @@ def test_a_stopped_run_waits_its_drain_for_a_silent_connection_then_calls_it_sil
                                     connect_timeout=2, stop=lambda: time.monotonic() - began > 0.3, drain=1.0)
     finally:
         listener.close()
-    assert 1.2 <= time.monotonic() - began < 3, "waited the drain, not more"
+    assert 1.2 <= time.monotonic() - began < 8, "waited the drain (1 s), not the timeout (20 s) or the run (30 s)"
     assert (result["completed"], result["silent_at_end"]) == (4, 4), result

@@ -15,8 +15,10 @@ Metrics (of an event's report, see `eventverdict.analyse`):
 - with long-lived TCP connections beside the flows (`--tcp`): `tcp_reset_pct` (the share reset, in
   %), `tcp_reset`, `tcp_failed` (never established after the retries), `tcp_stuck` (timed out, or
   open but no longer answering at the end), `tcp_longest_gap_ms`. They hold only for events run
-  with TCP; `with_tcp_defaults` adds the JVD's: under 1 % reset and none stuck for every event, and on
-  a lab with MNHA pairs none reset and none failed for the events MNHA is bought for (TCP_GOAL_EVENTS).
+  with TCP; `with_tcp_defaults` adds the JVD's: under 1 % reset for every event, and on a lab with MNHA
+  pairs none reset, none failed and none stuck for the events MNHA is bought for (TCP_GOAL_EVENTS).
+  Elsewhere a connection may well be stuck without a fault of the lab: its session was lost (no MNHA
+  peer, a whole pair or the only MX down) or its retransmissions backed off past the end of the run.
 """
 
 from __future__ import annotations
@@ -108,9 +110,10 @@ def collect(max_convergence_ms: float | None, max_unaffected_loss: int | None, s
 def with_tcp_defaults(budgets: list[Budget], mnha: bool) -> list[Budget]:
     """BUDGETS and the default TCP budgets (see the top) the user did not set: a user's budget of a
     metric, for every event or for one, replaces the defaults of that metric it covers."""
-    defaults = [Budget("tcp_reset_pct", TCP_RESET_PCT), Budget("tcp_stuck", 0.0)]
+    defaults = [Budget("tcp_reset_pct", TCP_RESET_PCT)]
     if mnha:
-        defaults += [Budget(metric, 0.0, event) for event in TCP_GOAL_EVENTS for metric in ("tcp_reset", "tcp_failed")]
+        defaults += [Budget(metric, 0.0, event) for event in TCP_GOAL_EVENTS
+                     for metric in ("tcp_reset", "tcp_failed", "tcp_stuck")]
     given = {(b.metric, b.event) for b in budgets}
     return [*budgets, *(d for d in defaults if (d.metric, None) not in given and (d.metric, d.event) not in given)]
 

@@ -85,21 +85,22 @@ def judged(event: str, mnha: bool, given: list[Budget] | None = None, **over: An
 
 
 def test_the_default_tcp_budgets_are_the_jvds() -> None:
-    # under 1 % reset and none stuck for every event
-    assert judged("mx-reboot", mnha=True, completed=198, reset=2) == {
-        ("tcp_reset_pct", "all events"): True, ("tcp_stuck", "all events"): True}
+    # under 1 % reset for every event; a stuck connection of an MX reboot is not judged by default
+    assert judged("mx-reboot", mnha=True, completed=198, reset=2) == {("tcp_reset_pct", "all events"): True}
     assert judged("mx-reboot", mnha=True, completed=197, reset=3)[("tcp_reset_pct", "all events")] is False
-    assert judged("mx-reboot", mnha=True, completed=199, silent_at_end=1)[("tcp_stuck", "all events")] is False
-    assert judged("mx-reboot", mnha=True, completed=199, timed_out=1)[("tcp_stuck", "all events")] is False
-    # on an MNHA lab, none reset and none failed for the failovers MNHA is for
+    assert judged("mx-reboot", mnha=True, completed=199, silent_at_end=1) == {("tcp_reset_pct", "all events"): True}
+    # on an MNHA lab, none reset, none failed and none stuck for the failovers MNHA is for
     for event in ("srx-power-off", "srx-link-failure", "srx-reboot"):
         rows = judged(event, mnha=True, completed=199, reset=1)
         assert rows[("tcp_reset", event)] is False and rows[("tcp_failed", event)] is True
-        assert rows[("tcp_reset_pct", "all events")] is True
+        assert rows[("tcp_reset_pct", "all events")] is True and rows[("tcp_stuck", event)] is True
         assert judged(event, mnha=True, completed=199, failed=1)[("tcp_failed", event)] is False
-    # without MNHA pairs the 1 % holds for them too
-    assert judged("srx-power-off", mnha=False, completed=199, reset=1) == {
-        ("tcp_reset_pct", "all events"): True, ("tcp_stuck", "all events"): True}
+        assert judged(event, mnha=True, completed=199, silent_at_end=1)[("tcp_stuck", event)] is False
+        assert judged(event, mnha=True, completed=199, timed_out=1)[("tcp_stuck", event)] is False
+    # without MNHA pairs the 1 % holds for them too, and a session lost with its SRX is not judged stuck
+    assert judged("srx-power-off", mnha=False, completed=199, reset=1) == {("tcp_reset_pct", "all events"): True}
+    assert judged("srx-power-off", mnha=False, completed=199, silent_at_end=1) == {
+        ("tcp_reset_pct", "all events"): True}
 
 
 def test_a_users_tcp_budget_replaces_the_defaults_it_covers() -> None:

@@ -112,7 +112,7 @@ def _tcp_cell(case: dict[str, Any]) -> str:
     tcp = (case.get("result") or {}).get("tcp")
     if not tcp or case.get("status") == "error":
         return "–"
-    return (f"{tcp['completed']}/{tcp['connections']}, {tcp['reset']}, {tcp['failed']}, "
+    return (f"{tcp['completed']}/{tcp['connections']}, {tcp['stuck']}, {tcp['reset']}, {tcp['failed']}, "
             f"{_ms(tcp['longest_gap_ms'])}")
 
 
@@ -126,8 +126,12 @@ def _tcp_matrix(cases: list[dict[str, Any]], labs: list[str], events: list[str])
     out = ["", "### TCP beside the flows", "",
            f"{count} long-lived TCP connections per case (a request every "
            f"{_ms(with_tcp[0]['result']['tcp']['interval_ms'])} ms each; events.md, \"TCP beside the flows\"). "
-           "Cell: completed / connections, reset, failed, longest gap between two answers of one connection "
-           "(ms). The JVD's budget: under 1 % reset during failure events, none in basic MNHA failovers.", "",
+           "Cell: completed (open to the end) / connections, of them stuck (no answer since some point, to "
+           "the end of the run), reset, failed, longest gap between two answers of one connection (ms). The "
+           "JVD's budget: under 1 % reset during failure events, none in basic MNHA failovers. A connection is "
+           "stuck when its packets reach an SRX that has no session for it, which drops a segment that is "
+           "not a SYN (the SRX's SYN check): its SRX failed with no MNHA peer to carry its session on (or "
+           "its whole pair did), or the MX's table, rebuilt after a reboot, sent it to another SRX.", "",
            "| event | " + " | ".join(labs) + " |", "|---|" + "---|" * len(labs)]
     for event in events:
         cells = [_tcp_cell(by_key[(lab, event)]) if (lab, event) in by_key else "n/a" for lab in labs]

@@ -112,4 +112,4 @@ def test_a_plan_with_tcp_gets_its_tcp_table() -> None:
     page = docfigures.render_results(with_tcp)
     assert "### TCP beside the flows" in page
     row = next(line for line in page.splitlines() if line.startswith(f"| {case['event']} |") and "99/100" in line)
-    assert "99/100, 1, 0, 812" in row
+    assert "99/100, 0, 1, 0, 812" in row

@@ -64,7 +64,8 @@ def test_a_rate_the_path_cannot_carry_is_an_error_not_a_failed_event(tmp_path: P
         assert result.returncode == 3, result.stderr + result.stdout
         assert "not judged (a precondition failed): srx-power-off" in result.stderr
         doc = json.loads(report.read_text())
-        assert doc["traffic"] == {"chosen_by": "options", "flows": 200, "rate": 1000000.0, "resolution_ms": 0.2}
+        assert doc["traffic"] == {"chosen_by": "options", "flows": 200, "rate": 1000000.0, "resolution_ms": 0.2,
+                                  "families": [4]}
         event = doc["events"][0]
         assert event["status"] == "error" and "cannot carry 200 flows x 2 directions at 1000000 pps" in event["error"]
         assert [(c["name"], c["ok"]) for c in event["checks"]] == [

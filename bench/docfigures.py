@@ -122,7 +122,6 @@ def _tcp_matrix(cases: list[dict[str, Any]], labs: list[str], events: list[str])
     if not with_tcp:
         return []
     count = with_tcp[0]["result"]["tcp"]["connections"]
-    by_key = {(c["lab"], c["event"]): c for c in cases}
     out = ["", "### TCP beside the flows", "",
            f"{count} long-lived TCP connections per case (a request every "
            f"{_ms(with_tcp[0]['result']['tcp']['interval_ms'])} ms each; events.md, \"TCP beside the flows\"). "
@@ -132,11 +131,19 @@ def _tcp_matrix(cases: list[dict[str, Any]], labs: list[str], events: list[str])
            "stuck when its packets reach an SRX that has no session for it, which drops a segment that is "
            "not a SYN (the SRX's SYN check): its SRX failed with no MNHA peer to carry its session on (or "
            "its whole pair did), or the MX's table, rebuilt after a reboot, sent it to another SRX.", "",
-           "| event | " + " | ".join(labs) + " |", "|---|" + "---|" * len(labs)]
-    for event in events:
-        cells = [_tcp_cell(by_key[(lab, event)]) if (lab, event) in by_key else "n/a" for lab in labs]
-        out.append(f"| {event} | " + " | ".join(cells) + " |")
+           *_matrix(cases, labs, events, _tcp_cell)]
     return out
+
+
+def _matrix(cases: list[dict[str, Any]], labs: list[str], events: list[str],
+            cell: Callable[[dict[str, Any]], str]) -> list[str]:
+    """A table of events (rows) by labs (columns), one CELL per case, "n/a" where the event does not apply."""
+    by_key = {(c["lab"], c["event"]): c for c in cases}
+    rows = ["| event | " + " | ".join(labs) + " |", "|---|" + "---|" * len(labs)]
+    for event in events:
+        rows.append(f"| {event} | " + " | ".join(cell(by_key[(lab, event)]) if (lab, event) in by_key else "n/a"
+                                                  for lab in labs) + " |")
+    return rows
 
 
 def _event_order(cases: list[dict[str, Any]]) -> list[str]:
@@ -201,14 +208,9 @@ def render_results(doc: dict[str, Any]) -> str:
         title = titles.get(event, event)
         out.append(f"| {event} | recovery validated ({title}) | {passed} / {len(mine)} "
                    f"| {span} |")
-    by_key = {(c["lab"], c["event"]): c for c in cases}
     out += ["", "### Matrix", "",
             "Cell: verdict, convergence max / median (ms), unaffected-flow loss (packets), flows moved / "
-            "expected, recovered.", "",
-            "| event | " + " | ".join(labs) + " |", "|---|" + "---|" * len(labs)]
-    for event in events:
-        cells = [_case_cell(by_key[(lab, event)]) if (lab, event) in by_key else "n/a" for lab in labs]
-        out.append(f"| {event} | " + " | ".join(cells) + " |")
+            "expected, recovered.", "", *_matrix(cases, labs, events, _case_cell)]
     out += _tcp_matrix(cases, labs, events)
     bad = [c for c in cases if c.get("status") != "passed"]
     out += ["", "### Cases that did not pass", ""]

@@ -13,6 +13,11 @@ LINK ?= /usr/local/bin/lab
 APT_PACKAGES = python3 python3-venv iproute2 nftables bird2 conntrack conntrackd netbase iputils-ping graphviz tshark iperf3 openssh-client sshpass procps strongswan-charon strongswan-swanctl libcharon-extra-plugins libstrongswan-standard-plugins
 # used only by the live-view tests (`lab web` in headless Chromium, `lab top` in tmux); they skip without them
 TEST_APT_PACKAGES = chromium tmux
+# used only by `make bench` (bench/tcp_cps.py: connections per second with Debian's wrk against nginx, beside
+# the lab's own generator); the benchmark starts its own nginx in a lab namespace with a configuration of its
+# own. On a machine with systemd, Debian's package also enables and starts its own nginx service (port 80)
+# at install: the benchmark does not use it (`systemctl disable --now nginx` if it is not wanted)
+BENCH_APT_PACKAGES = wrk nginx
 DEMO_LAB ?= labs/topology3.yml
 # what `make test` runs after lint (e.g. TESTS=tests/unit)
 TESTS ?= tests
@@ -26,7 +31,7 @@ VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"/\1/p' lab_orchestrator/__in
 # tools of the recipes (pytest's children, bench scripts calling `lab`) come from the virtualenv first
 VENV_PATH = PATH="$(CURDIR)/$(VENV)/bin:$$PATH"
 
-.PHONY: image-current docs results events-results help deps deps-apt apt-install print-apt-packages deps-python deps-link distclean test test-fresh test-repeat test-unit test-integration lint demo bench clean image
+.PHONY: image-current docs results events-results help deps deps-apt deps-bench apt-install print-apt-packages deps-python deps-link distclean test test-fresh test-repeat test-unit test-integration lint demo bench clean image
 
 help:
 	@echo "make demo              install what is missing, bring up $(DEMO_LAB), show it working, tear it down"
@@ -45,6 +50,9 @@ deps: deps-apt deps-python deps-link
 
 deps-apt:
 	@$(MAKE) -s apt-install PACKAGES="$(APT_PACKAGES) $(TEST_APT_PACKAGES)"
+
+deps-bench:
+	@$(MAKE) -s apt-install PACKAGES="$(BENCH_APT_PACKAGES)"
 
 apt-install:
 	@missing=""; for p in $(PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -112,7 +120,7 @@ print-apt-packages:
 demo: deps
 	@$(VENV_PATH) $(PYTHON) -m lab_orchestrator.cli.demo $(DEMO_LAB)
 
-bench: deps
+bench: deps deps-bench
 	$(VENV_PATH) $(PYTHON) bench/chash_moves.py
 	$(VENV_PATH) $(PYTHON) bench/restore_policy.py --out docs/benchmarks-restore.md
 	$(VENV_PATH) $(PYTHON) bench/bringup.py --quick
@@ -127,6 +135,7 @@ bench: deps
 	$(VENV_PATH) $(PYTHON) bench/esp.py --rounds 3 --seconds 3
 	$(VENV_PATH) $(PYTHON) bench/flexvpn_failover.py --rounds 3
 	$(VENV_PATH) $(PYTHON) bench/bfd_detection.py --runs 5
+	$(VENV_PATH) $(PYTHON) bench/tcp_cps.py --labs topology3 topology1
 	$(PYTHON) bench/summary.py   # docs/benchmarks.md from the detail files the scripts wrote
 
 clean:

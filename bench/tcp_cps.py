@@ -2,38 +2,62 @@
 
     sudo .venv/bin/python bench/tcp_cps.py [--labs topology3 topology1] [--seconds 5] [--long 5000]
 
-Same tool (`dataplane.traffic.tcpload`), same run, these paths:
+Two tools, each on every path in the same run:
+- `tcpload`: the lab's own generator (`dataplane.traffic.tcpload cps`: connect, 1 byte each way, close;
+  one Python process, one source address per connection from 100.64.0.0/20);
+- `wrk`: Debian's wrk (HTTP/1.1 load, `Connection: close`, so one TCP connection per request) against
+  Debian's nginx answering a 1-byte body, started by this script with its own configuration in a temporary
+  folder. wrk cannot bind a source address, so a source NAT in the client namespace (nftables, numgen over
+  the same 100.64.0.0/20) gives each connection one of those addresses, as the lab's generator does (the MX
+  hashes subscribers by address); the rule is there only while wrk runs, on every path alike.
+Paths:
 - ceiling: client and server in one namespace over its loopback (what the tool itself reaches);
 - plain routing: client, router, server namespaces (veths, the kernel routing, no firewall), and again
   through --hops routers in a row (as many namespaces as forward on the lab's path);
 - each lab: the lab's client host to its server host, through the MXs and the SRXs (nftables, conntrack,
   MNHA sync); on an MNHA lab also the CPU its conntrackd processes used, and the run again with them
   paused (what session sync costs).
-Then, on the first lab with MNHA, N long-lived connections (a request every second each) while the SRX
-carrying most of them is powered off, with their outcomes. Writes docs/benchmarks-tcp.md.
+Every run also gives the machine's busy CPUs (all CPUs, /proc/stat, from 1 s after the client started to
+its end) and so CPS per busy CPU, and the connections the server's kernel accepted (TcpPassiveOpens),
+which shows one connection per request. Then, on the first lab with MNHA, N long-lived connections (a
+request every second each) while the SRX carrying most of them is powered off, with their outcomes.
+Writes docs/benchmarks-tcp.md.
+
+wrk and nginx come from Debian (`apt-get install wrk nginx`, or `make deps-bench`); without them,
+`--tools tcpload` measures with the lab's generator only.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
+import threading
 import time
+from collections.abc import Iterator
+from ipaddress import IPv4Network
 from pathlib import Path
 from typing import Any
 
-from common import ROOT, BenchLab, lab, logger, topology_text, write_doc
+from common import ROOT, BenchError, BenchLab, lab, logger, topology_text, wait_for, write_doc
 
 from lab_orchestrator import kinds
 from lab_orchestrator.events import sessions
 
 log = logger("tcp")
 TOOL = [sys.executable, "-m", "dataplane.traffic.tcpload"]
+TOOLS = ("tcpload", "wrk")
 SERVER = "203.0.113.9"
+SOURCES = IPv4Network("100.64.0.0/20")
+HTTP_PORT = 8080
+Row = tuple[str, str, dict[str, Any]]  # path, tool, figures
 
 
 def sh(*argv: str) -> None:
@@ -75,21 +99,195 @@ def in_ns(ns: str) -> list[str]:
     return ["ip", "netns", "exec", ns]
 
 
+def cpu_seconds() -> tuple[float, float]:
+    """(busy, softirq) CPU seconds of the whole machine since boot (/proc/stat; idle, iowait and steal
+    are not busy)."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    tick = os.sysconf("SC_CLK_TCK")
+    user, nice, system, _idle, _iowait, irq, softirq = fields[:7]
+    return (user + nice + system + irq + softirq) / tick, softirq / tick
+
+
+class CpuWindow:
+    """The machine's busy CPUs inside a run: sampled SKIP seconds after it starts (the client is up and
+    connecting by then) and again SPAN seconds later, by a thread of its own."""
+
+    def __init__(self, skip: float, span: float):
+        self.samples: list[tuple[float, float, float]] = []
+        self._thread = threading.Thread(target=self._sample, args=(skip, span), daemon=True)
+        self._thread.start()
+
+    def _sample(self, skip: float, span: float) -> None:
+        time.sleep(skip)
+        self.samples.append((time.monotonic(), *cpu_seconds()))
+        time.sleep(span)
+        self.samples.append((time.monotonic(), *cpu_seconds()))
+
+    def figures(self) -> dict[str, float]:
+        """busy_cpus and softirq_cpus (CPUs used on average over the window); {} if the run was too short."""
+        self._thread.join()
+        if len(self.samples) < 2:
+            return {}
+        (t0, busy0, soft0), (t1, busy1, soft1) = self.samples
+        return {"busy_cpus": (busy1 - busy0) / (t1 - t0), "softirq_cpus": (soft1 - soft0) / (t1 - t0)}
+
+
+def window(seconds: float) -> CpuWindow:
+    return CpuWindow(1.0, max(seconds - 1.5, 0.5))
+
+
+def passive_opens(ns_cmd: list[str]) -> int:
+    """The TCP connections a namespace's kernel accepted so far (TcpPassiveOpens of /proc/net/snmp)."""
+    text = subprocess.run([*ns_cmd, "cat", "/proc/net/snmp"], capture_output=True, text=True, check=True).stdout
+    names, values = (line.split()[1:] for line in text.splitlines() if line.startswith("Tcp:"))
+    return int(values[names.index("PassiveOpens")])
+
+
+def per_cpu(result: dict[str, Any]) -> None:
+    busy = result.get("busy_cpus")
+    if busy:
+        result["cps_per_cpu"] = result["cps"] / busy
+
+
 def cps(server_cmd: list[str], client_cmd: list[str], bind: str, sources: str, seconds: float,
         rate: float) -> dict[str, Any]:
+    """The lab's generator: `tcpload serve` in the server namespace, `tcpload cps` in the client's."""
     server = subprocess.Popen([*server_cmd, *TOOL, "serve", "--bind", bind, "--port", "8000",
                                "--seconds", str(seconds + 30)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
     try:
         assert server.stdout is not None and "serving" in server.stdout.readline()
+        before = passive_opens(server_cmd)
+        cpu = window(seconds)
         out = subprocess.run([*client_cmd, *TOOL, "cps", "--sources", sources, "--to", f"{bind}:8000",
                               "--rate", str(rate), "--seconds", str(seconds), "--concurrency", "2000"],
                              cwd=ROOT, capture_output=True, text=True, check=True).stdout
+        figures = cpu.figures()
+        accepted = passive_opens(server_cmd) - before
     finally:
         server.terminate()
         server.wait(10)
     result: dict[str, Any] = json.loads(out)
-    log(f"cps {result}")
+    result.update(figures, accepted=accepted)
+    per_cpu(result)
+    log(f"tcpload {result}")
     return result
+
+
+def nginx_config(work: Path, bind: str, workers: int) -> str:
+    """nginx answering every request with a 1-byte body and closing the connection after it
+    (keepalive_timeout 0: `Connection: close`); no log, every path in WORK."""
+    temp = "\n".join(f"  {kind}_temp_path {work / kind};" for kind in ("client_body", "proxy", "fastcgi",
+                                                                         "uwsgi", "scgi"))
+    return f"""daemon off;
+worker_processes {workers};
+pid {work / 'nginx.pid'};
+error_log {work / 'error.log'} warn;
+events {{ worker_connections 16384; }}
+http {{
+  access_log off;
+{temp}
+  keepalive_timeout 0;
+  server {{
+    listen {bind}:{HTTP_PORT} backlog=4096;
+    location / {{ default_type text/plain; return 200 "x"; }}
+  }}
+}}
+"""
+
+
+# wrk prints its own summary, then (this script) one JSON line with the counts
+WRK_REPORT = """done = function(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format('{"requests": %d, "duration_us": %d, "connect": %d, "read": %d, "write": %d, '
+    .. '"status": %d, "timeout": %d}\\n', summary.requests, summary.duration, e.connect, e.read, e.write,
+    e.status, e.timeout))
+end
+"""
+
+
+def spread_rules(daddr: str) -> str:
+    """Source NAT of the client's connections to DADDR's HTTP port over SOURCES, one address after the
+    other (numgen), as the lab's generator binds one source address per connection."""
+    hosts = [str(a) for a in SOURCES.hosts()]
+    pairs = ", ".join(f"{i} : {a}" for i, a in enumerate(hosts))
+    return ("table ip tcpbench {\n  chain spread {\n    type nat hook postrouting priority srcnat; policy accept;\n"
+            f"    ip daddr {daddr} tcp dport {HTTP_PORT} snat to numgen inc mod {len(hosts)} map {{ {pairs} }}\n"
+            "  }\n}\n")
+
+
+def wrk_result(out: str, accepted: int) -> dict[str, Any]:
+    """wrk's counts (the JSON line of WRK_REPORT) as the figures of a row: completed (answered, status
+    2xx/3xx), reset (read and write errors: a reset connection), failed (connect errors), timed out."""
+    line = next((x for x in reversed(out.splitlines()) if x.startswith("{")), None)
+    if line is None:
+        raise BenchError(f"wrk printed no counts: {out.strip()[-400:]}")
+    counts = json.loads(line)
+    completed = counts["requests"] - counts["status"]
+    seconds = counts["duration_us"] / 1e6
+    if counts["requests"] and accepted < counts["requests"]:
+        raise BenchError(f"the server accepted {accepted} connections for {counts['requests']} requests: "
+                         "wrk reused connections, not one per request")
+    return {"cps": completed / seconds if seconds else 0.0, "completed": completed,
+            "reset": counts["read"] + counts["write"], "failed": counts["connect"], "timed_out": counts["timeout"],
+            "retried": "-", "status_errors": counts["status"], "seconds": round(seconds, 3), "accepted": accepted}
+
+
+def wrk_cps(server_cmd: list[str], client_cmd: list[str], bind: str, seconds: float, threads: int,
+            connections: int, workers: int) -> dict[str, Any]:
+    """nginx in the server namespace, wrk in the client's (with the source spread while it runs)."""
+    with tempfile.TemporaryDirectory(prefix="tcpb-http-") as tmp:
+        work = Path(tmp)
+        (work / "nginx.conf").write_text(nginx_config(work, bind, workers))
+        (work / "report.lua").write_text(WRK_REPORT)
+        (work / "spread.nft").write_text(spread_rules(bind))
+        nginx = subprocess.Popen([*server_cmd, "nginx", "-c", str(work / "nginx.conf"), "-e", str(work / "error.log")],
+                                 cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        try:
+            wait_for("nginx to listen", lambda: (work / "nginx.pid").exists() or nginx.poll() is not None, 20)
+            if nginx.poll() is not None:
+                error = (work / "error.log").read_text() if (work / "error.log").exists() else ""
+                raise BenchError(f"nginx exited {nginx.returncode}: {(nginx.communicate()[1] + error).strip()[-400:]}")
+            sh(*client_cmd, "nft", "-f", str(work / "spread.nft"))
+            before = passive_opens(server_cmd)
+            cpu = window(seconds)
+            run = subprocess.run([*client_cmd, "wrk", "-t", str(threads), "-c", str(connections),
+                                  "-d", f"{seconds:g}s", "--timeout", "3s", "-H", "Connection: close",
+                                  "-s", str(work / "report.lua"), f"http://{bind}:{HTTP_PORT}/"],
+                                 cwd=ROOT, capture_output=True, text=True)
+            figures = cpu.figures()
+            accepted = passive_opens(server_cmd) - before
+            if run.returncode != 0:
+                raise BenchError(f"wrk exited {run.returncode}: {(run.stderr or run.stdout).strip()[-400:]}")
+        finally:
+            subprocess.run([*client_cmd, "nft", "delete", "table", "ip", "tcpbench"], capture_output=True)
+            if nginx.poll() is None:
+                with contextlib.suppress(OSError, ValueError):
+                    os.kill(int((work / "nginx.pid").read_text()), signal.SIGTERM)
+                try:
+                    nginx.wait(10)
+                except subprocess.TimeoutExpired:
+                    nginx.kill()
+                    nginx.wait(5)
+    result = wrk_result(run.stdout, accepted)
+    result.update(figures)
+    per_cpu(result)
+    log(f"wrk {result}")
+    return result
+
+
+class Runner:
+    """One CPS run of a tool between a server and a client namespace command."""
+
+    def __init__(self, args: argparse.Namespace):
+        self.args = args
+
+    def __call__(self, tool: str, server_cmd: list[str], client_cmd: list[str], bind: str,
+                 sources: str = str(SOURCES)) -> dict[str, Any]:
+        a = self.args
+        if tool == "wrk":
+            return wrk_cps(server_cmd, client_cmd, bind, a.seconds, a.wrk_threads, a.wrk_connections,
+                           a.nginx_workers)
+        return cps(server_cmd, client_cmd, bind, sources, a.seconds, a.rate)
 
 
 def cpu_ticks(pids: list[int]) -> int:
@@ -110,26 +308,33 @@ def conntrackd_pids(state_dir: Path) -> list[int]:
     return [int(p) for p in found.stdout.split()]
 
 
-def lab_cps(name: str, state_dir: Path, seconds: float, rate: float) -> list[tuple[str, dict[str, Any]]]:
-    """CPS through the lab; on an MNHA lab, conntrackd's CPU during it, then once more with the
-    lab's conntrackd processes paused (SIGSTOP, resumed after): what session sync costs."""
-    def run() -> dict[str, Any]:
-        return cps(lab_exec(name, "server"), lab_exec(name, "client"), SERVER, "100.64.0.0/20", seconds, rate)
-
-    pids = conntrackd_pids(state_dir)
-    before, start = cpu_ticks(pids), time.monotonic()
-    result = run()
-    if pids:
-        result["sync_cpu"] = (cpu_ticks(pids) - before) / os.sysconf("SC_CLK_TCK") / (time.monotonic() - start)
-    rows = [("", result)]
-    if pids:
+@contextlib.contextmanager
+def paused(pids: list[int]) -> Iterator[None]:
+    """The processes stopped (SIGSTOP) for the body, resumed after whatever happens."""
+    for pid in pids:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
         for pid in pids:
-            os.kill(pid, signal.SIGSTOP)
-        try:
-            rows.append((", session sync paused", run()))
-        finally:
-            for pid in pids:
-                os.kill(pid, signal.SIGCONT)
+            os.kill(pid, signal.SIGCONT)
+
+
+def lab_cps(name: str, state_dir: Path, tools: list[str], run: Runner) -> list[Row]:
+    """CPS through the lab with each tool; on an MNHA lab, conntrackd's CPU during it, then once more
+    with the lab's conntrackd processes paused (SIGSTOP, resumed after): what session sync costs."""
+    pids = conntrackd_pids(state_dir)
+    rows = []
+    for tool in tools:
+        before, start = cpu_ticks(pids), time.monotonic()
+        result = run(tool, lab_exec(name, "server"), lab_exec(name, "client"), SERVER)
+        if pids:
+            result["sync_cpu"] = (cpu_ticks(pids) - before) / os.sysconf("SC_CLK_TCK") / (time.monotonic() - start)
+        rows.append(("", tool, result))
+        if pids:
+            with paused(pids):
+                rows.append((", session sync paused", tool,
+                             run(tool, lab_exec(name, "server"), lab_exec(name, "client"), SERVER)))
     return rows
 
 
@@ -170,8 +375,13 @@ def long_through_power_off(name: str, count: int, seconds: float) -> dict[str, A
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--labs", nargs="+", default=["topology3"])
-    parser.add_argument("--seconds", type=float, default=5.0)
-    parser.add_argument("--rate", type=float, default=20000.0, help="target CPS (above what the tool reaches)")
+    parser.add_argument("--tools", nargs="+", choices=TOOLS, default=list(TOOLS),
+                        help="tcpload: the lab's generator; wrk: Debian's wrk against nginx (both by default)")
+    parser.add_argument("--seconds", type=int, default=5)
+    parser.add_argument("--rate", type=float, default=20000.0, help="tcpload's target CPS (above what it reaches)")
+    parser.add_argument("--wrk-threads", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--wrk-connections", type=int, default=256, help="wrk's connections open at once")
+    parser.add_argument("--nginx-workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--long", type=int, default=5000, help="long-lived connections through srx-power-off")
     parser.add_argument("--hops", type=int, default=5,
                         help="plain routing again through this many routers (topology3's path forwards in 5 "
@@ -181,20 +391,26 @@ def main() -> int:
     if os.geteuid() != 0:
         print("needs root (network namespaces)", file=sys.stderr)
         return 2
-    rows: list[tuple[str, dict[str, Any]]] = []
+    missing = [cmd for cmd in ("wrk", "nginx") if "wrk" in args.tools and not shutil.which(cmd)]
+    if missing:
+        print(f"{' and '.join(missing)} not found: install the Debian packages (apt-get install wrk nginx, or "
+              "make deps-bench), or measure with the lab's generator only: --tools tcpload", file=sys.stderr)
+        return 2
+    run = Runner(args)
+    rows: list[Row] = []
     long: dict[str, Any] | None = None
     for routers in (1, args.hops):
         plain_up(routers)
         try:
-            if routers == 1:
-                rows.append(("ceiling (one namespace, loopback)",
-                             cps(in_ns("tcpb-c"), in_ns("tcpb-c"), "127.0.0.9", "127.1.0.0/16", args.seconds,
-                                 args.rate)))
-                rows.append(("plain routing (client, router, server)",
-                             cps(in_ns("tcpb-s"), in_ns("tcpb-c"), SERVER, "100.64.0.0/20", args.seconds, args.rate)))
-            elif routers > 1:
-                rows.append((f"plain routing, {routers} routers in a row",
-                             cps(in_ns("tcpb-s"), in_ns("tcpb-c"), SERVER, "100.64.0.0/20", args.seconds, args.rate)))
+            for tool in args.tools:
+                if routers == 1:
+                    rows.append(("ceiling (one namespace, loopback)", tool,
+                                 run(tool, in_ns("tcpb-c"), in_ns("tcpb-c"), "127.0.0.9", "127.1.0.0/16")))
+                    rows.append(("plain routing (client, router, server)", tool,
+                                 run(tool, in_ns("tcpb-s"), in_ns("tcpb-c"), SERVER)))
+                elif routers > 1:
+                    rows.append((f"plain routing, {routers} routers in a row", tool,
+                                 run(tool, in_ns("tcpb-s"), in_ns("tcpb-c"), SERVER)))
         finally:
             plain_down(routers)
     for shipped in args.labs:
@@ -202,8 +418,8 @@ def main() -> int:
         file = Path(f"/tmp/{name}.yml")
         file.write_text(topology_text(ROOT / "labs" / f"{shipped}.yml", name))
         with BenchLab(name, file, log) as bench:
-            rows += [(f"{shipped} (MX, SRX){suffix}", r)
-                     for suffix, r in lab_cps(name, bench.state_dir, args.seconds, args.rate)]
+            rows += [(f"{shipped} (MX, SRX){suffix}", tool, r)
+                     for suffix, tool, r in lab_cps(name, bench.state_dir, args.tools, run)]
             if long is None and args.long and "mnha:" in file.read_text():
                 long = long_through_power_off(name, args.long, 30)
                 long["lab"] = shipped
@@ -212,28 +428,39 @@ def main() -> int:
     return 0
 
 
-def report(rows: list[tuple[str, dict[str, Any]]], long: dict[str, Any] | None, args: argparse.Namespace) -> str:
-    plain = next((r for n, r in rows if n.startswith("plain")), None)
+def cell(value: Any, digits: int = 0) -> str:
+    return "-" if value is None else f"{value:.{digits}f}" if isinstance(value, float) else str(value)
+
+
+def report(rows: list[Row], long: dict[str, Any] | None, args: argparse.Namespace) -> str:
+    plain = {tool: r for n, tool, r in rows if n.startswith("plain routing (")}
     lines = ["# Benchmarks: TCP through the firewalls", "",
              f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} by `bench/tcp_cps.py --labs "
-             f"{' '.join(args.labs)} --seconds {args.seconds:g} --rate {args.rate:g} --long {args.long} "
-             f"--hops {args.hops}` "
-             "(as root). "
+             f"{' '.join(args.labs)} --tools {' '.join(args.tools)} --seconds {args.seconds} --rate {args.rate:g} "
+             f"--wrk-threads {args.wrk_threads} --wrk-connections {args.wrk_connections} "
+             f"--nginx-workers {args.nginx_workers} --long {args.long} --hops {args.hops}` (as root). "
              f"Machine: {os.cpu_count()} CPUs, {platform.machine()}, kernel {platform.release()}, Python "
              f"{platform.python_version()}; load average {os.getloadavg()[0]:.1f} at the end.",
              "", "## Connections per second (connect, 1 byte each way, close)", "",
-             "The same tool (`dataplane.traffic.tcpload cps`, one process) on every path in the same run. "
-             "conntrackd CPU: the CPUs the lab's conntrackd processes (MNHA session sync, all SRXs) used during "
-             "the run; \"session sync paused\": the same run with them stopped (SIGSTOP) and resumed after.", "",
-             "| path | CPS | of plain routing | goal | completed | reset | failed | timed out | retried "
-             "| conntrackd CPU |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
-    for name, r in rows:
-        share = f"{r['cps'] / plain['cps']:.2f}" if plain and plain["cps"] else "-"
+             "Each tool on every path in the same run; \"of plain routing\" is against the same tool's plain "
+             "routing row. tcpload: the lab's generator (one Python process); wrk: Debian's wrk "
+             f"({args.wrk_threads} threads, {args.wrk_connections} connections, `Connection: close`) against "
+             f"nginx ({args.nginx_workers} workers, a 1-byte body). Busy CPUs: the machine's, all processes "
+             "(/proc/stat, from 1 s after the client started to its end); per busy CPU: CPS divided by them. "
+             "Accepted: connections the server's kernel accepted during the run (one per request or "
+             "connection). conntrackd CPU: the CPUs the lab's conntrackd processes (MNHA session sync, all "
+             "SRXs) used during the run; \"session sync paused\": the same run with them stopped (SIGSTOP) "
+             "and resumed after.", "",
+             "| path | tool | CPS | of plain routing | goal | busy CPUs | CPS per busy CPU | completed | accepted "
+             "| reset | failed | timed out | retried | conntrackd CPU |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for name, tool, r in rows:
+        base = plain.get(tool)
+        share = f"{r['cps'] / base['cps']:.2f}" if base and base["cps"] else "-"
         goal = "≥ 0.8" if not name.startswith(("plain", "ceiling")) and "paused" not in name else "-"
-        sync = f"{r['sync_cpu']:.2f}" if "sync_cpu" in r else "-"
-        lines.append(f"| {name} | {r['cps']:.0f} | {share} | {goal} | {r['completed']} | {r['reset']} | "
-                     f"{r['failed']} | {r['timed_out']} | {r['retried']} | {sync} |")
+        lines.append(f"| {name} | {tool} | {r['cps']:.0f} | {share} | {goal} | {cell(r.get('busy_cpus'), 2)} | "
+                     f"{cell(r.get('cps_per_cpu'))} | {r['completed']} | {cell(r.get('accepted'))} | {r['reset']} | "
+                     f"{r['failed']} | {r['timed_out']} | {r['retried']} | {cell(r.get('sync_cpu'), 2)} |")
     if long is not None:
         lines += ["", f"## Long-lived connections through `srx-power-off` ({long['lab']})", "",
                   f"{long['connections']} connections, a 16-byte request every second each; the SRX carrying "

@@ -1,0 +1,113 @@
+"""bench/tcp_cps.py without namespaces: nginx's configuration, the client's source spread, wrk's counts read
+back (one connection per request, or an error) and the table's ratios per tool."""
+
+from __future__ import annotations
+
+import argparse
+import http.server
+import importlib.util
+import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "bench"))
+_spec = importlib.util.spec_from_file_location("bench_tcp_cps", REPO / "bench" / "tcp_cps.py")
+assert _spec is not None and _spec.loader is not None
+tcp_cps = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(tcp_cps)
+
+WRK_OUT = """Running 5s test @ http://203.0.113.9:8080/
+  2 threads and 256 connections
+Requests/sec:  10000.00
+{"requests": 50000, "duration_us": 5000000, "connect": 1, "read": 2, "write": 3, "status": 4, "timeout": 5}
+"""
+
+
+def test_nginx_answers_one_byte_and_closes(tmp_path: Path) -> None:
+    conf = tcp_cps.nginx_config(tmp_path, "203.0.113.9", 2)
+    assert "keepalive_timeout 0;" in conf
+    assert 'return 200 "x";' in conf
+    assert "listen 203.0.113.9:8080 " in conf
+    assert "worker_processes 2;" in conf
+    assert f"pid {tmp_path / 'nginx.pid'};" in conf
+    assert "access_log off;" in conf
+    for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"):
+        assert f"{kind}_temp_path {tmp_path / kind};" in conf
+
+
+def test_the_spread_gives_every_host_address_of_the_sources_in_turn() -> None:
+    rules = tcp_cps.spread_rules("203.0.113.9")
+    assert "ip daddr 203.0.113.9 tcp dport 8080 snat to numgen inc mod 4094 map {" in rules
+    assert "0 : 100.64.0.1," in rules and "4093 : 100.64.15.254 }" in rules
+
+
+def test_wrk_counts_become_a_row() -> None:
+    row = tcp_cps.wrk_result(WRK_OUT, accepted=50100)
+    assert row["completed"] == 49996
+    assert row["cps"] == pytest.approx(9999.2)
+    assert (row["reset"], row["failed"], row["timed_out"], row["status_errors"]) == (5, 1, 5, 4)
+
+
+def test_fewer_connections_than_requests_is_not_a_cps_run() -> None:
+    with pytest.raises(tcp_cps.BenchError, match="reused connections"):
+        tcp_cps.wrk_result(WRK_OUT, accepted=1000)
+
+
+def test_wrk_without_counts_is_an_error() -> None:
+    with pytest.raises(tcp_cps.BenchError, match="no counts"):
+        tcp_cps.wrk_result("unable to connect to 203.0.113.9:8080 Connection refused\n", accepted=0)
+
+
+def test_the_report_compares_each_tool_with_its_own_plain_routing() -> None:
+    def row(cps: float) -> dict[str, object]:
+        return {"cps": cps, "completed": int(cps * 5), "reset": 0, "failed": 0, "timed_out": 0, "retried": 0,
+                "accepted": int(cps * 5), "busy_cpus": 2.0, "cps_per_cpu": cps / 2}
+
+    rows = [("plain routing (client, router, server)", "tcpload", row(10000.0)),
+            ("plain routing (client, router, server)", "wrk", row(20000.0)),
+            ("topology3 (MX, SRX)", "tcpload", row(5000.0)),
+            ("topology3 (MX, SRX)", "wrk", row(5000.0))]
+    args = argparse.Namespace(labs=["topology3"], tools=["tcpload", "wrk"], seconds=5, rate=20000.0,
+                              wrk_threads=2, wrk_connections=256, nginx_workers=2, long=0, hops=5)
+    lines = tcp_cps.report(rows, None, args).splitlines()
+    assert any(x.startswith("| topology3 (MX, SRX) | tcpload | 5000 | 0.50 | ≥ 0.8 | 2.00 | 2500 |") for x in lines)
+    assert any(x.startswith("| topology3 (MX, SRX) | wrk | 5000 | 0.25 | ≥ 0.8 | 2.00 | 2500 |") for x in lines)
+
+
+class _OneByte(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self) -> None:  # noqa: N802 (the handler's own name)
+        self.send_response(200)
+        self.send_header("Content-Length", "1")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.wfile.write(b"x")
+        self.close_connection = True
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_wrk_runs_the_report_script_and_its_counts_are_read(tmp_path: Path) -> None:
+    wrk = shutil.which("wrk")
+    if wrk is None:
+        pytest.skip("wrk is not installed (Debian package wrk)")
+    script = tmp_path / "report.lua"
+    script.write_text(tcp_cps.WRK_REPORT)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _OneByte)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        out = subprocess.run([wrk, "-t", "1", "-c", "2", "-d", "1s", "-H", "Connection: close", "-s", str(script),
+                              f"http://127.0.0.1:{server.server_address[1]}/"],
+                             capture_output=True, text=True, timeout=30, check=True).stdout
+    finally:
+        server.shutdown()
+        server.server_close()
+    row = tcp_cps.wrk_result(out, accepted=10**9)
+    assert row["completed"] > 0 and row["failed"] == 0

@@ -29,7 +29,7 @@ if TYPE_CHECKING:  # the model (pydantic) and templates load only for calls that
     from ..plan.pipeline import LabPlan
     from ..runtime.status import LabStatus
 
-from .topology import event_verdicts
+from .topology import event_verdicts, events_to_run
 
 
 def remove_state(name: str) -> None:
@@ -162,11 +162,11 @@ class Lab:
     # -- entering nodes
 
     def exec_namespace(self, node: str, instance: str | None = None) -> str:
-        """The namespace `lab exec NODE [-i INSTANCE]` enters (LabError if the lab has none such)."""
+        """The namespace `lab exec NODE [-i INSTANCE]` enters (BadInput if the lab has none such)."""
         ns = self.ns(node, instance)
         if ns not in self.state.namespaces:
             nodes = sorted({n[len(self.name) + 1:] for n in self.state.namespaces})
-            raise LabError(f"lab {self.name} has no node/instance '{node}{'/' + instance if instance else ''}'"
+            raise BadInput(f"lab {self.name} has no node/instance '{node}{'/' + instance if instance else ''}'"
                            f"{did_you_mean(node, nodes)} (namespaces: {', '.join(nodes)})")
         return ns
 
@@ -296,7 +296,7 @@ class Lab:
         ns = self.ns(node)
         if ns not in self.state.namespaces:
             nodes = {n[len(self.name) + 1:] for n in self.state.namespaces}
-            raise LabError(f"lab {self.name} has no node {node}{did_you_mean(node, nodes)}")
+            raise BadInput(f"lab {self.name} has no node {node}{did_you_mean(node, nodes)}")
         return [s for s in sessionsmod.read(ns) if 179 not in (s.source_port, s.destination_port)]
 
     def selector(self, node: str) -> dict[str, Any]:
@@ -331,15 +331,31 @@ class Lab:
 
     # -- operations
 
+    def checked_node(self, node: str, lab_wide: bool = False) -> None:
+        """BadInput (exit 2, nothing done; the closest name suggested) unless NODE is a node of the lab,
+        or with LAB_WIDE the node of its lab-wide daemons (`_lab`: the SSH server)."""
+        names = [n.name for n in self.plan().nodes]
+        if lab_wide:
+            names += sorted({r.node for r in self.state.processes} - set(names))
+        if node not in names:
+            raise BadInput(f"lab {self.name} has no node {node}{did_you_mean(node, names)}")
+
+    def checked_daemon(self, node: str, daemon: str) -> None:
+        """BadInput unless NODE runs a supervised daemon named DAEMON (the closest name suggested)."""
+        names = [r.name for r in self.state.processes if r.node == node and r.restart]
+        if daemon not in names:
+            raise BadInput(f"{node} of lab {self.name} runs no daemon {daemon}{did_you_mean(daemon, names)} "
+                           f"(its daemons: {', '.join(names) or 'none'})")
+
     def _checked_event(self, event: str) -> None:
         from ..events import catalog as eventsmod
 
         if event not in eventsmod.BY_NAME:
-            raise LabError(f"unknown event {event}{did_you_mean(event, eventsmod.BY_NAME)}; "
+            raise BadInput(f"unknown event {event}{did_you_mean(event, eventsmod.BY_NAME)}; "
                            f"known: {', '.join(eventsmod.BY_NAME)}")
         verdict = next(a for a in event_verdicts(json.loads(self.plan().to_json())) if a.event.name == event)
         if not verdict.applicable:
-            raise LabError(f"{event} does not apply to lab {self.name}: {verdict.reason}")
+            raise BadInput(f"{event} does not apply to lab {self.name}: {verdict.reason}")
 
     def fail(self, event: str, node: str, down_time: float = 5.0, peer: str | None = None,
              daemon: str | None = None) -> str:
@@ -350,7 +366,10 @@ class Lab:
         hostcheck.require_root()
         self._checked_event(event)
         if daemon is not None and event != "daemon-crash":
-            raise LabError("--daemon goes with the daemon-crash event")
+            raise BadInput("--daemon goes with the daemon-crash event")
+        self.checked_node(node, lab_wide=event == "daemon-crash")
+        if daemon is not None:
+            self.checked_daemon(node, daemon)
         if event == "daemon-crash":
             name = daemon or ops.default_daemon(self.state, node)
             seconds = ops.crash_daemon(self.state, node, name)
@@ -371,6 +390,7 @@ class Lab:
         from ..runtime import ops
 
         hostcheck.require_root()
+        self.checked_node(node)
         done = ops.restore(self.state, self.plan(), node)
         eventlog.record(self.state_dir, "restore", node, "done", "; ".join(done) or "nothing to restore")
         if wait and done:
@@ -393,10 +413,13 @@ class Lab:
         from ..runtime import supervisor as sup
 
         hostcheck.require_root()
+        self.checked_node(node, lab_wide=True)
         record = self.state.process(node, process)
         if record is None:
             names = sorted(f"{r.node}/{r.name}" for r in self.state.processes)
-            raise LabError(f"lab {self.name} has no process {node}/{process} (processes: {', '.join(names)})")
+            raise BadInput(f"lab {self.name} has no process {node}/{process}"
+                           f"{did_you_mean(process, [r.name for r in self.state.processes if r.node == node])} "
+                           f"(processes: {', '.join(names)})")
         client = sup.Supervisor(self.state.state_dir)
         client.stop(procs=[(record.node, record.name)], kill=kill)  # on purpose: no automatic restart
         fresh = client.spawn(record.node, record.name, record.ns, record.argv, record.log,
@@ -410,6 +433,7 @@ class Lab:
         from ..runtime import ops
 
         hostcheck.require_root()
+        self.checked_node(node)
         (ops.power_on if on else ops.power_off)(self.refresh().state, self.plan(), node)
 
     def switchover(self) -> str:
@@ -438,16 +462,12 @@ class Lab:
         hostcheck.require_root()
         return traffic_cli.stats(self.state)
 
-    def event_names(self, wanted: list[str]) -> list[str]:
-        """The events to run: those wanted (each checked), or every one that applies."""
-        verdicts = {a.event.name: a for a in event_verdicts(json.loads(self.plan().to_json()))}
-        names = wanted or [n for n, a in verdicts.items() if a.applicable]
-        for name in names:
-            if name not in verdicts:
-                raise LabError(f"unknown event {name}{did_you_mean(name, verdicts)}; known: {', '.join(verdicts)}")
-            if not verdicts[name].applicable:
-                raise LabError(f"{name} does not apply to lab {self.name}: {verdicts[name].reason}")
-        return names
+    def event_names(self, wanted: list[str], target: str | None = None) -> list[str]:
+        """The events to run: those wanted (each checked), or every one that applies; TARGET (if given)
+        checked to be a node of the lab (`topology.events_to_run`)."""
+        plan = self.plan()
+        return events_to_run(event_verdicts(json.loads(plan.to_json())), wanted, self.name,
+                             [n.name for n in plan.nodes], target)
 
     def event_target(self, event: str, target: str | None = None) -> str:
         from ..events import catalog as eventsmod

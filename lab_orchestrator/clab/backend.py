@@ -32,7 +32,7 @@ from typing import Any
 
 from labkit.files import is_secret, write_json, write_secret
 
-from ..model.diagnostics import LabError
+from ..model.diagnostics import BadInput, LabError, did_you_mean
 from ..plan.pipeline import LabPlan
 from ..runtime import credentials
 from ..runtime.state import STATE_ROOT
@@ -343,7 +343,8 @@ class ContainerlabBackend:
                   interactive: bool = False) -> list[str]:
         """`docker exec` argv running COMMAND in NODE (in an MX routing instance's namespace with INSTANCE)."""
         if node not in record.containers:
-            raise LabError(f"lab {record.name} has no node {node} (nodes: {', '.join(record.containers)})")
+            raise BadInput(f"lab {record.name} has no node {node}{did_you_mean(node, record.containers)} "
+                           f"(nodes: {', '.join(record.containers)})")
         argv = [self.docker, "exec"] + (["-it"] if interactive else []) + [record.containers[node]]
         if instance:
             argv += ["ip", "netns", "exec", f"{record.name}-{node}-{instance.lower()}"]
@@ -383,7 +384,7 @@ class ContainerlabBackend:
 
     def _emulated_node(self, record: ClabRecord, node: str) -> None:
         if node not in record.containers:
-            raise LabError(f"lab {record.name} has no node {node}")
+            raise BadInput(f"lab {record.name} has no node {node}{did_you_mean(node, record.containers)}")
         if node in record.vendor:
             raise LabError(f"{node} is a {record.vendor[node]} node: operate it with its own CLI "
                            f"(ssh admin@{record.containers[node]})")

@@ -34,7 +34,7 @@ def main(topology: str) -> None:
         for srx in ("srx1", "srx2", "srx3", "srx4"):
             run(["exec", "--lab", name, srx, "--", "conntrack", "-L", "-p", "icmp"], check=False)
     finally:
-        run(["down", "--name", name])
+        run(["down", "--lab", name])
 
 
 if __name__ == "__main__":

@@ -119,6 +119,8 @@ def events_run(
             raise budgetsmod.BudgetError("a tcp_* budget needs --tcp (the TCP connections it judges)")
         if family not in (None, "4", "6", "both"):
             raise LabError(f"--family {family}: give 4, 6 or both")
+        if topology is not None and lab is None:  # a wrong event or node name, before the lab is brought up
+            api.file_events_to_run(topology, event, target)
         started = time.monotonic()
         results: list[EventResult | EventError] = []
 
@@ -128,7 +130,7 @@ def events_run(
         with api.running(topology, lab, progress=progress_printer(started),
                          on_up=lambda up: None if json_out else print_up(up, time.monotonic() - started, False),
                          on_down=lambda name, s: None if json_out else print_down(name, s)) as running:
-            names = running.event_names(event)
+            names = running.event_names(event, target)
             if tcp:
                 budgets = budgetsmod.with_tcp_defaults(budgets, mnha=running.has_mnha())
             fams = running.traffic_families(family)

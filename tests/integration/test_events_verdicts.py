@@ -43,7 +43,7 @@ def run_captured(name: str, tmp_path: Path, events: list[str], policy: str | Non
         results = {e["event"]: e for e in json.loads(report.read_text())["events"]}
         forward, reverse = sequences(fwd), sequences(rev)
     finally:
-        lab("down", "--name", name, check=False)
+        lab("down", "--lab", name, check=False)
     # one capture for all events: flow ids repeat per event, so keep one event per captured run
     assert len(events) == 1
     row_loss = {}

@@ -115,3 +115,17 @@ def test_old_spelling_still_runs(tmp_path: Any) -> None:
     result = subprocess.run([sys.executable, "-m", "lab_orchestrator.cli", "report", "-p", str(tmp_path / "x.yml"),
                              "--list"], env=env, capture_output=True, text=True, timeout=60)
     assert "deprecated:" in result.stderr and "No such option" not in result.stderr, result.stderr
+
+
+def test_make_demo_types_the_current_spellings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`make demo` shows a newcomer the commands to type: none of them an old spelling (no deprecation note)."""
+    from wheelkit import REPO
+
+    from lab_orchestrator.cli import demo
+
+    typed: list[list[str]] = []
+    monkeypatch.setattr(demo, "run", lambda args, check=True: typed.append(args) or 0)
+    demo.main(str(REPO / "labs" / "topology3.yml"))
+    assert typed[0][0] == "validate" and typed[-1][0] == "down", typed
+    for args in typed:
+        assert rewrite_deprecated(args) == (args, []), args

@@ -28,7 +28,6 @@ from ..runtime.state import STATE_ROOT, LabState, running_labs, state_dir
 from .running import Lab, Restarted, labs, pick, remove_state
 from .topology import (
     event_verdicts,
-    events_to_run,
     export,
     file_event_verdicts,
     file_events_to_run,
@@ -49,7 +48,7 @@ if TYPE_CHECKING:  # the model (pydantic) and templates load only for calls that
 __all__ = [
     "CLAB_UP_TIMEOUT", "MNHA_STATUS", "MXLB_CONFIG", "MXLB_STATUS", "SRD_STATUS", "UP_TIMEOUT", "Lab", "Progress",
     "Restarted", "containerlab", "containerlab_targets", "down_containerlab", "down_targets", "event_verdicts",
-    "events_to_run", "file_events_to_run", "import_configs", "events_junit", "events_plot", "export",
+    "file_events_to_run", "import_configs", "events_junit", "events_plot", "export",
     "file_event_verdicts", "labs", "load", "peek_name",
     "pick", "plan", "render", "require_root", "running", "traffic_spec", "up", "up_containerlab",
 ]

@@ -29,7 +29,8 @@ if TYPE_CHECKING:  # the model (pydantic) and templates load only for calls that
     from ..plan.pipeline import LabPlan
     from ..runtime.status import LabStatus
 
-from .topology import event_verdicts, events_to_run
+from . import names
+from .topology import event_verdicts
 
 
 def remove_state(name: str) -> None:
@@ -332,30 +333,9 @@ class Lab:
     # -- operations
 
     def checked_node(self, node: str, lab_wide: bool = False) -> None:
-        """BadInput (exit 2, nothing done; the closest name suggested) unless NODE is a node of the lab,
-        or with LAB_WIDE the node of its lab-wide daemons (`_lab`: the SSH server)."""
-        names = [n.name for n in self.plan().nodes]
-        if lab_wide:
-            names += sorted({r.node for r in self.state.processes} - set(names))
-        if node not in names:
-            raise BadInput(f"lab {self.name} has no node {node}{did_you_mean(node, names)}")
-
-    def checked_daemon(self, node: str, daemon: str) -> None:
-        """BadInput unless NODE runs a supervised daemon named DAEMON (the closest name suggested)."""
-        names = [r.name for r in self.state.processes if r.node == node and r.restart]
-        if daemon not in names:
-            raise BadInput(f"{node} of lab {self.name} runs no daemon {daemon}{did_you_mean(daemon, names)} "
-                           f"(its daemons: {', '.join(names) or 'none'})")
-
-    def _checked_event(self, event: str) -> None:
-        from ..events import catalog as eventsmod
-
-        if event not in eventsmod.BY_NAME:
-            raise BadInput(f"unknown event {event}{did_you_mean(event, eventsmod.BY_NAME)}; "
-                           f"known: {', '.join(eventsmod.BY_NAME)}")
-        verdict = next(a for a in event_verdicts(json.loads(self.plan().to_json())) if a.event.name == event)
-        if not verdict.applicable:
-            raise BadInput(f"{event} does not apply to lab {self.name}: {verdict.reason}")
+        """BadInput unless NODE is a node of the lab (LAB_WIDE: or `_lab`, the node of its lab-wide daemons)."""
+        known = {n.name for n in self.plan().nodes} | ({r.node for r in self.state.processes} if lab_wide else set())
+        names.node(self.name, node, sorted(known))
 
     def fail(self, event: str, node: str, down_time: float = 5.0, peer: str | None = None,
              daemon: str | None = None) -> str:
@@ -364,12 +344,13 @@ class Lab:
         from ..runtime import ops
 
         hostcheck.require_root()
-        self._checked_event(event)
+        names.events_to_run(event_verdicts(json.loads(self.plan().to_json())), [event], self.name, [])
         if daemon is not None and event != "daemon-crash":
             raise BadInput("--daemon goes with the daemon-crash event")
         self.checked_node(node, lab_wide=event == "daemon-crash")
         if daemon is not None:
-            self.checked_daemon(node, daemon)
+            supervised = [r.name for r in self.state.processes if r.node == node and r.restart]
+            names.daemon(self.name, node, daemon, supervised)
         if event == "daemon-crash":
             name = daemon or ops.default_daemon(self.state, node)
             seconds = ops.crash_daemon(self.state, node, name)
@@ -414,12 +395,9 @@ class Lab:
 
         hostcheck.require_root()
         self.checked_node(node, lab_wide=True)
+        names.daemon(self.name, node, process, (r.name for r in self.state.processes if r.node == node))
         record = self.state.process(node, process)
-        if record is None:
-            names = sorted(f"{r.node}/{r.name}" for r in self.state.processes)
-            raise BadInput(f"lab {self.name} has no process {node}/{process}"
-                           f"{did_you_mean(process, [r.name for r in self.state.processes if r.node == node])} "
-                           f"(processes: {', '.join(names)})")
+        assert record is not None
         client = sup.Supervisor(self.state.state_dir)
         client.stop(procs=[(record.node, record.name)], kill=kill)  # on purpose: no automatic restart
         fresh = client.spawn(record.node, record.name, record.ns, record.argv, record.log,
@@ -466,7 +444,7 @@ class Lab:
         """The events to run: those wanted (each checked), or every one that applies; TARGET (if given)
         checked to be a node of the lab (`topology.events_to_run`)."""
         plan = self.plan()
-        return events_to_run(event_verdicts(json.loads(plan.to_json())), wanted, self.name,
+        return names.events_to_run(event_verdicts(json.loads(plan.to_json())), wanted, self.name,
                              [n.name for n in plan.nodes], target)
 
     def event_target(self, event: str, target: str | None = None) -> str:

@@ -127,27 +127,10 @@ def file_event_verdicts(path: Path) -> list[Applicability]:
     return event_verdicts(json.loads(plan(path, state_root=None).to_json()))
 
 
-def events_to_run(verdicts: list[Applicability], wanted: list[str], lab: str, nodes: list[str],
-                  target: str | None = None) -> list[str]:
-    """The events of a run: those WANTED, or every one that applies to LAB. BadInput (exit 2, nothing
-    done) for a name that is no event or an event that does not apply, and for a TARGET that is not
-    one of the lab's NODES; a misspelt name gets the closest known one."""
-    from ..model.diagnostics import BadInput, did_you_mean
-
-    by_name = {a.event.name: a for a in verdicts}
-    names = wanted or [name for name, a in by_name.items() if a.applicable]
-    for name in names:
-        if name not in by_name:
-            raise BadInput(f"unknown event {name}{did_you_mean(name, by_name)}; known: {', '.join(by_name)}")
-        if not by_name[name].applicable:
-            raise BadInput(f"{name} does not apply to lab {lab}: {by_name[name].reason}")
-    if target is not None and target not in nodes:
-        raise BadInput(f"--target {target}: lab {lab} has no node {target}{did_you_mean(target, nodes)}")
-    return names
-
-
 def file_events_to_run(path: Path, wanted: list[str], target: str | None = None) -> list[str]:
     """`events_to_run` for the lab of a topology file, checked before it is brought up."""
+    from .names import events_to_run
+
     built = plan(path, state_root=None)
     return events_to_run(event_verdicts(json.loads(built.to_json())), wanted, built.name,
                          [n.name for n in built.nodes], target)

@@ -52,7 +52,7 @@ def test_a_misspelt_node_is_bad_input_with_the_closest_name(lab: Lab) -> None:
 def test_a_misspelt_daemon_or_event_is_bad_input(lab: Lab) -> None:
     with pytest.raises(BadInput, match=r"mx1 of lab t1 runs no daemon mxbl \(did you mean 'mxlb'\?\)"):
         lab.fail("daemon-crash", "mx1", daemon="mxbl")
-    with pytest.raises(BadInput, match=r"no process mx1/mxbl \(did you mean 'mxlb'\?\)"):
+    with pytest.raises(BadInput, match=r"mx1 of lab t1 runs no daemon mxbl \(did you mean 'mxlb'\?\)"):
         lab.restart("mx1", "mxbl")
     with pytest.raises(BadInput, match=r"unknown event srx-powr-off \(did you mean 'srx-power-off'\?\)"):
         lab.fail("srx-powr-off", "srx2")

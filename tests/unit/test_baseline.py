@@ -146,7 +146,7 @@ def test_exit_status_of_a_run_with_an_error_case_is_3(monkeypatch: pytest.Monkey
     class Lab:
         name = "t1"
 
-        def event_names(self, wanted: list[str]) -> list[str]:
+        def event_names(self, wanted: list[str], target: str | None = None) -> list[str]:
             return wanted
 
         def event_target(self, event: str, target: str | None) -> str:

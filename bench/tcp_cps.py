@@ -39,14 +39,14 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
-from ipaddress import IPv4Network
 from pathlib import Path
 from typing import Any
 
-from common import ROOT, BenchError, BenchLab, lab, logger, topology_text, wait_for, write_doc
+from common import ROOT, BenchLab, lab, logger, topology_text, write_doc
+from cpu_window import per_cpu, profile_tables, window
+from tcp_wrk import SOURCES, passive_opens, wrk_cps
 
 from lab_orchestrator import kinds
 from lab_orchestrator.events import sessions
@@ -55,8 +55,6 @@ log = logger("tcp")
 TOOL = [sys.executable, "-m", "dataplane.traffic.tcpload"]
 TOOLS = ("tcpload", "wrk")
 SERVER = "203.0.113.9"
-SOURCES = IPv4Network("100.64.0.0/20")
-HTTP_PORT = 8080
 Row = tuple[str, str, dict[str, Any]]  # path, tool, figures
 
 
@@ -99,65 +97,15 @@ def in_ns(ns: str) -> list[str]:
     return ["ip", "netns", "exec", ns]
 
 
-def cpu_seconds() -> tuple[float, float]:
-    """(busy, softirq) CPU seconds of the whole machine since boot (/proc/stat; idle, iowait and steal
-    are not busy)."""
-    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    tick = os.sysconf("SC_CLK_TCK")
-    user, nice, system, _idle, _iowait, irq, softirq = fields[:7]
-    return (user + nice + system + irq + softirq) / tick, softirq / tick
-
-
-class CpuWindow:
-    """The machine's busy CPUs inside a run: sampled SKIP seconds after it starts (the client is up and
-    connecting by then) and again SPAN seconds later, by a thread of its own."""
-
-    def __init__(self, skip: float, span: float):
-        self.samples: list[tuple[float, float, float]] = []
-        self._thread = threading.Thread(target=self._sample, args=(skip, span), daemon=True)
-        self._thread.start()
-
-    def _sample(self, skip: float, span: float) -> None:
-        time.sleep(skip)
-        self.samples.append((time.monotonic(), *cpu_seconds()))
-        time.sleep(span)
-        self.samples.append((time.monotonic(), *cpu_seconds()))
-
-    def figures(self) -> dict[str, float]:
-        """busy_cpus and softirq_cpus (CPUs used on average over the window); {} if the run was too short."""
-        self._thread.join()
-        if len(self.samples) < 2:
-            return {}
-        (t0, busy0, soft0), (t1, busy1, soft1) = self.samples
-        return {"busy_cpus": (busy1 - busy0) / (t1 - t0), "softirq_cpus": (soft1 - soft0) / (t1 - t0)}
-
-
-def window(seconds: float) -> CpuWindow:
-    return CpuWindow(1.0, max(seconds - 1.5, 0.5))
-
-
-def passive_opens(ns_cmd: list[str]) -> int:
-    """The TCP connections a namespace's kernel accepted so far (TcpPassiveOpens of /proc/net/snmp)."""
-    text = subprocess.run([*ns_cmd, "cat", "/proc/net/snmp"], capture_output=True, text=True, check=True).stdout
-    names, values = (line.split()[1:] for line in text.splitlines() if line.startswith("Tcp:"))
-    return int(values[names.index("PassiveOpens")])
-
-
-def per_cpu(result: dict[str, Any]) -> None:
-    busy = result.get("busy_cpus")
-    if busy:
-        result["cps_per_cpu"] = result["cps"] / busy
-
-
 def cps(server_cmd: list[str], client_cmd: list[str], bind: str, sources: str, seconds: float,
-        rate: float) -> dict[str, Any]:
+        rate: float, profile: Path | None = None) -> dict[str, Any]:
     """The lab's generator: `tcpload serve` in the server namespace, `tcpload cps` in the client's."""
     server = subprocess.Popen([*server_cmd, *TOOL, "serve", "--bind", bind, "--port", "8000",
                                "--seconds", str(seconds + 30)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
     try:
         assert server.stdout is not None and "serving" in server.stdout.readline()
         before = passive_opens(server_cmd)
-        cpu = window(seconds)
+        cpu = window(seconds, profile)
         out = subprocess.run([*client_cmd, *TOOL, "cps", "--sources", sources, "--to", f"{bind}:8000",
                               "--rate", str(rate), "--seconds", str(seconds), "--concurrency", "2000"],
                              cwd=ROOT, capture_output=True, text=True, check=True).stdout
@@ -173,121 +121,26 @@ def cps(server_cmd: list[str], client_cmd: list[str], bind: str, sources: str, s
     return result
 
 
-def nginx_config(work: Path, bind: str, workers: int) -> str:
-    """nginx answering every request with a 1-byte body and closing the connection after it
-    (keepalive_timeout 0: `Connection: close`); no log, every path in WORK."""
-    temp = "\n".join(f"  {kind}_temp_path {work / kind};" for kind in ("client_body", "proxy", "fastcgi",
-                                                                         "uwsgi", "scgi"))
-    return f"""daemon off;
-worker_processes {workers};
-pid {work / 'nginx.pid'};
-error_log {work / 'error.log'} warn;
-events {{ worker_connections 16384; }}
-http {{
-  access_log off;
-{temp}
-  keepalive_timeout 0;
-  server {{
-    listen {bind}:{HTTP_PORT} backlog=4096;
-    location / {{ default_type text/plain; return 200 "x"; }}
-  }}
-}}
-"""
-
-
-# wrk prints its own summary, then (this script) one JSON line with the counts
-WRK_REPORT = """done = function(summary, latency, requests)
-  local e = summary.errors
-  io.write(string.format('{"requests": %d, "duration_us": %d, "connect": %d, "read": %d, "write": %d, '
-    .. '"status": %d, "timeout": %d}\\n', summary.requests, summary.duration, e.connect, e.read, e.write,
-    e.status, e.timeout))
-end
-"""
-
-
-def spread_rules(daddr: str) -> str:
-    """Source NAT of the client's connections to DADDR's HTTP port over SOURCES, one address after the
-    other (numgen), as the lab's generator binds one source address per connection."""
-    hosts = [str(a) for a in SOURCES.hosts()]
-    pairs = ", ".join(f"{i} : {a}" for i, a in enumerate(hosts))
-    return ("table ip tcpbench {\n  chain spread {\n    type nat hook postrouting priority srcnat; policy accept;\n"
-            f"    ip daddr {daddr} tcp dport {HTTP_PORT} snat to numgen inc mod {len(hosts)} map {{ {pairs} }}\n"
-            "  }\n}\n")
-
-
-def wrk_result(out: str, accepted: int) -> dict[str, Any]:
-    """wrk's counts (the JSON line of WRK_REPORT) as the figures of a row: completed (answered, status
-    2xx/3xx), reset (read and write errors: a reset connection), failed (connect errors), timed out."""
-    line = next((x for x in reversed(out.splitlines()) if x.startswith("{")), None)
-    if line is None:
-        raise BenchError(f"wrk printed no counts: {out.strip()[-400:]}")
-    counts = json.loads(line)
-    completed = counts["requests"] - counts["status"]
-    seconds = counts["duration_us"] / 1e6
-    if counts["requests"] and accepted < counts["requests"]:
-        raise BenchError(f"the server accepted {accepted} connections for {counts['requests']} requests: "
-                         "wrk reused connections, not one per request")
-    return {"cps": completed / seconds if seconds else 0.0, "completed": completed,
-            "reset": counts["read"] + counts["write"], "failed": counts["connect"], "timed_out": counts["timeout"],
-            "retried": "-", "status_errors": counts["status"], "seconds": round(seconds, 3), "accepted": accepted}
-
-
-def wrk_cps(server_cmd: list[str], client_cmd: list[str], bind: str, seconds: float, threads: int,
-            connections: int, workers: int) -> dict[str, Any]:
-    """nginx in the server namespace, wrk in the client's (with the source spread while it runs)."""
-    with tempfile.TemporaryDirectory(prefix="tcpb-http-") as tmp:
-        work = Path(tmp)
-        (work / "nginx.conf").write_text(nginx_config(work, bind, workers))
-        (work / "report.lua").write_text(WRK_REPORT)
-        (work / "spread.nft").write_text(spread_rules(bind))
-        nginx = subprocess.Popen([*server_cmd, "nginx", "-c", str(work / "nginx.conf"), "-e", str(work / "error.log")],
-                                 cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        try:
-            wait_for("nginx to listen", lambda: (work / "nginx.pid").exists() or nginx.poll() is not None, 20)
-            if nginx.poll() is not None:
-                error = (work / "error.log").read_text() if (work / "error.log").exists() else ""
-                raise BenchError(f"nginx exited {nginx.returncode}: {(nginx.communicate()[1] + error).strip()[-400:]}")
-            sh(*client_cmd, "nft", "-f", str(work / "spread.nft"))
-            before = passive_opens(server_cmd)
-            cpu = window(seconds)
-            run = subprocess.run([*client_cmd, "wrk", "-t", str(threads), "-c", str(connections),
-                                  "-d", f"{seconds:g}s", "--timeout", "3s", "-H", "Connection: close",
-                                  "-s", str(work / "report.lua"), f"http://{bind}:{HTTP_PORT}/"],
-                                 cwd=ROOT, capture_output=True, text=True)
-            figures = cpu.figures()
-            accepted = passive_opens(server_cmd) - before
-            if run.returncode != 0:
-                raise BenchError(f"wrk exited {run.returncode}: {(run.stderr or run.stdout).strip()[-400:]}")
-        finally:
-            subprocess.run([*client_cmd, "nft", "delete", "table", "ip", "tcpbench"], capture_output=True)
-            if nginx.poll() is None:
-                with contextlib.suppress(OSError, ValueError):
-                    os.kill(int((work / "nginx.pid").read_text()), signal.SIGTERM)
-                try:
-                    nginx.wait(10)
-                except subprocess.TimeoutExpired:
-                    nginx.kill()
-                    nginx.wait(5)
-    result = wrk_result(run.stdout, accepted)
-    result.update(figures)
-    per_cpu(result)
-    log(f"wrk {result}")
-    return result
-
-
 class Runner:
-    """One CPS run of a tool between a server and a client namespace command."""
+    """One CPS run of a tool between a server and a client namespace command; with PROFILE, where the
+    machine's CPU went during it (perf)."""
 
     def __init__(self, args: argparse.Namespace):
         self.args = args
 
     def __call__(self, tool: str, server_cmd: list[str], client_cmd: list[str], bind: str,
-                 sources: str = str(SOURCES)) -> dict[str, Any]:
+                 sources: str = str(SOURCES), profile: bool = False) -> dict[str, Any]:
         a = self.args
-        if tool == "wrk":
-            return wrk_cps(server_cmd, client_cmd, bind, a.seconds, a.wrk_threads, a.wrk_connections,
-                           a.nginx_workers)
-        return cps(server_cmd, client_cmd, bind, sources, a.seconds, a.rate)
+        with tempfile.TemporaryDirectory(prefix="tcpb-perf-") as tmp:
+            data = Path(tmp) / "perf.data" if profile and a.profile else None
+            if tool == "wrk":
+                result = wrk_cps(server_cmd, client_cmd, bind, a.seconds, a.wrk_threads, a.wrk_connections,
+                                 a.nginx_workers, data)
+            else:
+                result = cps(server_cmd, client_cmd, bind, sources, a.seconds, a.rate, data)
+        if "profile" in result:
+            log(f"{tool} profile: {result['profile']}")
+        return result
 
 
 def cpu_ticks(pids: list[int]) -> int:
@@ -327,7 +180,7 @@ def lab_cps(name: str, state_dir: Path, tools: list[str], run: Runner) -> list[R
     rows = []
     for tool in tools:
         before, start = cpu_ticks(pids), time.monotonic()
-        result = run(tool, lab_exec(name, "server"), lab_exec(name, "client"), SERVER)
+        result = run(tool, lab_exec(name, "server"), lab_exec(name, "client"), SERVER, profile=True)
         if pids:
             result["sync_cpu"] = (cpu_ticks(pids) - before) / os.sysconf("SC_CLK_TCK") / (time.monotonic() - start)
         rows.append(("", tool, result))
@@ -386,6 +239,8 @@ def main() -> int:
     parser.add_argument("--hops", type=int, default=5,
                         help="plain routing again through this many routers (topology3's path forwards in 5 "
                              "namespaces: gw-trust, mx1's trust VR, an SRX, mx1's untrust VR, gw-untrust); 0: not")
+    parser.add_argument("--profile", action="store_true",
+                        help="where the machine's CPU went during each run but the paused ones (perf, every CPU)")
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks-tcp.md")
     args = parser.parse_args()
     if os.geteuid() != 0:
@@ -396,6 +251,9 @@ def main() -> int:
         print(f"{' and '.join(missing)} not found: install the Debian packages (apt-get install wrk nginx, or "
               "make deps-bench), or measure with the lab's generator only: --tools tcpload", file=sys.stderr)
         return 2
+    if args.profile and not shutil.which("perf"):
+        print("perf not found (--profile): apt-get install linux-perf", file=sys.stderr)
+        return 2
     run = Runner(args)
     rows: list[Row] = []
     long: dict[str, Any] | None = None
@@ -405,12 +263,13 @@ def main() -> int:
             for tool in args.tools:
                 if routers == 1:
                     rows.append(("ceiling (one namespace, loopback)", tool,
-                                 run(tool, in_ns("tcpb-c"), in_ns("tcpb-c"), "127.0.0.9", "127.1.0.0/16")))
+                                 run(tool, in_ns("tcpb-c"), in_ns("tcpb-c"), "127.0.0.9", "127.1.0.0/16",
+                                     profile=True)))
                     rows.append(("plain routing (client, router, server)", tool,
-                                 run(tool, in_ns("tcpb-s"), in_ns("tcpb-c"), SERVER)))
+                                 run(tool, in_ns("tcpb-s"), in_ns("tcpb-c"), SERVER, profile=True)))
                 elif routers > 1:
                     rows.append((f"plain routing, {routers} routers in a row", tool,
-                                 run(tool, in_ns("tcpb-s"), in_ns("tcpb-c"), SERVER)))
+                                 run(tool, in_ns("tcpb-s"), in_ns("tcpb-c"), SERVER, profile=True)))
         finally:
             plain_down(routers)
     for shipped in args.labs:
@@ -438,7 +297,8 @@ def report(rows: list[Row], long: dict[str, Any] | None, args: argparse.Namespac
              f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} by `bench/tcp_cps.py --labs "
              f"{' '.join(args.labs)} --tools {' '.join(args.tools)} --seconds {args.seconds} --rate {args.rate:g} "
              f"--wrk-threads {args.wrk_threads} --wrk-connections {args.wrk_connections} "
-             f"--nginx-workers {args.nginx_workers} --long {args.long} --hops {args.hops}` (as root). "
+             f"--nginx-workers {args.nginx_workers} --long {args.long} --hops {args.hops}"
+             f"{' --profile' if args.profile else ''}` (as root). "
              f"Machine: {os.cpu_count()} CPUs, {platform.machine()}, kernel {platform.release()}, Python "
              f"{platform.python_version()}; load average {os.getloadavg()[0]:.1f} at the end.",
              "", "## Connections per second (connect, 1 byte each way, close)", "",
@@ -461,6 +321,7 @@ def report(rows: list[Row], long: dict[str, Any] | None, args: argparse.Namespac
         lines.append(f"| {name} | {tool} | {r['cps']:.0f} | {share} | {goal} | {cell(r.get('busy_cpus'), 2)} | "
                      f"{cell(r.get('cps_per_cpu'))} | {r['completed']} | {cell(r.get('accepted'))} | {r['reset']} | "
                      f"{r['failed']} | {r['timed_out']} | {r['retried']} | {cell(r.get('sync_cpu'), 2)} |")
+    lines += profile_tables([(f"{name} | {tool}", r["profile"]) for name, tool, r in rows if "profile" in r])
     if long is not None:
         lines += ["", f"## Long-lived connections through `srx-power-off` ({long['lab']})", "",
                   f"{long['connections']} connections, a 16-byte request every second each; the SRX carrying "

@@ -10,7 +10,7 @@ this shared machine hit all alike):
    same 5-tuples, through the sessions the forward packets opened), receivers in packet mode as
    `lab events run` uses them; once with SCHED_FIFO senders (as `lab events run` and `lab report`
    start them by default), once at ordinary priority; and the same at 200 flows x 200 pps (5 ms,
-   `lab events run`'s default rate). Per sender: its lateness against the schedule (max and p99 of
+   the top rung of the calibration `lab events run` makes without --flows/--rate). Per sender: its lateness against the schedule (max and p99 of
    its packets, measured when the call that sent them returned), sent / target, and the loss the
    receivers counted;
 2. full speed, one direction, 200 flows (sender pinned to CPU 0, UDP-socket receiver on CPU 1),
@@ -158,7 +158,7 @@ def render(res: dict[str, Any]) -> str:
     for key, label, per_flow in (
             ("paced_rt", "SCHED_FIFO senders", PER_FLOW),
             ("paced_default", "senders at normal priority", PER_FLOW),
-            ("paced_rt_200", "SCHED_FIFO senders (`lab events run`'s default)", 200),
+            ("paced_rt_200", "SCHED_FIFO senders (the calibration's top rung)", 200),
             ("paced_default_200", "senders at normal priority", 200)):
         goal_ms = 1000 / per_flow  # one per-flow interval
         if not s.get(key):
@@ -180,7 +180,8 @@ def render(res: dict[str, Any]) -> str:
         values = res["ratios"][key]
         med = statistics.median(values)
         per_round = ", ".join(f"{v:.2f}" for v in values)
-        rows.append(f"| full speed, received pps: {label} / iperf3 -l 700 (median of rounds) | {med:.2f} "
+        rows.append(f"| full speed, received pps: {label} / iperf3 -l 700 (median of rounds; "
+                    f"set by the path and iperf3's receiver, not by the generators: see the notes) | {med:.2f} "
                     f"(per round {per_round}) | >= {GOAL_RATIO:g} | {verdict(med >= GOAL_RATIO)} |")
     full = []
     for key in ("ours 746", "ours imix", "iperf3 -l 700"):

@@ -10,9 +10,9 @@ this shared machine hit all alike):
    same 5-tuples, through the sessions the forward packets opened), receivers in packet mode as
    `lab events run` uses them; once with SCHED_FIFO senders (as `lab events run` and `lab report`
    start them by default), once at ordinary priority; and the same at 200 flows x 200 pps (5 ms,
-   the top rung of the calibration `lab events run` makes without --flows/--rate). Per sender: its lateness against the schedule (max and p99 of
-   its packets, measured when the call that sent them returned), sent / target, and the loss the
-   receivers counted;
+   the top rung of the calibration `lab events run` makes without --flows/--rate). Per sender: its
+   lateness against the schedule (max and p99 of its packets, measured when the call that sent them
+   returned), sent / target, and the loss the receivers counted;
 2. full speed, one direction, 200 flows (sender pinned to CPU 0, UDP-socket receiver on CPU 1),
    against iperf3 `-u -b 0` with the same pinning, at equal frame size (ours 746-byte frames =
    iperf3 `-l 700`; and ours IMIX, average 712 bytes, against the same): received pps, ratio

@@ -9,7 +9,8 @@ Two tools, each on every path in the same run:
   Debian's nginx answering a 1-byte body, started by this script with its own configuration in a temporary
   folder. wrk cannot bind a source address, so a source NAT in the client namespace (nftables, numgen over
   the same 100.64.0.0/20) gives each connection one of those addresses, as the lab's generator does (the MX
-  hashes subscribers by address); the rule is there only while wrk runs, on every path alike.
+  hashes subscribers by address); the rule is there only while wrk runs, on every path alike (and plain
+  routing once more without it: what it costs).
 Paths:
 - ceiling: client and server in one namespace over its loopback (what the tool itself reaches);
 - plain routing: client, router, server namespaces (veths, the kernel routing, no firewall), and again
@@ -129,13 +130,13 @@ class Runner:
         self.args = args
 
     def __call__(self, tool: str, server_cmd: list[str], client_cmd: list[str], bind: str,
-                 sources: str = str(SOURCES), profile: bool = False) -> dict[str, Any]:
+                 sources: str = str(SOURCES), profile: bool = False, spread: bool = True) -> dict[str, Any]:
         a = self.args
         with tempfile.TemporaryDirectory(prefix="tcpb-perf-") as tmp:
             data = Path(tmp) / "perf.data" if profile and a.profile else None
             if tool == "wrk":
                 result = wrk_cps(server_cmd, client_cmd, bind, a.seconds, a.wrk_threads, a.wrk_connections,
-                                 a.nginx_workers, data)
+                                 a.nginx_workers, data, spread)
             else:
                 result = cps(server_cmd, client_cmd, bind, sources, a.seconds, a.rate, data)
         if "profile" in result:
@@ -267,6 +268,9 @@ def main() -> int:
                                      profile=True)))
                     rows.append(("plain routing (client, router, server)", tool,
                                  run(tool, in_ns("tcpb-s"), in_ns("tcpb-c"), SERVER, profile=True)))
+                    if tool == "wrk":  # what the client's source spread costs wrk
+                        rows.append(("plain routing, no source spread", tool,
+                                     run(tool, in_ns("tcpb-s"), in_ns("tcpb-c"), SERVER, spread=False)))
                 elif routers > 1:
                     rows.append((f"plain routing, {routers} routers in a row", tool,
                                  run(tool, in_ns("tcpb-s"), in_ns("tcpb-c"), SERVER, profile=True)))

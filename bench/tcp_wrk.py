@@ -93,8 +93,9 @@ def wrk_result(out: str, accepted: int) -> dict[str, Any]:
 
 
 def wrk_cps(server_cmd: list[str], client_cmd: list[str], bind: str, seconds: float, threads: int,
-            connections: int, workers: int, profile: Path | None = None) -> dict[str, Any]:
-    """nginx in the server namespace, wrk in the client's (with the source spread while it runs)."""
+            connections: int, workers: int, profile: Path | None = None, spread: bool = True) -> dict[str, Any]:
+    """nginx in the server namespace, wrk in the client's (with the source spread while it runs, unless
+    not SPREAD: then every connection comes from the client's own address)."""
     with tempfile.TemporaryDirectory(prefix="tcpb-http-") as tmp:
         work = Path(tmp)
         (work / "nginx.conf").write_text(nginx_config(work, bind, workers))
@@ -107,7 +108,8 @@ def wrk_cps(server_cmd: list[str], client_cmd: list[str], bind: str, seconds: fl
             if nginx.poll() is not None:
                 error = (work / "error.log").read_text() if (work / "error.log").exists() else ""
                 raise BenchError(f"nginx exited {nginx.returncode}: {(nginx.communicate()[1] + error).strip()[-400:]}")
-            sh(*client_cmd, "nft", "-f", str(work / "spread.nft"))
+            if spread:
+                sh(*client_cmd, "nft", "-f", str(work / "spread.nft"))
             before = passive_opens(server_cmd)
             cpu = window(seconds, profile)
             run = subprocess.run([*client_cmd, "wrk", "-t", str(threads), "-c", str(connections),

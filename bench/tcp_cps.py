@@ -228,7 +228,8 @@ def long_through_power_off(name: str, count: int, seconds: float) -> dict[str, A
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--labs", nargs="+", default=["topology3"])
+    parser.add_argument("--labs", nargs="*", default=["topology3"],
+                        help="shipped labs to measure (none: the plain paths only)")
     parser.add_argument("--tools", nargs="+", choices=TOOLS, default=list(TOOLS),
                         help="tcpload: the lab's generator; wrk: Debian's wrk against nginx (both by default)")
     parser.add_argument("--seconds", type=int, default=5)

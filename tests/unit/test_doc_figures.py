@@ -113,3 +113,34 @@ def test_a_plan_with_tcp_gets_its_tcp_table() -> None:
     assert "### TCP beside the flows" in page
     row = next(line for line in page.splitlines() if line.startswith(f"| {case['event']} |") and "99/100" in line)
     assert "99/100, 0, 1, 0, 812" in row
+
+
+def test_the_workflow_command_is_one_the_cli_takes() -> None:
+    """Each matrix entry of the convergence workflow, put into its `lab events run` step, is a command line
+    the CLI parses as it stands (no old spelling), whose budgets parse and name events that apply to the lab."""
+    import shlex
+
+    import typer.main
+    import yaml
+
+    from lab_orchestrator import api
+    from lab_orchestrator.cli import app
+    from lab_orchestrator.cli.grammar import rewrite_deprecated
+    from lab_orchestrator.events import budgets as budgetsmod
+
+    job = yaml.safe_load(docfigures.WORKFLOW.read_text())["jobs"]["events"]
+    step = next(s["run"] for s in job["steps"] if "lab events run" in s.get("run", ""))
+    events_run = typer.main.get_command(app).commands["events"].commands["run"]  # type: ignore[attr-defined]
+    assert len(job["strategy"]["matrix"]["include"]) == len(docfigures.CI_LABS)
+    for entry in job["strategy"]["matrix"]["include"]:
+        line = step.replace("${{ matrix.lab }}", entry["lab"]).replace("${{ matrix.budgets }}", entry["budgets"])
+        words = shlex.split(line.replace("\\\n", " "))
+        assert words[:4] == ["sudo", "lab", "events", "run"], words
+        args = words[4:]
+        assert rewrite_deprecated(["events", "run", *args]) == (["events", "run", *args], []), args
+        ctx = events_run.make_context("run", list(args))
+        assert (REPO / ctx.params["topology"]).is_file(), ctx.params["topology"]
+        applicable = {a.event.name for a in api.file_event_verdicts(REPO / ctx.params["topology"]) if a.applicable}
+        budgets = budgetsmod.collect(ctx.params["max_convergence_ms"], ctx.params["max_unaffected_loss"],
+                                     ctx.params["budget"], applicable)
+        assert {b.event for b in budgets if b.event} <= applicable and len(budgets) > 1, entry["lab"]

@@ -21,6 +21,25 @@ class BadOption(LabError):
     exit_code = 2
 
 
+def _check_filters(loaded: Any, labs: list[str], topologies: list[str]) -> None:
+    """A --lab or --topology that names no lab of the plan (nor a running one): bad input naming the
+    closest name, before anything runs."""
+    from ..model.diagnostics import did_you_mean
+    from ..report import testplan
+
+    every = testplan.expand(loaded)
+    names = sorted({c.lab for c in every})
+    for name in labs:
+        if name not in names:
+            raise BadOption(f"--lab {name}: the plan has no lab named '{name}' and no such lab runs"
+                            f"{did_you_mean(name, names)}; the plan's labs: {', '.join(names)}")
+    stems = sorted({c.topology.stem for c in every})
+    for wanted in topologies:
+        if not testplan.expand(loaded, topologies=[wanted]):
+            raise BadOption(f"--topology {wanted}: no lab of the plan comes from that topology"
+                            f"{did_you_mean(wanted, stems)}; give 1-4 or one of: {', '.join(stems)}")
+
+
 @app.command("report")
 def report(
     plan_file: Path | None = typer.Option(None, "--plan", help="Test plan (YAML). Default: the JVD's "
@@ -100,23 +119,24 @@ def report(
         # neither the plan nor the options say how much traffic: measured on the first lab (`baseline`)
         calibrate = flows is None and rate_per_flow is None and not (
             {"flows", "rate_per_flow"} & loaded.plan.traffic.model_fields_set)
+        _check_filters(loaded, lab, topology)
         cases = testplan.expand(loaded, labs=lab or None, topologies=topology or None, events=event or None)
         if not cases:
-            raise LabError("no case left after the filters (--lab/--topology/--event)")
+            raise BadOption("no case left after the filters (--lab/--topology/--event): no lab of those runs "
+                            "those events (`lab report --list` shows the cases)")
         estimate = reportrun.estimate(cases, traffic)
+        load = ("traffic calibrated on the first lab" if calibrate else
+                f"{traffic.flows} flows x {traffic.rate_per_flow:g} pps per direction, resolution "
+                f"{traffic.resolution_ms:g} ms")
         if list_only:
             for case in cases:
                 err.print(f"{case.index + 1:3d}. {case.lab:<8} {case.use_case:<6} {case.event}"
                           + (f" on {case.target}" if case.target else ""), highlight=False)
-            err.print(f"{len(cases)} cases on {len({c.lab for c in cases})} labs; estimated {estimate / 60:.1f} min "
-                      f"at {traffic.flows} flows x {traffic.rate_per_flow:g} pps per direction "
-                      f"(resolution {traffic.resolution_ms:g} ms)")
+            err.print(f"{len(cases)} cases on {len({c.lab for c in cases})} labs; estimated {estimate / 60:.1f} min; "
+                      f"{load}", highlight=False)
             return
         hostcheck.require_root()
         command = "lab " + " ".join(shlex.quote(a) for a in sys.argv[1:])
-        load = ("traffic calibrated on the first lab" if calibrate else
-                f"{traffic.flows} flows x {traffic.rate_per_flow:g} pps per direction, resolution "
-                f"{traffic.resolution_ms:g} ms")
         err.print(f"{len(cases)} cases on {len({c.lab for c in cases})} labs, about {estimate / 60:.1f} min; "
                   f"{load}; writing {outputs.folder}/", highlight=False)
         doc = _run_with_progress(loaded, cases, traffic, outputs, command, capture, calibrate)

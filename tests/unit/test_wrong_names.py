@@ -84,3 +84,23 @@ def test_events_run_checks_its_names_before_the_lab_is_up(monkeypatch: pytest.Mo
     assert "has no node srx_2 (did you mean 'srx2'?)" in wrong_target.output
     not_here = runner.invoke(app, ["events", "run", "topology1", "-e", "mnha-pair-power-off", "--json"])
     assert not_here.exit_code == 2 and '"exit_code": 2' in not_here.output, not_here.output
+
+
+def test_report_filters_that_name_nothing_are_bad_input() -> None:
+    runner = CliRunner()
+    lab_typo = runner.invoke(app, ["report", "-l", "t33", "--list"])
+    assert lab_typo.exit_code == 2 and "(did you mean 't3'?)" in lab_typo.output, lab_typo.output
+    topology_typo = runner.invoke(app, ["report", "-t", "topolgy3", "--list"])
+    assert topology_typo.exit_code == 2 and "(did you mean 'topology3'?)" in topology_typo.output, topology_typo.output
+    nothing_left = runner.invoke(app, ["report", "-t", "3", "-e", "srd-switchover", "--list"])
+    assert nothing_left.exit_code == 2 and "no case left" in nothing_left.output, nothing_left.output
+
+
+def test_report_list_says_the_load_the_run_uses() -> None:
+    """The shipped plan sets no load: the run calibrates it, and --list says so (not the unused defaults)."""
+    runner = CliRunner()
+    calibrated = runner.invoke(app, ["report", "-t", "3", "--list"])
+    assert calibrated.exit_code == 0 and "traffic calibrated on the first lab" in calibrated.output
+    assert "pps per direction" not in calibrated.output
+    given = runner.invoke(app, ["report", "-t", "3", "--flows", "50", "--list"])
+    assert "50 flows x 200 pps per direction" in given.output, given.output

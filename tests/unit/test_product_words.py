@@ -29,6 +29,8 @@ PROCESS_WORDS = [
     (r"\bthe former default\b", "a former default"),
     (r"\bacceptance tests?'? bounds?\b", "the acceptance tests"),
     (r"\bfarm-(bench|studio)\b", "a forbidden name"),
+    (r"\binstall-and-use review\b", "a review of the work"),
+    (r"\bthe brief's list\b", "a task's brief"),
 ]
 SCANNED = ("README.md", "Makefile", "pyproject.toml", "docs", "lab_orchestrator", "dataplane", "labkit", "bench",
            "templates", "labs", "images", "tests", ".github", ".ci")
@@ -55,9 +57,10 @@ def test_the_list_catches_what_it_should_and_passes_product_words() -> None:
     bad = ["the failure events (issue 6)", "before it was rebased onto the main line", "before the end of the session",
            "same day (before the session push)", "the worktree moved", "measured on the development machine",
            "within its 15-minute goal", "Goals are the acceptance tests' bounds", "64 (the former default)",
-           "Issue 5 acceptance"]
+           "Issue 5 acceptance", "# install-and-use review: HSRP timers", "The brief's list: each must"]
     good = ["an IKE session", "MNHA session sync", "pki.issue(directory)", "the MNHA table push", "| goal |",
-            "the SSH session ends", "sessions pushed to the peer", "issues a certificate", "this round-robin"]
+            "the SSH session ends", "sessions pushed to the peer", "issues a certificate", "this round-robin",
+            "the brief's 1 M sessions"]
     assert all(found_in(text) for text in bad), [t for t in bad if not found_in(t)]
     assert not any(found_in(text) for text in good), [t for t in good if found_in(t)]
 

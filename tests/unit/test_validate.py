@@ -29,14 +29,15 @@ ERRORS = REPO / "tests" / "golden" / "errors"
 LABS = sorted((REPO / "labs").glob("*.yml"))
 CASES = sorted(p.stem for p in ERRORS.glob("*.yml"))
 
-# The brief's list: each must have a golden case (renaming a case must not silently drop one).
+# The problems a topology file must be told about: each has a golden case (renaming a case must not
+# silently drop one).
 REQUIRED_CASES = {
     "unknown_key_top", "unknown_key_nested", "yaml_syntax", "yaml_indent", "duplicate_key",
     "missing_required", "wrong_type", "as_zero", "bad_ip", "dangling_endpoint", "endpoint_format",
     "interface_twice", "linux_name_clash", "ifname_too_long", "mx_link_no_zone", "duplicate_address",
     "overlapping_pools", "mnha_same_node", "mnha_non_srx", "mnha_no_icl", "srd_non_mx",
     "ikev2_standby_group", "host_routes", "many_errors", "empty",
-    # install-and-use review: HSRP timers, IKEv2 pools of one cluster, standby VIP subnet, no nodes
+    # HSRP timers, IKEv2 pools of one cluster, standby VIP subnet, no nodes
     "hsrp_hello_not_below_hold", "ikev2_pools_overlap", "standby_vip_outside_subnet", "no_nodes",
     # dual stack: IPv6 checked as IPv4 is (families, subnets, overlaps, the host's IPv6 routes)
     "v6_addresses", "v6_host_routes", "v6_without_pools", "v6_family",

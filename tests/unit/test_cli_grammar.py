@@ -129,3 +129,22 @@ def test_make_demo_types_the_current_spellings(monkeypatch: pytest.MonkeyPatch) 
     assert typed[0][0] == "validate" and typed[-1][0] == "down", typed
     for args in typed:
         assert rewrite_deprecated(args) == (args, []), args
+
+
+def test_down_without_a_name_takes_the_only_running_lab(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    from lab_orchestrator import api
+    from lab_orchestrator.model.diagnostics import LabError
+    from lab_orchestrator.runtime import hostcheck
+    from lab_orchestrator.runtime.state import LabState
+
+    def record(name: str) -> LabState:
+        return LabState(name, "", str(tmp_path / name), "ready", [], "", [], "", "")
+
+    monkeypatch.setattr(hostcheck, "require_root", lambda: None)
+    monkeypatch.setattr(api, "running_labs", lambda: [record("t3")])
+    assert [lab.name for lab in api.down_targets()] == ["t3"]
+    monkeypatch.setattr(api, "running_labs", lambda: [])
+    assert api.down_targets() == []
+    monkeypatch.setattr(api, "running_labs", lambda: [record("t3"), record("t1")])
+    with pytest.raises(LabError, match=r"say which lab \(2 run: t3, t1\)"):
+        api.down_targets()

@@ -35,6 +35,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench.common import write_doc  # noqa: E402
 from labkit import netnsutil  # noqa: E402
 from labkit.contracts import MXLB_STATUS  # noqa: E402
 
@@ -340,8 +341,8 @@ def main() -> None:
                 "hops in a table of its own with a rule for the far side's prefix, "
                 "`fib_multipath_hash_policy` 0, the SRXs' ruleset kept); plain routing (every nftables table "
                 "removed, the BGP routes only). The first ratio is the selector's own cost, the second the "
-                "cost of the whole chain.\n")
-        args.out.write_text(text)
+                "cost of the whole chain.")
+        write_doc(text, args.out)  # the notes below the marker line are kept
         print(f"wrote {args.out}", file=sys.stderr)
 
 if __name__ == "__main__":

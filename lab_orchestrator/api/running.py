@@ -240,7 +240,7 @@ class Lab:
         if f"Host {host}\n" not in config.read_text() and node not in nodes:
             raise BadInput(f"lab {self.name} has no node {node}{did_you_mean(node, nodes)}")
         if f"Host {host}\n" not in config.read_text():
-            raise LabError(f"{node} of lab {self.name} does not answer SSH (only mx, srx and ios-router nodes "
+            raise BadInput(f"{node} of lab {self.name} does not answer SSH (only mx, srx and ios-router nodes "
                            f"do; `lab exec {node} -- ...` runs a command on a host)")
         ready = self.state_dir / "ssh" / "ready"  # the server writes it once keys and listeners are up
         deadline = time.monotonic() + 10.0

@@ -104,3 +104,11 @@ def test_report_list_says_the_load_the_run_uses() -> None:
     assert "pps per direction" not in calibrated.output
     given = runner.invoke(app, ["report", "-t", "3", "--flows", "50", "--list"])
     assert "50 flows x 200 pps per direction" in given.output, given.output
+
+
+def test_ssh_to_a_node_without_a_cli_is_bad_input(lab: Lab) -> None:
+    (lab.state_dir / "ssh_config").write_text("Host t1-mx1\n  HostName 198.19.0.4\n")
+    with pytest.raises(BadInput, match="client of lab t1 does not answer SSH"):
+        lab.ssh("client", None, [])
+    with pytest.raises(BadInput, match=r"has no node clinet \(did you mean 'client'\?\)"):
+        lab.ssh("clinet", None, [])

@@ -95,6 +95,19 @@ def _preflight_up(loaded: LoadedTopology) -> LabPlan:
                        f"`lab down {loaded.path}` removes them")
     return built
 
+
+def quiet_own_interrupts(interrupts: list[int], previous: Callable[[Any], object]) -> Callable[[Any], None]:
+    """An unraisable-exception hook for `up`: Python cannot raise an exception in some places (an
+    at-fork hook such as logging's, when the signal lands during a fork) and prints "Exception
+    ignored ... Traceback" instead. Such a KeyboardInterrupt is `up`'s own signal handler's, already
+    in INTERRUPTS and honoured at the next step: it is not shown. Anything else goes to PREVIOUS."""
+    def hook(unraisable: Any) -> None:
+        if interrupts and unraisable.exc_type is not None and issubclass(unraisable.exc_type, KeyboardInterrupt):
+            return
+        previous(unraisable)
+    return hook
+
+
 def up(path: Path, timeout: float = UP_TIMEOUT, progress: Progress = _quiet) -> Lab:
     """Bring a lab up with the netns backend; returns once every BGP session and expected route is
     there. On any failure, Ctrl-C or SIGTERM everything this attempt created is removed (LabError)."""
@@ -116,6 +129,8 @@ def up(path: Path, timeout: float = UP_TIMEOUT, progress: Progress = _quiet) -> 
         progress(step, detail)
 
     backend = NetnsBackend(checked)
+    previous_hook = sys.unraisablehook
+    sys.unraisablehook = quiet_own_interrupts(interrupts, previous_hook)
     signal.signal(signal.SIGTERM, on_signal)
     # also when started with SIGINT ignored (a background job of a non-interactive shell, some CI
     # runners): a Ctrl-C or `kill -INT` still removes what this attempt created
@@ -125,6 +140,7 @@ def up(path: Path, timeout: float = UP_TIMEOUT, progress: Progress = _quiet) -> 
         if interrupts:
             raise KeyboardInterrupt
     except BaseException as exc:
+        sys.unraisablehook = previous_hook
         for signum in (signal.SIGINT, signal.SIGTERM):  # a second Ctrl-C must not stop the cleanup
             signal.signal(signum, signal.SIG_IGN)
         progress("cleanup", "removing everything this attempt created")
@@ -136,6 +152,7 @@ def up(path: Path, timeout: float = UP_TIMEOUT, progress: Progress = _quiet) -> 
         if isinstance(exc, LabError):
             raise LabError(f"{exc} — the lab was removed") from None
         raise
+    sys.unraisablehook = previous_hook
     if built.spares:  # built but not in service: out before any traffic, so no flow was ever on them
         from ..runtime import ops
 

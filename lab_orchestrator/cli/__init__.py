@@ -21,14 +21,31 @@ from . import meta  # noqa: F401  doctor, version, labs, completion
 # isort: on
 import json
 import sys
+from inspect import getdoc
 from typing import NoReturn
 
+import typer
 import typer.main
 
 from .common import app, err
 from .grammar import rewrite_deprecated
 
 __all__ = ["app", "main"]
+
+
+def _one_line_summaries(group: typer.Typer) -> None:
+    """Each command's summary in `lab --help` (its help's first paragraph) as one reflowed line: in rich
+    mode typer keeps the docstring's own line breaks there, which cut the sentences of the listing."""
+    for info in group.registered_commands:
+        text = info.help or getdoc(info.callback) or ""
+        if info.short_help is None and text:
+            info.short_help = " ".join(text.split("\n\n")[0].split())
+    for sub in group.registered_groups:
+        if sub.typer_instance is not None:
+            _one_line_summaries(sub.typer_instance)
+
+
+_one_line_summaries(app)
 
 
 def main(argv: list[str] | None = None) -> NoReturn:

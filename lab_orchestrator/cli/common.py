@@ -30,8 +30,8 @@ typer.core.TyperOption.display_type_rich = _flag_type  # type: ignore[method-ass
 app = typer.Typer(
     name="lab",
     help="Real-packet network emulation: Junos-like and IOS-like topologies in Linux network namespaces.\n\n"
-    "A topology file (labs/*.yml, or a shipped lab by name: see `lab labs`) becomes a plan\n"
-    "(namespaces, veths, addresses, configs, daemons);\n"
+    "A topology file (labs/*.yml, or a shipped lab by name: see `lab labs`) becomes a plan "
+    "(namespaces, veths, addresses, configs, daemons); "
     "the netns backend applies it with real BGP (BIRD) and kernel forwarding.",
     no_args_is_help=True,
     add_completion=True,  # --install-completion / --show-completion; node and lab names: completion.py

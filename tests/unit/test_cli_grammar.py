@@ -148,3 +148,13 @@ def test_down_without_a_name_takes_the_only_running_lab(monkeypatch: pytest.Monk
     monkeypatch.setattr(api, "running_labs", lambda: [record("t3"), record("t1")])
     with pytest.raises(LabError, match=r"say which lab \(2 run: t3, t1\)"):
         api.down_targets()
+
+
+def test_the_command_listing_reflows_each_summary() -> None:
+    """`lab --help` lists each command with its summary reflowed to the terminal, not cut at the line
+    breaks of its docstring."""
+    listing = CliRunner().invoke(app, ["--help"], env={"COLUMNS": "300"}).output
+    assert "exit 0 only once it is ready for traffic: BGP established" in listing, listing
+    assert "becomes a plan (namespaces, veths, addresses, configs, daemons); the netns backend" in listing
+    events = CliRunner().invoke(app, ["events", "--help"], env={"COLUMNS": "300"}).output
+    assert "run" in events and "list" in events

@@ -181,7 +181,7 @@ def record_for(topology_file: Path) -> ClabRecord:
 def refuse_if_deployed(name: str) -> None:
     if ClabRecord.load(name) is not None:
         raise LabError(f"lab {name} is already deployed with containerlab; "
-                       f"`lab down --backend containerlab --name {name}` first")
+                       f"`lab down --backend containerlab --lab {name}` first")
 
 
 def is_clab_file(path: Path) -> bool:

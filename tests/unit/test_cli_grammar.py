@@ -158,3 +158,28 @@ def test_the_command_listing_reflows_each_summary() -> None:
     assert "becomes a plan (namespaces, veths, addresses, configs, daemons); the netns backend" in listing
     events = CliRunner().invoke(app, ["events", "--help"], env={"COLUMNS": "300"}).output
     assert "run" in events and "list" in events
+
+
+def test_no_doc_or_message_teaches_an_old_spelling() -> None:
+    """README, docs/, the workflows and the product's own messages write only current spellings (the
+    deprecation table of docs/cli.md excepted): a command line there is one a newcomer copies."""
+    import re
+
+    from wheelkit import REPO
+
+    files = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md")), *sorted((REPO / ".github").rglob("*.yml")),
+             *sorted(p for p in (REPO / "lab_orchestrator").rglob("*.py") if p.name != "grammar.py"),
+             *sorted((REPO / "bench").glob("*.py"))]
+    found = []
+    old_spellings = [(rf"\blab {command}\b[^\n`|\"]*?\s{re.escape(old)}(?=[\s=])", old, new)
+                     for (command, old), new in RENAMED.items()]
+    old_spellings.append((r"\blab events run\b[^\n`|\"]*?\s--json[ =]\S+\.json\b", "--json FILE", "--json-out FILE"))
+    for regex, old, new in old_spellings:
+        pattern = re.compile(regex)
+        for path in files:
+            for number, line in enumerate(path.read_text().splitlines(), 1):
+                if path.name == "cli.md" and line.startswith("| `lab"):
+                    continue  # the table of old spellings
+                if pattern.search(line):
+                    found.append(f"{path.relative_to(REPO)}:{number}: {old} (now {new})")
+    assert not found, "\n".join(found)

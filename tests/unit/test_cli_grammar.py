@@ -174,6 +174,8 @@ def test_no_doc_or_message_teaches_an_old_spelling() -> None:
     old_spellings = [(rf"\blab {command}\b[^\n`|\"]*?\s{re.escape(old)}(?=[\s=])", old, new)
                      for (command, old), new in RENAMED.items()]
     old_spellings.append((r"\blab events run\b[^\n`|\"]*?\s--json[ =]\S+\.json\b", "--json FILE", "--json-out FILE"))
+    old_spellings += [(rf"`{re.escape(old)}`", old, new)
+                      for (command, old), new in RENAMED.items() if command == "events run"]
     for regex, old, new in old_spellings:
         pattern = re.compile(regex)
         for path in files:

@@ -174,7 +174,7 @@ class Lab:
     def exec(self, node: str, command: list[str], instance: str | None = None) -> NoReturn:
         """Replace this process by COMMAND inside a node's namespace (`lab exec`)."""
         if not command:
-            raise LabError("give a command after --, e.g. `lab exec srx1 -- ip route`")
+            raise BadInput("give a command after --, e.g. `lab exec srx1 -- ip route`")
         ns = self.exec_namespace(node, instance)
         hostcheck.require_root()
         try:

@@ -13,7 +13,7 @@ from rich.table import Table
 
 from .. import api
 from ..events import budgets as budgetsmod
-from ..model.diagnostics import LabError, NotJudged
+from ..model.diagnostics import BadInput, LabError, NotJudged
 from .common import JsonOption, app, err, guarded, out, print_json, progress_printer, write_file
 from .lifecycle import print_down, print_up
 
@@ -118,7 +118,7 @@ def events_run(
         if not tcp and any(b.metric.startswith("tcp_") for b in budgets):
             raise budgetsmod.BudgetError("a tcp_* budget needs --tcp (the TCP connections it judges)")
         if family not in (None, "4", "6", "both"):
-            raise LabError(f"--family {family}: give 4, 6 or both")
+            raise BadInput(f"--family {family}: give 4, 6 or both")
         if topology is not None and lab is None:  # a wrong event or node name, before the lab is brought up
             api.file_events_to_run(topology, event, target)
         started = time.monotonic()

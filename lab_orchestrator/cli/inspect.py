@@ -10,7 +10,7 @@ import typer
 from rich.table import Table
 
 from .. import api
-from ..model.diagnostics import BadInput, LabError
+from ..model.diagnostics import BadInput
 from .common import JsonOption, LabArg, LabOption, NodeArg, app, err, guarded, one_lab, out, print_json
 
 
@@ -82,7 +82,7 @@ def exec_(
     def run() -> None:
         command = list(ctx.args)
         if not command:
-            raise LabError("give a command after --, e.g. `lab exec srx1 -- ip route`")
+            raise BadInput("give a command after --, e.g. `lab exec srx1 -- ip route`")
         api.pick(lab).exec(node, command, instance)
 
     guarded(run)

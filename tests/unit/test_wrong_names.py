@@ -112,3 +112,15 @@ def test_ssh_to_a_node_without_a_cli_is_bad_input(lab: Lab) -> None:
         lab.ssh("client", None, [])
     with pytest.raises(BadInput, match=r"has no node clinet \(did you mean 'client'\?\)"):
         lab.ssh("clinet", None, [])
+
+
+def test_usage_mistakes_are_bad_input(monkeypatch: pytest.MonkeyPatch) -> None:
+    def brought_up(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("the lab was brought up for a bad option")
+
+    monkeypatch.setattr(api, "running", brought_up)
+    runner = CliRunner()
+    family = runner.invoke(app, ["events", "run", "topology1", "--family", "5"])
+    assert family.exit_code == 2 and "--family 5: give 4, 6 or both" in family.output, family.output
+    no_command = runner.invoke(app, ["exec", "srx1"])
+    assert no_command.exit_code == 2 and "give a command after --" in no_command.output, no_command.output

@@ -72,12 +72,14 @@ def test_exec_failing_ping_returns_its_status(lab: PlanFacts) -> None:
 
 
 def test_exec_unknown_node_or_command_is_one_clear_error(lab: PlanFacts) -> None:
+    # a node or instance the lab does not have is bad input (exit 2, with the closest name)
     result = lab_exec(lab.name, "mx9", "true")
-    assert result.returncode == 1, explain(result)
+    assert result.returncode == 2, explain(result)
     assert_no_traceback(result.stderr)
     assert "has no node/instance 'mx9'" in flat(result.stderr)
     result = lab_exec(lab.name, "srx1", "true", instance="TRUST-VR")
-    assert result.returncode == 1 and "srx1/TRUST-VR" in flat(result.stderr), explain(result)
+    assert result.returncode == 2 and "srx1/TRUST-VR" in flat(result.stderr), explain(result)
+    # a command the node cannot run is the command's failure, not bad input to lab
     result = lab_exec(lab.name, "srx1", "no-such-command-xyz")
     assert result.returncode == 1, explain(result)
     assert_no_traceback(result.stderr)

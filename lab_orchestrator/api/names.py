@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from ..model.diagnostics import BadInput, did_you_mean
+from ..plan.sshplan import PROCESS_NODE
 
 if TYPE_CHECKING:
     from ..events.catalog import Applicability
@@ -30,7 +31,8 @@ def daemon(lab: str, node_name: str, name: str, known: Iterable[str]) -> None:
 def events_to_run(verdicts: list[Applicability], wanted: list[str], lab: str, nodes: list[str],
                   target: str | None = None) -> list[str]:
     """The events of a run: those WANTED, or every one that applies to LAB. BadInput for a name that is
-    no event or an event that does not apply, and for a TARGET that is not one of the lab's NODES."""
+    no event or an event that does not apply, and for a TARGET that is not one of the lab's NODES (or
+    the lab-wide daemons' PROCESS_NODE, for a daemon crash only)."""
     by_name = {a.event.name: a for a in verdicts}
     names = wanted or [name for name, a in by_name.items() if a.applicable]
     for name in names:
@@ -38,6 +40,8 @@ def events_to_run(verdicts: list[Applicability], wanted: list[str], lab: str, no
             raise BadInput(f"unknown event {name}{did_you_mean(name, by_name)}; known: {', '.join(by_name)}")
         if not by_name[name].applicable:
             raise BadInput(f"{name} does not apply to lab {lab}: {by_name[name].reason}")
-    if target is not None and target not in nodes:
+    # the lab-wide daemons (the SSH server) run on no node of the topology: a daemon crash may hit them
+    lab_wide = target == PROCESS_NODE and set(names) == {"daemon-crash"}
+    if target is not None and target not in nodes and not lab_wide:
         raise BadInput(f"--target {target}: lab {lab} has no node {target}{did_you_mean(target, nodes)}")
     return names

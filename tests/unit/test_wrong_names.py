@@ -68,6 +68,10 @@ def test_the_lab_wide_node_takes_a_daemon_crash_only(lab: Lab) -> None:
         lab.fail("daemon-crash", "_lab", daemon="sshd")
     with pytest.raises(BadInput, match="has no node _lab"):
         lab.restore("_lab")
+    # `lab events run -e daemon-crash --target _lab --daemon sshd` (the lab-wide SSH server), and no other event
+    assert lab.event_names(["daemon-crash"], "_lab") == ["daemon-crash"]
+    with pytest.raises(BadInput, match="--target _lab: lab t1 has no node _lab"):
+        lab.event_names(["daemon-crash", "srx-power-off"], "_lab")
 
 
 def test_events_run_checks_its_names_before_the_lab_is_up(monkeypatch: pytest.MonkeyPatch) -> None:

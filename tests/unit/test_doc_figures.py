@@ -8,6 +8,7 @@ of unrelated code elsewhere may age them, and `make results` renews them).
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -54,7 +55,7 @@ def test_ci_budgets_follow_the_rule() -> None:
 
 def test_the_workflow_runs_the_generated_budgets() -> None:
     text = docfigures.WORKFLOW.read_text()
-    assert "${{ matrix.budgets }}" in text
+    assert "${{ matrix.budgets }}" in text and "${{ matrix.timing }}" in text
     assert "--max-convergence-ms" not in text, "one convergence budget for every event is not derived from results"
 
 
@@ -98,7 +99,6 @@ def test_no_result_is_older_than_the_code_it_describes() -> None:
 def test_a_plan_with_tcp_gets_its_tcp_table() -> None:
     """docs/results.md's TCP table: one cell per case that ran TCP beside its flows, none without."""
     import copy
-    import json
 
     doc = json.loads((REPO / "docs" / "results" / "jvd-report.json").read_text())
     for case in doc["cases"]:
@@ -134,6 +134,7 @@ def test_the_workflow_command_is_one_the_cli_takes() -> None:
     assert len(job["strategy"]["matrix"]["include"]) == len(docfigures.CI_LABS)
     for entry in job["strategy"]["matrix"]["include"]:
         line = step.replace("${{ matrix.lab }}", entry["lab"]).replace("${{ matrix.budgets }}", entry["budgets"])
+        line = line.replace("${{ matrix.timing }}", entry["timing"])
         words = shlex.split(line.replace("\\\n", " "))
         assert words[:4] == ["sudo", "lab", "events", "run"], words
         args = words[4:]
@@ -144,3 +145,7 @@ def test_the_workflow_command_is_one_the_cli_takes() -> None:
         budgets = budgetsmod.collect(ctx.params["max_convergence_ms"], ctx.params["max_unaffected_loss"],
                                      ctx.params["budget"], applicable)
         assert {b.event for b in budgets if b.event} <= applicable and len(budgets) > 1, entry["lab"]
+        # the budgets were measured with the plan's timing (a reboot's convergence includes its down time)
+        timing = json.loads(docfigures.REPORT.read_text())["plan"]["traffic"]
+        assert (ctx.params["warmup"], ctx.params["hold"], ctx.params["down_time"]) == \
+            (timing["warmup"], timing["hold"], timing["down_time"]), entry["lab"]

@@ -15,8 +15,9 @@ APT_PACKAGES = python3 python3-venv iproute2 nftables bird2 conntrack conntrackd
 TEST_APT_PACKAGES = chromium tmux
 # used only by `make bench` (bench/tcp_cps.py: connections per second with Debian's wrk against nginx, beside
 # the lab's own generator); the benchmark starts its own nginx in a lab namespace with a configuration of its
-# own. On a machine with systemd, Debian's package also enables and starts its own nginx service (port 80)
-# at install: the benchmark does not use it (`systemctl disable --now nginx` if it is not wanted)
+# own. Debian's package would also start its own nginx service (port 80) at install: apt-install keeps
+# every package's system service from starting (policy-rc.d), as the lab runs its own daemons in its
+# namespaces; the services stay enabled (`systemctl disable nginx` if it is not wanted at the next boot)
 BENCH_APT_PACKAGES = wrk nginx
 DEMO_LAB ?= labs/topology3.yml
 # what `make test` runs after lint (e.g. TESTS=tests/unit)
@@ -58,8 +59,11 @@ apt-install:
 	@missing=""; for p in $(PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" != 0 ]; then echo "missing Debian packages:$$missing (run as root or: sudo apt-get install$$missing)"; exit 1; fi; \
-	  echo "installing Debian packages:$$missing"; \
+	  echo "installing Debian packages:$$missing (their system services are not started)"; \
+	  made=""; if [ ! -e /usr/sbin/policy-rc.d ]; then \
+	    printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d && chmod 755 /usr/sbin/policy-rc.d && made=1; fi; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	  rc=$$?; if [ -n "$$made" ]; then rm -f /usr/sbin/policy-rc.d; fi; exit $$rc; \
 	fi
 
 deps-python: $(VENV)/.installed

@@ -74,12 +74,18 @@ def test_the_lab_wide_node_takes_a_daemon_crash_only(lab: Lab) -> None:
         lab.event_names(["daemon-crash", "srx-power-off"], "_lab")
 
 
-def test_events_run_checks_its_names_before_the_lab_is_up(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture
+def never_up(monkeypatch: pytest.MonkeyPatch) -> CliRunner:
+    """A CLI runner whose commands fail the test if they bring a lab up (bad input is refused before)."""
     def brought_up(*_args: object, **_kwargs: object) -> None:
-        raise AssertionError("the lab was brought up for a wrong name")
+        raise AssertionError("a lab was brought up for bad input")
 
     monkeypatch.setattr(api, "running", brought_up)
-    runner = CliRunner()
+    return CliRunner()
+
+
+def test_events_run_checks_its_names_before_the_lab_is_up(never_up: CliRunner) -> None:
+    runner = never_up
     wrong_event = runner.invoke(app, ["events", "run", "topology1", "-e", "srx-powr-off"])
     assert wrong_event.exit_code == 2, wrong_event.output
     assert "unknown event srx-powr-off (did you mean 'srx-power-off'?)" in wrong_event.output
@@ -118,12 +124,8 @@ def test_ssh_to_a_node_without_a_cli_is_bad_input(lab: Lab) -> None:
         lab.ssh("clinet", None, [])
 
 
-def test_usage_mistakes_are_bad_input(monkeypatch: pytest.MonkeyPatch) -> None:
-    def brought_up(*_args: object, **_kwargs: object) -> None:
-        raise AssertionError("the lab was brought up for a bad option")
-
-    monkeypatch.setattr(api, "running", brought_up)
-    runner = CliRunner()
+def test_usage_mistakes_are_bad_input(never_up: CliRunner) -> None:
+    runner = never_up
     family = runner.invoke(app, ["events", "run", "topology1", "--family", "5"])
     assert family.exit_code == 2 and "--family 5: give 4, 6 or both" in family.output, family.output
     no_command = runner.invoke(app, ["exec", "srx1"])

@@ -46,6 +46,7 @@ class Direction:
     flows_silent: int  # flows of which the receiver got nothing
     max_lag_ms: float  # the sender's worst lateness against its schedule
     lag_p99_ms: float = 0.0  # 99 % of the packets left at most this late
+    flows: int = 0  # flows of this direction (a family's share with IPv4 and IPv6; 0: all of the baseline's)
 
 
 @dataclass
@@ -78,7 +79,7 @@ def judge(carried: Carried) -> list[str]:
         if d.lost:
             why.append(f"{name}: {d.lost} of {d.sent} packets lost")
         if d.flows_silent:
-            why.append(f"{name}: {d.flows_silent} of {carried.flows} flows received nothing")
+            why.append(f"{name}: {d.flows_silent} of {d.flows or carried.flows} flows received nothing")
         if d.sent < SENT_SHARE * d.due:
             why.append(f"{name}: the sender sent {d.sent} of {d.due} packets due")
         why += late(name, d.max_lag_ms, d.lag_p99_ms, carried.resolution_ms)
@@ -96,6 +97,12 @@ def late(name: str, max_lag_ms: float, lag_p99_ms: float, resolution_ms: float) 
     return []
 
 
+def behind(d: Direction, resolution_ms: float) -> bool:
+    """Whether the sender of D fell behind its schedule (an overloaded generator): fewer than
+    SENT_SHARE of the packets due sent, or `late`."""
+    return d.sent < SENT_SHARE * d.due or bool(late("", d.max_lag_ms, d.lag_p99_ms, resolution_ms))
+
+
 def senders_late(senders: dict[str, dict[str, Any]], resolution_ms: float) -> list[str]:
     """`late` for each sender report of SENDERS (name -> the generator's sender report)."""
     return [line for name, sent in senders.items()
@@ -104,7 +111,16 @@ def senders_late(senders: dict[str, dict[str, Any]], resolution_ms: float) -> li
 
 
 def cannot_carry(carried: Carried, reasons: list[str]) -> str:
-    """The sentence of a case whose baseline failed."""
+    """The sentence of a case whose baseline failed. Flows that delivered nothing while their sender
+    kept its schedule were dropped inside the lab (a path or a selector sending them nowhere): a
+    lower rate would not bring them back, so the sentence names them instead of the load. Silent
+    flows of a sender that fell behind (`behind`) may never have been sent: the load is named."""
+    silent = [f"{d.flows_silent} of {d.flows or carried.flows} {name} flows"
+              for name, d in carried.directions.items()
+              if d.flows_silent and not behind(d, carried.resolution_ms)]
+    if silent:
+        return (f"{' and '.join(silent)} delivered nothing in the baseline: dropped inside the lab, not a "
+                f"slow sender ({'; '.join(reasons)})")
     return (f"the generator or the path cannot carry {carried.flows} flows x 2 directions at "
             f"{carried.rate:.0f} pps here ({'; '.join(reasons)}): lower --rate/--flows")
 
@@ -210,16 +226,17 @@ def measure(plan: LabPlan, flows: int, rate: float, sizes: str, seconds: float =
         for name, sender in (("forward", setup.tx_forward), ("reverse", setup.tx_reverse)):
             sent, report = got.get((fam, f"tx-{name}")), got.get((fam, f"rx-{name}"))
             if sender is not None and sent is not None and report is not None:
-                out.directions[name + ("" if fam == 4 else f" IPv{fam}")] = _direction(sent, report, sender.count)
+                out.directions[name + ("" if fam == 4 else f" IPv{fam}")] = _direction(
+                    sent, report, sender.count, len(sender.flows))
     return out
 
 
-def _direction(sent: dict[str, Any], report: dict[str, Any], due: int | None) -> Direction:
+def _direction(sent: dict[str, Any], report: dict[str, Any], due: int | None, flows: int = 0) -> Direction:
     rows = report.get("per_flow", [])
     return Direction(sent=int(sent.get("sent", 0)), due=int(due or 0), lost=sum(int(r.get("lost", 0)) for r in rows),
                      flows_silent=sum(1 for r in rows if not r.get("received")),
                      max_lag_ms=round(float(sent.get("max_lag_ms") or 0.0), 3),
-                     lag_p99_ms=round(float(sent.get("lag_p99_ms") or 0.0), 3))
+                     lag_p99_ms=round(float(sent.get("lag_p99_ms") or 0.0), 3), flows=flows)
 
 
 PER_FLOW_PPS = 100.0  # --flows without --rate: each flow at this rate (a 10 ms resolution)

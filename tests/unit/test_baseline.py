@@ -56,6 +56,38 @@ def test_the_error_sentence_names_the_load_and_the_way_out() -> None:
     assert text.endswith("): lower --rate/--flows")
 
 
+def test_silent_flows_of_a_sender_on_schedule_are_named_as_drops_inside_the_lab() -> None:
+    """Flows that delivered nothing while their sender kept its schedule were dropped in the lab: the
+    sentence says how many of how many, in which direction, and does not blame the load."""
+    load = Carried(60, 3000.0, 1.0, {
+        "forward": Direction(sent=3000, due=3000, lost=600, flows_silent=12, max_lag_ms=1.0, lag_p99_ms=0.5),
+        "reverse": Direction(sent=3000, due=3000, lost=0, flows_silent=0, max_lag_ms=1.0, lag_p99_ms=0.5)})
+    text = baseline.cannot_carry(load, baseline.judge(load))
+    assert text.startswith("12 of 60 forward flows delivered nothing in the baseline: dropped inside the lab, "
+                           "not a slow sender (forward: 600 of 3000 packets lost; ")
+    assert "cannot carry" not in text and "lower --rate/--flows" not in text
+
+
+def test_silent_flows_count_against_their_own_family_s_share() -> None:
+    fields: dict[str, Any] = {"sent": 1500, "due": 1500, "lost": 0, "max_lag_ms": 1.0, "lag_p99_ms": 0.5,
+                              "flows": 30}
+    load = Carried(60, 3000.0, 1.0, {"forward": Direction(flows_silent=0, **fields),
+                                     "forward IPv6": Direction(flows_silent=30, **fields)})
+    assert baseline.judge(load) == ["forward IPv6: 30 of 30 flows received nothing"]
+    assert baseline.cannot_carry(load, baseline.judge(load)).startswith(
+        "30 of 30 forward IPv6 flows delivered nothing in the baseline: dropped inside the lab")
+
+
+@pytest.mark.parametrize("over", [{"sent": 5000}, {"max_lag_ms": 200.0, "lag_p99_ms": 150.0}])
+def test_silent_flows_of_a_sender_behind_its_schedule_name_the_load(over: dict[str, Any]) -> None:
+    """An overloaded generator may never have sent the silent flows: the load is named, as before."""
+    load = carried(flows_silent=3, **over)
+    assert baseline.behind(load.directions["forward"], load.resolution_ms)
+    text = baseline.cannot_carry(load, baseline.judge(load))
+    assert text.startswith("the generator or the path cannot carry 100 flows x 2 directions at 10000 pps here (")
+    assert "dropped inside the lab" not in text and text.endswith("): lower --rate/--flows")
+
+
 def test_calibration_takes_a_share_of_the_highest_clean_rung() -> None:
     rungs = [(rate, flows, []) for rate, flows in baseline.LADDER[:3]] + [(20000.0, 200, ["forward: 3 lost"])]
     choice = baseline.choose(rungs)

@@ -248,6 +248,9 @@ class NetnsBackend:
                                         str(logs / f"{proc.node}-{proc.name}.log"), restart=True,
                                         stale_files=list(proc.stale_files))
                 for proc in chosen])
+        except supervisor.PartialStart as exc:
+            state.processes += exc.started  # they run: recorded, `lab down` stops them
+            raise
         finally:
             state.save()
 

@@ -144,6 +144,15 @@ def _wire(r: SpawnRequest) -> dict[str, Any]:
     return item
 
 
+class PartialStart(LabError):
+    """Starting a batch of daemons stopped at one that could not start; STARTED: the records of those
+    started before it, which run: the caller records them so that `lab down` stops them too."""
+
+    def __init__(self, message: str, started: list[ProcessRecord]):
+        super().__init__(message)
+        self.started = started
+
+
 def _record(r: SpawnRequest, answer: dict[str, Any]) -> ProcessRecord:
     """The record of R once the supervisor answered (LabError if it could not start it)."""
     if not answer.get("ok"):
@@ -332,12 +341,19 @@ class Supervisor:
 
     def spawn_all(self, requests: Sequence[SpawnRequest]) -> list[ProcessRecord]:
         """Start them all with one request (the supervisor forks them one after the other, without a
-        round trip each); LabError at the first that cannot start (those before it run)."""
+        round trip each); PartialStart at the first that cannot start, with the records of those
+        before it (they run)."""
         reply = self._call({"op": "spawn_all", "requests": [_wire(r) for r in requests]},
                            timeout=10.0 + len(requests) * 0.5)
-        records = [_record(r, answer) for r, answer in zip(requests, reply.get("replies", []), strict=False)]
+        records: list[ProcessRecord] = []
+        for r, answer in zip(requests, reply.get("replies", []), strict=False):
+            try:
+                records.append(_record(r, answer))
+            except LabError as exc:
+                raise PartialStart(str(exc), records) from None
         if len(records) != len(requests):
-            raise LabError(f"the lab supervisor did not start every daemon: {reply.get('error', 'no answer')}")
+            raise PartialStart(f"the lab supervisor did not start every daemon: {reply.get('error', 'no answer')}",
+                               records)
         return records
 
     def stop(self, pids: Sequence[int] = (), timeout: float = 2.0, procs: Sequence[tuple[str, str]] = (),

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from lab_orchestrator.model.diagnostics import LabError
 from lab_orchestrator.runtime import state as statemod
 from lab_orchestrator.runtime import status, supervisor
 from lab_orchestrator.runtime.supervisord import Supervisor
@@ -184,3 +185,60 @@ def test_spawn_all_starts_each_in_order_and_stops_at_the_first_refused(sup: Supe
                                                         item("d", SLEEPER)]})
     assert not reply["ok"] and [r["ok"] for r in reply["replies"]] == [True, False]
     assert "already running" in reply["replies"][1]["error"] and ("n1", "d") not in sup.slots
+
+
+# ---------------------------------------------------------------- a batch started part-way
+class _Answers(supervisor.Supervisor):
+    """A client whose supervisor answers every request with REPLY (no process, no socket)."""
+
+    reply: dict[str, object] = {}
+
+    def _call(self, request: dict[str, object], timeout: float = 5.0) -> dict[str, object]:
+        return self.reply
+
+    def wait_started(self, pid: int, timeout: float = 5.0) -> int:
+        return pid
+
+
+def _requests(tmp_path: Path, *names: str) -> list[supervisor.SpawnRequest]:
+    return [supervisor.SpawnRequest("n1", n, "ns1", ["x"], str(tmp_path / f"{n}.log"), restart=True) for n in names]
+
+
+@pytest.mark.parametrize(("replies", "words"), [
+    ([{"ok": True, "pid": 11, "starttime": 21}, {"ok": False, "error": "already running"}],
+     "cannot start b on n1: already running"),
+    ([{"ok": True, "pid": 11, "starttime": 21}], "did not start every daemon"),  # the answer ends early
+])
+def test_spawn_all_refused_part_way_carries_the_daemons_started_before(
+        tmp_path: Path, replies: list[dict[str, object]], words: str) -> None:
+    client = _Answers(tmp_path)
+    client.reply = {"ok": False, "replies": replies}
+    with pytest.raises(supervisor.PartialStart, match=words) as raised:
+        client.spawn_all(_requests(tmp_path, "a", "b", "c"))
+    assert [(r.name, r.pid, r.starttime, r.restart) for r in raised.value.started] == [("a", 11, 21, True)]
+    assert isinstance(raised.value, LabError)  # the CLI still prints it as one sentence
+
+
+def test_a_lab_whose_daemons_start_part_way_records_those_that_run(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """`lab up`: the daemons started before the refused one are in the lab's record on disk, which is
+    what `lab down` (and the cleanup of a failed `lab up`) stops."""
+    from types import SimpleNamespace
+
+    from lab_orchestrator.plan.plantypes import Process
+    from lab_orchestrator.runtime.netns import NetnsBackend
+
+    class Refusing(_Answers):
+        reply = {"ok": False, "replies": [{"ok": True, "pid": 11, "starttime": 21},
+                                          {"ok": True, "pid": 12, "starttime": 22},
+                                          {"ok": False, "error": "exec failed"}]}
+
+    monkeypatch.setattr(supervisor, "Supervisor", Refusing)
+    plan = SimpleNamespace(state_dir=str(tmp_path), processes=[
+        Process("n1", "ns1", name, ("x",)) for name in ("sshd", "healthd", "mxlb", "srdd")])
+    lab = statemod.LabState("t", "f.yml", str(tmp_path), "creating", [], "br", [], "tbl", "198.19.0.0/24",
+                            supervisor_pid=5)
+    with pytest.raises(supervisor.PartialStart, match="cannot start mxlb on n1: exec failed"):
+        NetnsBackend()._start_processes(plan, lab, routing=False)  # type: ignore[arg-type]
+    recorded = statemod.LabState.load(tmp_path)
+    assert [(r.name, r.pid) for r in recorded.processes] == [("sshd", 11), ("healthd", 12)]

@@ -135,15 +135,19 @@ def power_off(state: LabState, plan: LabPlan, node: str, *more: str) -> None:
     # A box that loses power drops carrier before anything it runs can say goodbye: links first, so the
     # neighbours detect the failure by carrier loss, never by a BGP session closed by a dying daemon.
     # Boxes that lose power together all drop carrier before any daemon is stopped.
-    for name in nodes:
-        for ns in namespaces[name]:
-            set_links(ns, up=False)
-    for name in nodes:
-        stop_processes(state, name, kill=True)
-        for ns in namespaces[name]:
-            forget_node_state(ns)
-        state.down_nodes.append(name)
-    state.save()
+    # A node is recorded down as soon as its links are: whatever fails after that (a daemon that does
+    # not stop, conntrack), the record on disk says so and the restore (power_on) brings it back.
+    try:
+        for name in nodes:
+            for ns in namespaces[name]:
+                set_links(ns, up=False)
+            state.down_nodes.append(name)
+        for name in nodes:
+            stop_processes(state, name, kill=True)
+            for ns in namespaces[name]:
+                forget_node_state(ns)
+    finally:
+        state.save()
 
 
 def forget_node_state(ns: str) -> None:

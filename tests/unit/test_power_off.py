@@ -1,0 +1,86 @@
+"""Power off (srx-power-off, mnha-pair-power-off, reboots): a node whose links went down is in the
+lab's record as powered off even when a later step of the power-off fails, so the restore powers it
+on again. The netns operations are fakes: no namespace, no supervisor."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from lab_orchestrator.model.diagnostics import LabError
+from lab_orchestrator.runtime import ops
+from lab_orchestrator.runtime.state import LabState
+
+
+class FakeNodes:
+    """Records what the power-off and power-on did to the links and the daemons; STOP_FAILS: the
+    node whose daemons do not stop."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, stop_fails: str | None = None) -> None:
+        self.done: list[tuple[str, str]] = []
+        self.stop_fails = stop_fails
+        monkeypatch.setattr(ops, "set_links", self.set_links)
+        monkeypatch.setattr(ops, "stop_processes", self.stop_processes)
+        monkeypatch.setattr(ops, "forget_node_state", lambda ns: self.done.append(("forget", ns)))
+        monkeypatch.setattr(ops, "reapply", lambda plan, namespaces: None)
+        monkeypatch.setattr(ops, "start_processes", lambda state, records, recover=False: self.done.append(
+            ("start", ",".join(r.node for r in records))))
+
+    def set_links(self, ns: str, up: bool, only: set[str] | None = None) -> list[str]:
+        self.done.append(("up" if up else "down", ns))
+        return []
+
+    def stop_processes(self, state: LabState, node: str, kill: bool = True, names: Any = None) -> list[Any]:
+        if node == self.stop_fails:
+            raise LabError("the lab supervisor closed the connection")
+        self.done.append(("stop", node))
+        return []
+
+
+def _lab(tmp_path: Path) -> tuple[LabState, Any]:
+    plan = SimpleNamespace(name="t", state_dir=str(tmp_path), files={}, mnha=[],
+                           nodes=[SimpleNamespace(name=n, namespaces=[f"{n}-trust", f"{n}-untrust"])
+                                  for n in ("srx1", "srx2")])
+    state = LabState("t", "f.yml", str(tmp_path), "ready", [], "br", [], "tbl", "198.19.0.0/24")
+    state.save()
+    return state, plan
+
+
+def test_a_power_off_that_fails_after_the_links_went_down_leaves_the_node_recorded_down(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    nodes = FakeNodes(monkeypatch, stop_fails="srx1")
+    state, plan = _lab(tmp_path)
+    with pytest.raises(LabError, match="closed the connection"):
+        ops.power_off(state, plan, "srx1")
+    assert nodes.done == [("down", "srx1-trust"), ("down", "srx1-untrust")]
+    assert LabState.load(tmp_path).down_nodes == ["srx1"]  # on disk: what `lab restore` reads
+    nodes.done.clear()
+    restored = LabState.load(tmp_path)
+    assert ops.restore(restored, plan, "srx1") == ["srx1 powered on"]
+    assert sorted(nodes.done) == [("start", ""), ("up", "srx1-trust"), ("up", "srx1-untrust")]
+    assert restored.down_nodes == []
+
+
+def test_a_pair_powered_off_together_is_recorded_down_whole_when_a_stop_fails(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both nodes drop carrier before any daemon is stopped: both are down, both are recorded."""
+    nodes = FakeNodes(monkeypatch, stop_fails="srx1")
+    state, plan = _lab(tmp_path)
+    with pytest.raises(LabError):
+        ops.power_off(state, plan, "srx1", "srx2")
+    assert [ns for what, ns in nodes.done if what == "down"] == ["srx1-trust", "srx1-untrust", "srx2-trust",
+                                                                "srx2-untrust"]
+    assert LabState.load(tmp_path).down_nodes == ["srx1", "srx2"]
+
+
+def test_a_clean_power_off_records_the_node_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    nodes = FakeNodes(monkeypatch)
+    state, plan = _lab(tmp_path)
+    ops.power_off(state, plan, "srx2")
+    assert ("stop", "srx2") in nodes.done and ("forget", "srx2-untrust") in nodes.done
+    assert LabState.load(tmp_path).down_nodes == ["srx2"]
+    with pytest.raises(LabError, match="already powered off"):
+        ops.power_off(LabState.load(tmp_path), plan, "srx2")

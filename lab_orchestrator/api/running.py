@@ -472,9 +472,11 @@ class Lab:
             return baseline.traffic(None, None, baseline.calibrate(self.plan(), sizes, realtime, progress=progress))
         return baseline.traffic(flows, rate)
 
-    def traffic_families(self, family: str | None = None) -> list[int]:  # None: both on a dual-stack lab, else 4
+    def traffic_families(self, family: str | None = None, flows: int | None = None) -> list[int]:
+        """FAMILY's IP families (None: both if dual-stack, else 4); BadInput if FLOWS cannot be shared."""
         from ..plan import trafficsetup
-        return trafficsetup.families(self.plan(), family)
+        fams = trafficsetup.families(self.plan(), family)
+        return fams if flows is None else list(trafficsetup.shares(flows, fams))
 
     def run_event(self, event: str, target: str, spec: TrafficSpec,
                   progress: Callable[[str], None] = lambda _: None, daemon: str | None = None,

@@ -133,7 +133,7 @@ def events_run(
             names = running.event_names(event, target)
             if tcp:
                 budgets = budgetsmod.with_tcp_defaults(budgets, mnha=running.has_mnha())
-            fams = running.traffic_families(family)
+            fams = running.traffic_families(family, flows)  # --flows 1 over IPv4 and IPv6: exit 2
             traffic = running.traffic_choice(flows, rate, sizes, realtime, progress=say)
             (err if json_out else out).print(traffic["line"], highlight=False, soft_wrap=True)
             spec = api.traffic_spec(flows=traffic["flows"], rate=traffic["rate"], sizes=sizes, settle=duration,

@@ -8,8 +8,8 @@ sees on a FIFO and the reverse sender answers them, following a re-bind (`datapl
 On a dual-stack lab the same hosts send IPv6 flows beside the IPv4 ones (`families`): each family has
 its own four processes (`by_family`), from the hosts' `prefixes6` to the server's IPv6 prefix, with
 flow ids from V6_ID_OFFSET so both families' flows stay apart in one verdict. The load is shared:
-with both families each sends half the flows at half the rate, so the per-flow rate (the figures'
-resolution) and the machine's load are those of one family alone.
+with both families each sends half the flows at half the rate (an odd count: IPv4 one more), so the
+per-flow rate (the figures' resolution) and the machine's load are those of one family alone.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from dataplane.traffic import Receiver, Sender, make_flows, reverse_flows
 from dataplane.traffic.frames import Flow
 
 from .. import kinds
-from ..model.diagnostics import LabError
+from ..model.diagnostics import BadInput, LabError
 from .pipeline import LabPlan
 
 REVERSE_ID_OFFSET = 100000
@@ -138,11 +138,23 @@ def two_way(ends: Endpoints, flows: int, rate: float, sizes: str, duration: floa
     return TwoWay(forward, rx_f, tx_f, rx_r, tx_r)
 
 
+def shares(flows: int, fams: list[int]) -> dict[int, int]:
+    """FLOWS shared between the families FAMS without losing one: as even as can be, the first
+    families taking one more of a count that does not divide (7 over IPv4 and IPv6: 4 + 3). Fewer
+    flows than families is a wrong argument (BadInput): a family without a flow would send nothing."""
+    if flows < len(fams):
+        if len(fams) == 1:
+            raise BadInput(f"--flows {flows}: give at least one flow")
+        names = " and ".join(f"IPv{f}" for f in fams)
+        raise BadInput(f"--flows {flows}: {names} need at least one flow each; give --flows {len(fams)} or "
+                       f"more, or one family (--family 4 or 6)")
+    each, left = divmod(flows, len(fams))
+    return {f: each + (1 if i < left else 0) for i, f in enumerate(fams)}
+
+
 def by_family(plan: LabPlan, fams: list[int], flows: int, rate: float, sizes: str, duration: float,
               **options: Any) -> dict[int, TwoWay]:
-    """`two_way` for each family of FAMS, sharing FLOWS and RATE between them (half each with two,
-    at least one flow each: the per-flow rate stays RATE / FLOWS)."""
-    share = len(fams)
-    per_family = max(1, flows // share)
-    return {f: two_way(endpoints(plan, f), per_family, rate * per_family / flows, sizes, duration, family=f,
-                       **options) for f in fams}
+    """`two_way` for each family of FAMS, sharing FLOWS (`shares`) and RATE between them in proportion:
+    the per-flow rate stays RATE / FLOWS whatever the split."""
+    return {f: two_way(endpoints(plan, f), n, rate * n / flows, sizes, duration, family=f, **options)
+            for f, n in shares(flows, fams).items()}

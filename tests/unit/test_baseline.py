@@ -187,7 +187,7 @@ def test_exit_status_of_a_run_with_an_error_case_is_3(monkeypatch: pytest.Monkey
         def traffic_choice(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
             return baseline.traffic(None, 100000.0)
 
-        def traffic_families(self, family: str | None = None) -> list[int]:
+        def traffic_families(self, family: str | None = None, flows: int | None = None) -> list[int]:
             return [4]
 
         def run_event(self, event: str, *args: Any, **kwargs: Any) -> EventResult:

@@ -3,6 +3,7 @@ merged reports, and each family's verdict deciding the event's (a loss confined 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ from lab_orchestrator.events import families
 from lab_orchestrator.events import verdict as eventverdict
 from lab_orchestrator.events import watch as eventwatch
 from lab_orchestrator.events.catalog import BY_NAME
-from lab_orchestrator.model.diagnostics import LabError
+from lab_orchestrator.model.diagnostics import BadInput, LabError
 from lab_orchestrator.model.validate import load_topology
 from lab_orchestrator.plan import pipeline as planmod
 from lab_orchestrator.plan import trafficsetup
@@ -45,6 +46,44 @@ def test_both_families_share_the_flows_and_the_rate_at_the_same_per_flow_rate() 
     assert v6.flows[0].dst == "2001:db8:203::a" and v4.flows[0].dst == "203.0.113.10"
     assert v6.rx_forward.family == 6 and v6.rx_reverse is not None and v6.rx_reverse.family == 6
     assert v6.tx_reverse is not None and v6.tx_reverse.flows[0].flow_id == V6_ID_OFFSET + REVERSE_ID_OFFSET
+
+
+def test_an_odd_flow_count_is_shared_without_losing_a_flow() -> None:
+    setups = trafficsetup.by_family(_plan("topology3-dualstack"), [4, 6], 7, 700.0, "imix", 5.0)
+    assert {f: len(s.flows) for f, s in setups.items()} == {4: 4, 6: 3}
+    assert {f: s.tx_forward.rate for f, s in setups.items()} == {4: 400.0, 6: 300.0}  # 100 pps per flow each
+    assert trafficsetup.shares(101, [4, 6]) == {4: 51, 6: 50} and trafficsetup.shares(5, [6]) == {6: 5}
+    assert trafficsetup.shares(2, [4, 6]) == {4: 1, 6: 1}
+
+
+@pytest.mark.parametrize(("flows", "fams", "words"), [
+    (1, [4, 6], "--flows 1: IPv4 and IPv6 need at least one flow each; give --flows 2 or more, or one family"),
+    (0, [4], "--flows 0: give at least one flow"),
+])
+def test_fewer_flows_than_families_is_a_wrong_argument(flows: int, fams: list[int], words: str) -> None:
+    with pytest.raises(BadInput, match=re.escape(words)):
+        trafficsetup.by_family(_plan("topology3-dualstack"), fams, flows, 100.0, "imix", 5.0)
+
+
+def test_events_run_with_fewer_flows_than_families_exits_2(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`lab events run --flows 1` on a dual-stack lab: a wrong argument (exit 2) before any traffic."""
+    import contextlib
+
+    from typer.testing import CliRunner
+
+    from lab_orchestrator import api
+    from lab_orchestrator.api.running import Lab
+    from lab_orchestrator.cli import app
+
+    plan = _plan("topology3-dualstack")
+    lab = Lab.__new__(Lab)
+    monkeypatch.setattr(Lab, "plan", lambda self: plan)
+    monkeypatch.setattr(Lab, "event_names", lambda self, wanted, target=None: wanted)
+    monkeypatch.setattr(Lab, "traffic_choice", lambda *a, **k: pytest.fail("no traffic with a wrong --flows"))
+    monkeypatch.setattr(api, "running", lambda *a, **k: contextlib.nullcontext(lab))
+    result = CliRunner().invoke(app, ["events", "run", "--lab", "t3d", "-e", "srx-power-off", "--flows", "1"])
+    assert result.exit_code == 2, result.output
+    assert "IPv4 and IPv6 need at least one flow each" in result.output
 
 
 def _reports(flows: list[Any], lost: dict[int, int]) -> tuple[dict[str, Any], dict[str, Any]]:

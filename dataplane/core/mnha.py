@@ -21,6 +21,7 @@ route to the peer's loopback, learned from BGP over a data link, is still there.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -244,6 +245,31 @@ class SrgMonitor:
 
 
 @dataclass
+class PathReturn:
+    """When a monitored link counts as live again (the lab's stand-in for BFD liveliness to the MX).
+
+    Carrier alone says the link is back, not that the node can forward over it: after a link comes
+    back, BIRD needs a moment (up to seconds) to bring each BGP session up, and the sessions of the
+    trust and the untrust side come up at different times. A node that regained activeness at carrier
+    would announce itself with its short AS path on the side whose session came up first, and draw
+    that direction's traffic while it has no route to the other side (it drops it). So a link whose
+    carrier was lost is live again only once the kernel also has a route through a gateway over it
+    (BGP's routes: the kernel's own routes of a link have no gateway). A link that never lost its
+    carrier is live on carrier alone (`lab up` waits for the sessions itself). Pure: the caller reads
+    carrier and routes."""
+
+    regaining: set[str] = field(default_factory=set)  # links whose carrier was lost, not routed since
+
+    def update(self, carrier: Mapping[str, bool], routed: Callable[[], set[str]]) -> dict[str, bool]:
+        """Liveness of each link of CARRIER (device -> carrier); ROUTED returns the devices with a
+        gateway route over them, asked only while a link with carrier waits for its routes."""
+        self.regaining |= {dev for dev, up in carrier.items() if not up}
+        if any(carrier.get(dev) for dev in self.regaining):
+            self.regaining -= routed() & {dev for dev, up in carrier.items() if up}
+        return {dev: up and dev not in self.regaining for dev, up in carrier.items()}
+
+
+@dataclass
 class SessionSync:
     """MNHA session sync of one node (pure): the cold-sync handshake and the refresh windows.
 
@@ -347,6 +373,7 @@ class SessionSync:
 # The note on the SRG0_SIGNAL line of a BIRD role include written while the node waits for its
 # peer's session table: every route prepended, the signal route itself not installed.
 COLD_SYNC_WAIT_NOTE = "waiting for the cold sync"
+ROUTES_WAIT_NOTE = "links back, no BGP route yet over"  # PathReturn: see Daemon.apply
 
 
 def holds_routes(mode: str, awaiting: bool, never_heard: bool, peer_alive: bool, peer_healthy: bool,

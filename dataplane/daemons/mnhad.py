@@ -45,10 +45,12 @@ from labkit.status import (
 
 from ..core.mnha import (
     COLD_SYNC_WAIT_NOTE,
+    ROUTES_WAIT_NOTE,
     SYNC_AWAITING,
     SYNC_DONE,
     Destination,
     MonitorObject,
+    PathReturn,
     PeerView,
     Role,
     SessionSync,
@@ -96,6 +98,21 @@ def route_to(address: str, avoid_dev: str | set[str] | frozenset[str] = frozense
         if mask == b"\xff\xff\xff\xff" and dst == wanted:
             return True
     return False
+
+
+RTF_UP, RTF_GATEWAY = 0x1, 0x2
+
+
+def routed_devices() -> set[str]:
+    """The devices a route of this namespace's main table goes through a gateway over (the routes
+    BIRD installed from BGP: the kernel's own routes of a link have none)."""
+    devs = set()
+    for line in Path("/proc/net/route").read_text().splitlines()[1:]:
+        fields = line.split()
+        flags = int(fields[3], 16)
+        if flags & RTF_UP and flags & RTF_GATEWAY:
+            devs.add(fields[0])
+    return devs
 
 
 def bird_configure(control_socket: str) -> str:
@@ -155,6 +172,10 @@ class Daemon:
         self.monitor_interval = (config.monitor.interval_ms if config.monitor else 300) / 1000
         self.next_check = 0.0
         self.srg0_failed = False
+        # The node's links to the MXs: one that lost its carrier counts again once BGP routes over it.
+        self.links = sorted({*config.monitored, *self.monitor_devs.values()})
+        self.path_return = PathReturn()
+        self.routes_pending: list[str] = []  # links back with carrier, not yet routed over
         self.started = time.monotonic()
         self.resumed: str | None = None  # the role taken up from the previous instance, after a crash
         self.sent = 0
@@ -162,7 +183,7 @@ class Daemon:
         # What BIRD runs with: the role file as it is now (rendered at plan time, rewritten since).
         text = Path(config.role_file).read_text()
         self.bird_state = ("SRG1_ACTIVE = 1" in text, "SRG2_ACTIVE = 1" in text, "SRG0_SIGNAL = 1" in text)
-        self.signal_installed = self.bird_state[2] and COLD_SYNC_WAIT_NOTE not in text
+        self.signal_installed = self.bird_state[2] and COLD_SYNC_WAIT_NOTE not in text and ROUTES_WAIT_NOTE not in text
         self.probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -230,6 +251,11 @@ class Daemon:
                 self.srg0_failed = failed
                 print(f"{time.strftime('%H:%M:%S')} SRG0 {'lost activeness' if failed else 'active again'}: "
                       f"{self.monitor.events[-2][1] if failed and len(self.monitor.events) > 1 else ''}", flush=True)
+        # A link to an MX that came back counts once BGP routes over it (PathReturn): until every such
+        # link is routed, every route stays prepended (apply). Read every tick, as carrier is.
+        carrier = {dev: has_carrier(self.probe, dev) for dev in self.links}
+        live = self.path_return.update(carrier, routed_devices)
+        self.routes_pending = sorted(dev for dev, up in carrier.items() if up and not live[dev])
         # A monitored failure also makes the node unhealthy for the SRG1/SRG2 elections.
         healthy = self.healthy() and not self.srg0_failed
         starting = not self.peer.alive and now - self.started < self.interval * self.threshold
@@ -333,7 +359,10 @@ class Daemon:
         # kept out of activeness instead (tick).
         holding = holds_routes(self.c.mode, self.sync.awaiting, not self.sync.heard_once, self.peer.alive,
                                self.peer.healthy, self.sync.mutual)
-        state = (role is Role.ACTIVE, role2 is Role.ACTIVE, self.srg0_failed or holding)
+        # A link back without BGP routes over it yet: the session of the other side may be up already,
+        # and the short path there would draw traffic this node cannot forward (PathReturn).
+        waiting, pending = bool(self.routes_pending), ", ".join(self.routes_pending)
+        state = (role is Role.ACTIVE, role2 is Role.ACTIVE, self.srg0_failed or holding or waiting)
         if self.srg0_failed != self.signal_installed:
             set_signal_route(self.c.signal_route, self.c.signal_table, self.srg0_failed)
             self.signal_installed = self.srg0_failed
@@ -343,7 +372,8 @@ class Daemon:
             f"define SRG1_ACTIVE = {int(state[0])};  # {role.value}\n"
             f"define SRG2_ACTIVE = {int(state[1])};  # {role2.value}\n"
             f"define SRG0_SIGNAL = {int(state[2])};  # signal route {self.c.signal_route}"
-            f"{f' ({COLD_SYNC_WAIT_NOTE})' if holding and not self.srg0_failed else ''}\n")
+            f"{f' ({COLD_SYNC_WAIT_NOTE})' if holding and not self.srg0_failed else ''}"
+            f"{f' ({ROUTES_WAIT_NOTE} {pending})' if waiting else ''}\n")
         try:
             reply = bird_configure(self.c.bird_socket)
             self.bird_state = state
@@ -351,7 +381,9 @@ class Daemon:
             reply = f"configure failed: {exc}"
         print(f"{time.strftime('%H:%M:%S')} SRG1 {role.value}, SRG2 {role2.value}, signal route "
               f"{'present' if self.srg0_failed else 'absent'}"
-              f"{', routes held prepended (cold sync)' if holding and not self.srg0_failed else ''}: BIRD {reply}",
+              f"{', routes held prepended (cold sync)' if holding and not self.srg0_failed else ''}"
+              f"{f', routes held prepended ({ROUTES_WAIT_NOTE} {pending})' if waiting else ''}"
+              f": BIRD {reply}",
               flush=True)
 
     def write_status(self, now: float, healthy: bool, seen: bool) -> None:

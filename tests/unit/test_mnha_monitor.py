@@ -61,3 +61,44 @@ def test_srg_threshold_above_one_object_needs_two_objects() -> None:
 
 def test_no_objects_never_fails() -> None:
     assert SrgMonitor((), 300).update({}) is False
+
+
+# ---------------------------------------------------------------- a monitored link's return
+
+
+def test_a_link_that_never_lost_carrier_is_live_without_asking_for_routes() -> None:
+    from dataplane.core.mnha import PathReturn
+
+    asked: list[int] = []
+
+    def routed() -> set[str]:
+        asked.append(1)
+        return set()
+
+    assert PathReturn().update({"ge-0-0-0": True, "ge-0-0-1": True}, routed) == {"ge-0-0-0": True, "ge-0-0-1": True}
+    assert not asked, "routes are read only while a link waits for them"
+
+
+def test_a_returning_link_is_live_only_once_bgp_routes_over_it() -> None:
+    """The trust session comes up before the untrust one: the node stays out until both are routed."""
+    from dataplane.core.mnha import PathReturn
+
+    ret = PathReturn()
+    links = ("ge-0-0-0", "ge-0-0-1")
+    assert ret.update(dict.fromkeys(links, False), set) == dict.fromkeys(links, False)
+    assert ret.update(dict.fromkeys(links, True), set) == dict.fromkeys(links, False), "carrier alone"
+    assert ret.update(dict.fromkeys(links, True), lambda: {"ge-0-0-0"}) == {"ge-0-0-0": True, "ge-0-0-1": False}
+    assert ret.update(dict.fromkeys(links, True), set) == {"ge-0-0-0": True, "ge-0-0-1": False}, "stays live"
+    assert ret.update(dict.fromkeys(links, True), lambda: set(links)) == dict.fromkeys(links, True)
+    # routed once: a later route withdrawal alone does not take the link out (BFD is up)
+    assert ret.update(dict.fromkeys(links, True), set) == dict.fromkeys(links, True)
+
+
+def test_routes_of_a_link_without_carrier_do_not_count() -> None:
+    from dataplane.core.mnha import PathReturn
+
+    ret = PathReturn()
+    ret.update({"ge-0-0-0": False}, set)
+    assert ret.update({"ge-0-0-0": False}, lambda: {"ge-0-0-0"}) == {"ge-0-0-0": False}
+    assert ret.update({"ge-0-0-0": True}, set) == {"ge-0-0-0": False}, "stale routes before the carrier: not enough"
+

@@ -5,6 +5,7 @@ dataplane.daemons.mnhad)."""
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -367,7 +368,8 @@ def test_a_cold_sync_on_the_wire_is_done_after_the_ack_wait_acknowledged_or_not(
     assert syncclient.cold_sync(CONFIG, limit_s=5.0)[0] is False, "never on the wire: failed at the limit"
 
 
-def _daemon(tmp_path: Any, monkeypatch: pytest.MonkeyPatch, sync: bool) -> tuple[mnhad.Daemon, Any]:
+def _daemon(tmp_path: Any, monkeypatch: pytest.MonkeyPatch, sync: bool,
+            monitored: tuple[str, ...] = ()) -> tuple[mnhad.Daemon, Any]:
     """An mnhad on 127.0.0.2 whose heartbeats go to a socket of the test (the peer, 127.0.0.1)."""
     import socket
 
@@ -381,7 +383,7 @@ def _daemon(tmp_path: Any, monkeypatch: pytest.MonkeyPatch, sync: bool) -> tuple
     config = mnhad.MnhaConfig(
         node="srx1", peer="srx2", mode="srg0", priority=200, srg2_priority=200, preempt=True,
         heartbeat_ms=1000, heartbeat_threshold=3, icl_dev="lo", local_ip="127.0.0.2", peer_ip="127.0.0.1",
-        peer_loopback="127.0.0.1", icl_routed=["ge-0-0-4"], monitored=[], role_file=str(role),
+        peer_loopback="127.0.0.1", icl_routed=["ge-0-0-4"], monitored=list(monitored), role_file=str(role),
         bird_socket=str(tmp_path / "bird.ctl"), status_file=str(tmp_path / "mnha-status.json"), monitor=None,
         signal_route="192.168.255.0", signal_table=50, sync_config=CONFIG if sync else None)
     daemon = mnhad.Daemon(config)
@@ -453,3 +455,39 @@ def test_mnhad_writes_its_status_when_it_changes_between_heartbeats(
     daemon.tick(now + 0.05, False)
     assert mnhad.MnhaStatus.model_validate_json(status_file.read_text()).heartbeat.peer_alive
     assert len(_heard(peer)) == 2  # the first beat and the one telling the peer it is heard
+
+
+def test_links_back_keep_every_route_prepended_until_bgp_routes_over_each(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """srx1's links to the MX come back; its trust session comes up before its untrust one. Until the
+    kernel has BGP routes over both links, BIRD keeps every route prepended (SRG0_SIGNAL): the short
+    path on the trust side alone would draw forward traffic that srx1 cannot send on (and the other
+    way round for the pool's return traffic). Then the routes are let go at once, on both sides."""
+    links = ("ge-0-0-0", "ge-0-0-1")
+    daemon, _peer = _daemon(tmp_path, monkeypatch, sync=False, monitored=links)
+    carrier = dict.fromkeys(links, True)
+    routed: set[str] = set(links)
+    monkeypatch.setattr(mnhad, "has_carrier", lambda _sock, dev: carrier[dev])
+    monkeypatch.setattr(mnhad, "routed_devices", lambda: set(routed))
+    role = Path(daemon.c.role_file)
+    now = daemon.started + 10
+
+    def tick() -> str:
+        nonlocal now
+        now += 1
+        daemon.tick(now, send=False)
+        return role.read_text()
+
+    assert "SRG0_SIGNAL = 0" in tick(), "links up from the start: no wait"
+    carrier.update(dict.fromkeys(links, False))
+    routed.clear()
+    tick()
+    carrier.update(dict.fromkeys(links, True))
+    text = tick()
+    assert "SRG0_SIGNAL = 1" in text and mnhad.ROUTES_WAIT_NOTE in text and "ge-0-0-0, ge-0-0-1" in text
+    routed.add("ge-0-0-0")
+    text = tick()
+    assert "SRG0_SIGNAL = 1" in text and daemon.routes_pending == ["ge-0-0-1"], "trust routed only"
+    routed.add("ge-0-0-1")
+    assert "SRG0_SIGNAL = 0" in tick()
+    assert not daemon.signal_installed, "a hold, not the SRG0 signal route"

@@ -155,6 +155,9 @@ class MnhaSrg0(StatusModel):
     signal_route: MnhaSignalRoute
     monitor: MnhaMonitor | None  # None: no monitored objects
     events: list[MnhaMonitorEvent]
+    # links to the MXs with carrier but no BGP route over them yet (after a carrier loss, or since
+    # the start): no shorter AS path is announced until it is empty
+    links_unrouted: list[str] = []
 
 
 PeerRole = Literal["init", "active", "backup", "ineligible", "unknown"]

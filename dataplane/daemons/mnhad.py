@@ -112,6 +112,11 @@ def routed_devices() -> set[str]:
         flags = int(fields[3], 16)
         if flags & RTF_UP and flags & RTF_GATEWAY:
             devs.add(fields[0])
+    with contextlib.suppress(OSError):  # an IPv6-only session routes over its link too
+        for line in Path("/proc/net/ipv6_route").read_text().splitlines():
+            fields = line.split()
+            if len(fields) == 10 and int(fields[8], 16) & RTF_UP and int(fields[8], 16) & RTF_GATEWAY:
+                devs.add(fields[9])
     return devs
 
 
@@ -172,10 +177,11 @@ class Daemon:
         self.monitor_interval = (config.monitor.interval_ms if config.monitor else 300) / 1000
         self.next_check = 0.0
         self.srg0_failed = False
-        # The node's links to the MXs: one that lost its carrier counts again once BGP routes over it.
+        # The node's links to the MXs: one that lost its carrier counts again once BGP routes over it,
+        # and so do all of them when this node starts (powered on: its sessions are not up yet).
         self.links = sorted({*config.monitored, *self.monitor_devs.values()})
-        self.path_return = PathReturn()
-        self.routes_pending: list[str] = []  # links back with carrier, not yet routed over
+        self.path_return = PathReturn(set(self.links))
+        self.routes_pending: list[str] = []  # links with carrier, not yet routed over
         self.started = time.monotonic()
         self.resumed: str | None = None  # the role taken up from the previous instance, after a crash
         self.sent = 0
@@ -204,6 +210,8 @@ class Daemon:
         self.shown: tuple[object, ...] | None = None
         self.icl_was_up = False
         self.resume(resumed(config.status_file, MnhaStatus))
+        if self.resumed is not None:  # restarted after a crash: the kernel kept the routes and BIRD its sessions
+            self.path_return.regaining.clear()
         # A node that starts waits for its peer's table; one that resumed its role (the daemon
         # restarted, the kernel kept the sessions) does not.
         self.sync.start(self.started, bool(config.sync_config) and self.resumed is None)
@@ -283,7 +291,7 @@ class Daemon:
             send = True
         self.icl_was_up = icl_up
         shown = (told, self.peer.srg2_role if self.peer.alive else None, self.peer.sync, self.sync.awaiting,
-                 self.sync.sending, bool(self.stats), self.srg0_failed, seen, icl_up)
+                 self.sync.sending, bool(self.stats), self.srg0_failed, seen, icl_up, tuple(self.routes_pending))
         if not send:
             if shown != self.shown:  # `lab up` and `lab status` read the status: keep it current
                 self.write_status(now, healthy, seen)
@@ -359,10 +367,16 @@ class Daemon:
         # kept out of activeness instead (tick).
         holding = holds_routes(self.c.mode, self.sync.awaiting, not self.sync.heard_once, self.peer.alive,
                                self.peer.healthy, self.sync.mutual)
-        # A link back without BGP routes over it yet: the session of the other side may be up already,
-        # and the short path there would draw traffic this node cannot forward (PathReturn).
-        waiting, pending = bool(self.routes_pending), ", ".join(self.routes_pending)
-        state = (role is Role.ACTIVE, role2 is Role.ACTIVE, self.srg0_failed or holding or waiting)
+        # A link back without BGP routes over it yet (PathReturn): the session of the other side may be
+        # up already, and a shorter path there would draw traffic this node cannot forward yet.
+        # Only a shorter path is held back: a change to a longer one (activeness lost) goes at once.
+        state = (role is Role.ACTIVE, role2 is Role.ACTIVE, self.srg0_failed or holding)
+        pending = ", ".join(self.routes_pending)
+        if self.routes_pending:
+            held = (state[0] and self.bird_state[0], state[1] and self.bird_state[1], state[2] or self.bird_state[2])
+            waiting, state = held != state, held
+        else:
+            waiting = False
         if self.srg0_failed != self.signal_installed:
             set_signal_route(self.c.signal_route, self.c.signal_table, self.srg0_failed)
             self.signal_installed = self.srg0_failed
@@ -413,7 +427,8 @@ class Daemon:
                                                       state="DOWN" if d.ip in monitor.down else "UP")
                                       for d in o.destinations])
                         for o in monitor.objects]),
-                events=[MnhaMonitorEvent(at=at, what=what) for at, what in monitor.events]),
+                events=[MnhaMonitorEvent(at=at, what=what) for at, what in monitor.events],
+                links_unrouted=list(self.routes_pending)),
             srg2=MnhaSrg2(role=srg2.role.value, priority=srg2.priority,
                           peer_role=self.peer.srg2_role.value if self.peer.alive else "unknown",
                           transitions=[RoleTransition(at=at, role=r.value, why=why)

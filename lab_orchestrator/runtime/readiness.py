@@ -100,7 +100,8 @@ def ecmp_pending(node: str, selector: MxlbStatus, srg1_peers: dict[str, str]) ->
 def mnha_pending(pairs: list[list[str]], statuses: dict[str, MnhaStatus | None], down: set[str]) -> list[str]:
     """Why the MNHA pairs with both nodes in service are not in step ([] when they are), from each
     node's MNHA status (None: not written yet): each node hears its peer, neither is still
-    initialising, with SRG1 one is active and the other backup, and, in a pair that syncs sessions,
+    initialising, BGP routes over each of its links to the MXs, with SRG1 one is active and the other
+    backup, and, in a pair that syncs sessions,
     each node's session daemon answers and no cold sync is running or awaited either way."""
     why: list[str] = []
     for pair in pairs:
@@ -114,6 +115,8 @@ def mnha_pending(pairs: list[list[str]], statuses: dict[str, MnhaStatus | None],
                 continue
             if not data.heartbeat.peer_alive:
                 why.append(f"{node}: does not hear its peer {data.peer}")
+            if data.srg0.links_unrouted:
+                why.append(f"{node}: no BGP route yet over {', '.join(data.srg0.links_unrouted)} (links back)")
             role = data.srg1.role
             if role in ("init", "ineligible"):
                 why.append(f"{node}: SRG1 {role}")

@@ -4,6 +4,7 @@ dataplane.daemons.mnhad)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -369,7 +370,7 @@ def test_a_cold_sync_on_the_wire_is_done_after_the_ack_wait_acknowledged_or_not(
 
 
 def _daemon(tmp_path: Any, monkeypatch: pytest.MonkeyPatch, sync: bool,
-            monitored: tuple[str, ...] = ()) -> tuple[mnhad.Daemon, Any]:
+            monitored: tuple[str, ...] = (), monitor: Any = None) -> tuple[mnhad.Daemon, Any]:
     """An mnhad on 127.0.0.2 whose heartbeats go to a socket of the test (the peer, 127.0.0.1)."""
     import socket
 
@@ -384,7 +385,7 @@ def _daemon(tmp_path: Any, monkeypatch: pytest.MonkeyPatch, sync: bool,
         node="srx1", peer="srx2", mode="srg0", priority=200, srg2_priority=200, preempt=True,
         heartbeat_ms=1000, heartbeat_threshold=3, icl_dev="lo", local_ip="127.0.0.2", peer_ip="127.0.0.1",
         peer_loopback="127.0.0.1", icl_routed=["ge-0-0-4"], monitored=list(monitored), role_file=str(role),
-        bird_socket=str(tmp_path / "bird.ctl"), status_file=str(tmp_path / "mnha-status.json"), monitor=None,
+        bird_socket=str(tmp_path / "bird.ctl"), status_file=str(tmp_path / "mnha-status.json"), monitor=monitor,
         signal_route="192.168.255.0", signal_table=50, sync_config=CONFIG if sync else None)
     daemon = mnhad.Daemon(config)
     return daemon, peer
@@ -457,18 +458,29 @@ def test_mnhad_writes_its_status_when_it_changes_between_heartbeats(
     assert len(_heard(peer)) == 2  # the first beat and the one telling the peer it is heard
 
 
+
+def _trust_monitor() -> Any:
+    from labkit.configs import MonitorConfig
+    from labkit.configs import MonitorDestination as dest
+
+    return MonitorConfig(object="trust", threshold=300, object_threshold=300, srg_threshold=300,
+                               interval_ms=300, multiplier=3,
+                               destinations=[dest(ip="198.18.0.8", src_ip="198.18.0.9", dev="ge-0-0-0",
+                                                  interface="ge-0/0/0.0", weight=300, peer_node="mx1")])
+
+
 def test_links_back_keep_every_route_prepended_until_bgp_routes_over_each(
         tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    """srx1's links to the MX come back; its trust session comes up before its untrust one. Until the
-    kernel has BGP routes over both links, BIRD keeps every route prepended (SRG0_SIGNAL): the short
-    path on the trust side alone would draw forward traffic that srx1 cannot send on (and the other
-    way round for the pool's return traffic). Then the routes are let go at once, on both sides."""
+    """srx1's links to the MX go down (SRG0 loses activeness: every route prepended) and come back; its
+    trust session comes up before its untrust one. Until the kernel has BGP routes over both links,
+    BIRD keeps every route prepended: the short path on the trust side alone would draw forward
+    traffic that srx1 cannot send on (and the other way round for the pool's return traffic)."""
     links = ("ge-0-0-0", "ge-0-0-1")
-    daemon, _peer = _daemon(tmp_path, monkeypatch, sync=False, monitored=links)
     carrier = dict.fromkeys(links, True)
-    routed: set[str] = set(links)
+    routed: set[str] = set()
     monkeypatch.setattr(mnhad, "has_carrier", lambda _sock, dev: carrier[dev])
     monkeypatch.setattr(mnhad, "routed_devices", lambda: set(routed))
+    daemon, _peer = _daemon(tmp_path, monkeypatch, sync=False, monitored=links, monitor=_trust_monitor())
     role = Path(daemon.c.role_file)
     now = daemon.started + 10
 
@@ -478,16 +490,26 @@ def test_links_back_keep_every_route_prepended_until_bgp_routes_over_each(
         daemon.tick(now, send=False)
         return role.read_text()
 
-    assert "SRG0_SIGNAL = 0" in tick(), "links up from the start: no wait"
+    tick()
+    assert daemon.routes_pending == list(links), "started: no BGP route over its links yet"
+    assert json.loads(Path(daemon.c.status_file).read_text())["srg0"]["links_unrouted"] == list(links)
+    routed.update(links)
+    assert "SRG0_SIGNAL = 0" in tick() and daemon.routes_pending == []
     carrier.update(dict.fromkeys(links, False))
     routed.clear()
-    tick()
+    assert "SRG0_SIGNAL = 1" in [tick() for _ in range(3)][-1], "SRG0 failed: every route prepended"
     carrier.update(dict.fromkeys(links, True))
     text = tick()
-    assert "SRG0_SIGNAL = 1" in text and mnhad.ROUTES_WAIT_NOTE in text and "ge-0-0-0, ge-0-0-1" in text
+    assert not daemon.srg0_failed, "BFD liveliness is back with the carrier"
+    assert "SRG0_SIGNAL = 1" in text and daemon.routes_pending == list(links)
     routed.add("ge-0-0-0")
-    text = tick()
-    assert "SRG0_SIGNAL = 1" in text and daemon.routes_pending == ["ge-0-0-1"], "trust routed only"
+    assert "SRG0_SIGNAL = 1" in tick() and daemon.routes_pending == ["ge-0-0-1"], "trust routed only"
     routed.add("ge-0-0-1")
-    assert "SRG0_SIGNAL = 0" in tick()
+    assert "SRG0_SIGNAL = 0" in tick(), "let go at once, on both sides"
     assert not daemon.signal_installed, "a hold, not the SRG0 signal route"
+    # a link that comes back while the node announces its short paths: nothing is made longer
+    carrier["ge-0-0-1"] = False
+    routed.discard("ge-0-0-1")
+    tick()
+    carrier["ge-0-0-1"] = True
+    assert "SRG0_SIGNAL = 0" in tick() and daemon.routes_pending == ["ge-0-0-1"]

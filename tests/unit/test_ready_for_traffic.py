@@ -6,14 +6,15 @@ from __future__ import annotations
 from typing import Any
 
 from lab_orchestrator.runtime import readiness
-from labkit.status import MnhaHeartbeat, MnhaSrg1, MnhaStatus, MnhaSync
+from labkit.status import MnhaHeartbeat, MnhaSrg0, MnhaSrg1, MnhaStatus, MnhaSync
 
 
 def mnha(node: str, peer: str, alive: bool = True, role: str = "active", mode: str = "srg1",
-         sync: dict[str, bool] | None = None) -> MnhaStatus:
+         sync: dict[str, bool] | None = None, unrouted: tuple[str, ...] = ()) -> MnhaStatus:
     """The parts of an MNHA status readiness reads (the rest is not validated here)."""
     return MnhaStatus.model_construct(
         node=node, peer=peer, mode=mode, heartbeat=MnhaHeartbeat.model_construct(peer_alive=alive),
+        srg0=MnhaSrg0.model_construct(links_unrouted=list(unrouted)),
         srg1=MnhaSrg1.model_construct(role=role), sync=MnhaSync.model_construct(**sync) if sync is not None else None)
 
 
@@ -31,6 +32,14 @@ def test_a_pair_whose_initial_sync_is_not_done_is_not_ready() -> None:
                              sync={**SYNCED, "peer_awaiting": True})}
     assert readiness.mnha_pending([["srx1", "srx2"]], statuses, set()) == [
         "srx2: initial session sync with srx1 not done"]
+
+
+def test_a_node_whose_links_are_not_routed_yet_keeps_the_pair_waiting() -> None:
+    """Its BGP session over one link is not up yet: it announces its long paths still (mnhad)."""
+    statuses = {"srx1": mnha("srx1", "srx2", sync=SYNCED, unrouted=("ge-0-0-1",)),
+                "srx2": mnha("srx2", "srx1", role="backup", sync=SYNCED)}
+    assert readiness.mnha_pending([["srx1", "srx2"]], statuses, set()) == [
+        "srx1: no BGP route yet over ge-0-0-1 (links back)"]
 
 
 def test_a_session_daemon_that_does_not_answer_keeps_the_pair_waiting() -> None:

@@ -192,6 +192,9 @@ class MnhaSync(StatusModel):
     removed: int | None  # the peer's sessions deleted here when they ended there
     errors: int | None  # failed injections, send/receive errors, malformed messages
     lost: int | None  # sync messages lost (sequence gaps)
+    # the peer's messages dropped as older than the last one accepted (conntrackd's "Packets before":
+    # a peer that restarted numbers its messages anew, and what it sends below that number is lost)
+    stale: int | None = None
     resend_queue: int | None  # sent messages not yet acknowledged by the peer
     daemon_answering: bool
     refresh_s: float

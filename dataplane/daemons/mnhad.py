@@ -337,6 +337,8 @@ class Daemon:
             if stats:
                 queue = parse_stats(conntrackd(self.c.sync_config, "-s", "queue", timeout=5.0) or "")
                 stats |= {k: v for k, v in queue.items() if k == "rsqueue"}
+                network = parse_stats(conntrackd(self.c.sync_config, "-s", "network", timeout=5.0) or "")
+                stats |= {k: v for k, v in network.items() if k == "before"}
             self.stats = stats
             time.sleep(STATS_EVERY_S if stats else STATS_RETRY_S)
 
@@ -453,7 +455,8 @@ class Daemon:
             errors=sum(stats.get(k, 0) for k in ("inject_created_failed", "inject_updated_failed",
                                                   "inject_destroyed_failed", "send_errors", "receive_errors",
                                                   "malformed")) if stats else None,
-            lost=stats.get("lost"), resend_queue=stats.get("rsqueue"), daemon_answering=bool(stats),
+            lost=stats.get("lost"), stale=stats.get("before"), resend_queue=stats.get("rsqueue"),
+            daemon_answering=bool(stats),
             refresh_s=sync.refresh, refresh_tcp_s=sync.refresh_tcp, refreshes=self.refreshes,
             awaiting_peer=sync.awaiting, awaited_s=sync.awaited_s, peer_awaiting=bool(self.peer.sync & SYNC_AWAITING),
             sending=sync.sending, cold_syncs=sync.cold_syncs, last_cold_sync_s=sync.last_cold_s,

@@ -84,8 +84,9 @@ def queued(stats: dict[str, int]) -> int | None:
 
 
 def parse_stats(text: str) -> dict[str, int]:
-    """The counters of `conntrackd -s` (and `-s queue`) the status shows: sessions in the cache, sent
-    and received messages, injection of the peer's sessions, errors."""
+    """The counters of `conntrackd -s` (and `-s queue`, `-s network`) the status shows: sessions in the
+    cache, sent and received messages, injection of the peer's sessions, errors, and the peer's
+    messages dropped for a sequence number before the last one accepted (`before`)."""
     out: dict[str, int] = {}
     section = ""
     for raw in text.splitlines():
@@ -110,6 +111,8 @@ def parse_stats(text: str) -> dict[str, int]:
                 out["send_errors"], out["receive_errors"] = numbers
         elif section == "message tracking" and "Malformed" in line and len(numbers) >= 2:
             out["malformed"], out["lost"] = numbers
+        elif line.startswith("Packets before") and numbers:  # `-s network`: sequence tracking, received
+            out["before"] = numbers[0]
         elif section in ("queue rsqueue", "queue txqueue") and line.startswith("current elements") and numbers:
             out[section.split()[1]] = numbers[0]
     return out

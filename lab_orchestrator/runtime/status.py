@@ -138,7 +138,8 @@ def sync_problems(sync: dict[str, object], age_s: float) -> list[str]:
         found.append(f"MNHA status not updated for {age_s:.0f} s")
     if not sync.get("daemon_answering"):
         found.append("conntrackd not answering")
-    for key, what in (("errors", "sync errors"), ("lost", "sync messages lost")):
+    for key, what in (("errors", "sync errors"), ("lost", "sync messages lost"),
+                      ("stale", "sync messages from the peer dropped as older than the last accepted")):
         value = sync.get(key)
         if isinstance(value, int) and value > 0:
             found.append(f"{value} {what}")

@@ -148,6 +148,21 @@ maximum elements:		      131072
 not enough space errors:	           0
 """
 
+NETWORK = """network statistics:
+	recv:
+		Malformed messages:	                   0
+		Wrong protocol version:	                   0
+		Bad message type:	                   0
+		Bad message length:	                   0
+		Bad message checksum:	                   0
+	sent:
+
+sequence tracking statistics:
+	recv:
+		Packets lost:		                   3
+		Packets before:		                   7
+"""
+
 
 def test_conntrackd_counters_are_read() -> None:
     stats = syncclient.parse_stats(STATS)
@@ -158,6 +173,16 @@ def test_conntrackd_counters_are_read() -> None:
     assert stats["cache_events"] == 304  # created + updated + destroyed: one message each
     assert syncclient.parse_stats(QUEUE) == {"txqueue": 0, "rsqueue": 301}
     assert syncclient.parse_stats("") == {}
+    assert syncclient.parse_stats(NETWORK) == {"before": 7}
+
+
+def test_messages_dropped_as_older_are_a_sync_problem() -> None:
+    from lab_orchestrator.runtime.status import sync_problems
+
+    healthy = {"daemon_answering": True, "errors": 0, "lost": 0, "stale": 0, "resend_queue": 0}
+    assert sync_problems(healthy, 1.0) == []
+    assert sync_problems({**healthy, "stale": 7}, 1.0) == [
+        "7 sync messages from the peer dropped as older than the last accepted"]
 
 
 def conntrackd_with(queues: list[int], updated: list[int], calls: list[tuple[str, ...]]) -> Any:

@@ -113,7 +113,7 @@ def _session_sync(sync: object) -> list[str]:
         f"    Sessions: {num('sessions')} in the table, {num('cache')} opened or carried here (synced to the peer)",
         f"    From the peer: {num('injected')} written, {num('removed')} removed",
         f"    Messages: sent {num('sent_packets')}, received {num('received_packets')}, "
-        f"unacknowledged {num('resend_queue')}, lost {num('lost')}, errors {num('errors')}",
+        f"unacknowledged {num('resend_queue')}, lost {num('lost')}, stale {num('stale')}, errors {num('errors')}",
         f"    Refresh: every {sync.get('refresh_s', '-')} s (TCP {sync.get('refresh_tcp_s', '-')} s), "
         f"{num('refreshes')} windows",
     ]

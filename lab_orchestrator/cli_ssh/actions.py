@@ -165,6 +165,7 @@ def srd_switchover(ctx: Context, args: dict[str, Any]) -> Output:
 
 def restart_routing(ctx: Context, args: dict[str, Any]) -> Output:
     """Stop the node's BIRD processes and start them again under the supervisor (`bird -R`)."""
+    from ..model.diagnostics import LabError
     from ..runtime import supervisor
     from ..runtime.state import LabState
 
@@ -182,15 +183,27 @@ def restart_routing(ctx: Context, args: dict[str, Any]) -> Output:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(record.pid, signal.SIGKILL)
     client.stop([r.pid for r in live])
-    fresh = {}
-    for record in records:
-        argv = list(record.argv)
-        if argv and argv[0] == "bird" and "-R" not in argv:
-            argv.append("-R")  # graceful-restart recovery, as the restart-routing event
-        fresh[record.name] = client.spawn(record.node, record.name, record.ns, argv, record.log)
-    latest = LabState.load(Path(ctx.config.state_dir))  # re-read: keep what changed meanwhile
-    latest.processes = [fresh.get(r.name, r) if r.node == ctx.node.name else r for r in latest.processes]
-    latest.save()
+    fresh: dict[str, supervisor.ProcessRecord] = {}
+    failed: str | None = None
+    try:
+        for record in records:
+            argv = list(record.argv)
+            if argv and argv[0] == "bird" and "-R" not in argv:
+                argv.append("-R")  # graceful-restart recovery, as the restart-routing event
+            failed = record.name
+            fresh[record.name] = client.spawn(record.node, record.name, record.ns, argv, record.log)
+    except (LabError, OSError) as exc:
+        # the BIRDs started before this one run: recorded below (finally), so `lab status` shows
+        # them and `lab down` stops them; the user learns which one is missing and why
+        started = ", ".join(f"{name} (pid {p.pid})" for name, p in fresh.items()) or "none"
+        not_started = ", ".join(r.name for r in records if r.name not in fresh)
+        return _error(ctx, f"restart routing on {ctx.node.name} stopped at {failed}: {exc}; "
+                           f"started and recorded: {started}; not running: {not_started}")
+    finally:
+        # recorded whatever happened, an unexpected error included: nothing runs untracked
+        latest = LabState.load(Path(ctx.config.state_dir))  # re-read: keep what changed meanwhile
+        latest.processes = [fresh.get(r.name, r) if r.node == ctx.node.name else r for r in latest.processes]
+        latest.save()
     pids = ", ".join(f"pid {p.pid}" + (f" ({b.instance})" if b.instance else "")
                      for b in ctx.node.birds for name, p in fresh.items() if name == b.process)
     if ctx.node.vendor == "ios":

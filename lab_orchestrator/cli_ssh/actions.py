@@ -191,7 +191,9 @@ def restart_routing(ctx: Context, args: dict[str, Any]) -> Output:
             if argv and argv[0] == "bird" and "-R" not in argv:
                 argv.append("-R")  # graceful-restart recovery, as the restart-routing event
             failed = record.name
-            fresh[record.name] = client.spawn(record.node, record.name, record.ns, argv, record.log)
+            # supervised as before (restarted after a crash), its stale control socket removed first
+            fresh[record.name] = client.spawn(record.node, record.name, record.ns, argv, record.log,
+                                              restart=record.restart, stale_files=record.stale_files)
     except (LabError, OSError) as exc:
         # the BIRDs started before this one run: recorded below (finally), so `lab status` shows
         # them and `lab down` stops them; the user learns which one is missing and why

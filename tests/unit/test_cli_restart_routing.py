@@ -23,7 +23,8 @@ BIRDS = ("bird", "bird-trust-vr")
 def old(name: str) -> supervisor.ProcessRecord:
     # starttime -1: never the starttime of a live process, so the action sees it as not running
     return supervisor.ProcessRecord("mx1", name, "t-mx1", 100 + BIRDS.index(name), -1, f"/x/mx1-{name}.log",
-                                    ["bird", "-c", f"/x/{name}.conf"], restart=True)
+                                    ["bird", "-c", f"/x/{name}.conf"], restart=True,
+                                    stale_files=[f"/x/{name}.ctl"])
 
 
 class FakeSupervisor:
@@ -38,11 +39,13 @@ class FakeSupervisor:
     def stop(self, pids: Any = (), **_: Any) -> None:
         pass
 
-    def spawn(self, node: str, name: str, ns: str, argv: list[str], log: str, **_: Any) -> supervisor.ProcessRecord:
+    def spawn(self, node: str, name: str, ns: str, argv: list[str], log: str, restart: bool = False,
+              stale_files: Any = (), **_: Any) -> supervisor.ProcessRecord:
         if name in self.refuse:
             raise self.refuse[name]
         self.spawned.append((name, list(argv)))
-        return supervisor.ProcessRecord(node, name, ns, 200 + len(self.spawned), 7, log, list(argv))
+        return supervisor.ProcessRecord(node, name, ns, 200 + len(self.spawned), 7, log, list(argv),
+                                        restart=restart, stale_files=list(stale_files))
 
 
 @pytest.fixture
@@ -69,6 +72,8 @@ def test_both_started_and_recorded(lab: actions.Context) -> None:
     assert result.status == 0, result.text
     assert pids(lab) == {("mx1", "bird"): 201, ("mx1", "bird-trust-vr"): 202, ("srx1", "bird"): 300}
     assert all("-R" in argv for _name, argv in FakeSupervisor.spawned), "graceful-restart recovery"
+    restarted = [r for r in LabState.load(Path(lab.config.state_dir)).processes if r.node == "mx1"]
+    assert all(r.restart and r.stale_files == [f"/x/{r.name}.ctl"] for r in restarted), "still supervised"
 
 
 def test_a_refused_start_keeps_the_record_of_those_started_before(lab: actions.Context) -> None:

@@ -70,11 +70,16 @@ def trim(report: dict[str, Any]) -> list[dict[str, Any]]:
         start = (event.get("marks") or {}).get("event")
         kept["marks_s"] = {name: round(at - start, 3) for name, at in (event.get("marks") or {}).items()} \
             if start is not None else {}
-        kept["lossy_flows"] = [{key: row.get(key) for key in FLOW_KEYS if row.get(key) not in (None, False, {})}
+        kept["lossy_flows"] = [{key: row[key] for key in FLOW_KEYS if _kept(row.get(key))}
                                for row in event.get("per_flow", []) if row.get("lost")]
         kept["failure_reasons"] = failure_reasons(event)
         out.append(kept)
     return out
+
+
+def _kept(value: Any) -> bool:
+    """A lossy flow's field worth keeping: not absent, False or empty (flow number 0 is kept: 0 == False)."""
+    return value is not None and value is not False and value != {}
 
 
 def _cell(value: Any) -> str:
@@ -126,7 +131,7 @@ def lab_section(lab: str, kept: dict[str, Any]) -> list[str]:
             lines.append(f"- `{e['event']}` {how}: {'; '.join(e['failure_reasons'])}.")
             for row in e["lossy_flows"]:
                 if not any((row.get("expected_mover") or {}).values()):
-                    lines.append(f"  flow {row['flow']} ({row.get('src')}, {_cell(row.get('carrier_before'))} → "
+                    lines.append(f"  flow {row.get('flow', 0)} ({row.get('src')}, {_cell(row.get('carrier_before'))} → "
                                  f"{_cell(row.get('carrier_after'))}): lost {row.get('lost_forward', 0)} forward, "
                                  f"{row.get('lost_reverse', 0)} reverse, longest gaps at {row.get('gap_at_s')} s")
     return lines + [""]

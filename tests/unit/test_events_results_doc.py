@@ -82,3 +82,14 @@ def test_kept_reports_are_one_event_per_line_and_read_back(tmp_path: Path, monke
     back = json.loads(text)
     assert [e["event"] for e in back["events"]] == ["gres", "srd-link-failure"]
     assert back["rc"] == 1 and back["commit"] == "abc1234"
+
+
+def test_flow_zero_that_lost_packets_is_kept_with_its_number_and_listed() -> None:
+    """Flow number 0 equals False in Python: it must not be dropped as an empty field."""
+    report = {"lab": "t3-nat", "events": [_event("restart-routing", False, [_flow(0, 52), _flow(13, 51)], 103)]}
+    (event,) = er.trim(report)
+    assert [row["flow"] for row in event["lossy_flows"]] == [0, 13]
+    kept = {"lab": "t3-nat", "description": "d", "started": "s", "ended": "e", "commit": "c", "rc": 1,
+            "events": [event]}
+    text = "\n".join(er.lab_section("topology3-cgnat", kept))
+    assert "flow 0 (100.64.0.1" in text and "flow 13 (100.64.0.14" in text

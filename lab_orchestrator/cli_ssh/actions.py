@@ -187,12 +187,10 @@ def restart_routing(ctx: Context, args: dict[str, Any]) -> Output:
     failed: str | None = None
     try:
         for record in records:
-            argv = list(record.argv)
-            if argv and argv[0] == "bird" and "-R" not in argv:
-                argv.append("-R")  # graceful-restart recovery, as the restart-routing event
+            argv, env = supervisor.recovery(record.argv)  # BIRD in graceful-restart recovery (-R)
             failed = record.name
             # supervised as before (restarted after a crash), its stale control socket removed first
-            fresh[record.name] = client.spawn(record.node, record.name, record.ns, argv, record.log,
+            fresh[record.name] = client.spawn(record.node, record.name, record.ns, argv, record.log, env=env,
                                               restart=record.restart, stale_files=record.stale_files)
     except (LabError, OSError) as exc:
         # the BIRDs started before this one run: recorded below (finally), so `lab status` shows

@@ -85,6 +85,9 @@ def test_a_live_flows_copy_outlives_its_timeout_and_carries_the_flow_after_a_pow
     assert isinstance(back, dict) and isinstance(sender, dict)
     assert back["awaited_s"] is not None and not back["awaiting_peer"], back
     assert int(sender["cold_syncs"]) >= 1 and sender["last_cold_sync_s"] is not None, sender
+    # powered on before its BGP sessions were up, it no longer waits for routes over its MX links
+    srg0 = mnha_status(short, carrier)["srg0"]
+    assert isinstance(srg0, dict) and srg0["links_unrouted"] == [], srg0
 
 
 def test_the_sync_counters_are_in_lab_status(short: RunningLab) -> None:
@@ -94,3 +97,5 @@ def test_the_sync_counters_are_in_lab_status(short: RunningLab) -> None:
         sync = nodes[srx]["session_sync"]
         assert sync is not None and sync["daemon_answering"], f"{srx}: {sync}"
         assert isinstance(sync["sessions"], int) and isinstance(sync["cache"], int)
+        # read from conntrackd's own `-s network` answer: none of the peer's messages dropped as older
+        assert sync["stale"] == 0, f"{srx}: {sync}"

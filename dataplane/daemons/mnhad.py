@@ -84,38 +84,37 @@ def has_carrier(sock: socket.socket, ifname: str) -> bool:
     return bool(flags & IFF_UP) and bool(flags & IFF_RUNNING)
 
 
+RTF_UP, RTF_GATEWAY = 0x1, 0x2
+
+
+def ipv4_routes() -> list[tuple[str, bytes, bytes, int]]:
+    """The main table of this namespace's IPv4 routes: (device, destination, mask, flags) each."""
+    out = []
+    for line in Path("/proc/net/route").read_text().splitlines()[1:]:
+        fields = line.split()
+        out.append((fields[0], bytes.fromhex(fields[1])[::-1], bytes.fromhex(fields[7])[::-1], int(fields[3], 16)))
+    return out
+
+
 def route_to(address: str, avoid_dev: str | set[str] | frozenset[str] = frozenset(),
              over: set[str] | None = None) -> bool:
     """Is there a route to ADDRESS/32 in this namespace's main table, not over AVOID_DEV (a device or
     a set of them), and over one of OVER when given?"""
     avoid = {avoid_dev} if isinstance(avoid_dev, str) else avoid_dev
     wanted = socket.inet_aton(address)
-    for line in Path("/proc/net/route").read_text().splitlines()[1:]:
-        fields = line.split()
-        dev, dst, mask = fields[0], bytes.fromhex(fields[1])[::-1], bytes.fromhex(fields[7])[::-1]
-        if dev in avoid or (over is not None and dev not in over):
-            continue
-        if mask == b"\xff\xff\xff\xff" and dst == wanted:
-            return True
-    return False
-
-
-RTF_UP, RTF_GATEWAY = 0x1, 0x2
+    return any(mask == b"\xff\xff\xff\xff" and dst == wanted for dev, dst, mask, _flags in ipv4_routes()
+               if dev not in avoid and (over is None or dev in over))
 
 
 def routed_devices() -> set[str]:
     """The devices a route of this namespace's main table goes through a gateway over (the routes
     BIRD installed from BGP: the kernel's own routes of a link have none)."""
-    devs = set()
-    for line in Path("/proc/net/route").read_text().splitlines()[1:]:
-        fields = line.split()
-        flags = int(fields[3], 16)
-        if flags & RTF_UP and flags & RTF_GATEWAY:
-            devs.add(fields[0])
+    gateway = RTF_UP | RTF_GATEWAY
+    devs = {dev for dev, _dst, _mask, flags in ipv4_routes() if flags & gateway == gateway}
     with contextlib.suppress(OSError):  # an IPv6-only session routes over its link too
         for line in Path("/proc/net/ipv6_route").read_text().splitlines():
             fields = line.split()
-            if len(fields) == 10 and int(fields[8], 16) & RTF_UP and int(fields[8], 16) & RTF_GATEWAY:
+            if len(fields) == 10 and int(fields[8], 16) & gateway == gateway:
                 devs.add(fields[9])
     return devs
 
@@ -236,9 +235,6 @@ class Daemon:
             self.resumed = "/".join(taken)
             print(f"{time.strftime('%H:%M:%S')} resumed as {self.resumed} after a restart", flush=True)
 
-    def healthy(self) -> bool:
-        return all(has_carrier(self.probe, dev) for dev in self.c.monitored)
-
     def icl_up(self) -> bool:
         if self.c.icl_routed:  # through the MXs: up while one of their MNHA-VRs routes to the peer
             return route_to(self.c.peer_loopback, over=set(self.c.icl_routed))
@@ -265,7 +261,7 @@ class Daemon:
         live = self.path_return.update(carrier, routed_devices)
         self.routes_pending = sorted(dev for dev, up in carrier.items() if up and not live[dev])
         # A monitored failure also makes the node unhealthy for the SRG1/SRG2 elections.
-        healthy = self.healthy() and not self.srg0_failed
+        healthy = all(carrier[dev] for dev in self.c.monitored) and not self.srg0_failed
         starting = not self.peer.alive and now - self.started < self.interval * self.threshold
         if self.c.mode == "srg0":
             role = role2 = Role.ACTIVE

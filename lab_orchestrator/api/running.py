@@ -422,11 +422,11 @@ class Lab:
 
     # -- traffic and events
 
-    def traffic_start(self, flows: int, rate: float, sizes: str, duration: float, reverse: bool) -> list[str]:
+    def traffic_start(self, flows: int, rate: float, sizes: str, duration: float, reverse: bool,
+                      family: str | None = None) -> dict[str, Any]:
         from ..events import traffic as traffic_cli
-
-        hostcheck.require_root()
-        return traffic_cli.start(self.state, flows, rate, sizes, duration, reverse)
+        hostcheck.require_root()  # FAMILY "4", "6" or "both" (None: both on a dual-stack lab, else 4)
+        return traffic_cli.start(self.state, flows, rate, sizes, duration, reverse, family)
 
     def traffic_stop(self) -> dict[str, Any]:
         from ..events import traffic as traffic_cli

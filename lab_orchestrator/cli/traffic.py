@@ -8,6 +8,7 @@ import typer
 from rich.table import Table
 
 from .. import api
+from ..model.diagnostics import BadInput
 from .common import JsonOption, LabOption, app, guarded, out, print_json
 
 REVERSE_HELP = "Also server -> client (CGNAT: to each flow's NAT binding, as the server sees it)."
@@ -17,27 +18,48 @@ traffic_app = typer.Typer(help="Traffic by hand on a running lab (the generator 
 app.add_typer(traffic_app, name="traffic")
 
 
+FAMILY_HELP = ("IP families of the flows: 4, 6 or both (default: both on a dual-stack lab, 4 otherwise). With both, "
+               "half the flows of each family at half the rate, side by side, as `lab events run` sends them.")
+
+
 @traffic_app.command("start")
 def traffic_start(
     lab: str | None = LabOption,
-    flows: int = typer.Option(100, "--flows", help="Flows per direction (distinct subscriber addresses)."),
-    rate: float = typer.Option(5000, "--rate", help="Aggregate packets/s per direction."),
+    flows: int = typer.Option(100, "--flows", help="Flows per direction (distinct subscriber addresses), "
+                              "all families together."),
+    rate: float = typer.Option(5000, "--rate", help="Aggregate packets/s per direction, all families together."),
     sizes: str = typer.Option("imix", "--sizes", help="imix or a frame size."),
     duration: float = typer.Option(300, "--duration", help="Seconds before it stops by itself."),
     reverse: bool = typer.Option(True, "--reverse/--no-reverse", help=REVERSE_HELP),
+    family: str | None = typer.Option(None, "--family", help=FAMILY_HELP),
     json_out: bool = JsonOption,
 ) -> None:
-    """Start UDP traffic client -> server (and back) in the background."""
+    """Start UDP traffic client -> server (and back) in the background. On a dual-stack lab IPv4 and
+    IPv6 flows run side by side (the IPv6 processes named `...-ipv6`; --json gives each one's family)."""
 
     def run() -> None:
+        if family not in (None, "4", "6", "both"):
+            raise BadInput(f"--family {family}: give 4, 6 or both")
         api.require_root()
-        started = api.pick(lab).traffic_start(flows, rate, sizes, duration, reverse)
+        started = api.pick(lab).traffic_start(flows, rate, sizes, duration, reverse, family)
         if json_out:
-            print_json({"started": started})
+            print_json(started)
         else:
-            out.print(f"traffic started ({', '.join(started)}); `lab traffic stats` / `lab traffic stop`")
+            out.print(f"traffic started: {started_line(started)}; `lab traffic stats` / `lab traffic stop`",
+                      highlight=False, soft_wrap=True)
 
     guarded(run, json_out)
+
+
+def started_line(started: dict[str, Any]) -> str:
+    """Each family's flows and rate per direction and its processes, from `traffic_start`'s answer."""
+    parts = []
+    for fam in started["families"]:
+        procs = [p for p in started["processes"] if p["family"] == fam]
+        sender = next(p for p in procs if p["role"] == "send")
+        parts.append(f"IPv{fam} {sender['flows']} flows x {sender['rate_pps']:g} pps per direction "
+                     f"({', '.join(p['name'] for p in procs)})")
+    return "; ".join(parts)
 
 
 def _scalars(report: Any) -> str:
@@ -56,9 +78,10 @@ def traffic_stop(lab: str | None = LabOption, json_out: bool = JsonOption) -> No
         if json_out:
             print_json(reports)
             return
-        view = Table("process", "report")
+        view = Table("process", "family", "report")
         for name, report in reports.items():
-            view.add_row(name, _scalars(report))
+            view.add_row(name, f"IPv{report.get('family', 4)}",
+                         _scalars({k: v for k, v in report.items() if k != "family"}))
         out.print(view)
 
     guarded(run, json_out)

@@ -199,13 +199,11 @@ def measure(plan: LabPlan, flows: int, rate: float, sizes: str, seconds: float =
     children: dict[tuple[int, str], Any] = {}
     got: dict[tuple[int, str], dict[str, Any]] = {}
     try:
-        for name in ("rx-forward", "rx-reverse", "tx-forward", "tx-reverse"):
-            for fam, setup in setups.items():
-                job = {n: j for n, _, j in setup.jobs()}.get(name)
-                if job is not None:
-                    children[(fam, name)] = job.spawn()
-                    children[(fam, name)].wait_ready()
-            if name == "tx-forward":
+        for step in trafficsetup.start_steps(setups):
+            for fam, name, _, job in step:
+                children[(fam, name)] = job.spawn()
+                children[(fam, name)].wait_ready()
+            if step[0][1] == "tx-forward":
                 time.sleep(0.3)  # the forward packets open the sessions the reverse flows need
         for key, child in children.items():
             if key[1].startswith("tx-"):

@@ -253,12 +253,10 @@ def _run(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target: str
         if tcp is not None:  # opened first: every connection is established before the event
             tcp_open = time.monotonic() + tcp.opening_s + 1.0
             tcp.start(total)
-        for name in ("rx-forward", "rx-reverse", "tx-forward", "tx-reverse"):
-            for fam, setup in setups.items():
-                job = {n: j for n, _, j in setup.jobs()}.get(name)
-                if job is not None:
-                    children[(fam, name)] = job.spawn().wait_ready()
-            if name == "tx-forward":
+        for step in trafficsetup.start_steps(setups):
+            for fam, name, _, job in step:
+                children[(fam, name)] = job.spawn().wait_ready()
+            if step[0][1] == "tx-forward":
                 time.sleep(0.3)  # the forward packets open the sessions the reverse flows need
         time.sleep(max(0.0, spec.warmup - 0.8))
         keys = {(f.src, f.sport) for f in flows}

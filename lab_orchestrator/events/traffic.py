@@ -1,7 +1,8 @@
 """`lab traffic start|stop|stats`: traffic by hand on a running lab, under the lab's supervisor.
 
 The same flows, senders and receivers as `lab events run`, set up by the same builder
-(`trafficsetup.two_way`; on a CGNAT lab the reverse sender answers the NAT bindings the forward
+(`trafficsetup.by_family`: on a dual-stack lab IPv4 and IPv6 flows side by side, the IPv6 processes
+named `...-ipv6`; on a CGNAT lab the reverse sender answers the NAT bindings the forward
 receiver sees, through a FIFO in the lab's `traffic/` folder), started as daemons of a pseudo node
 `_traffic` (`python -m dataplane.traffic ROLE --config FILE`), so they outlive the command, show in
 the lab's record and die with the lab. Each prints its JSON report into its log when it stops (at
@@ -16,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from dataplane.traffic import Accounting
+from dataplane.traffic import Accounting, Receiver, Sender
 
 from .. import kinds
 from ..model.diagnostics import LabError
@@ -34,31 +35,48 @@ def folder(state: LabState) -> Path:
     return Path(state.state_dir) / "traffic"
 
 
-def start(state: LabState, flows: int, rate: float, sizes: str, duration: float, reverse: bool) -> list[str]:
+def start(state: LabState, flows: int, rate: float, sizes: str, duration: float, reverse: bool,
+          family: str | None = None) -> dict[str, Any]:
+    """Start the traffic daemons; FAMILY "4", "6" or "both" (None: both on a dual-stack lab, else 4),
+    the flows and the rate shared between the families as `lab events run` shares them. Returns
+    {"started": process names, "families", "processes": one entry per process with its family}."""
     if any(r.node == NODE and supervisor.alive(r) for r in state.processes):
         raise LabError("traffic is already running in this lab (`lab traffic stop` first)")
     plan = load_plan(state)
+    fams = trafficsetup.families(plan, family)
     nat = plan.use_case == "cgnat"
     where = folder(state)
     where.mkdir(exist_ok=True)
-    setup = trafficsetup.two_way(trafficsetup.endpoints(plan), flows, rate, sizes, duration, reverse=reverse,
-                                 nat=nat, bindings=trafficsetup.bindings_fifo(where) if nat and reverse else None,
-                                 receive_duration=duration + 3)
+    setups = trafficsetup.by_family(plan, fams, flows, rate, sizes, duration, reverse=reverse, nat=nat,
+                                    bindings=trafficsetup.bindings_fifo(where) if nat and reverse else None,
+                                    receive_duration=duration + 3)
     client = supervisor.Supervisor(state.state_dir)
     state.processes = [r for r in state.processes if r.node != NODE]
-    started = []
-    for name, role, job in setup.jobs():
-        config = where / f"{name}.json"
-        config.write_text(json.dumps(job.config()) + "\n")
-        log = Path(state.state_dir) / "logs" / f"traffic-{name}.log"
-        log.write_text("")
-        argv = [sys.executable, "-m", "dataplane.traffic", role, "--config", str(config)]
-        state.processes.append(client.spawn(NODE, name, job.ns or "", argv, str(log)))
-        started.append(name)
-        if name == "tx-forward":
+    started: list[dict[str, Any]] = []
+    for step in trafficsetup.start_steps(setups):
+        for fam, step_name, role, job in step:
+            name = trafficsetup.process_name(fam, step_name)
+            config = where / f"{name}.json"
+            config.write_text(json.dumps(job.config()) + "\n")
+            log = Path(state.state_dir) / "logs" / f"traffic-{name}.log"
+            log.write_text("")
+            argv = [sys.executable, "-m", "dataplane.traffic", role, "--config", str(config)]
+            state.processes.append(client.spawn(NODE, name, job.ns or "", argv, str(log)))
+            started.append(describe(name, fam, role, job, setups[fam]))
+        if step[0][1] == "tx-forward":
             time.sleep(0.3)  # forward packets open the sessions first
     state.save()
-    return started
+    return {"started": [p["name"] for p in started], "families": fams, "processes": started}
+
+
+def describe(name: str, family: int, role: str, job: Receiver | Sender, setup: trafficsetup.TwoWay) -> dict[str, Any]:
+    """What one traffic process (JOB, of SETUP: the two-way traffic of FAMILY) does, for `start`'s answer."""
+    direction = "reverse" if "reverse" in name else "forward"
+    sender = setup.tx_reverse if direction == "reverse" else setup.tx_forward
+    assert sender is not None
+    ids = [f.flow_id for f in sender.flows]
+    return {"name": name, "family": family, "role": role, "direction": direction, "flows": len(ids),
+            "rate_pps": sender.rate, "flow_ids": [min(ids), max(ids)], "namespace": job.ns}
 
 
 def stop(state: LabState) -> dict[str, Any]:
@@ -93,8 +111,9 @@ def reports(state: LabState) -> dict[str, Any]:
     for record in records:
         data = found[record.name]
         if data is None:
-            out[record.name] = {"running": supervisor.alive(record)}
+            out[record.name] = {"family": trafficsetup.family_of(record.name), "running": supervisor.alive(record)}
             continue
+        data = {"family": trafficsetup.family_of(record.name), **data}
         saved = data.pop("state", None)
         sent = found.get(record.name.replace("rx-", "tx-")) if record.name.startswith("rx-") else None
         if saved is not None:

@@ -152,6 +152,36 @@ def shares(flows: int, fams: list[int]) -> dict[int, int]:
     return {f: each + (1 if i < left else 0) for i, f in enumerate(fams)}
 
 
+STEPS = ("rx-forward", "rx-reverse", "tx-forward", "tx-reverse")
+
+
+def process_name(family: int, name: str) -> str:
+    """A traffic process's name: NAME ("tx-forward", ...) for IPv4, with "-ipv6" for IPv6 (both run
+    side by side on a dual-stack lab, so the names must differ)."""
+    return name if family == 4 else f"{name}-ipv6"
+
+
+def family_of(process: str) -> int:
+    """The family of a traffic process named by `process_name`."""
+    return 6 if process.endswith("-ipv6") else 4
+
+
+Job = tuple[int, str, str, Receiver | Sender]  # (family, name, role, process)
+
+
+def start_steps(setups: dict[int, TwoWay]) -> list[list[Job]]:
+    """The processes of every family in SETUPS, step by step (STEPS: a step's processes of every
+    family start before the next step's), so that every receiver listens before any sender sends and
+    every family's forward flows are under way before the reverse ones (they open the sessions)."""
+    steps: list[list[Job]] = []
+    for step in STEPS:
+        here: list[Job] = [(fam, name, role, job) for fam, setup in setups.items()
+                           for name, role, job in setup.jobs() if name == step]
+        if here:
+            steps.append(here)
+    return steps
+
+
 def by_family(plan: LabPlan, fams: list[int], flows: int, rate: float, sizes: str, duration: float,
               **options: Any) -> dict[int, TwoWay]:
     """`two_way` for each family of FAMS, sharing FLOWS (`shares`) and RATE between them in proportion:

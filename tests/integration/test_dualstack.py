@@ -10,12 +10,13 @@ import json
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from ipaddress import ip_address
 from typing import Any
 
 import pytest
-from running import REPO, SRX, RunningLab
+from running import REPO, SRX, RunningLab, lab
 
 from dataplane.core import nfthash
 from dataplane.traffic import Receiver, Sender, make_flows, reverse_flows
@@ -134,3 +135,24 @@ def test_generator_ipv6_flows_both_ways_each_on_one_srx(dual: RunningLab) -> Non
     both_ways = {a: where[0] for a, where in counted.items() if where[0][1] != 2 * per_flow}
     assert not both_ways, f"sessions without both directions' packets: {dict(list(both_ways.items())[:4])}"
     assert len({where[0][0] for where in counted.values()}) >= 2  # the flows spread over the SRXs
+
+
+def test_traffic_by_hand_sends_both_families(dual: RunningLab) -> None:
+    """`lab traffic start` on the dual-stack lab: IPv4 and IPv6 flows side by side (half the flows each),
+    every process reported with its family, the IPv6 flows delivered both ways as the IPv4 ones."""
+    started = json.loads(lab("traffic", "start", "--lab", dual.name, "--flows", "20", "--rate", "1000",
+                             "--duration", "30", "--json").stdout)
+    try:
+        assert started["families"] == [4, 6]
+        assert {p["name"]: p["family"] for p in started["processes"]} == {
+            f"{role}-{way}{suffix}": fam for fam, suffix in ((4, ""), (6, "-ipv6"))
+            for role in ("rx", "tx") for way in ("forward", "reverse")}
+        assert {p["flows"] for p in started["processes"]} == {10}
+        time.sleep(2.0)
+    finally:
+        reports = json.loads(lab("traffic", "stop", "--lab", dual.name, "--json").stdout)
+    assert {name: r["family"] for name, r in reports.items()} == {p["name"]: p["family"] for p in started["processes"]}
+    for suffix in ("", "-ipv6"):
+        sent = reports[f"tx-forward{suffix}"]["sent"]
+        assert sent > 500 and reports[f"rx-forward{suffix}"]["received"] == sent, reports
+        assert reports[f"rx-reverse{suffix}"]["lost"] == 0, reports

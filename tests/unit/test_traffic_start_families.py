@@ -1,0 +1,129 @@
+"""`lab traffic start` on a dual-stack lab: IPv4 and IPv6 flows side by side from the same builder as
+`lab events run` (`trafficsetup.by_family`), each process named and reported with its family, without
+root (the supervisor is replaced by a recorder)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from lab_orchestrator.events import traffic
+from lab_orchestrator.model.validate import load_topology
+from lab_orchestrator.plan import pipeline as planmod
+from lab_orchestrator.plan.trafficsetup import REVERSE_ID_OFFSET, V6_ID_OFFSET
+from lab_orchestrator.runtime.state import LabState
+from lab_orchestrator.runtime.supervisor import ProcessRecord
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _plan(name: str) -> Any:
+    return planmod.build(load_topology(REPO / "labs" / f"{name}.yml").topology, f"labs/{name}.yml", "/run/lab")
+
+
+class Recorder:
+    """A supervisor that records what it was asked to start."""
+
+    spawned: list[tuple[str, str, list[str]]] = []
+
+    def __init__(self, state_dir: str | Path):
+        pass
+
+    def spawn(self, node: str, name: str, ns: str, argv: list[str], log: str, **_: Any) -> ProcessRecord:
+        Recorder.spawned.append((name, ns, list(argv)))
+        return ProcessRecord(node, name, ns, 0, 0, log, list(argv))
+
+
+@pytest.fixture
+def started(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    def start(lab: str, family: str | None, flows: int = 10, reverse: bool = True) -> tuple[dict[str, Any], LabState]:
+        (tmp_path / "logs").mkdir(exist_ok=True)
+        state = LabState(lab, f"labs/{lab}.yml", str(tmp_path), "ready", [], "br", [], "t", "10.0.0.0/24")
+        monkeypatch.setattr(traffic, "load_plan", lambda _state: _plan(lab))
+        monkeypatch.setattr(traffic.supervisor, "Supervisor", Recorder)
+        monkeypatch.setattr(traffic.time, "sleep", lambda _s: None)
+        Recorder.spawned = []
+        return traffic.start(state, flows, 1000.0, "imix", 30.0, reverse, family), state
+    return start
+
+
+def test_a_dual_stack_lab_sends_both_families_by_default(started: Any, tmp_path: Path) -> None:
+    answer, state = started("topology3-dualstack", None)
+    assert answer["families"] == [4, 6]
+    names = [name for name, _, _ in Recorder.spawned]
+    # every receiver before any sender, every forward sender before the reverse ones
+    assert names == ["rx-forward", "rx-forward-ipv6", "rx-reverse", "rx-reverse-ipv6",
+                     "tx-forward", "tx-forward-ipv6", "tx-reverse", "tx-reverse-ipv6"]
+    assert answer["started"] == names and [r.name for r in state.processes] == names
+    by_name = {p["name"]: p for p in answer["processes"]}
+    assert {n: p["family"] for n, p in by_name.items()} == {n: 6 if n.endswith("-ipv6") else 4 for n in names}
+    assert by_name["tx-forward"]["flows"] == by_name["tx-forward-ipv6"]["flows"] == 5
+    assert by_name["tx-forward"]["rate_pps"] == by_name["tx-forward-ipv6"]["rate_pps"] == 500.0
+    assert by_name["tx-forward-ipv6"]["flow_ids"] == [V6_ID_OFFSET, V6_ID_OFFSET + 4]
+    assert by_name["rx-reverse-ipv6"]["flow_ids"] == [V6_ID_OFFSET + REVERSE_ID_OFFSET,
+                                                      V6_ID_OFFSET + REVERSE_ID_OFFSET + 4]
+    assert by_name["tx-forward"]["direction"] == "forward" and by_name["rx-reverse"]["direction"] == "reverse"
+    # the daemons are started with what the builder set up: IPv6 flows for the IPv6 sender
+    from dataplane.traffic import Sender
+
+    sender = Sender.from_config(json.loads((tmp_path / "traffic" / "tx-forward-ipv6.json").read_text()))
+    assert {f.dst for f in sender.flows} == {"2001:db8:203::a"} and len(sender.flows) == 5
+    receiver = json.loads((tmp_path / "traffic" / "rx-forward-ipv6.json").read_text())
+    assert receiver["family"] == 6
+    assert json.loads((tmp_path / "traffic" / "rx-forward.json").read_text())["family"] == 4
+
+
+def test_one_family_on_a_dual_stack_lab_takes_all_the_flows(started: Any) -> None:
+    answer, _ = started("topology3-dualstack", "6", reverse=False)
+    assert answer["families"] == [6] and answer["started"] == ["rx-forward-ipv6", "tx-forward-ipv6"]
+    assert [p["flows"] for p in answer["processes"]] == [10, 10]
+    assert {p["family"] for p in answer["processes"]} == {6}
+
+
+def test_an_ipv4_lab_is_unchanged_and_refuses_ipv6(started: Any) -> None:
+    from lab_orchestrator.model.diagnostics import LabError
+
+    answer, _ = started("topology3", None)
+    assert answer["families"] == [4]
+    assert answer["started"] == ["rx-forward", "rx-reverse", "tx-forward", "tx-reverse"]
+    with pytest.raises(LabError, match="IPv4 only"):
+        started("topology3", "6")
+
+
+def test_stop_reports_carry_each_process_s_family(tmp_path: Path) -> None:
+    log4, log6 = tmp_path / "traffic-tx-forward.log", tmp_path / "traffic-tx-forward-ipv6.log"
+    log4.write_text(json.dumps({"role": "send", "sent": 10}) + "\n")
+    log6.write_text(json.dumps({"role": "send", "sent": 7}) + "\n")
+    state = LabState("t3d", "x", str(tmp_path), "ready", [], "br", [], "t", "10.0.0.0/24", processes=[
+        ProcessRecord(traffic.NODE, "tx-forward", "ns", 0, 0, str(log4), []),
+        ProcessRecord(traffic.NODE, "tx-forward-ipv6", "ns", 0, 0, str(log6), [])])
+    reports = traffic.reports(state)
+    assert reports["tx-forward"]["family"] == 4 and reports["tx-forward-ipv6"]["family"] == 6
+    assert reports["tx-forward-ipv6"]["sent"] == 7
+
+
+def test_cli_prints_each_family_and_refuses_a_wrong_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    from lab_orchestrator import api
+    from lab_orchestrator.api.running import Lab
+    from lab_orchestrator.cli import app
+
+    answer = {"started": ["tx-forward", "tx-forward-ipv6"], "families": [4, 6], "processes": [
+        {"name": "tx-forward", "family": 4, "role": "send", "flows": 3, "rate_pps": 300.0},
+        {"name": "tx-forward-ipv6", "family": 6, "role": "send", "flows": 2, "rate_pps": 200.0}]}
+    asked: list[Any] = []
+    monkeypatch.setattr(api, "require_root", lambda: None)
+    monkeypatch.setattr(api, "pick", lambda _lab: Lab.__new__(Lab))
+    monkeypatch.setattr(Lab, "traffic_start", lambda self, *a: asked.append(a) or answer)
+    shown = CliRunner().invoke(app, ["traffic", "start", "--lab", "t3d", "--flows", "5", "--family", "both"])
+    assert shown.exit_code == 0, shown.output
+    assert "IPv4 3 flows x 300 pps per direction (tx-forward)" in shown.output
+    assert "IPv6 2 flows x 200 pps per direction (tx-forward-ipv6)" in shown.output
+    assert asked[-1][-1] == "both"
+    as_json = CliRunner().invoke(app, ["traffic", "start", "--lab", "t3d", "--json"])
+    assert json.loads(as_json.output)["processes"][1]["family"] == 6 and asked[-1][-1] is None
+    wrong = CliRunner().invoke(app, ["traffic", "start", "--lab", "t3d", "--family", "5"])
+    assert wrong.exit_code == 2 and "give 4, 6 or both" in wrong.output

@@ -87,17 +87,22 @@ def start_processes(state: LabState, records: list[supervisor.ProcessRecord], re
     resuming from their status files), as after a boot without."""
     client = supervisor.Supervisor(state.state_dir)
     fresh = {}
-    for record in records:
-        argv, env = list(record.argv), None
-        if recover:
-            argv, env = supervisor.recovery(argv)
-        elif "-R" in argv:
-            argv.remove("-R")
-        fresh[(record.node, record.name)] = client.spawn(record.node, record.name, record.ns, argv, record.log,
-                                                         env=env, restart=record.restart,
-                                                         stale_files=record.stale_files)
-    state.processes = [fresh.get((r.node, r.name), r) for r in state.processes]
-    state.save()
+    # The daemons started before one that cannot start run: their records (pid, argv) reach the lab's
+    # record on disk whatever happens to the next, so `lab down`, `lab status` and a later power-off or
+    # restart find them (as netns.NetnsBackend._start_processes does with PartialStart).
+    try:
+        for record in records:
+            argv, env = list(record.argv), None
+            if recover:
+                argv, env = supervisor.recovery(argv)
+            elif "-R" in argv:
+                argv.remove("-R")
+            fresh[(record.node, record.name)] = client.spawn(record.node, record.name, record.ns, argv,
+                                                             record.log, env=env, restart=record.restart,
+                                                             stale_files=record.stale_files)
+    finally:
+        state.processes = [fresh.get((r.node, r.name), r) for r in state.processes]
+        state.save()
 
 
 def crash_daemon(state: LabState, node: str, name: str, timeout: float = 10.0) -> float | None:

@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 
 from lab_orchestrator.model.diagnostics import LabError
-from lab_orchestrator.runtime import ops
+from lab_orchestrator.runtime import ops, supervisor
 from lab_orchestrator.runtime.state import LabState
+from lab_orchestrator.runtime.supervisor import ProcessRecord
 
 
 class FakeNodes:
@@ -84,3 +85,38 @@ def test_a_clean_power_off_records_the_node_once(tmp_path: Path, monkeypatch: py
     assert LabState.load(tmp_path).down_nodes == ["srx2"]
     with pytest.raises(LabError, match="already powered off"):
         ops.power_off(LabState.load(tmp_path), plan, "srx2")
+
+
+class FailingSupervisor:
+    """A supervisor that starts daemons with new pids until it meets FAILS, which it cannot start."""
+
+    fails = ""
+
+    def __init__(self, state_dir: str) -> None:
+        self.next_pid = 5000
+
+    def spawn(self, node: str, name: str, ns: str, argv: list[str], log: str, env: Any = None,
+              restart: bool = False, stale_files: Any = ()) -> ProcessRecord:
+        if name == self.fails:
+            raise LabError(f"cannot start {name} on {node}: exec failed")
+        self.next_pid += 1
+        return ProcessRecord(node, name, ns, self.next_pid, 1, log, list(argv), restart, list(stale_files))
+
+
+@pytest.mark.parametrize("recover", [False, True])
+def test_daemons_started_before_one_that_cannot_start_are_in_the_record(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, recover: bool) -> None:
+    """Power on and restart start a node's daemons one after the other: when the third cannot start,
+    the two that run are in the lab's record on disk with their new pids (what `lab down`, `lab status`
+    and the next power-off read), not the pids of the daemons that were killed."""
+    monkeypatch.setattr(supervisor, "Supervisor", FailingSupervisor)
+    monkeypatch.setattr(FailingSupervisor, "fails", "conntrackd")
+    state, _ = _lab(tmp_path)
+    old = [ProcessRecord("srx1", name, "srx1-trust", 100 + i, 1, f"{name}.log", [name], True)
+           for i, name in enumerate(("bird", "mnhad", "conntrackd", "responder"))]
+    state.processes = list(old)
+    state.save()
+    with pytest.raises(LabError, match="cannot start conntrackd"):
+        ops.start_processes(state, old, recover=recover)
+    pids = {r.name: r.pid for r in LabState.load(tmp_path).processes}
+    assert pids == {"bird": 5001, "mnhad": 5002, "conntrackd": 102, "responder": 103}

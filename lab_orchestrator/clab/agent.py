@@ -189,11 +189,13 @@ class Agent:
     def _start(self, daemons: list[Daemon]) -> None:
         from ..runtime import supervisor
 
-        for daemon in daemons:
-            daemon.exit_status = None
-            daemon.pid = supervisor.fork_exec(daemon.argv, daemon.ns, daemon.log)
-            _log(f"started {daemon.name} (pid {daemon.pid}) in {daemon.ns}")
-        self.save()
+        try:
+            for daemon in daemons:
+                daemon.exit_status = None
+                daemon.pid = supervisor.fork_exec(daemon.argv, daemon.ns, daemon.log)
+                _log(f"started {daemon.name} (pid {daemon.pid}) in {daemon.ns}")
+        finally:
+            self.save()  # those started before one that could not start run: their pids are in the state file
 
     # ----------------------------------------------------------- run loop
     def run(self) -> int:
@@ -279,23 +281,38 @@ class Agent:
         if op == "power-off":
             if self.state.phase == "powered-off":
                 raise RuntimeError(f"{self.config.node} is already powered off")
-            self._stop_all(kill=True)
-            for ns in sorted(namespaces):
-                ops.set_links(ns, up=False)
-                ops.forget_node_state(ns)
-            self.state.phase = "powered-off"
-            self.save()
+            # As runtime.ops.power_off: the box drops carrier on every interface of every namespace
+            # before any daemon dies (its neighbours see the failure by carrier loss, never by a BGP
+            # session a dying BIRD's sockets close), and it is recorded powered off as soon as its links
+            # are down, so a step that fails after that (a daemon that does not stop, conntrack) leaves
+            # it in a state power-on restores.
+            try:
+                for ns in sorted(namespaces):
+                    ops.set_links(ns, up=False)
+                self.state.phase = "powered-off"
+                self._stop_all(kill=True)
+                for ns in sorted(namespaces):
+                    ops.forget_node_state(ns)
+            finally:
+                self.save()
             return f"{self.config.node} powered off"
         if op == "power-on":
             if self.state.phase != "powered-off":
                 raise RuntimeError(f"{self.config.node} is not powered off")
-            for ns in sorted(namespaces):
-                ops.set_links(ns, up=True)
-            ops.reapply(self.config.plan, namespaces)
-            routing, other = ordered_daemons(self.config)
-            self.daemons = routing + other
-            self._start(self.daemons)
-            self.state.phase = "ready"
+            try:
+                for ns in sorted(namespaces):
+                    ops.set_links(ns, up=True)
+                ops.reapply(self.config.plan, namespaces)
+                routing, other = ordered_daemons(self.config)
+                self.daemons = routing + other
+                self._start(self.daemons)
+            except Exception as exc:
+                # Links up and some daemons running: no longer powered off (a second power-on would
+                # start those daemons twice); power-off, which stops every daemon tracked, undoes it.
+                self.state.phase, self.state.error = "failed", f"power-on: {type(exc).__name__}: {exc}"
+                self.save()
+                raise
+            self.state.phase, self.state.error = "ready", ""
             self.save()
             return f"{self.config.node} powered on"
         if op == "restart":

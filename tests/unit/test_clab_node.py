@@ -1,5 +1,6 @@
 """The node agent's pure parts: reading an export's node config, which interfaces it waits for and moves,
-the daemon order, readiness. (Building a node needs root and a container; see docs/containerlab.md.)"""
+the daemon order, readiness, and its power requests with fake links and daemons. (Building a node needs root
+and a container; see docs/containerlab.md.)"""
 
 from __future__ import annotations
 
@@ -95,3 +96,78 @@ def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str], tmp_path: Path)
     path = str(config.source_dir / clab_export.NODE_CONFIG_FILE)
     assert clab_node.main(["link", "ge-0-0-0", "sideways", path]) == 2
     assert "usage:" in capsys.readouterr().err
+
+
+class PowerRecorder:
+    """The node agent's power requests with fake links, daemons and state file: what happened, in order,
+    and the phase each save wrote. STOP_FAILS: the daemons do not stop; FORK_FAILS: that daemon cannot
+    start."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, agent: clab_node.Agent, stop_fails: bool = False,
+                 fork_fails: str = "") -> None:
+        from lab_orchestrator.runtime import ops, supervisor
+
+        self.done: list[tuple[str, str]] = []
+        self.agent = agent
+        monkeypatch.setattr(ops, "set_links", lambda ns, up, only=None: self.done.append(("up" if up else "down", ns)))
+        monkeypatch.setattr(ops, "forget_node_state", lambda ns: self.done.append(("forget", ns)))
+        monkeypatch.setattr(ops, "reapply", lambda plan, namespaces: None)
+        monkeypatch.setattr(agent, "save", lambda: self.done.append(("saved", agent.state.phase)))
+
+        def stop_all(kill: bool = False) -> None:
+            if stop_fails:
+                raise OSError("a daemon did not stop")
+            self.done.append(("stop", "all"))
+
+        def fork_exec(argv: list[str], ns: str, log: str) -> int:
+            if any(d.name == fork_fails and d.argv == argv for d in agent.daemons):
+                raise OSError(f"cannot exec {argv[0]}")
+            self.done.append(("start", argv[0]))
+            return 4000 + len(self.done)
+
+        monkeypatch.setattr(agent, "_stop_all", stop_all)
+        monkeypatch.setattr(supervisor, "fork_exec", fork_exec)
+
+
+def test_power_off_drops_carrier_on_every_namespace_before_any_daemon_dies(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As the netns backend's power off: the neighbours see carrier loss, not a BGP session closed by a
+    dying BIRD; and the node is recorded powered off once its links are down."""
+    agent = clab_node.Agent(config_of(tmp_path, "topology3", "mx1"))
+    agent.state.phase = "ready"
+    recorder = PowerRecorder(monkeypatch, agent)
+    assert agent._do({"op": "power-off"}) == "mx1 powered off"
+    assert recorder.done == [("down", "t3-mx1"), ("down", "t3-mx1-trust-vr"), ("down", "t3-mx1-untrust-vr"),
+                             ("stop", "all"), ("forget", "t3-mx1"), ("forget", "t3-mx1-trust-vr"),
+                             ("forget", "t3-mx1-untrust-vr"), ("saved", "powered-off")]
+
+
+def test_a_power_off_that_fails_after_the_links_went_down_is_recorded_powered_off(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    agent = clab_node.Agent(config_of(tmp_path, "topology3", "srx1"))
+    agent.state.phase = "ready"
+    recorder = PowerRecorder(monkeypatch, agent, stop_fails=True)
+    with pytest.raises(OSError, match="did not stop"):
+        agent._do({"op": "power-off"})
+    assert recorder.done == [("down", "t3-srx1"), ("saved", "powered-off")]
+    assert agent._do({"op": "power-on"}) == "srx1 powered on"  # the restore powers it on again
+
+
+def test_a_power_on_whose_daemon_cannot_start_keeps_the_started_ones_and_is_not_powered_off(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The daemons that run are in the state file; the node is no longer `powered-off` (a second
+    power-on would start them twice), and a power-off then stops what runs."""
+    agent = clab_node.Agent(config_of(tmp_path, "topology3", "srx1"))
+    agent.state.phase = "powered-off"
+    routing, other = clab_node.ordered_daemons(agent.config)
+    recorder = PowerRecorder(monkeypatch, agent, fork_fails=other[1].name)
+    agent.daemons = routing + other  # what fork_exec looks the failing daemon up in (power-on makes its own)
+    with pytest.raises(OSError, match="cannot exec"):
+        agent._do({"op": "power-on"})
+    started = [d for d in agent.daemons if d.pid]
+    assert [d.name for d in started] == [routing[0].name, other[0].name]
+    assert recorder.done[-2:] == [("saved", "powered-off"), ("saved", "failed")]  # _start's save, then the phase
+    assert agent.state.error.startswith("power-on: OSError")
+    with pytest.raises(RuntimeError, match="not powered off"):
+        agent._do({"op": "power-on"})
+    assert agent._do({"op": "power-off"}) == "srx1 powered off"

@@ -17,6 +17,7 @@ NodeKind = Literal["mx", "srx", "ios-router", "host"]
 Zone = Literal["trust", "untrust", "icl"]
 LoadBalancing = Literal["ecmp-chash", "ecmp", "tlb"]
 UseCase = Literal["sfw", "cgnat"]
+DefaultPolicy = Literal["deny-all", "permit-all"]
 
 NAME_PATTERN = r"^[a-z][a-z0-9-]*$"
 AuthorizedKey = Annotated[str, StringConstraints(
@@ -247,6 +248,10 @@ class Bfd(Strict):
 class Services(Strict):
     load_balancing: LoadBalancing = "ecmp-chash"
     use_case: UseCase = "sfw"
+    # The SRXs' `security policies default-policy`: what a packet that opens a session no policy
+    # permits meets. deny-all drops it; permit-all (the JVD's test bed) accepts it as a new session,
+    # so sessions opened from untrust, and answers reaching an SRX that holds no session, pass.
+    default_policy: DefaultPolicy = "deny-all"
     buckets: int = Field(default=DEFAULT_BUCKETS, ge=2, le=65536)
     hash_seed: int = Field(default=0x5EED, ge=0, le=0xFFFFFFFF)
     # TLB: every profile must pass for a real-service to be up (the JVD: icmp-profile + tcp-profile)

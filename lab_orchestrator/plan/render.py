@@ -262,6 +262,7 @@ def _srx_ruleset(topo: Topology, plan: LabPlan, node: NodePlan, env: jinja2.Envi
     icl = mnha.icl_of(plan, node.name, next(n for n in pair.nodes if n != node.name)) if pair else None
     plan.files[name] = env.get_template("srx.nft.j2").render(
         node=node, plan=plan, routed_icl=icl if icl and icl.routed_devs else None,
+        default_policy=topo.services.default_policy,
         mnha_ports=(MNHA_PORT, CONNTRACKD_SYNC_PORT),
         trust=[i.name for i in own if i.zone == "trust"], untrust=[i.name for i in own if i.zone == "untrust"],
         pool_first=pool.network_address if pool else "", pool_last=pool.broadcast_address if pool else "",

@@ -102,6 +102,20 @@ def test_security_policies_and_hit_count(golden: Any) -> None:
         "error: cannot read: x\n"
 
 
+def test_security_policies_under_a_permit_all_default_policy() -> None:
+    # services.default_policy permit-all: srx.nft's last forward rule accepts, commented so
+    ruleset = [dict(item) for item in SRX_RULESET]
+    ruleset[4] = {"rule": {**ruleset[4]["rule"], "comment": "default-policy permit-all",
+                           "expr": [{"counter": {"packets": 5, "bytes": 300}}, {"accept": None}]}}
+    snap = srx_snapshot(ruleset=ruleset)
+    plain = junos.show_security_policies(snap, {})
+    hits = junos.show_security_policies(snap, {"hit-count": True})
+    assert plain.text.startswith("Default policy: permit-all\n")
+    assert plain.data["default-policy"] == "permit-all"
+    assert "default-policy        5             Permit" in hits.text
+    assert hits.data["default-policy-hit-count"] == 5
+
+
 def test_security_zones(golden: Any) -> None:
     out = junos.show_security_zones(srx_snapshot(), {})
     golden(GOLDEN / "junos-security-zones.txt", out.text)

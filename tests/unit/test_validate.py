@@ -41,6 +41,8 @@ REQUIRED_CASES = {
     "hsrp_hello_not_below_hold", "ikev2_pools_overlap", "standby_vip_outside_subnet", "no_nodes",
     # dual stack: IPv6 checked as IPv4 is (families, subnets, overlaps, the host's IPv6 routes)
     "v6_addresses", "v6_host_routes", "v6_without_pools", "v6_family",
+    # services.default_policy: Junos's two keywords only
+    "default_policy_unknown",
 }
 
 
@@ -330,7 +332,7 @@ def test_unknown_key_hint_lists_known_keys_when_nothing_is_close(tmp_path: Path)
     diags = _load_text(tmp_path, "name: k\nnodes:\n  h1: {kind: host}\nservices: {zzz: 1}\n")
     assert diags[0].message == "unknown key 'zzz'"
     assert diags[0].hint == f"known keys here: {', '.join(sorted(Services.model_fields))}"
-    assert "buckets, hash_seed" in diags[0].hint
+    assert "buckets, default_policy, hash_seed" in diags[0].hint
 
 
 def test_non_text_node_name_is_reported(tmp_path: Path) -> None:

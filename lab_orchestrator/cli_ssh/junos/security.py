@@ -148,7 +148,7 @@ def _rules(snap: Snapshot, family: str, table: str, chain: str) -> list[dict[str
 
 
 def _policies(snap: Snapshot) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
-    """(policies from the forward chain's `policy FROM->TO NAME` rules, the default-deny rule)."""
+    """(policies from the forward chain's `policy FROM->TO NAME` rules, the default-policy rule)."""
     policies, default = [], None
     for rule in _rules(snap, "inet", NFT_TABLE, "forward"):
         words = str(rule["comment"]).split()
@@ -180,7 +180,8 @@ def show_security_policies(snap: Snapshot, args: Args) -> Output:
             lines.append(f" {index:<8}{policy['from']:<17}{policy['to']:<18}{policy['name']:<22}"
                          f"{policy['packets']:<14}Permit")
         if default is not None:
-            lines.append(f" {'':<8}{'any':<17}{'any':<18}{'default-policy':<22}{default['packets']:<14}Deny")
+            action = "Permit" if default["name"] == "permit-all" else "Deny"
+            lines.append(f" {'':<8}{'any':<17}{'any':<18}{'default-policy':<22}{default['packets']:<14}{action}")
         lines.append("")
         lines.append(f"Number of policy: {len(policies)}")
         data = {"policy-hit-count": [{"policy-name": p["name"], "from-zone": p["from"], "to-zone": p["to"],

@@ -151,6 +151,7 @@ def build(devices: list[Device], lab_name: str, client_lan: IPv4Network | None =
         _nat_pools(srx, mnha, nodes, result)
     elif srx:
         services["use_case"] = "sfw"
+    _default_policy(srx, services)
     # ---- hosts the configurations imply
     implied.hosts(devices, ends, by_net, nodes, links, result)
     implied.flexvpn(devices, ends, by_net, nodes, links, result, client_lan)
@@ -386,6 +387,26 @@ def _mnha(srx: list[Device], ends: list[End], links: list[dict[str, Any]], resul
                                                f"{lab_counts[0]}x, {lab_counts[1]}x while the signal route exists "
                                                "(the order of preference is the same)")
     return pairs
+
+
+def _default_policy(srx: list[Device], services: dict[str, Any]) -> None:
+    """`security policies default-policy`: the lab has one for all its SRXs (services.default_policy),
+    permit-all when every SRX says so; an SRX that says nothing has Junos's deny-all."""
+    said = {d.name: (d.junos.default_policy if d.junos and d.junos.default_policy else "deny-all") for d in srx}
+    chosen = "permit-all" if said and all(p == "permit-all" for p in said.values()) else "deny-all"
+    if chosen != "deny-all":
+        services["default_policy"] = chosen
+    for d in srx:
+        for s in d.junos.statements if d.junos else []:
+            if "default-policy" not in s.tags:
+                continue
+            if said[d.name] not in ("permit-all", "deny-all"):
+                s.mark("unsupported", f"default policy {said[d.name]}: the lab's are deny-all and permit-all")
+            elif said[d.name] == chosen:
+                s.mark("emulated", f"default policy: services.default_policy {chosen}")
+            else:
+                s.mark("approximated", f"default policy: the lab has one for all its SRXs, {chosen} "
+                                       "(some SRX has no permit-all)")
 
 
 def _nat_pools(srx: list[Device], mnha: list[dict[str, Any]], nodes: dict[str, dict[str, Any]],

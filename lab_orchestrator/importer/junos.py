@@ -84,6 +84,7 @@ class Junos:
     to_zones: set[str] = field(default_factory=set)
     nat_pools: dict[str, list[IPv4Network]] = field(default_factory=dict)
     nat_rule_pools: list[str] = field(default_factory=list)  # pools used by source-nat rules, in order
+    default_policy: str | None = None  # security policies default-policy (permit-all, deny-all)
     mnha: Mnha | None = None
     prepend_counts: list[int] = field(default_factory=list)  # as-path-prepend lengths, in order
     tlb_addresses: list[IPv4Address] = field(default_factory=list)  # real-service addresses (IPv4)
@@ -241,6 +242,9 @@ def _security(j: Junos, s: Statement) -> bool:
         j.from_zones.add(rest[2])
         j.to_zones.add(rest[4])
         s.tags.append("policy")
+    elif rest[:2] == ("policies", "default-policy") and len(rest) == 3:
+        j.default_policy = rest[2]
+        s.tags.append("default-policy")
     elif rest[:3] == ("nat", "source", "pool") and len(rest) >= 6 and rest[4] == "address":
         try:
             j.nat_pools.setdefault(rest[3], []).append(IPv4Network(rest[5], strict=False))

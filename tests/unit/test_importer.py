@@ -159,6 +159,29 @@ def test_tlb_and_pair_addresses(tmp_path: Path) -> None:
     assert topo["mnha"][0]["pair_address"] == "10.50.9.9"
 
 
+@pytest.mark.parametrize("on_b", [True, False])
+def test_default_policy_permit_all_of_every_srx_is_the_labs(tmp_path: Path, on_b: bool) -> None:
+    fw_a = (FIXTURES / "fw-a.conf").read_text().replace(
+        "    policies {\n", "    policies {\n        default-policy {\n            permit-all;\n        }\n", 1)
+    fw_b = (FIXTURES / "fw-b.set").read_text() + \
+        ("set security policies default-policy permit-all\n" if on_b else "")
+    (tmp_path / "fw-a.conf").write_text(fw_a)
+    (tmp_path / "fw-b.set").write_text(fw_b)
+    files = [FIXTURES / "lb1.conf", tmp_path / "fw-a.conf", tmp_path / "fw-b.set", FIXTURES / "edge.conf"]
+    imported = import_configs(files, name="fx")
+    rows = [r for r in imported.report_json()["statements"] if "default-policy" in r["statement"]]
+    assert len(rows) == 1 + on_b
+    if on_b:  # both SRXs: the lab's default policy is theirs
+        assert imported.topology["services"]["default_policy"] == "permit-all"
+        assert all(r["status"] == "emulated" and "services.default_policy permit-all" in r["note"] for r in rows)
+    else:  # fw-b has Junos's deny-all: one default policy for the lab, deny-all (the model's default)
+        assert "default_policy" not in imported.topology["services"]
+        assert rows[0]["file"] == "fw-a.conf" and rows[0]["status"] == "approximated"
+    path = tmp_path / "fx.yml"
+    path.write_text(imported.yaml())
+    assert load_topology(path).topology.services.default_policy == ("permit-all" if on_b else "deny-all")
+
+
 # ------------------------------------------------------------------------------------ the report
 
 def test_every_statement_has_a_status_and_a_reason() -> None:

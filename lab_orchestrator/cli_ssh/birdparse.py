@@ -7,7 +7,7 @@ import re
 from .state import BgpProtocol, BirdRoute, NextHop
 
 _ROUTE = re.compile(
-    r"^(?P<prefix>\d+\.\d+\.\d+\.\d+/\d+)?\s+(?P<type>unicast|blackhole|unreachable|prohibit)\s+"
+    r"^(?P<prefix>\d+\.\d+\.\d+\.\d+/\d+|[0-9a-fA-F:]*:[0-9a-fA-F:.]*/\d+)?\s+(?P<type>unicast|blackhole|unreachable|prohibit)\s+"
     r"\[(?P<proto>\S+) (?P<since>[^\]]+?)(?: from [^\]]+)?\]\s*(?P<primary>\*)?\s*\((?P<pref>\d+)(?:/\d+)?\)"
 )
 _VIA = re.compile(r"^\s*via (?P<gw>\S+) on (?P<dev>\S+)(?: weight (?P<weight>\d+))?")
@@ -24,7 +24,8 @@ _SOURCES = {"BGP": "BGP", "static": "static", "device": "device", "inherit": "in
 
 
 def parse_routes(lines: list[str]) -> list[BirdRoute]:
-    """`show route all`: every route of the table, the primary one of each prefix marked."""
+    """`show route all`: every route of the tables (IPv4 `master4` and IPv6 `master6` alike), the
+    primary one of each prefix marked."""
     routes: list[BirdRoute] = []
     current: dict[str, object] | None = None
     prefix = ""
@@ -34,12 +35,17 @@ def parse_routes(lines: list[str]) -> list[BirdRoute]:
             routes.append(BirdRoute(**current))  # type: ignore[arg-type]
 
     for line in lines:
-        if line.startswith("Table "):
+        if line.startswith("Table "):  # a new table: a line without a prefix cannot continue the last one
+            flush()
+            current, prefix = None, ""
             continue
         match = _ROUTE.match(line)
         if match:
             flush()
             prefix = match["prefix"] or prefix
+            if not prefix:  # no prefix yet in this table: nothing to continue
+                current = None
+                continue
             current = {
                 "prefix": prefix, "protocol": match["proto"], "source": "", "primary": bool(match["primary"]),
                 "since": match["since"], "preference": int(match["pref"]), "nexthops": (),

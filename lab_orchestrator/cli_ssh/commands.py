@@ -15,9 +15,9 @@ from typing import Any
 from labkit.contracts import HSRP_STATUS, IKEV2_STATUS, MNHA_STATUS, MXLB_CONFIG, MXLB_STATUS, SRD_STATUS
 
 from .. import kinds
-from . import ios, junos
+from . import ios, ios6, junos
 from .gather import Needs, Snapshot
-from .parser import Command, Grammar, Param, is_address, is_number, is_prefix, is_word
+from .parser import Command, Grammar, Param, is_address, is_address46, is_number, is_prefix, is_prefix46, is_word
 from .pipes import Output
 
 # which node kinds offer a command: the load balancer (MX), the firewall (SRX), by CLI dialect
@@ -86,7 +86,7 @@ JUNOS_COMMANDS: list[Command] = [
         Param("longer", "Show longer prefixes of the destination"),
         Param("protocol", "Name of protocol", "value", "<protocol>", choices=("bgp", "direct", "local", "static")),
         Param("destination", "IP address and optional prefix length of destination", "positional",
-              check=is_prefix),
+              check=is_prefix46),
     )),
     Command(("show", "route", "forwarding-table"), "Show forwarding table information", "forwarding-table", (
         _TABLE,
@@ -95,7 +95,7 @@ JUNOS_COMMANDS: list[Command] = [
     Command(("show", "bgp", "summary"), "Show overview of BGP information", "bgp-summary", (_INSTANCE,)),
     Command(("show", "bgp", "neighbor"), "Show BGP neighbors", "bgp-neighbor", (
         _INSTANCE,
-        Param("address", "IP address of a peer", "positional", check=is_address),
+        Param("address", "IP address of a peer", "positional", check=is_address46),
     )),
     Command(("show", "configuration"), "Show current configuration", "configuration", rest=True),
     Command(("show", "security", "flow", "session"), "Show session information", "flow-session", (
@@ -122,10 +122,10 @@ JUNOS_COMMANDS: list[Command] = [
         Param("zone", "Name of security zone", "positional", check=is_word),
     ), kinds=SRX),
     Command(("show", "route", "advertising-protocol", "bgp"), "Border Gateway Protocol", "bgp-advertising", (
-        Param("neighbor", "IP address of BGP peer", "positional", check=is_address, required=True),
+        Param("neighbor", "IP address of BGP peer", "positional", check=is_address46, required=True),
     )),
     Command(("show", "route", "receive-protocol", "bgp"), "Border Gateway Protocol", "bgp-receive", (
-        Param("neighbor", "IP address of BGP peer", "positional", check=is_address, required=True),
+        Param("neighbor", "IP address of BGP peer", "positional", check=is_address46, required=True),
     )),
     Command(("show", "arp"), "Show system Address Resolution Protocol table entries", "arp", (
         Param("no-resolve", "Don't attempt to print addresses symbolically"),
@@ -222,6 +222,10 @@ IOS_WORDS: dict[tuple[str, ...], str] = {
     ("show", "ip"): "IP information",
     ("show", "ip", "interface"): "IP interface status and configuration",
     ("show", "ip", "bgp"): "BGP information",
+    ("show", "ipv6"): "IPv6 information",
+    ("show", "bgp"): "BGP information",
+    ("show", "bgp", "ipv6"): "Address family",
+    ("show", "bgp", "ipv6", "unicast"): "Address Family modifier",
     ("show", "crypto"): "Encryption module",
     ("show", "crypto", "ikev2"): "Shows ikev2 information",
     ("show", "crypto", "ipsec"): "Show IPSEC information",
@@ -243,6 +247,14 @@ IOS_COMMANDS: list[Command] = [
         Param("address", "Network to display information about or hostname", "positional", check=is_prefix),
     )),
     Command(("show", "ip", "bgp", "summary"), "Summary of BGP neighbor status", "ip-bgp-summary"),
+    Command(("show", "ipv6", "route"), "Show IPv6 route table entries", "ipv6-route", (
+        Param("bgp", "Border Gateway Protocol (BGP)"),
+        Param("static", "Static routes"),
+        Param("connected", "Connected networks"),
+        Param("local", "Local routes"),
+    )),
+    Command(("show", "bgp", "ipv6", "unicast", "summary"), "Summary of BGP neighbor status",
+            "bgp-ipv6-summary"),
     Command(("show", "ip", "bgp", "neighbors"), "Detailed information on TCP and BGP neighbor connections",
             "ip-bgp-neighbors", (
                 Param("address", "Neighbor to display information about", "positional", check=is_address),
@@ -293,6 +305,8 @@ IOS_IMPLS: dict[str, Impl] = {
     "ip-interface-brief": Impl(Needs(links=True), ios.show_ip_interface_brief),
     "ip-route": Impl(_ROUTES, ios.show_ip_route),
     "ip-bgp-summary": Impl(Needs(bgp=True, bird_routes=True), ios.show_ip_bgp_summary),
+    "ipv6-route": Impl(_ROUTES, ios6.show_ipv6_route),
+    "bgp-ipv6-summary": Impl(Needs(bgp=True, bird_routes=True), ios.show_bgp_ipv6_unicast_summary),
     "ip-bgp-neighbors": Impl(Needs(bgp=True), ios.show_ip_bgp_neighbors),
     "standby": Impl(Needs(status=(HSRP_STATUS,)), ios.show_standby),
     "ikev2-cluster": Impl(Needs(status=(IKEV2_STATUS,)), ios.show_crypto_ikev2_cluster),

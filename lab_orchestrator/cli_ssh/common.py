@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import time
-from ipaddress import IPv4Address, IPv4Network
+from ipaddress import ip_address, ip_network
 
 from .gather import Snapshot
 from .state import Instance, Link
@@ -43,6 +43,11 @@ def junos_logical(snap: Snapshot, instance: str, ifname: str | None, inst: Insta
         return f"lo0.{instance_unit(snap, instance)}"
     alias = (inst.aliases if inst is not None else {}).get(ifname) or ifname
     return f"{alias}.0"
+
+
+def ios_address(address: str) -> str:
+    """An address as IOS prints it: IPv6 in capitals (2001:DB8:1::A)."""
+    return address.upper() if ":" in address else address
 
 
 def ios_name(link_name: str, aliases: dict[str, str]) -> str:
@@ -107,18 +112,18 @@ def local_addresses(inst: Instance) -> set[str]:
 class Egress:
     """Longest-prefix match over an instance's main table: which interface an address is sent out of."""
 
-    def __init__(self, inst: Instance):
+    def __init__(self, inst: Instance, family: int = 4):
         table = []
-        for route in inst.routes:
+        for route in inst.routes if family == 4 else inst.routes6:
             if route.table != 254 or route.type != "unicast":
                 continue
-            net = IPv4Network(route.dst)
+            net = ip_network(route.dst)
             table.append((net.prefixlen, int(net.network_address), int(net.netmask),
                           route.nexthops[0].ifname if route.nexthops else None))
         self.table = sorted(table, reverse=True)  # longest prefix first
 
     def __call__(self, address: str) -> str | None:
-        target = int(IPv4Address(address))
+        target = int(ip_address(address))
         for _length, network, mask, ifname in self.table:
             if target & mask == network:
                 return ifname
@@ -126,8 +131,8 @@ class Egress:
 
 
 def egress(inst: Instance, address: str) -> str | None:
-    """The Linux interface the main table sends ADDRESS out of (longest match), None if none."""
-    return Egress(inst)(address)
+    """The Linux interface the main table sends ADDRESS (of either family) out of (longest match), None if none."""
+    return Egress(inst, 6 if ":" in address else 4)(address)
 
 
 def bird_version(inst: Instance) -> str:

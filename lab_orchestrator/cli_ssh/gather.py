@@ -77,13 +77,18 @@ def read_instance(node: Node, name: str, needs: Needs) -> tuple[Instance, dict[s
     created: dict[str, float] = {}
     if needs.links or needs.routes:
         inst.links, inst.addresses, created, inst.routes = netlink.read(spec.ns, routes=needs.routes)
+    if needs.routes:  # IPv6 beside (a dual-stack lab's; elsewhere only link-local, which no view shows)
+        inst.addresses6, created6, inst.routes6 = netlink.read6(spec.ns)
+        created.update(created6)
     bird = next((b for b in node.birds if b.instance == name), None)
     if bird is not None and (needs.bird_routes or needs.bgp or needs.bird_status):
         try:
             if needs.bird_status:
                 inst.bird_status = birdctl.command(bird.socket, "show status")
             if needs.bird_routes:
-                inst.bird_routes = birdparse.parse_routes(birdctl.command(bird.socket, "show route all"))
+                learned = birdparse.parse_routes(birdctl.command(bird.socket, "show route all"))
+                inst.bird_routes = [r for r in learned if ":" not in r.prefix]
+                inst.bird_routes6 = [r for r in learned if ":" in r.prefix]
             if needs.bgp:
                 inst.bgp = birdparse.parse_protocols(birdctl.command(bird.socket, "show protocols all"))
             if needs.bird_exports:

@@ -12,7 +12,7 @@ from labkit.flexstatus import GatewayStatus, HsrpPeer, HsrpStatus, parse_ikev2
 from labkit.status import parse_status
 
 from . import rib
-from .common import bird_version, ios_age, ios_name, natural_key
+from .common import bird_version, ios_address, ios_age, ios_name, natural_key
 from .gather import Snapshot
 from .pipes import Output
 from .state import BgpProtocol, Instance
@@ -40,13 +40,13 @@ def error(text: str) -> Output:
     return Output(f"% {text}\n", status=1)
 
 
-def _master(snap: Snapshot) -> Instance | None:
+def master_instance(snap: Snapshot) -> Instance | None:
     return next((i for i in snap.instances if i.name == ""), None)
 
 
 # ---------------------------------------------------------------------- version, clock
 def show_version(snap: Snapshot, args: Args) -> Output:
-    inst = _master(snap)
+    inst = master_instance(snap)
     version = bird_version(inst) if inst else ""
     uptime = _uptime(snap.now - snap.lab_created) if snap.lab_created else "unknown"
     lines = [
@@ -83,7 +83,7 @@ def show_clock(snap: Snapshot, args: Args) -> Output:
 
 # ---------------------------------------------------------------------- interfaces
 def _links(snap: Snapshot) -> list[tuple[str, Any, str | None]]:
-    inst = _master(snap)
+    inst = master_instance(snap)
     if inst is None:
         return []
     rows = []
@@ -140,7 +140,7 @@ def _route_lines(snap: Snapshot, inst: Instance, entry: rib.Entry, shown: str, i
 
 
 def show_ip_route(snap: Snapshot, args: Args) -> Output:
-    inst = _master(snap)
+    inst = master_instance(snap)
     if inst is None:
         return error("routing table not available")
     if inst.bird_error:
@@ -166,6 +166,7 @@ def show_ip_route(snap: Snapshot, args: Args) -> Output:
     top: list[tuple[IPv4Network, rib.Entry | None]] = []
     for entry in entries:  # subnets of a classful network go under its header, as IOS shows them
         net = entry.network
+        assert isinstance(net, IPv4Network)  # `show ip route`: the IPv4 table
         length = _classful(net)
         if net.prefixlen >= length:
             groups.setdefault(IPv4Network(f"{net.network_address}/{length}", strict=False), []).append(entry)
@@ -181,7 +182,7 @@ def show_ip_route(snap: Snapshot, args: Args) -> Output:
     for net, item in top:
         if item is not None:
             out += [line + "\n" for line in _route_lines(snap, inst, item, item.prefix, 6)]
-            data.append(_route_data(item))
+            data.append(route_data(item))
             continue
         members = groups[net]
         masks = sorted({e.network.prefixlen for e in members})
@@ -193,11 +194,11 @@ def show_ip_route(snap: Snapshot, args: Args) -> Output:
         for member in sorted(members, key=lambda e: rib.sort_key(e.prefix)):
             shown = str(member.network.network_address) if len(masks) == 1 else member.prefix
             out += [line + "\n" for line in _route_lines(snap, inst, member, shown, 9)]
-            data.append(_route_data(member))
+            data.append(route_data(member))
     return Output("".join(out), data)
 
 
-def _route_data(entry: rib.Entry) -> dict[str, Any]:
+def route_data(entry: rib.Entry) -> dict[str, Any]:
     return {"prefix": entry.prefix, "protocol": entry.protocol, "distance": IOS_DISTANCE[entry.protocol],
             "next-hops": [{"gateway": h.gateway, "interface": h.ifname} for h in entry.hops],
             "age": ios_age(entry.age) if entry.age is not None else None}
@@ -233,7 +234,7 @@ def _route_detail(snap: Snapshot, inst: Instance, entries: list[rib.Entry], addr
         lines.append(f"      Route metric is {entry.med or 0}, traffic share count is 1")
         if entry.protocol == "BGP":
             lines.append(f"      AS Hops {len(entry.as_path)}")
-    return Output("".join(line + "\n" for line in lines), _route_data(entry))
+    return Output("".join(line + "\n" for line in lines), route_data(entry))
 
 
 # ---------------------------------------------------------------------- BGP
@@ -246,28 +247,47 @@ def _state(proto: BgpProtocol | None) -> str:
 
 
 def show_ip_bgp_summary(snap: Snapshot, args: Args) -> Output:
-    inst = _master(snap)
+    """`show ip bgp summary`: the IPv4 unicast sessions (the IPv6 ones: `show bgp ipv6 unicast summary`)."""
+    return _bgp_summary(snap, 4)
+
+
+def show_bgp_ipv6_unicast_summary(snap: Snapshot, args: Args) -> Output:
+    """`show bgp ipv6 unicast summary`: a dual-stack lab's IPv6 sessions, addresses as IOS prints them."""
+    return _bgp_summary(snap, 6)
+
+
+def _bgp_summary(snap: Snapshot, family: int) -> Output:
+    inst = master_instance(snap)
     if inst is None or not snap.node.peers:
         return error("BGP not active")
     if inst.bird_error:
         return error("BGP not active (routing process restarting)")
+    peers = [p for p in snap.node.peers if (":" in p.peer_address) == (family == 6)]
+    if not peers:
+        return error("BGP not active" if family == 4 else "No IPv6 Unicast neighbors")
     router_id = snap.node.loopbacks.get("", "")
     local_as = snap.node.peers[0].local_as
+    learned = (inst.bird_routes if family == 4 else inst.bird_routes6) or []
     lines = [f"BGP router identifier {router_id}, local AS number {local_as}",
-             f"{len({r.prefix for r in inst.bird_routes or [] if r.source == 'BGP'})} network entries "
+             f"{len({r.prefix for r in learned if r.source == 'BGP'})} network entries "
              "learned by BGP", "",
              "Neighbor        V           AS MsgRcvd MsgSent   TblVer  InQ OutQ Up/Down  State/PfxRcd"]
     data = []
-    for peer in sorted(snap.node.peers, key=lambda p: rib.sort_key(p.peer_address + "/32")):
+    for peer in sorted(peers, key=lambda p: rib.address_key(p.peer_address)):
         proto = next((p for p in inst.bgp or [] if p.name == peer.protocol), None)
         state = _state(proto)
         updown = ios_age(rib.parse_since(proto.since, snap.now)) if proto and proto.since else "never"
         shown = str(proto.imported) if proto and state == "Established" else state
-        lines.append(f"{peer.peer_address:<16}4{peer.peer_as:>13}{'-':>8}{'-':>8}{'-':>9}{0:>5}{0:>5} "
-                     f"{updown:<8}{shown:>13}")
+        address = ios_address(peer.peer_address)
+        row = f"4{peer.peer_as:>13}{'-':>8}{'-':>8}{'-':>9}{0:>5}{0:>5} {updown:<8}{shown:>13}"
+        if len(address) > 15:  # IOS puts a long (IPv6) neighbor on a line of its own
+            lines += [address, f"{'':16}{row}"]
+        else:
+            lines.append(f"{address:<16}{row}")
         data.append({"neighbor": peer.peer_address, "remote-as": peer.peer_as, "state": state,
                      "up-down": updown, "prefixes-received": proto.imported if proto else 0,
-                     "description": peer.peer_node})
+                     "description": peer.peer_node, "address-family": "IPv4 Unicast" if family == 4 else
+                     "IPv6 Unicast"})
     return Output("".join(line + "\n" for line in lines), data)
 
 
@@ -407,13 +427,13 @@ def show_crypto_session(snap: Snapshot, args: Args) -> Output:
 
 def show_ip_bgp_neighbors(snap: Snapshot, args: Args) -> Output:
     """`show ip bgp neighbors [ADDRESS]`: BIRD's `show protocols all` in IOS's layout."""
-    inst = _master(snap)
+    inst = master_instance(snap)
     if inst is None or not snap.node.peers:
         return error("BGP not active")
     if inst.bird_error:
         return error("BGP not active (routing process restarting)")
     wanted = args.get("address")
-    peers = [p for p in sorted(snap.node.peers, key=lambda p: rib.sort_key(p.peer_address + "/32"))
+    peers = [p for p in sorted(snap.node.peers, key=lambda p: rib.address_key(p.peer_address))
              if not wanted or p.peer_address == wanted]
     if wanted and not peers:
         return error(f"No such neighbor {wanted}")  # IOS: "% No such neighbor or address family"

@@ -76,6 +76,10 @@ def _ipv4(value: bytes) -> str:
     return socket.inet_ntoa(value[:4])
 
 
+def _ip(family: int, value: bytes) -> str:
+    return _ipv4(value) if family == socket.AF_INET else socket.inet_ntop(socket.AF_INET6, value[:16])
+
+
 def _mac(value: bytes) -> str:
     return ":".join(f"{b:02x}" for b in value)
 
@@ -103,24 +107,26 @@ def _links(sock: socket.socket) -> list[Link]:
     return sorted(out, key=lambda link: link.index)
 
 
-def _addresses(sock: socket.socket, names: dict[int, str]) -> tuple[list[Address], dict[str, float]]:
+def _addresses(sock: socket.socket, names: dict[int, str],
+               family: int = socket.AF_INET) -> tuple[list[Address], dict[str, float]]:
     out, created = [], {}
-    for payload in _dump(sock, RTM_GETADDR, _IFADDR.pack(socket.AF_INET, 0, 0, 0, 0), 2):
+    for payload in _dump(sock, RTM_GETADDR, _IFADDR.pack(family, 0, 0, 0, 0), 2):
         _family, prefixlen, _flags, _scope, index = _IFADDR.unpack_from(payload)
         fields = dict(attributes(payload, _IFADDR.size))
         raw = fields.get(2) or fields.get(1)
         if raw is None:
             continue
-        address = _ipv4(raw)
+        address = _ip(family, raw)
         out.append(Address(names.get(index, str(index)), address, prefixlen))
         if 6 in fields and len(fields[6]) >= 16:
             created[address] = struct.unpack_from("=IIII", fields[6])[2] / 100.0
     return out, created
 
 
-def _routes(sock: socket.socket, names: dict[int, str]) -> list[KernelRoute]:
+def _routes(sock: socket.socket, names: dict[int, str], family: int = socket.AF_INET) -> list[KernelRoute]:
     out = []
-    body = _RTMSG.pack(socket.AF_INET, 0, 0, 0, 0, 0, 0, 0, 0)
+    body = _RTMSG.pack(family, 0, 0, 0, 0, 0, 0, 0, 0)
+    any_address = "0.0.0.0" if family == socket.AF_INET else "::"
     for payload in _dump(sock, RTM_GETROUTE, body, 3):
         _family, dst_len, _src_len, _tos, table, proto, scope, kind, _flags = _RTMSG.unpack_from(payload)
         fields = dict(attributes(payload, _RTMSG.size))
@@ -134,17 +140,17 @@ def _routes(sock: socket.socket, names: dict[int, str]) -> list[KernelRoute]:
                 if length < _RTNH.size:
                     break
                 nested = dict(attributes(data[offset + _RTNH.size:offset + length]))
-                hops.append(NextHop(_ipv4(nested[5]) if 5 in nested else None, names.get(ifindex), weight + 1))
+                hops.append(NextHop(_ip(family, nested[5]) if 5 in nested else None, names.get(ifindex), weight + 1))
                 offset += (length + 3) & ~3
         elif 4 in fields or 5 in fields:
             oif = struct.unpack("=i", fields[4])[0] if 4 in fields else None
-            hops.append(NextHop(_ipv4(fields[5]) if 5 in fields else None,
+            hops.append(NextHop(_ip(family, fields[5]) if 5 in fields else None,
                                 names.get(oif) if oif is not None else None))
         out.append(KernelRoute(
-            table=table, dst=f"{_ipv4(fields[1]) if 1 in fields else '0.0.0.0'}/{dst_len}",
+            table=table, dst=f"{_ip(family, fields[1]) if 1 in fields else any_address}/{dst_len}",
             type=ROUTE_TYPES.get(kind, "other"), proto=PROTOCOLS.get(proto, str(proto)), scope=scope,
             metric=struct.unpack("=I", fields[6])[0] if 6 in fields else 0, nexthops=tuple(hops),
-            prefsrc=_ipv4(fields[7]) if 7 in fields else None,
+            prefsrc=_ip(family, fields[7]) if 7 in fields else None,
         ))
     return out
 
@@ -161,5 +167,20 @@ def read(ns: str, routes: bool = True) -> tuple[list[Link], list[Address], dict[
         names = {link.index: link.name for link in links}
         addresses, created = _addresses(sock, names)
         return links, addresses, created, _routes(sock, names) if routes else []
+    finally:
+        sock.close()
+
+
+def read6(ns: str) -> tuple[list[Address], dict[str, float], list[KernelRoute]]:
+    """IPv6 addresses (and when each was made) and every IPv6 route of every table of namespace NS
+    (link-local and multicast included: the views leave them out)."""
+    with netnsutil.entered(ns):
+        sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
+        sock.bind((0, 0))
+        names = {link.index: link.name for link in _links(sock)}
+        addresses, created = _addresses(sock, names, socket.AF_INET6)
+        return addresses, created, _routes(sock, names, socket.AF_INET6)
     finally:
         sock.close()

@@ -9,6 +9,7 @@ of the offending word so the vendor layer can draw its caret.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -381,6 +382,24 @@ def is_prefix(text: str) -> bool:
     if not is_address(address):
         return False
     return not length or (length.isdigit() and int(length) <= 32)
+
+
+def is_address46(text: str) -> bool:
+    """An IPv4 or IPv6 address (a BGP peer of a dual-stack lab, a Junos route destination)."""
+    if is_address(text):
+        return True
+    try:
+        return ":" in text and ipaddress.IPv6Address(text) is not None
+    except ValueError:
+        return False
+
+
+def is_prefix46(text: str) -> bool:
+    """An IPv4 or IPv6 address or address/length."""
+    if is_prefix(text):
+        return True
+    address, _, length = text.partition("/")
+    return ":" in address and is_address46(address) and (not length or (length.isdigit() and int(length) <= 128))
 
 
 def is_number(text: str) -> bool:

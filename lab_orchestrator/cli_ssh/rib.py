@@ -4,16 +4,20 @@ Pure. Each kernel route becomes an entry: connected (`Direct`), own address (`Lo
 (planned routes) or, for routes BIRD installed, one entry per route BIRD holds for that prefix (the
 primary one active, with every next hop the kernel forwards on; the others inactive with their own
 next hop). BIRD routes the kernel does not have (another path to a prefix) are listed too.
+
+IPv6 (a dual-stack lab) is built the same way from the IPv6 routes (`build(..., family=6)`), into
+tables named as Junos names them (`inet6.0`, `TRUST-VR.inet6.0`); link-local and multicast routes,
+which every IPv6 interface has, are left out.
 """
 
 from __future__ import annotations
 
 import datetime
 from dataclasses import dataclass, field
-from ipaddress import IPv4Address, IPv4Network
+from ipaddress import IPv4Network, IPv6Network, ip_address, ip_network
 
 from ..plan.sshconfig import Node
-from .state import BirdRoute, Instance, KernelRoute, NextHop
+from .state import Address, BirdRoute, Instance, KernelRoute, NextHop
 
 MAIN, LOCAL = 254, 255
 JUNOS_PREFERENCE = {"BGP": 170, "Direct": 0, "Local": 0, "Static": 5}
@@ -43,8 +47,8 @@ class Entry:
     bird_preference: int = 0
 
     @property
-    def network(self) -> IPv4Network:
-        return IPv4Network(self.prefix)
+    def network(self) -> IPv4Network | IPv6Network:
+        return ip_network(self.prefix)
 
 
 @dataclass
@@ -63,9 +67,27 @@ class Table:
         return sum(1 for e in self.entries if e.active)
 
 
-def sort_key(prefix: str) -> tuple[int, int]:
-    net = IPv4Network(prefix)
-    return int(net.network_address), net.prefixlen
+def sort_key(prefix: str) -> tuple[int, int, int]:
+    """IPv4 before IPv6, then by address and length."""
+    net = ip_network(prefix, strict=False)
+    return net.version, int(net.network_address), net.prefixlen
+
+
+def address_key(address: str) -> tuple[int, int]:
+    """A peer's address as a sort key (IPv4 before IPv6)."""
+    value = ip_address(address)
+    return value.version, int(value)
+
+
+def family_table(name: str, family: int) -> str:
+    """The name of table NAME ("inet.0", "TRUST-VR.inet.0") for FAMILY: Junos's "inet6.0" for IPv6."""
+    return name[:-len("inet.0")] + "inet6.0" if family == 6 and name.endswith("inet.0") else name
+
+
+def _hidden6(prefix: str) -> bool:
+    """An IPv6 route no router lists among its routes: link-local and multicast ones."""
+    net = ip_network(prefix, strict=False)
+    return net.version == 6 and (net.is_link_local or net.is_multicast or net.network_address.is_loopback)
 
 
 def parse_since(since: str, now: float) -> float | None:
@@ -100,23 +122,27 @@ def _bird_entry(route: BirdRoute, now: float, kernel: KernelRoute | None) -> Ent
     )
 
 
-def build(node: Node, inst: Instance, now: float, ages: dict[str, float], lab_created: float) -> list[Table]:
-    """Every table of one routing instance: its main table first, then the selector tables."""
+def build(node: Node, inst: Instance, now: float, ages: dict[str, float], lab_created: float,
+          family: int = 4) -> list[Table]:
+    """Every table of one routing instance: its main table first, then the selector tables; FAMILY 6:
+    the IPv6 ones (only those with a route: an IPv4-only lab has none)."""
     spec = node.instance(inst.name)
     extra = dict(spec.tables) if spec is not None else {}
-    main = Table(inst.table, inst.name, MAIN)
+    main = Table(family_table(inst.table, family), inst.name, MAIN)
     tables = {MAIN: main}
     for number, name in sorted(extra.items(), key=lambda kv: int(kv[0])):
-        tables[int(number)] = Table(name, inst.name, int(number))
+        tables[int(number)] = Table(family_table(name, family), inst.name, int(number))
+    kernel = inst.routes if family == 4 else [r for r in inst.routes6 if not _hidden6(r.dst)]
+    addresses = inst.addresses if family == 4 else inst.addresses6
     static_age = max(0.0, now - lab_created) if lab_created else None
     bird: dict[str, list[BirdRoute]] = {}
-    for learned in inst.bird_routes or []:
+    for learned in (inst.bird_routes if family == 4 else inst.bird_routes6) or []:
         if learned.source in ("BGP", "static"):
             bird.setdefault(learned.prefix, []).append(learned)
     kernel_prefixes = set()
-    for route in inst.routes:
+    for route in kernel:
         if route.table == LOCAL:
-            entry = _local(route, inst, ages)
+            entry = _local(route, inst, ages, addresses)
             if entry is not None:
                 main.entries.append(entry)
             continue
@@ -130,7 +156,7 @@ def build(node: Node, inst: Instance, now: float, ages: dict[str, float], lab_cr
                 table.entries.append(_bird_entry(candidate, now, route))
             continue
         if route.proto == "kernel":
-            source = next((a for a in inst.addresses if route.prefsrc and a.address == route.prefsrc), None)
+            source = _source(route, addresses)
             age = ages.get(f"{inst.name}/{source.address}") if source else None
             table.entries.append(Entry(route.dst, "Direct", True, age, _hops(route.nexthops)))
             continue
@@ -142,33 +168,57 @@ def build(node: Node, inst: Instance, now: float, ages: dict[str, float], lab_cr
         if prefix not in kernel_prefixes:
             for candidate in sorted(routes, key=lambda r: not r.primary):
                 main.entries.append(_bird_entry(candidate, now, None))
+    if family == 6:  # IPv6 lists a loopback's /128 in both the local and the main table: one Direct entry
+        seen: set[str] = set()
+        kept = []
+        for entry in main.entries:
+            if entry.protocol == "Direct":
+                if entry.prefix in seen:
+                    continue
+                seen.add(entry.prefix)
+            kept.append(entry)
+        main.entries = kept
     for table in tables.values():
         table.entries.sort(key=lambda e: (sort_key(e.prefix), not e.active))
-    return list(tables.values())
+    return list(tables.values()) if family == 4 else [t for t in tables.values() if t.entries]
 
 
-def _local(route: KernelRoute, inst: Instance, ages: dict[str, float]) -> Entry | None:
-    """The local table's own addresses: a loopback address is a Direct /32 on lo0, any other Local."""
+def _source(route: KernelRoute, addresses: list[Address]) -> Address | None:
+    """The address a connected route comes from: its preferred source (IPv4), else the address of the
+    route's interface within its prefix (IPv6 connected routes carry no source)."""
+    if route.prefsrc:
+        return next((a for a in addresses if a.address == route.prefsrc), None)
+    dev = route.nexthops[0].ifname if route.nexthops else None
+    net = ip_network(route.dst, strict=False)
+    return next((a for a in addresses if a.ifname == dev and ip_address(a.address) in net), None)
+
+
+def _local(route: KernelRoute, inst: Instance, ages: dict[str, float], addresses: list[Address]) -> Entry | None:
+    """The local table's own addresses: a loopback address is a Direct /32 (/128) on lo0, any other Local."""
     if route.type != "local":
         return None
     address = route.dst.split("/")[0]
-    if IPv4Address(address).is_loopback:
+    if ip_address(address).is_loopback:
         return None
     hop = route.nexthops[0] if route.nexthops else NextHop(None, None)
+    # the address's own interface: an IPv6 local route may name lo for an address of another interface
+    ifname = next((a.ifname for a in addresses if a.address == address), hop.ifname)
     age = ages.get(f"{inst.name}/{address}")
-    if hop.ifname == "lo":
-        return Entry(f"{address}/32", "Direct", True, age, [Hop(None, "lo")])
-    return Entry(f"{address}/32", "Local", True, age, [Hop(None, hop.ifname, False)])
+    host = f"{address}/{ip_address(address).max_prefixlen}"
+    if ifname == "lo":
+        return Entry(host, "Direct", True, age, [Hop(None, "lo")])
+    return Entry(host, "Local", True, age, [Hop(None, ifname, False)])
 
 
 def lookup(entries: list[Entry], target: str, mode: str = "best") -> list[Entry]:
     """Entries for TARGET: `best` = the longest prefix containing it, `exact`, or `longer` (within)."""
-    net = IPv4Network(target if "/" in target else f"{target}/32", strict=False)
+    net = ip_network(target, strict=False)
+    entries = [e for e in entries if e.network.version == net.version]  # an IPv6 target in an IPv4 table
     if mode == "exact":
         return [e for e in entries if e.network == net]
     if mode == "longer":
-        return [e for e in entries if e.network.subnet_of(net)]
-    covering = [e for e in entries if net.subnet_of(e.network)]
+        return [e for e in entries if e.network.subnet_of(net)]  # type: ignore[arg-type]
+    covering = [e for e in entries if net.subnet_of(e.network)]  # type: ignore[arg-type]
     if not covering:
         return []
     longest = max(e.network.prefixlen for e in covering)

@@ -42,7 +42,7 @@ class NextHop:
 @dataclass(frozen=True)
 class KernelRoute:
     table: int
-    dst: str  # "198.18.0.0/31"; the default route is "0.0.0.0/0"
+    dst: str  # "198.18.0.0/31"; the default route is "0.0.0.0/0" ("::/0" in IPv6)
     type: str  # unicast | local | blackhole | unreachable | prohibit | broadcast
     proto: str  # kernel | boot | static | bird | ...
     scope: int
@@ -111,6 +111,10 @@ class Instance:
     bird_error: str | None = None  # BIRD runs here but did not answer
     bird_exports: dict[str, list[BirdRoute]] | None = None  # BGP protocol -> what BIRD exports to it
     neighbors: list[Neighbor] | None = None  # ARP entries
+    # IPv6 (a dual-stack lab): read beside the IPv4 state, kept apart so that every IPv4 view stays as it is
+    addresses6: list[Address] = field(default_factory=list)
+    routes6: list[KernelRoute] = field(default_factory=list)
+    bird_routes6: list[BirdRoute] | None = None
 
     @property
     def aliases(self) -> dict[str, str]:

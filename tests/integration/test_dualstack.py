@@ -156,3 +156,24 @@ def test_traffic_by_hand_sends_both_families(dual: RunningLab) -> None:
         sent = reports[f"tx-forward{suffix}"]["sent"]
         assert sent > 500 and reports[f"rx-forward{suffix}"]["received"] == sent, reports
         assert reports[f"rx-reverse{suffix}"]["lost"] == 0, reports
+
+
+def test_ssh_cli_shows_the_ipv6_routes_and_sessions(dual: RunningLab) -> None:
+    """The node CLI on the dual-stack lab: Junos-like `show route table ...inet6.0` and `show bgp summary`,
+    IOS-like `show ipv6 route` and `show bgp ipv6 unicast summary`, read from the kernel and BIRD."""
+    routes = lab("show", "mx1", "--lab", dual.name, "route", "table", "TRUST-VR.inet6.0").stdout
+    assert "TRUST-VR.inet6.0: " in routes and "[BGP/170]" in routes and "inet.0:" not in routes, routes
+    assert "fe80:" not in routes, routes
+    summary = lab("show", "mx1", "--lab", dual.name, "bgp", "summary").stdout
+    rows = summary.splitlines()
+    assert "TRUST-VR.inet6.0" in rows and "UNTRUST-VR.inet6.0" in rows, summary
+    for peer in ("2001:db8:1::12", "2001:db8:1::16"):  # srx1's IPv6 sessions, both sides
+        row = next(line for line in rows if line.startswith(peer + " "))
+        assert row.split()[-1] == "Establ", summary
+    assert any(line.startswith("  TRUST-VR.inet6.0: ") for line in rows), summary
+    ios6 = lab("show", "gw-trust", "--lab", dual.name, "ipv6", "route").stdout
+    assert ios6.startswith("IPv6 Routing Table - default - ") and "\nB   " in ios6 and "\nC   " in ios6, ios6
+    sessions = lab("show", "gw-trust", "--lab", dual.name, "bgp", "ipv6", "unicast", "summary").stdout
+    assert "2001:DB8:1::A" in sessions and sessions.splitlines()[-1].split()[-1].isdigit(), sessions
+    ipv4 = lab("show", "gw-trust", "--lab", dual.name, "ip", "bgp", "summary").stdout
+    assert "2001" not in ipv4.upper() and "198.18.0.5" in ipv4, ipv4

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ipaddress import ip_address
 from typing import Any
 
 from .. import rib
@@ -36,8 +37,26 @@ def _bgp_rows(snap: Snapshot, instance: str | None) -> list[tuple[Any, BgpProtoc
             continue
         proto = next((p for p in inst.bgp or [] if p.name == peer.protocol), None)
         rows.append((peer, proto, inst))
-    rows.sort(key=lambda r: rib.sort_key(r[0].peer_address + "/32"))
+    rows.sort(key=lambda r: rib.address_key(r[0].peer_address))
     return rows
+
+
+def same_address(a: str, b: str) -> bool:
+    """Whether A and B are one address however written (an IPv6 address has many spellings)."""
+    try:
+        return ip_address(a) == ip_address(b)
+    except ValueError:
+        return a == b
+
+
+def family_of(peer: Any) -> int:
+    """A session's address family: that of its peer's address (a dual-stack lab has one of each)."""
+    return 6 if ":" in peer.peer_address else 4
+
+
+def peer_table(peer: Any, inst: Instance) -> str:
+    """The table a session's routes go to: the instance's inet.0, or its inet6.0 for an IPv6 session."""
+    return rib.family_table(inst.table, family_of(peer))
 
 
 def _no_bgp(snap: Snapshot) -> Output | None:
@@ -64,28 +83,36 @@ def show_bgp_summary(snap: Snapshot, args: Args) -> Output:
            "Table          Tot Paths  Act Paths Suppressed    History Damp State    Pending"]
     tables = []
     for inst in snap.instances:
-        protos = [proto for peer, proto, i in rows if i is inst and proto is not None]
-        if not any(peer.instance == inst.name for peer, _, _ in rows):
-            continue
-        total = sum(p.imported for p in protos)
-        active = sum(p.preferred for p in protos)
-        out.append(inst.table)
-        out.append(f"{'':14}{total:>10}{active:>11}{0:>11}{0:>11}{0:>11}{0:>11}")
-        tables.append({"name": inst.table, "total-prefix-count": total, "active-prefix-count": active})
+        for family in (4, 6):  # a table per family that has a session (inet6.0: a dual-stack lab's)
+            here = [(peer, proto) for peer, proto, i in rows if i is inst and family_of(peer) == family]
+            if not here:
+                continue
+            protos = [proto for _, proto in here if proto is not None]
+            total = sum(p.imported for p in protos)
+            active = sum(p.preferred for p in protos)
+            name = rib.family_table(inst.table, family)
+            out.append(name)
+            out.append(f"{'':14}{total:>10}{active:>11}{0:>11}{0:>11}{0:>11}{0:>11}")
+            tables.append({"name": name, "total-prefix-count": total, "active-prefix-count": active})
     out.append("Peer                     AS      InPkt     OutPkt    OutQ   Flaps Last Up/Dwn "
                "State|#Active/Received/Accepted/Damped...")
     peers = []
     for peer, proto, inst in rows:
         state = _bgp_state(proto) if proto else "Idle"
         updown = junos_updown(_age_of(snap, proto.since)) if proto else "-"
-        out.append(f"{peer.peer_address:<16}{peer.peer_as:>11}{'-':>11}{'-':>11}{0:>8}{'-':>8}{updown:>12} {state}")
+        if len(peer.peer_address) > 16:  # a long (IPv6) address pushes the row right, as Junos prints it
+            out.append(f"{peer.peer_address} {peer.peer_as:>10}{'-':>11}{'-':>11}{0:>8}{'-':>8}{updown:>12} {state}")
+        else:
+            out.append(f"{peer.peer_address:<16}{peer.peer_as:>11}{'-':>11}{'-':>11}{0:>8}{'-':>8}{updown:>12} "
+                       f"{state}")
         entry: dict[str, Any] = {"peer-address": peer.peer_address, "peer-as": peer.peer_as,
                                  "peer-state": "Established" if state == "Establ" else state,
                                  "elapsed-time": updown, "description": peer.peer_node}
         if proto is not None and state == "Establ":
             received = proto.imported + proto.filtered
-            out.append(f"  {inst.table}: {proto.preferred}/{received}/{proto.imported}/0")
-            entry["bgp-rib"] = {"name": inst.table, "active-prefix-count": proto.preferred,
+            table = peer_table(peer, inst)
+            out.append(f"  {table}: {proto.preferred}/{received}/{proto.imported}/0")
+            entry["bgp-rib"] = {"name": table, "active-prefix-count": proto.preferred,
                                 "received-prefix-count": received, "accepted-prefix-count": proto.imported,
                                 "suppressed-prefix-count": 0}
         peers.append(entry)
@@ -99,7 +126,7 @@ def show_bgp_neighbor(snap: Snapshot, args: Args) -> Output:
     if problem:
         return problem
     wanted = args.get("address")
-    rows = [r for r in _bgp_rows(snap, args.get("instance")) if not wanted or r[0].peer_address == wanted]
+    rows = [r for r in _bgp_rows(snap, args.get("instance")) if not wanted or same_address(r[0].peer_address, wanted)]
     if wanted and not rows:
         return error(f"Peer {wanted} not found")
     out: list[str] = []
@@ -125,15 +152,17 @@ def show_bgp_neighbor(snap: Snapshot, args: Args) -> Output:
         out.append(f"  Keepalive Interval: {keepalive}")
         if local_if:
             out.append(f"  Local Interface: {junos_logical(snap, inst.name, local_if, inst)}")
+        nlri = "inet6-unicast" if family_of(peer) == 6 else "inet-unicast"
+        table = peer_table(peer, inst)
         if proto is not None and state == "Established":
-            out.append("  NLRI for restart configured on peer: inet-unicast")
-            out.append("  NLRI advertised by peer: inet-unicast")
-            out.append("  NLRI for this session: inet-unicast")
+            out.append(f"  NLRI for restart configured on peer: {nlri}")
+            out.append(f"  NLRI advertised by peer: {nlri}")
+            out.append(f"  NLRI for this session: {nlri}")
             if "Route refresh" in fields:
                 out.append("  Peer supports Refresh capability (2)")
             if "Restart time" in fields:
                 out.append(f"  Restart time configured on the peer: {fields['Restart time']}")
-            out.append(f"  Table {inst.table}")
+            out.append(f"  Table {table}")
             out.append(f"    Active prefixes:              {proto.preferred}")
             out.append(f"    Received prefixes:            {proto.imported + proto.filtered}")
             out.append(f"    Accepted prefixes:            {proto.imported}")
@@ -146,7 +175,7 @@ def show_bgp_neighbor(snap: Snapshot, args: Args) -> Output:
                      "description": peer.peer_node, "peer-group": peer.group, "peer-cfg-rti": peer.instance or "master",
                      "peer-state": state, "peer-id": fields.get("Neighbor ID"), "local-id": local_id,
                      "holdtime": hold, "keepalive-interval": keepalive, "last-error": last_error,
-                     "bgp-rib": {"name": inst.table, "active-prefix-count": proto.preferred if proto else 0,
+                     "bgp-rib": {"name": table, "active-prefix-count": proto.preferred if proto else 0,
                                  "received-prefix-count": (proto.imported + proto.filtered) if proto else 0,
                                  "accepted-prefix-count": proto.imported if proto else 0,
                                  "advertised-prefix-count": proto.exported if proto else 0}})
@@ -155,18 +184,18 @@ def show_bgp_neighbor(snap: Snapshot, args: Args) -> Output:
 
 # ---------------------------------------------------------------------- BGP: what a peer is sent / sent us
 def _peer_for(snap: Snapshot, address: str) -> tuple[Any, Instance] | None:
-    peer = next((p for p in snap.node.peers if p.peer_address == address), None)
+    peer = next((p for p in snap.node.peers if same_address(p.peer_address, address)), None)
     if peer is None:
         return None
     inst = next((i for i in snap.instances if i.name == peer.instance), None)
     return (peer, inst) if inst is not None else None
 
 
-def _adv_header(snap: Snapshot, inst: Instance) -> list[str]:
-    table = next((t for t in rib_tables(snap) if t.name == inst.table), None)
+def _adv_header(snap: Snapshot, inst: Instance, name: str) -> list[str]:
+    table = next((t for t in rib_tables(snap) if t.name == name), None)
     counts = (f"{table.destinations} destinations, {len(table.entries)} routes ({table.active} active, 0 holddown, "
               f"0 hidden)") if table else "0 destinations, 0 routes (0 active, 0 holddown, 0 hidden)"
-    return ["", f"{inst.table}: {counts}",
+    return ["", f"{name}: {counts}",
             "  Prefix                  Nexthop              MED     Lclpref    AS path"]
 
 
@@ -189,9 +218,11 @@ def _bgp_protocol_view(snap: Snapshot, args: Args, advertising: bool) -> Output:
     if advertising:
         routes = (inst.bird_exports or {}).get(peer.protocol, []) if established else []
     else:
-        routes = [r for r in inst.bird_routes or [] if r.protocol == peer.protocol and r.source == "BGP"]
+        learned = (inst.bird_routes6 if family_of(peer) == 6 else inst.bird_routes) or []
+        routes = [r for r in learned if r.protocol == peer.protocol and r.source == "BGP"]
     routes = sorted(routes, key=lambda r: rib.sort_key(r.prefix))
-    lines = _adv_header(snap, inst)
+    table_name = peer_table(peer, inst)
+    lines = _adv_header(snap, inst, table_name)
     rows = []
     for route in routes:
         path = " ".join(str(a) for a in route.as_path)
@@ -207,7 +238,7 @@ def _bgp_protocol_view(snap: Snapshot, args: Args, advertising: bool) -> Output:
         rows.append({"rt-destination": route.prefix, "active-tag": flag.strip(), "rt-entry": {
             "nh": {"to": nexthop}, "med": route.med, "as-path": shown, "origin": origin,
             "local-as": peer.local_as if advertising else None}})
-    data = {"route-information": {"route-table": [{"table-name": inst.table, "rt": rows}],
+    data = {"route-information": {"route-table": [{"table-name": table_name, "rt": rows}],
                                   "neighbor": peer.peer_address, "protocol-name": peer.protocol,
                                   "direction": "advertising" if advertising else "receive"}}
     return Output("".join(line + "\n" for line in lines), data)

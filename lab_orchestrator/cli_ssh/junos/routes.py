@@ -18,9 +18,11 @@ from .base import ROUTING_DOWN, Args, bird_down, error
 
 # ---------------------------------------------------------------------- routes
 def rib_tables(snap: Snapshot) -> list[rib.Table]:
+    """Every instance's tables, as Junos orders them: an instance's inet tables, then its inet6 ones."""
     tables = []
     for inst in snap.instances:
-        tables += rib.build(snap.node, inst, snap.now, snap.address_ages, snap.lab_created)
+        for family in (4, 6):
+            tables += rib.build(snap.node, inst, snap.now, snap.address_ages, snap.lab_created, family)
     return tables
 
 
@@ -44,14 +46,15 @@ def _entry_lines(snap: Snapshot, table: rib.Table, entry: rib.Entry, first: bool
     flag = "*" if entry.active else " "
     preference = rib.JUNOS_PREFERENCE[entry.protocol]
     head = f"{entry.prefix:<19}" if first else " " * 19
-    if first and len(entry.prefix) >= 19:
-        head = entry.prefix + " "
+    lead: list[str] = []
+    if first and len(entry.prefix) >= 19:  # a long (IPv6) prefix: on a line of its own, as Junos prints it
+        lead, head = [entry.prefix], " " * 19
     detail = ""
     if entry.protocol == "BGP":
         detail = f", localpref {entry.local_pref if entry.local_pref is not None else 100}"
         if entry.med is not None:
             detail = f", MED {entry.med}" + detail
-    lines = [f"{head}{flag}[{entry.protocol}/{preference}] {junos_age(entry.age)}{detail}"]
+    lines = [*lead, f"{head}{flag}[{entry.protocol}/{preference}] {junos_age(entry.age)}{detail}"]
     if entry.protocol == "BGP":
         path = " ".join(str(a) for a in entry.as_path)
         lines.append(f"{'':22}AS path: {path + ' ' if path else ''}{route_origin(entry.origin)}, "
@@ -142,6 +145,8 @@ def show_route_forwarding_table(snap: Snapshot, args: Args) -> Output:
             if number == 254:  # the kernel keeps own addresses in its local table
                 routes += [r for r in inst.routes if r.table == 255 and r.type in ("local", "broadcast")
                            and not r.dst.startswith("127.")]
+            if destination and ":" in destination:  # the kernel's IPv6 forwarding table is not shown
+                continue
             if destination:
                 net = IPv4Network(destination if "/" in destination else f"{destination}/32", strict=False)
                 covering = [r for r in routes if net.subnet_of(IPv4Network(r.dst))]

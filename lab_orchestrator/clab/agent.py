@@ -274,6 +274,7 @@ class Agent:
         write_json(self.config.node_dir / RESPONSE_FILE, reply, indent=None)
 
     def _do(self, request: dict[str, Any]) -> str:
+        from ..plan.features import mnha
         from ..runtime import ops
 
         op = request.get("op")
@@ -303,6 +304,11 @@ class Agent:
                 for ns in sorted(namespaces):
                     ops.set_links(ns, up=True)
                 ops.reapply(self.config.plan, namespaces)
+                # as runtime.ops.power_on: an MNHA node waits for its peer's sessions before drawing traffic
+                plan, node = self.config.plan, self.config.node
+                boot = mnha.boot_role(plan, node)
+                if boot is not None:
+                    Path(plan.state_dir, mnha.role_file(plan, node)).write_text(boot)
                 routing, other = ordered_daemons(self.config)
                 self.daemons = routing + other
                 self._start(self.daemons)

@@ -171,3 +171,25 @@ def test_a_power_on_whose_daemon_cannot_start_keeps_the_started_ones_and_is_not_
     with pytest.raises(RuntimeError, match="not powered off"):
         agent._do({"op": "power-on"})
     assert agent._do({"op": "power-off"}) == "srx1 powered off"
+
+
+def test_an_mnha_node_powers_on_with_its_boot_role_before_its_daemons_start(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As the netns backend's power on: BIRD starts with the role include that draws no traffic until
+    the node's MNHA daemon has its peer's sessions, not with the one it had at the power-off."""
+    from lab_orchestrator.plan.features import mnha
+    from lab_orchestrator.runtime import supervisor
+
+    config = config_of(tmp_path, "topology3", "srx1")
+    config.state_dir = config.plan.state_dir = str(tmp_path / "state")
+    clab_node.copy_config(config)
+    role = Path(config.plan.state_dir, mnha.role_file(config.plan, "srx1"))
+    role.write_text("# the role at the power-off\n")
+    agent = clab_node.Agent(config)
+    agent.state.phase = "powered-off"
+    PowerRecorder(monkeypatch, agent)
+    roles_at_start: list[str] = []
+    monkeypatch.setattr(supervisor, "fork_exec", lambda argv, ns, log: roles_at_start.append(role.read_text()) or 1)
+    assert agent._do({"op": "power-on"}) == "srx1 powered on"
+    boot = mnha.boot_role(config.plan, "srx1")
+    assert boot is not None and roles_at_start and set(roles_at_start) == {boot}

@@ -224,8 +224,23 @@ def print_event(r: EventResult) -> None:
     if r.checks:
         out.print("  checked: " + ", ".join(f"{c.name} {'[green]ok[/]' if c.ok else '[red]NO[/]'}" for c in r.checks),
                   highlight=False)
+    if r.route_changes:
+        print_route_changes(r)
     out.print(f"  resolution {r.resolution_ms} ms per flow; verdict: "
               f"{'[green]pass[/]' if r.passed else '[red]FAIL[/]'}")
+
+
+ROUTE_LINES = 20  # of a failed case's route changes on the terminal (the JSON has up to 80)
+
+
+def print_route_changes(r: EventResult) -> None:
+    """A failed case: the route changes in the lab's namespaces around it, seconds from the event."""
+    changes = r.route_changes or []
+    total = sum((r.routes_changed or {}).values())
+    out.print(f"  route changes during the case: {total} in {len(r.routes_changed or {})} namespaces"
+              + (f", the first {ROUTE_LINES}:" if len(changes) > ROUTE_LINES else ":"), highlight=False)
+    for c in changes[:ROUTE_LINES]:
+        out.print(f"    {c.at_s:+8.3f} s  {c.ns}: {c.change}", markup=False, highlight=False)
 
 
 def print_tcp(r: EventResult) -> None:

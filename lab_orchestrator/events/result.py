@@ -3,7 +3,8 @@
 `eventrun.run_event` builds it (`eventverdict.analyse`), the CLI prints it, `eventverdict.junit` / `.plot` and the JSON
 writers read it. `to_json()` gives the documented JSON form (docs/events.md: same keys, same order
 as always; the optional parts `daemon_crash`, `flows_moved_on_restore`,
-`flows_moved_on_restore_ideal_max`, `budgets` and `tcp` only when they apply), `from_json()` reads it back
+`flows_moved_on_restore_ideal_max`, `budgets`, `tcp`, `routes_changed` and `route_changes` only when
+they apply), `from_json()` reads it back
 with validation. The receivers' and senders' own reports (`forward`, `reverse`, `senders`) are the
 traffic generator's format (dataplane.traffic), kept as they are.
 """
@@ -20,7 +21,7 @@ from . import budgets as budgetsmod
 
 DAEMON_RETURN_S = 5.0  # daemon-crash passes only if the daemon runs again within this
 OPTIONAL = ("daemon_crash", "flows_moved_on_restore", "flows_moved_on_restore_ideal_max", "budgets", "checks", "tcp",
-            "families")
+            "families", "routes_changed", "route_changes")
 
 
 class _Model(BaseModel):
@@ -154,6 +155,14 @@ class FamilyVerdict(_Model):
     lost: int  # both directions, affected flows included
 
 
+class RouteChange(_Model):
+    """A route added, replaced or deleted in one of the lab's namespaces during the case (events.routelog)."""
+
+    at_s: float  # seconds from the event
+    ns: str
+    change: str  # as iproute2 prints it ("Deleted 198.51.100.0/28 via 198.18.0.11 dev ge-0-2-1 proto bird ...")
+
+
 class EventResult(_Model):
     event: str
     title: str
@@ -188,6 +197,8 @@ class EventResult(_Model):
     checks: list[Check] | None = None  # what the runner checked before (and after) the event
     tcp: TcpFigures | None = None  # with --tcp: the long-lived TCP connections beside the flows
     families: dict[str, FamilyVerdict] | None = None  # "4", "6": each family's verdict (IPv6 in the run)
+    routes_changed: dict[str, int] | None = None  # namespace -> route changes during the case
+    route_changes: list[RouteChange] | None = None  # a failed case: the changes themselves (the first 80)
 
     @property
     def status(self) -> Literal["passed", "failed"]:

@@ -24,11 +24,11 @@ from ..plan import trafficsetup
 from ..plan.pipeline import LabPlan
 from ..runtime import bgpready, ops
 from ..runtime.state import LabState
-from . import baseline, families, sessions
+from . import baseline, families, routelog, sessions
 from . import budgets as budgetsmod
 from . import catalog as eventsmod
 from . import tcp as tcpmod
-from .result import DAEMON_RETURN_S, CaseError, Check, DaemonCrash, EventError, EventResult, TcpFigures
+from .result import DAEMON_RETURN_S, CaseError, Check, DaemonCrash, EventError, EventResult, RouteChange, TcpFigures
 from .verdict import analyse
 from .watch import (
     Sampler,
@@ -244,6 +244,7 @@ def _run(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target: str
     flows = [f for setup in setups.values() for f in setup.flows]
     sampler = Sampler(mx_ns, selector_configs(plan)).start()
     watcher = TableWatcher(selector_status_files(state, plan)).start()
+    routes = routelog.RouteLog([ns.name for ns in plan.namespaces]).start()
     children: dict[tuple[int, str], Any] = {}  # (family, job name) -> the spawned process
     marks: dict[str, float] = {}
     tcp_report: dict[str, Any] | None = None
@@ -301,6 +302,7 @@ def _run(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target: str
     finally:
         sampler.stop()
         watcher.stop()
+        routes.stop()
         if scratch:
             shutil.rmtree(scratch, ignore_errors=True)
     pair = next((p for p in plan.mnha if target in p), None) if event.name == "mnha-pair-power-off" else None
@@ -346,6 +348,11 @@ def _run(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target: str
                            detail="every member in service back in every selector table, no change for 2 s"
                            if settled else f"the selector tables did not settle within {MAX_EXTRA_S - 5:.0f} s "
                            "after the event: the carriers after it were read on an unsettled lab")]
+    changes = routes.changes()
+    result.routes_changed = routelog.counts(changes)
+    if not result.passed:  # what the routers did while flows lost packets, for whoever reads the failure
+        result.route_changes = [RouteChange(at_s=round(c.at - marks["event"], 3), ns=c.ns, change=c.change)
+                                for c in routelog.kept(changes)]
     if tcp_report is not None:
         result.tcp = TcpFigures.model_validate(tcpmod.figures(tcp_report, tcp_before, marks.get("event")))
     if during:

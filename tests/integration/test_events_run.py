@@ -35,6 +35,9 @@ def test_events_run_reports_convergence_and_recovery(tmp_path: Path) -> None:
         assert power["convergence_ms"]["max"] < 1000
         assert power["resolution_ms"] == 20.0
         assert power["timeline"], "pps per SRX sampled around the event"
+        assert any(ns.endswith("mx1-trust-vr") and n > 0 for ns, n in power["routes_changed"].items()), \
+            "the MX's ECMP route lost srx1 and got it back: seen by the case's route log"
+        assert "route_changes" not in power, "a passing case keeps counts only"
         tlb = events["restart-tlb"]
         assert tlb["passed"] and tlb["forward"]["lost"] == 0, "restarting the selector daemon loses no packet"
         suite = ET.parse(junit).getroot()

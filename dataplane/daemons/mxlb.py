@@ -277,17 +277,20 @@ class Daemon(SelectorCore):
             want = first.nexthop if first else None
             if self.fallback_route.get(side, "?") == want:
                 continue
-            for family, default in ((2, "0.0.0.0"), (10, "::")):
-                with contextlib.suppress(Exception):  # absent already (or no IPv6 in this lab)
-                    ipr.route("del", dst=default, dst_len=0, family=family, table=self.config.fallback_table,
-                              priority=1)
-            if first is not None:
+            if first is None:
+                for family, default in ((2, "0.0.0.0"), (10, "::")):
+                    with contextlib.suppress(Exception):  # absent already (or no IPv6 in this lab)
+                        ipr.route("del", dst=default, dst_len=0, family=family, table=self.config.fallback_table,
+                                  priority=1)
+            else:
+                # replaced in place, never deleted first: a restarted daemon (which starts knowing no
+                # route) rewrites the same route without a moment when the table has none
                 oif = ipr.link_lookup(ifname=first.dev)
                 try:
-                    ipr.route("add", dst="0.0.0.0", dst_len=0, table=self.config.fallback_table, priority=1,
+                    ipr.route("replace", dst="0.0.0.0", dst_len=0, table=self.config.fallback_table, priority=1,
                               gateway=first.nexthop, oif=oif[0] if oif else None)
                     if first.nexthop6:
-                        ipr.route("add", dst="::", dst_len=0, family=10, table=self.config.fallback_table,
+                        ipr.route("replace", dst="::", dst_len=0, family=10, table=self.config.fallback_table,
                                   priority=1, gateway=first.nexthop6, oif=oif[0] if oif else None)
                 except Exception as exc:  # noqa: BLE001 - its link went down meanwhile: the next change retries
                     print(f"{time.strftime('%H:%M:%S')} {side}: fallback via {first.nexthop} failed: {exc}", flush=True)

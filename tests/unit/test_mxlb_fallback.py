@@ -13,12 +13,14 @@ class FakeRoutes:
     def __init__(self, refuse: bool = False):
         self.refuse = refuse
         self.added: list[dict[str, Any]] = []
+        self.verbs: list[str] = []
 
     def link_lookup(self, ifname: str) -> list[int]:
         return [{"ge-0-0-0": 2, "ge-0-0-1": 3}[ifname]]
 
     def route(self, verb: str, **kw: Any) -> None:
-        if verb == "add":
+        self.verbs.append(verb)
+        if verb == "replace":
             if self.refuse:
                 raise OSError(101, "Network is unreachable")
             self.added.append(kw)
@@ -52,3 +54,13 @@ def test_a_refused_fallback_route_is_retried_not_fatal() -> None:
     routes.refuse = False
     Daemon.program_fallback(state, table("MNHA_SRX1"))
     assert state.fallback_route == {"trust": "198.18.0.1"}
+
+
+def test_a_restarted_daemon_rewrites_the_route_in_place_and_only_deletes_it_with_no_member() -> None:
+    routes = FakeRoutes()
+    state = daemon(routes, srx1_link_up=True)  # fallback_route {}: what a restarted daemon knows
+    Daemon.program_fallback(state, table("MNHA_SRX1", "MNHA_SRX3"))
+    assert routes.verbs == ["replace"], "no delete before: the route the kernel kept is never missing"
+    routes.verbs.clear()
+    Daemon.program_fallback(state, table())
+    assert routes.verbs == ["del", "del"] and state.fallback_route == {"trust": None}

@@ -80,3 +80,19 @@ def test_a_failed_case_carries_its_route_changes_in_the_json() -> None:
     assert out["routes_changed"] == {"t3-mx1-untrust-vr": 3} and out["route_changes"] == changes
     assert result.route_changes == [RouteChange(**changes[0])]
     assert "route_changes" not in EventResult.from_json(sample()).to_json(), "absent when not recorded"
+
+
+def test_a_failed_case_prints_its_first_route_changes(capsys: pytest.CaptureFixture[str]) -> None:
+    from test_eventresult import sample
+
+    from lab_orchestrator.cli import events as cli_events
+
+    changes = [{"at_s": round(0.5 + i / 100, 3), "ns": "t3-mx1-untrust-vr", "change": f"Deleted 198.51.100.{i}/32 [x]"}
+               for i in range(25)]
+    result = EventResult.from_json(sample(passed=False, routes_changed={"t3-mx1-untrust-vr": 25, "t3-srx1": 4},
+                                          route_changes=changes))
+    cli_events.print_route_changes(result)
+    text = capsys.readouterr().out
+    assert "route changes during the case: 29 in 2 namespaces, the first 20:" in text
+    assert "+0.500 s  t3-mx1-untrust-vr: Deleted 198.51.100.0/32 [x]" in text, "printed as is (no markup)"
+    assert "198.51.100.19/32" in text and "198.51.100.20/32" not in text

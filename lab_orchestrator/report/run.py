@@ -28,6 +28,7 @@ from .. import __version__
 from ..events.result import CaseError
 from ..model.diagnostics import LabError
 from . import document as reportgen
+from . import families
 from .testplan import REPO, Case, LoadedPlan, TrafficParams
 
 # Seconds a case takes beyond its traffic phases (spawning, carrier reads, selector quiet time),
@@ -419,4 +420,5 @@ def describe(record: dict[str, Any]) -> str:
     return (f"{record['id']} on {record['target']}: {record['status'].upper()}{why} convergence "
             f"{f['convergence_max_ms']:.0f}/{f['convergence_median_ms']:.0f} ms, unaffected loss "
             f"{f['unaffected_loss']}, moved {f['flows_moved']}/{f['flows_expected']}, "
-            f"{'recovered' if f['recovered'] else 'NOT recovered'}{cap} ({record['duration_s']:.0f} s)")
+            f"{'recovered' if f['recovered'] else 'NOT recovered'}{families.text(record['result'])}{cap} "
+            f"({record['duration_s']:.0f} s)")

@@ -292,6 +292,10 @@ class Daemon(SelectorCore):
                     if first.nexthop6:
                         ipr.route("replace", dst="::", dst_len=0, family=10, table=self.config.fallback_table,
                                   priority=1, gateway=first.nexthop6, oif=oif[0] if oif else None)
+                    else:  # no IPv6 through this member: none through the one before either
+                        with contextlib.suppress(Exception):  # absent already (or no IPv6 in this lab)
+                            ipr.route("del", dst="::", dst_len=0, family=10, table=self.config.fallback_table,
+                                      priority=1)
                 except Exception as exc:  # noqa: BLE001 - its link went down meanwhile: the next change retries
                     print(f"{time.strftime('%H:%M:%S')} {side}: fallback via {first.nexthop} failed: {exc}", flush=True)
                     self.fallback_route.pop(side, None)

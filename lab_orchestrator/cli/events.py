@@ -224,7 +224,7 @@ def print_event(r: EventResult) -> None:
     if r.checks:
         out.print("  checked: " + ", ".join(f"{c.name} {'[green]ok[/]' if c.ok else '[red]NO[/]'}" for c in r.checks),
                   highlight=False)
-    if r.route_changes:
+    if r.route_changes and r.status != "passed":
         print_route_changes(r)
     out.print(f"  resolution {r.resolution_ms} ms per flow; verdict: "
               f"{'[green]pass[/]' if r.passed else '[red]FAIL[/]'}")
@@ -241,6 +241,8 @@ def print_route_changes(r: EventResult) -> None:
               + (f", the first {ROUTE_LINES}:" if len(changes) > ROUTE_LINES else ":"), highlight=False)
     for c in changes[:ROUTE_LINES]:
         out.print(f"    {c.at_s:+8.3f} s  {c.ns}: {c.change}", markup=False, highlight=False)
+    if r.routes_unmonitored:
+        out.print(f"  route monitor ended early (changes unknown): {', '.join(r.routes_unmonitored)}", highlight=False)
 
 
 def print_tcp(r: EventResult) -> None:

@@ -3,8 +3,8 @@
 `eventrun.run_event` builds it (`eventverdict.analyse`), the CLI prints it, `eventverdict.junit` / `.plot` and the JSON
 writers read it. `to_json()` gives the documented JSON form (docs/events.md: same keys, same order
 as always; the optional parts `daemon_crash`, `flows_moved_on_restore`,
-`flows_moved_on_restore_ideal_max`, `budgets`, `tcp`, `routes_changed` and `route_changes` only when
-they apply), `from_json()` reads it back
+`flows_moved_on_restore_ideal_max`, `budgets`, `tcp`, `routes_changed`, `routes_unmonitored` and
+`route_changes` (a failed case's) only when they apply), `from_json()` reads it back
 with validation. The receivers' and senders' own reports (`forward`, `reverse`, `senders`) are the
 traffic generator's format (dataplane.traffic), kept as they are.
 """
@@ -21,7 +21,7 @@ from . import budgets as budgetsmod
 
 DAEMON_RETURN_S = 5.0  # daemon-crash passes only if the daemon runs again within this
 OPTIONAL = ("daemon_crash", "flows_moved_on_restore", "flows_moved_on_restore_ideal_max", "budgets", "checks", "tcp",
-            "families", "routes_changed", "route_changes")
+            "families", "routes_changed", "routes_unmonitored", "route_changes")
 
 
 class _Model(BaseModel):
@@ -198,7 +198,9 @@ class EventResult(_Model):
     tcp: TcpFigures | None = None  # with --tcp: the long-lived TCP connections beside the flows
     families: dict[str, FamilyVerdict] | None = None  # "4", "6": each family's verdict (IPv6 in the run)
     routes_changed: dict[str, int] | None = None  # namespace -> route changes during the case
-    route_changes: list[RouteChange] | None = None  # a failed case: the changes themselves (the first 80)
+    routes_unmonitored: list[str] | None = None  # namespaces whose route monitor had ended by itself
+    route_changes: list[RouteChange] | None = None  # the changes themselves (the first 80 from 1 s before
+    # the event); in the JSON of a failed case only
 
     @property
     def status(self) -> Literal["passed", "failed"]:
@@ -210,6 +212,8 @@ class EventResult(_Model):
             if data[key] is None:
                 del data[key]
         data["status"] = self.status
+        if data["status"] == "passed":
+            data.pop("route_changes", None)
         return data
 
     @classmethod

@@ -12,6 +12,7 @@ flows through the same path (`tcp`), and their outcomes join the verdict through
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import tempfile
 import time
@@ -302,7 +303,8 @@ def _run(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target: str
     finally:
         sampler.stop()
         watcher.stop()
-        routes.stop()
+        with contextlib.suppress(Exception):  # the route log is a clue: it never hides the case's own error
+            routes.stop()
         if scratch:
             shutil.rmtree(scratch, ignore_errors=True)
     pair = next((p for p in plan.mnha if target in p), None) if event.name == "mnha-pair-power-off" else None
@@ -350,9 +352,11 @@ def _run(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target: str
                            "after the event: the carriers after it were read on an unsettled lab")]
     changes = routes.changes()
     result.routes_changed = routelog.counts(changes)
-    if not result.passed:  # what the routers did while flows lost packets, for whoever reads the failure
-        result.route_changes = [RouteChange(at_s=round(c.at - marks["event"], 3), ns=c.ns, change=c.change)
-                                for c in routelog.kept(changes)]
+    result.routes_unmonitored = routes.unmonitored or None
+    # what the routers did from a second before the event: written out only for a case that fails
+    # (here, or later by a check or a budget: EventResult.to_json decides on the final status)
+    result.route_changes = [RouteChange(at_s=round(c.at - marks["event"], 3), ns=c.ns, change=c.change)
+                            for c in routelog.kept(changes, since=marks["event"] - 1.0)]
     if tcp_report is not None:
         result.tcp = TcpFigures.model_validate(tcpmod.figures(tcp_report, tcp_before, marks.get("event")))
     if during:

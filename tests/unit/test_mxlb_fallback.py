@@ -60,7 +60,20 @@ def test_a_restarted_daemon_rewrites_the_route_in_place_and_only_deletes_it_with
     routes = FakeRoutes()
     state = daemon(routes, srx1_link_up=True)  # fallback_route {}: what a restarted daemon knows
     Daemon.program_fallback(state, table("MNHA_SRX1", "MNHA_SRX3"))
-    assert routes.verbs == ["replace"], "no delete before: the route the kernel kept is never missing"
+    assert routes.verbs == ["replace", "del"], "no delete before: the route the kernel kept is never missing " \
+        "(the IPv6 one goes: this member has no IPv6 next hop)"
     routes.verbs.clear()
     Daemon.program_fallback(state, table())
     assert routes.verbs == ["del", "del"] and state.fallback_route == {"trust": None}
+
+
+def test_the_ipv6_fallback_follows_the_member_and_goes_with_a_member_without_ipv6() -> None:
+    routes = FakeRoutes()
+    state = daemon(routes, srx1_link_up=True)
+    state.selectors[0].members[0].nexthop6 = "2001:db8::1"
+    Daemon.program_fallback(state, table("MNHA_SRX1", "MNHA_SRX3"))
+    assert [(v, r.get("family", 2), r["gateway"]) for v, r in zip(routes.verbs, routes.added, strict=True)] == [
+        ("replace", 2, "198.18.0.1"), ("replace", 10, "2001:db8::1")]
+    routes.verbs.clear()
+    Daemon.program_fallback(state, table("MNHA_SRX3"))  # the next member has no IPv6 next hop
+    assert routes.verbs == ["replace", "del"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 import time
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -14,7 +14,8 @@ from lab_orchestrator.events.result import EventResult, RouteChange
 
 
 def stamp(wall: float) -> str:
-    return "[" + datetime.fromtimestamp(wall).isoformat(timespec="microseconds") + "]"
+    """As iproute2 prints it with TZ=UTC0 (naive, UTC)."""
+    return "[" + datetime.fromtimestamp(wall, UTC).replace(tzinfo=None).isoformat(timespec="microseconds") + "]"
 
 
 def test_lines_are_timed_on_the_monotonic_clock() -> None:
@@ -33,10 +34,27 @@ def test_noise_and_unstamped_lines_are_left_out() -> None:
     lines = [f"{stamp(wall)} local 198.18.0.10 dev ge-0-2-1 table local proto kernel scope host src 198.18.0.10 ",
              f"{stamp(wall)} fe80::/64 dev ge-0-2-1 proto kernel metric 256 pref medium",
              f"{stamp(wall)} multicast ff00::/8 dev ge-0-2-1 table local proto kernel metric 256 pref medium",
+             f"{stamp(wall)} Deleted ff00::/8 dev ge-0-2-1 table main metric 256 pref medium",
              "Deleted 10.0.0.0/8 via 10.1.1.1 dev eth0",  # no time stamp: not iproute2's -ts form
-             f"{stamp(wall)} 198.18.0.10/31 dev ge-0-2-1 proto kernel scope link src 198.18.0.10 linkdown "]
+             f"{stamp(wall)} 198.18.0.10/31 dev ge-0-2-1 proto kernel scope link src 198.18.0.10 linkdown ",
+             # kept: a link-local next hop, a prefix that merely contains ff00, a blackhole
+             f"{stamp(wall)} 2001:db8::/64 via fe80::1 dev ge-0-2-1 proto bird metric 32 pref medium",
+             f"{stamp(wall)} 2001:db8:ff00::/40 dev ge-0-2-1 metric 1024 pref medium",
+             f"{stamp(wall)} Deleted blackhole default table 199 proto static metric 4294967295"]
     assert [c.change for c in routelog.parse("ns", lines, 0.0)] == [
-        "198.18.0.10/31 dev ge-0-2-1 proto kernel scope link src 198.18.0.10 linkdown"]
+        "198.18.0.10/31 dev ge-0-2-1 proto kernel scope link src 198.18.0.10 linkdown",
+        "2001:db8::/64 via fe80::1 dev ge-0-2-1 proto bird metric 32 pref medium",
+        "2001:db8:ff00::/40 dev ge-0-2-1 metric 1024 pref medium",
+        "Deleted blackhole default table 199 proto static metric 4294967295"]
+
+
+def test_a_multipath_route_keeps_its_next_hops_on_its_line() -> None:
+    # iproute2 -o joins a multipath route's next-hop lines with a backslash and a tab
+    line = (f"{stamp(1_796_434_000.0)} Deleted 198.51.100.0/28 proto bird metric 32 \\\tnexthop via 198.18.0.11 "
+            "dev ge-0-2-1 weight 1 \\\tnexthop via 198.18.0.15 dev ge-0-2-2 weight 1 ")
+    assert [c.change for c in routelog.parse("ns", [line], 0.0)] == [
+        "Deleted 198.51.100.0/28 proto bird metric 32 | nexthop via 198.18.0.11 dev ge-0-2-1 weight 1"
+        " | nexthop via 198.18.0.15 dev ge-0-2-2 weight 1"]
 
 
 def test_kept_takes_the_earliest_and_counts_take_all() -> None:
@@ -46,6 +64,7 @@ def test_kept_takes_the_earliest_and_counts_take_all() -> None:
     assert [c.at for c in first] == sorted(c.at for c in first)
     assert max(c.at for c in first) <= min(c.at for c in changes if c not in first)
     assert routelog.counts(changes) == {"ns0": 67, "ns1": 67, "ns2": 66}
+    assert {c.at for c in routelog.kept(changes, since=5.0)} == {5.0, 6.0}, "from SINCE on"
 
 
 def test_the_log_runs_a_monitor_per_namespace_and_reads_what_it_wrote(monkeypatch: pytest.MonkeyPatch,
@@ -80,6 +99,11 @@ def test_a_failed_case_carries_its_route_changes_in_the_json() -> None:
     assert out["routes_changed"] == {"t3-mx1-untrust-vr": 3} and out["route_changes"] == changes
     assert result.route_changes == [RouteChange(**changes[0])]
     assert "route_changes" not in EventResult.from_json(sample()).to_json(), "absent when not recorded"
+    passed = EventResult.from_json(sample(routes_changed={"t3-mx1-untrust-vr": 1}, route_changes=changes))
+    assert "route_changes" not in passed.to_json(), "a passing case writes counts only"
+    broken = EventResult.from_json(sample(route_changes=changes, budgets=[
+        {"metric": "convergence_ms", "limit": 1.0, "measured": 60.0, "ok": False, "scope": "event"}]))
+    assert broken.status == "failed" and broken.to_json()["route_changes"] == changes, "a broken budget fails it"
 
 
 def test_a_failed_case_prints_its_first_route_changes(capsys: pytest.CaptureFixture[str]) -> None:
@@ -96,3 +120,15 @@ def test_a_failed_case_prints_its_first_route_changes(capsys: pytest.CaptureFixt
     assert "route changes during the case: 29 in 2 namespaces, the first 20:" in text
     assert "+0.500 s  t3-mx1-untrust-vr: Deleted 198.51.100.0/32 [x]" in text, "printed as is (no markup)"
     assert "198.51.100.19/32" in text and "198.51.100.20/32" not in text
+
+
+def test_a_monitor_that_ended_by_itself_is_named_not_taken_for_silence(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(routelog, "monitor_argv", lambda ns: [sys.executable, "-c", "raise SystemExit(1)"]
+                        if ns == "gone" else [sys.executable, "-c", "import time; time.sleep(30)"])
+    log = routelog.RouteLog(["gone", "here"]).start()
+    for _ in range(100):
+        if log.procs[0][1].poll() is not None:
+            break
+        time.sleep(0.05)
+    log.stop()
+    assert log.unmonitored == ["gone"] and log.changes() == []

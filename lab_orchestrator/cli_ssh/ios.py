@@ -139,18 +139,29 @@ def _route_lines(snap: Snapshot, inst: Instance, entry: rib.Entry, shown: str, i
     return lines
 
 
-def show_ip_route(snap: Snapshot, args: Args) -> Output:
+ROUTE_SOURCES = {"bgp": "BGP", "static": "Static", "connected": "Direct", "local": "Local"}  # keyword -> protocol
+
+
+def active_routes(snap: Snapshot, family: int) -> tuple[Instance, list[rib.Entry]] | Output:
+    """The node's active routes of one family (`show ip route`, `show ipv6 route`), or the error IOS gives."""
     inst = master_instance(snap)
     if inst is None:
         return error("routing table not available")
     if inst.bird_error:
         return error("BGP is not running (routing process restarting)")
-    table = rib.build(snap.node, inst, snap.now, snap.address_ages, snap.lab_created)[0]
-    entries = [e for e in table.entries if e.active]
+    tables = rib.build(snap.node, inst, snap.now, snap.address_ages, snap.lab_created, family=family)
+    return inst, [e for e in (tables[0].entries if tables else []) if e.active]
+
+
+def show_ip_route(snap: Snapshot, args: Args) -> Output:
+    found = active_routes(snap, 4)
+    if isinstance(found, Output):
+        return found
+    inst, entries = found
     address = args.get("address")
     if address:
         return _route_detail(snap, inst, entries, address)
-    protocol = {"bgp": "BGP", "static": "Static", "connected": "Direct", "local": "Local"}
+    protocol = ROUTE_SOURCES
     wanted = [protocol[k] for k in protocol if args.get(k)]
     if wanted:
         entries = [e for e in entries if e.protocol in wanted or (e.protocol == "Local" and "Direct" in wanted)]

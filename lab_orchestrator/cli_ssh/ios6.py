@@ -6,7 +6,7 @@ from __future__ import annotations
 from . import rib
 from .common import ios_address, ios_name
 from .gather import Snapshot
-from .ios import IOS_CODE, IOS_DISTANCE, Args, error, master_instance, route_data
+from .ios import IOS_CODE, IOS_DISTANCE, ROUTE_SOURCES, Args, active_routes, route_data
 from .pipes import Output
 
 CODES6 = """Codes: C - Connected, L - Local, S - Static, U - Per-user Static route
@@ -23,15 +23,11 @@ CODES6 = """Codes: C - Connected, L - Local, S - Static, U - Per-user Static rou
 def show_ipv6_route(snap: Snapshot, args: Args) -> Output:
     """`show ipv6 route [bgp|static|connected|local]`: the IPv6 table of a dual-stack lab, one entry per
     prefix and a `via` line per next hop, as IOS prints it (the loopback's own address `LC`)."""
-    inst = master_instance(snap)
-    if inst is None:
-        return error("routing table not available")
-    if inst.bird_error:
-        return error("BGP is not running (routing process restarting)")
-    tables = rib.build(snap.node, inst, snap.now, snap.address_ages, snap.lab_created, family=6)
-    entries = [e for e in (tables[0].entries if tables else []) if e.active]
-    protocol = {"bgp": "BGP", "static": "Static", "connected": "Direct", "local": "Local"}
-    wanted = [protocol[k] for k in protocol if args.get(k)]
+    found = active_routes(snap, 6)
+    if isinstance(found, Output):
+        return found
+    inst, entries = found
+    wanted = [ROUTE_SOURCES[k] for k in ROUTE_SOURCES if args.get(k)]
     if wanted:
         entries = [e for e in entries if e.protocol in wanted]
     out = [f"IPv6 Routing Table - default - {len(entries)} entries\n", CODES6]

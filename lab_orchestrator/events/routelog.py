@@ -20,6 +20,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -75,10 +76,7 @@ def kept(changes: Iterable[Change], since: float = float("-inf"), limit: int = M
 
 
 def counts(changes: Iterable[Change]) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for c in changes:
-        out[c.ns] = out.get(c.ns, 0) + 1
-    return dict(sorted(out.items()))
+    return dict(sorted(Counter(c.ns for c in changes).items()))
 
 
 def monitor_argv(ns: str) -> list[str]:

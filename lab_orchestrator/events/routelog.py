@@ -20,7 +20,6 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -76,7 +75,10 @@ def kept(changes: Iterable[Change], since: float = float("-inf"), limit: int = M
 
 
 def counts(changes: Iterable[Change]) -> dict[str, int]:
-    return dict(sorted(Counter(c.ns for c in changes).items()))
+    out: dict[str, int] = {}
+    for c in changes:
+        out[c.ns] = out.get(c.ns, 0) + 1
+    return dict(sorted(out.items()))
 
 
 def monitor_argv(ns: str) -> list[str]:

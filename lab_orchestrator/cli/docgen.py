@@ -47,7 +47,10 @@ DESCRIPTIONS = {
     "Addressing.nat_prefixlen": "size of each SRX's CGNAT pool",
     "Addressing.mgmt": "management /24 (default: 198.19.N.0/24, N from a hash of the lab name)",
     "Services.load_balancing": "how the MX spreads flows over the SRXs: ECMP CHASH, plain ECMP (comparison), TLB",
-    "Services.use_case": "SRX function: stateful firewall, or CGNAT (source NAT into each SRX's pool)",
+    "Services.use_case": "SRX function: stateful firewall, CGNAT (source NAT into each SRX's pool), or mixed "
+                         "(both, chosen by client source prefix: nat_sources)",
+    "Services.nat_sources": "use_case mixed: the client prefixes translated into the SRXs' pools (NAPT44); the "
+                            "other client prefixes are SFW (untranslated)",
     "Services.bfd": "BFD on every eBGP session (the JVD: 300 ms x 3); off by default (no nonstop routing in BIRD)",
     "Bfd.interval_ms": "minimum-interval and minimum-receive-interval",
     "Bfd.multiplier": "missed intervals before the session is down",

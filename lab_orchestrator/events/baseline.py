@@ -20,6 +20,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ..model.schema import NAT_USE_CASES
 from ..plan.pipeline import LabPlan
 
 BASELINE_S = 1.0  # seconds of traffic judged before each event
@@ -191,7 +192,7 @@ def measure(plan: LabPlan, flows: int, rate: float, sizes: str, seconds: float =
     from ..plan import trafficsetup
 
     fams = families or [4]
-    nat = plan.use_case == "cgnat"
+    nat = plan.use_case in NAT_USE_CASES
     scratch = tempfile.mkdtemp(prefix="lab-baseline-") if nat and reverse else None
     setups = trafficsetup.by_family(plan, fams, flows, rate, sizes, seconds, reverse=reverse, nat=nat,
                                     bindings=trafficsetup.bindings_fifo(scratch) if scratch else None,

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..model.diagnostics import LabError
+from ..model.schema import NAT_USE_CASES
 from ..plan import trafficsetup
 from ..plan.pipeline import LabPlan
 from ..runtime import bgpready, ops
@@ -236,7 +237,7 @@ def _run(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target: str
     mx_ns = [ns for n in load_balancers(plan) for ns in n.namespaces if ns.endswith("-trust-vr")]
     # CGNAT: the server sees each flow's NAT binding, not the subscriber; the forward receiver
     # publishes the bindings on a FIFO and the reverse sender answers them (and follows a re-bind).
-    nat = plan.use_case == "cgnat"
+    nat = plan.use_case in NAT_USE_CASES
     scratch = tempfile.mkdtemp(prefix="lab-events-") if nat and spec.reverse else None
     setups = trafficsetup.by_family(plan, fams, spec.flows, spec.rate, spec.sizes, total, reverse=spec.reverse,
                                     nat=nat, bindings=trafficsetup.bindings_fifo(scratch) if scratch else None,
@@ -324,7 +325,7 @@ def _run(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target: str
         return analyse(event, target, summary, [f for fam in fams_judged for f in setups[fam].flows], before,
                        during or after, merged("rx-forward") or {}, merged("rx-reverse"), merged("tx-forward") or {},
                        per_flow, marks, sampler, pair, moved_back, merged("tx-reverse"), involved=involved,
-                       nat=plan.use_case == "cgnat", expected=expected, carriers_after=after if during else None,
+                       nat=plan.use_case in NAT_USE_CASES, expected=expected, carriers_after=after if during else None,
                        pools={n.name: n.nat_pool for n in plan.nodes if n.nat_pool})
 
     result = judge(fams)

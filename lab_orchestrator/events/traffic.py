@@ -21,6 +21,7 @@ from dataplane.traffic import Accounting, Receiver, Sender
 
 from .. import kinds
 from ..model.diagnostics import LabError
+from ..model.schema import NAT_USE_CASES
 from ..plan import trafficsetup
 from ..runtime import supervisor
 from ..runtime.ops import load_plan
@@ -44,7 +45,7 @@ def start(state: LabState, flows: int, rate: float, sizes: str, duration: float,
         raise LabError("traffic is already running in this lab (`lab traffic stop` first)")
     plan = load_plan(state)
     fams = trafficsetup.families(plan, family)
-    nat = plan.use_case == "cgnat"
+    nat = plan.use_case in NAT_USE_CASES  # mixed: the SFW flows' bindings are their own addresses
     where = folder(state)
     where.mkdir(exist_ok=True)
     setups = trafficsetup.by_family(plan, fams, flows, rate, sizes, duration, reverse=reverse, nat=nat,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from ..model.schema import Node
@@ -57,13 +57,20 @@ ROUTER_SYSCTLS = NO_IPV6 + (
 )
 
 
-def originated_only(protocol: str, zone: str | None, local_as: int, use_case: str) -> str:
+def originated_only(protocol: str, zone: str | None, local_as: int, use_case: str,
+                    nat_sources: tuple[str, ...] = ()) -> str:
     """The default BGP export: what the node itself originates."""
     return "where proto = \"originated\""
 
 
-# (protocol, zone of its link, local AS, the lab's use case) -> the BIRD export of that session
-ExportPolicy = Callable[[str, "str | None", int, str], str]
+class ExportPolicy(Protocol):
+    """(protocol, zone of its link, local AS, the lab's use case, the client prefixes a mixed lab
+    translates) -> the BIRD export of that session."""
+
+    def __call__(self, protocol: str, zone: str | None, local_as: int, use_case: str,
+                 nat_sources: tuple[str, ...] = ()) -> str: ...
+
+
 # a problem of a node's own settings: (YAML path below the node, message, hint or None)
 NodeProblem = tuple[tuple[str, ...], str, "str | None"]
 

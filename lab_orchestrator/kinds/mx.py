@@ -19,7 +19,7 @@ def check(node: Node) -> Iterable[NodeProblem]:
         yield ("bgp", "as"), "an mx takes trust_as/untrust_as, not as", None
 
 
-def exports(protocol: str, zone: str | None, local_as: int, use_case: str) -> str:
+def exports(protocol: str, zone: str | None, local_as: int, use_case: str, nat_sources: tuple[str, ...] = ()) -> str:
     """Toward the SRXs (fw_*): what the cores announce; toward the cores: what the SRXs announce."""
     if protocol.startswith("fw_"):
         # SRX loopbacks are passed between SRXs too: an MNHA node tells a dead ICL from a

@@ -17,19 +17,28 @@ def check(node: Node) -> Iterable[NodeProblem]:
     yield from no_bgp_as_instances(node)
 
 
-def exports(protocol: str, zone: str | None, local_as: int, use_case: str) -> str:
+def exports(protocol: str, zone: str | None, local_as: int, use_case: str, nat_sources: tuple[str, ...] = ()) -> str:
     """Trust side: the untrust routes (0/0, servers); untrust side: the trust routes (clients), or
-    with CGNAT the SRX's own pool."""
+    with CGNAT the SRX's own pool; mixed: the pool and the trust routes but the translated client
+    prefixes (NAT_SOURCES), as the JVD's MX announces 172.160.0.0/12 (SFW) and the NAT pools, not
+    172.80.0.0/12 (NAPT44), toward the untrust gateway."""
     if zone == "trust":
         return 'where proto ~ "untrust_*" || proto = "loopback"'
-    if use_case == "cgnat":
+    if use_case in ("cgnat", "mixed"):
         # The MNHA peer's pool too, prepended more than its owner prepends it while healthy, less
         # than once it has lost activeness (render: once more with equal prepends; with the A/B
         # roles, the A node twice more, the B node not more): after a failover the pool's return
         # traffic reaches this node, which holds the synchronised NAT bindings.
         prepend = f"bgp_path.prepend({local_as});"
+        # mixed: an SFW client's answers come back by its own prefix; a translated client's never
+        # carry its address (they come back to the pool), so its prefix is not announced
+        sfw = ""
+        if use_case == "mixed":
+            hidden = ", ".join(f"{p}+" for p in nat_sources)
+            sfw = f'if proto ~ "trust_*" && !(net ~ [ {hidden} ]) then accept; ' if hidden else \
+                'if proto ~ "trust_*" then accept; '
         return ('filter { if proto = "originated" || proto = "loopback" then accept; '
-                f'if proto = "peer_pool" then {{ {prepend} accept; }} reject; }}')
+                f'if proto = "peer_pool" then {{ {prepend} accept; }} {sfw}reject; }}')
     return 'where proto ~ "trust_*" || proto = "loopback"'
 
 

@@ -16,7 +16,9 @@ from dataplane.core.chash import DEFAULT_BUCKETS
 NodeKind = Literal["mx", "srx", "ios-router", "host"]
 Zone = Literal["trust", "untrust", "icl"]
 LoadBalancing = Literal["ecmp-chash", "ecmp", "tlb"]
-UseCase = Literal["sfw", "cgnat"]
+UseCase = Literal["sfw", "cgnat", "mixed"]
+# the use cases in which SRXs translate sources into their pools (cgnat: every client; mixed: nat_sources)
+NAT_USE_CASES = ("cgnat", "mixed")
 DefaultPolicy = Literal["deny-all", "permit-all"]
 
 NAME_PATTERN = r"^[a-z][a-z0-9-]*$"
@@ -248,6 +250,10 @@ class Bfd(Strict):
 class Services(Strict):
     load_balancing: LoadBalancing = "ecmp-chash"
     use_case: UseCase = "sfw"
+    # use_case mixed (the JVD's SRXs run SFW and NAPT44 side by side, chosen by source prefix): the client
+    # prefixes whose flows the SRXs translate into their pools (`security nat source rule-set ... match
+    # source-address`), each one of the client hosts' prefixes; every other client prefix is SFW.
+    nat_sources: list[IPv4Network] = []
     # The SRXs' `security policies default-policy`: what a packet that opens a session no policy
     # permits meets. deny-all drops it; permit-all (the JVD's test bed) accepts it as a new session,
     # so sessions opened from untrust, and answers reaching an SRX that holds no session, pass.

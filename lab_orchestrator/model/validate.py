@@ -19,6 +19,7 @@ from .diagnostics import Diagnostic, TopologyInvalid, YamlPath, did_you_mean, do
 from .modelpass import caused_by_drop, model_pass, pydantic_diagnostics
 from .modelpass import normalise as _normalise
 from .schema import NAME_PATTERN, Topology
+from .usecase import check_use_case
 from .validate6 import check_v6
 from .yamlsrc import SourceMap, load_checked, read
 
@@ -75,6 +76,7 @@ def check(topo: Topology, src: SourceMap,
     yield from _check_pairs(topo, src)
     yield from _check_flexvpn(topo, src)
     yield from _check_gateways(topo, src)
+    yield from check_use_case(topo, src)
 
 
 def _check_nodes(topo: Topology, src: SourceMap) -> Iterable[Diagnostic]:
@@ -484,3 +486,4 @@ def _check_gateways(topo: Topology, src: SourceMap) -> Iterable[Diagnostic]:
         if node.gateway not in neighbours:
             yield src.diag(("nodes", name, "gateway"), f"gateway {node.gateway} is no neighbour's address",
                            f"neighbours: {', '.join(sorted(str(n) for n in neighbours))}")
+

@@ -16,7 +16,7 @@ from dataclasses import replace
 from ipaddress import IPv4Interface, IPv4Network
 
 from .. import kinds
-from ..model import naming
+from ..model import naming, usecase
 from ..model.naming import default_mgmt_subnet, free_mgmt_subnet
 from ..model.schema import Link, Node, Topology
 from . import render, sshplan
@@ -141,7 +141,7 @@ def _nodes(topo: Topology, plan: LabPlan, python: str) -> None:
                     plan_node.loopbacks[key] = str(node.loopback)
                 else:
                     plan_node.loopbacks[key] = str(loopbacks.next().network_address)
-        if kind.firewall and topo.services.use_case == "cgnat":
+        if kind.firewall and usecase.translates(topo.services.use_case):
             plan_node.nat_pool = str(node.nat_pool or nat_pools.next())
         plan.nodes.append(plan_node)
         ifindex += 1

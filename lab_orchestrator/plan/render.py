@@ -11,7 +11,7 @@ import jinja2
 from labkit.contracts import CONNTRACKD_SYNC_PORT, MNHA_PORT
 
 from .. import kinds
-from ..model import naming
+from ..model import naming, usecase
 from ..model.schema import Topology
 from .features import ipv6, mnha, srd
 from .plantypes import BgpSession, ExpectedRoute, Interface, LabPlan, NodePlan, Process, Ruleset
@@ -133,7 +133,8 @@ def icl_export(kind: str, loopback: str) -> str:
 
 def _exports(kind: str, use_case: str, sessions: list[BgpSession], srg1: bool = False,
              srd: bool = False, srg2_net: str | None = None, b_nets: tuple[str, ...] = (),
-             peer_pool_extra: int = 1, node: NodePlan | None = None, loopback: str = "") -> dict[str, str]:
+             peer_pool_extra: int = 1, node: NodePlan | None = None, loopback: str = "",
+             nat_sources: tuple[str, ...] = ()) -> dict[str, str]:
     """Which routes each BGP session announces: the JVD's route exchange, per role (the kind's
     export policy), prepended by an MNHA pair's SRG1 role (SRG1) or an SRD pair's mastership (SRD).
     An IPv6 session announces the same kinds of routes in IPv6 (`ipv6.export6`)."""
@@ -146,7 +147,7 @@ def _exports(kind: str, use_case: str, sessions: list[BgpSession], srg1: bool = 
         if s.family == 6:
             out[s.protocol] = ipv6.export6(policy(s.protocol, s.zone, s.local_as, "sfw"))
         else:
-            out[s.protocol] = policy(s.protocol, s.zone, s.local_as, use_case)
+            out[s.protocol] = policy(s.protocol, s.zone, s.local_as, use_case, nat_sources)
         if srg1:
             nets6 = ipv6.b_nets6(node, b_nets) if node is not None else ()
             srg2 = ipv6.srg2_net6(node) if node is not None and srg2_net else None
@@ -191,7 +192,8 @@ def _bird_files(topo: Topology, plan: LabPlan, node: NodePlan, env: jinja2.Envir
                              srg2_net=f"{node.lo_units['2']}/32" if "2" in node.lo_units else None,
                              b_nets=_b_nets(topo, plan, node) if in_mnha else (),
                              peer_pool_extra=_peer_pool_extra(topo, node.name), node=node,
-                             loopback=node.loopbacks[instance or ""]),
+                             loopback=node.loopbacks[instance or ""],
+                             nat_sources=tuple(str(p) for p in topo.services.nat_sources)),
             # BIRD merges at most 16 equal paths unless told more: as many as this BIRD has sessions
             role_include=role_include, bfd=topo.services.bfd if sessions else None, merge_limit=len(sessions),
             dual_stack=plan.dual_stack, statics6=ipv6.statics6(topo, plan, node) if instance is None else [],
@@ -266,6 +268,8 @@ def _srx_ruleset(topo: Topology, plan: LabPlan, node: NodePlan, env: jinja2.Envi
         mnha_ports=(MNHA_PORT, CONNTRACKD_SYNC_PORT),
         trust=[i.name for i in own if i.zone == "trust"], untrust=[i.name for i in own if i.zone == "untrust"],
         pool_first=pool.network_address if pool else "", pool_last=pool.broadcast_address if pool else "",
+        # mixed: only these sources are translated (the JVD's rule match source-address); else every one
+        nat_sources=[str(p) for p in topo.services.nat_sources] if plan.use_case == "mixed" else [],
     )
     node.files.append(name)
     plan.rulesets.append(Ruleset(node.name, node.master_ns, name))
@@ -286,9 +290,12 @@ def _expected_routes(topo: Topology, plan: LabPlan) -> list[ExpectedRoute]:
     out = []
     for gw in sides["trust"]:
         out += [ExpectedRoute(gw.master_ns, p) for u in sides["untrust"] for p in originated[u.name]]
+    translated = {str(p) for p in usecase.nat_sources(topo)} if plan.use_case == "mixed" else set()
     for gw in sides["untrust"]:
         wanted = pools if plan.use_case == "cgnat" else \
-            [p for t in sides["trust"] for p in originated[t.name]]
+            [p for t in sides["trust"] for p in originated[t.name] if p not in translated]
+        if plan.use_case == "mixed":
+            wanted = pools + wanted  # NAPT44 clients come back by the pools, SFW ones by their prefixes
         out += [ExpectedRoute(gw.master_ns, p) for p in wanted]
     return out + ipv6.expected_routes6(topo, plan, sides)
 

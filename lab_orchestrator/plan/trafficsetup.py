@@ -15,8 +15,9 @@ per-flow rate (the figures' resolution) and the machine's load are those of one 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from ipaddress import ip_network
+from itertools import zip_longest
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,9 @@ class Endpoints:
     server_ns: str
     server_iface: str
     server_address: str
+    # a mixed lab: every client prefix (SFW and NAPT44 ones), the flows drawn from each in turn;
+    # empty: client_prefix alone
+    client_prefixes: tuple[str, ...] = ()
 
 
 def families(plan: LabPlan, spec: str | None = None) -> list[int]:
@@ -72,7 +76,9 @@ def endpoints(plan: LabPlan, family: int = 4) -> Endpoints:
     if c.ns not in local or s.ns not in local:
         raise LabError(f"the client or the server host has no IPv{family} prefix")
     server_net = ip_network(local[s.ns])
-    return Endpoints(c.ns, c.name, local[c.ns], s.ns, s.name, str(server_net.network_address + 10))
+    every = tuple(r.dst for r in plan.routes if r.kind == "local" and r.ns == c.ns and (":" in r.dst) == (family == 6))
+    return Endpoints(c.ns, c.name, local[c.ns], s.ns, s.name, str(server_net.network_address + 10),
+                     client_prefixes=every if plan.use_case == "mixed" and family == 4 else ())
 
 
 @dataclass
@@ -119,7 +125,7 @@ def two_way(ends: Endpoints, flows: int, rate: float, sizes: str, duration: floa
     if nat and reverse and bindings is None:
         raise ValueError("a CGNAT lab's reverse traffic needs a bindings FIFO")
     learn = bindings if nat and reverse else None
-    forward = make_flows(flows, ends.client_prefix, ends.server_address, first_id=V6_ID_OFFSET if family == 6 else 0)
+    forward = client_flows(flows, ends, first_id=V6_ID_OFFSET if family == 6 else 0)
     per_flow = rate / flows
     packet_forward = not socket_mode or learn is not None
     rx_f = Receiver(iface=ends.server_iface if packet_forward else None,
@@ -136,6 +142,18 @@ def two_way(ends: Endpoints, flows: int, rate: float, sizes: str, duration: floa
                       rate=rate, sizes=sizes, duration=max(0.1, duration - reverse_delay), realtime=realtime, cpu=cpu,
                       learn_path=learn, learn_offset=REVERSE_ID_OFFSET)
     return TwoWay(forward, rx_f, tx_f, rx_r, tx_r)
+
+
+def client_flows(count: int, ends: Endpoints, first_id: int = 0) -> list[Flow]:
+    """COUNT flows to the server: from the client prefix, or (a mixed lab) from each client prefix in
+    turn (flow i from prefix i mod N), so that SFW and NAPT44 flows share every run."""
+    prefixes = ends.client_prefixes or (ends.client_prefix,)
+    if len(prefixes) == 1:
+        return make_flows(count, prefixes[0], ends.server_address, first_id=first_id)
+    each, left = divmod(count, len(prefixes))
+    groups = [make_flows(each + (1 if i < left else 0), p, ends.server_address) for i, p in enumerate(prefixes)]
+    turns = [f for turn in zip_longest(*groups) for f in turn if f is not None]
+    return [replace(f, flow_id=first_id + i) for i, f in enumerate(turns)]
 
 
 def shares(flows: int, fams: list[int]) -> dict[int, int]:

@@ -115,7 +115,7 @@ FEATURES: tuple[Feature, ...] = (
             (("nft-map",), ("nft-jhash",), ("nft-numgen",), ("policy-routing",), ("multipath",)), "labs with an mx"),
     Feature("SRX security policy and sessions", (("conntrack",), ("conntrack-tool",), ("conntrack-limit",)),
             "labs with an srx"),
-    Feature("CGNAT source NAT", (("nat",),), "use_case cgnat"),
+    Feature("CGNAT source NAT", (("nat",),), "use_case cgnat or mixed"),
     Feature("MNHA session sync", (("conntrackd",), ("conntrack",)), "labs with MNHA pairs"),
     Feature("FlexVPN HSRP virtual IP", (("macvlan",),), "labs with HSRP"),
     Feature("FlexVPN real IKEv2 clients", (("strongswan",),), "labs with an IKEv2 cluster"),
@@ -145,7 +145,7 @@ def judge(results: Iterable[CheckResult], lab_features: dict[str, set[str]] | No
 def features_of(topology: object) -> set[str]:
     """The features a topology uses (names of FEATURES)."""
     from .. import kinds as K
-    from ..model.schema import Topology
+    from ..model.schema import NAT_USE_CASES, Topology
 
     assert isinstance(topology, Topology)
     facts = [K.get(n.kind) for n in topology.nodes.values()]
@@ -156,7 +156,7 @@ def features_of(topology: object) -> set[str]:
             used.add(EBPF_SELECTOR)
     if any(k.firewall for k in facts):
         used.add(FEATURES[2].name)
-        if topology.services.use_case == "cgnat":
+        if topology.services.use_case in NAT_USE_CASES:
             used.add(FEATURES[3].name)
     if any(p.sync for p in topology.mnha):
         used.add(FEATURES[4].name)

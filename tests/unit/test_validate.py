@@ -43,6 +43,8 @@ REQUIRED_CASES = {
     "v6_addresses", "v6_host_routes", "v6_without_pools", "v6_family",
     # services.default_policy: Junos's two keywords only
     "default_policy_unknown",
+    # use_case mixed: nat_sources are whole client prefixes, each once, leaving one SFW; only with mixed
+    "mixed_nat_sources", "mixed_without_nat_sources", "nat_sources_without_mixed", "mixed_all_translated",
 }
 
 

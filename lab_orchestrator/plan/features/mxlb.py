@@ -23,6 +23,7 @@ from labkit.configs import HealthProfile, Hop, Member, ResponderConfig, Responde
 from labkit.contracts import HEALTH_STATUS, MXLB_CONFIG, MXLB_STATUS
 
 from ... import kinds
+from ...model import usecase
 from ...model.schema import Topology
 from ..plantypes import LabPlan, NodePlan, Process, Route, Rule, Ruleset
 from . import ipv6
@@ -80,8 +81,14 @@ def plan_selectors(topo: Topology, plan: LabPlan, python: str) -> None:
             if side == "untrust" and topo.services.use_case == "cgnat":
                 continue  # return traffic follows each SRX's NAT pool route, not a hash
             watch = ("0.0.0.0/0",) if side == "trust" else clients
-            selector = _selector(plan, node, instance, side, field, marks, services,
-                                 clients + clients6 if mode == "tlb" else (), watch)
+            match = clients + clients6 if mode == "tlb" else ()
+            if side == "untrust" and topo.services.use_case == "mixed":
+                # only the SFW clients' answers are hashed back (the JVD's MX_TLB_LB_UNTRUST matches
+                # the client prefixes by destination); the NAPT44 ones follow the pool routes, which
+                # the SRXs announce (in every mode: a hash of a pool address would pick any SRX)
+                sfw = tuple(str(p) for p in usecase.sfw_prefixes(topo))
+                watch, match = sfw, sfw + clients6
+            selector = _selector(plan, node, instance, side, field, marks, services, match, watch)
             if selector.members:
                 selectors.append(selector)
                 _kernel_side(plan, node, selector, topo)

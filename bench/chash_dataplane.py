@@ -132,7 +132,8 @@ def set_ebpf(on: bool) -> int:
     steered = 0
     for sel in config.selectors:
         marks = {m.name: m.mark for m in sel.members}
-        side = TcSelector(sel.ns, sel.ingress, sel.hash_field, config.buckets, config.seed, sel.match_prefixes)
+        side = TcSelector(sel.ns, sel.ingress, sel.hash_field, config.buckets, config.seed, sel.match_prefixes,
+                          ipv6=sel.dual_stack)
         if side.find():
             steered += sum(packets for packets, _ in side.counters(list(marks.values())).values())
             side.close()

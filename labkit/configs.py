@@ -147,6 +147,11 @@ class Selector(_Part):
     # the nft table's family: ip (IPv4 labs), inet (dual stack: one map, an ip and an ip6 rule)
     nft_family: Literal["ip", "inet"] = "ip"
 
+    @property
+    def dual_stack(self) -> bool:
+        """IPv6 is steered too (into the same buckets and marks), by either backend."""
+        return self.nft_family == "inet"
+
 
 class HealthProfile(_Part):
     """A TLB network-monitoring profile (the topology's services.health_checks, filled in)."""

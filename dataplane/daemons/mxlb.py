@@ -110,8 +110,8 @@ class Daemon(SelectorCore):
         super().__init__(config.order, config.buckets, config.mode, config.peers, config.restore_policy, members)
         self.nft = Nft()
         # The eBPF backend: one tc program and bucket array per side instead of the nft map.
-        self.tc = {s.side: TcSelector(s.ns, s.ingress, s.hash_field, config.buckets, config.seed, s.match_prefixes)
-                   for s in self.selectors} if config.backend == "ebpf" else {}
+        self.tc = {s.side: TcSelector(s.ns, s.ingress, s.hash_field, config.buckets, config.seed, s.match_prefixes,
+                                      ipv6=s.dual_stack) for s in self.selectors} if config.backend == "ebpf" else {}
         self.counter_reader = SelectorCounters([config], sides={s.ns: self.tc[s.side] for s in self.selectors
                                                                 if s.side in self.tc})
         self.health_sock: socket.socket | None = None

@@ -32,7 +32,8 @@ class SelectorCounters:
     def _tc_side(self, config: SelectorConfig, sel: Selector) -> TcSelector | None:
         side = self._tc.get(sel.ns)
         if side is None:
-            side = TcSelector(sel.ns, sel.ingress, sel.hash_field, config.buckets, config.seed, sel.match_prefixes)
+            side = TcSelector(sel.ns, sel.ingress, sel.hash_field, config.buckets, config.seed, sel.match_prefixes,
+                              ipv6=sel.dual_stack)
             if not side.find():
                 return None
             self._tc[sel.ns] = side

@@ -8,7 +8,7 @@ tc filters hold the program and the program holds its maps, so they live as long
 programmed map as (bucket, mark) pairs as nft would list them (a bucket holding 0 is no element),
 `counters` each member's packets and bytes.
 
-    side = TcSelector(ns, ("ge-0-0-0",), "saddr", 6400, 0x5EED, ())
+    side = TcSelector(ns, ("ge-0-0-0",), "saddr", 6400, 0x5EED, (), ipv6=True)   # dual stack
     side.attach(initial)          # [(bucket, mark), ...]
     side.write([(7, 0x102)])
 """
@@ -35,12 +35,13 @@ class SelectorUnavailable(RuntimeError):
 
 
 def probe() -> str | None:
-    """Why the eBPF selector cannot run here (None: it can): load the real program once."""
+    """Why the eBPF selector cannot run here (None: it can): load the real program once (the dual-stack
+    one, whose IPv4 path is the IPv4-only program's)."""
     sel = cnt = prog = -1
     try:
         sel = bpfsys.map_create(bpfsys.MAP_TYPE_ARRAY, 4, 4, 2, "sel")
         cnt = bpfsys.map_create(bpfsys.MAP_TYPE_PERCPU_ARRAY, 4, tcprog.COUNTER_SIZE, tcprog.COUNTERS, "cnt")
-        prog = bpfsys.prog_load(tcprog.selector_program("saddr", 2, 0, (), sel, cnt), PROGRAM_NAME)
+        prog = bpfsys.prog_load(tcprog.selector_program("saddr", 2, 0, (), sel, cnt, ipv6=True), PROGRAM_NAME)
     except bpfsys.BpfError as exc:
         return f"this kernel refuses the eBPF selector program ({str(exc).splitlines()[0]})"
     finally:
@@ -52,9 +53,10 @@ def probe() -> str | None:
 
 class TcSelector:
     def __init__(self, ns: str, ingress: Sequence[str], field: str, buckets: int, seed: int,
-                 prefixes: Sequence[str]):
+                 prefixes: Sequence[str], ipv6: bool = False):
+        """PREFIXES: both families' (TLB); IPV6: a dual-stack lab's side, whose program steers IPv6 too."""
         self.ns, self.ingress, self.field = ns, tuple(ingress), field
-        self.buckets, self.seed, self.prefixes = buckets, seed, tuple(prefixes)
+        self.buckets, self.seed, self.prefixes, self.ipv6 = buckets, seed, tuple(prefixes), ipv6
         self.sel_fd = self.cnt_fd = -1
         self.cpus = bpfsys.possible_cpus()
 
@@ -117,7 +119,8 @@ class TcSelector:
                                             tcprog.COUNTERS, "cnt")
             bpfsys.array_update(self.sel_fd, initial)
             prog = bpfsys.prog_load(tcprog.selector_program(self.field, self.buckets, self.seed, self.prefixes,
-                                                            self.sel_fd, self.cnt_fd), PROGRAM_NAME)
+                                                            self.sel_fd, self.cnt_fd, ipv6=self.ipv6),
+                                    PROGRAM_NAME)
         try:
             with netnsutil.entered(self.ns):
                 ipr = IPRoute()

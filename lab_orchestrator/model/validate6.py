@@ -22,10 +22,6 @@ def check_v6(topo: Topology, src: SourceMap, host_routes: Iterable[IPv6Network] 
         yield from _v6_without_pools(topo, src)
         return
     yield from _link_subnets(topo, src)
-    if topo.services.selector == "ebpf":
-        yield src.diag(("services", "selector"), "the eBPF selector hashes IPv4 only; a dual-stack lab "
-                       "(addressing.v6) steers IPv6 too", "use services.selector: nftables (an ip and an ip6 rule "
-                       "into one map)")
     ranges = list(_ranges(topo))
     yield from _duplicates(topo, src)
     yield from _overlaps(ranges, src)

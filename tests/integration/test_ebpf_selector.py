@@ -1,8 +1,9 @@
 """The eBPF selector against the nftables one: same bucket, same member, for the same packets (root).
 
 The program runs through BPF_PROG_TEST_RUN (no namespace needed) on frames built here; the nftables
-twin is the MX's own rule (`meta mark set 0x100 meta mark set jhash ip FIELD mod N seed S map @sel`)
-in a throwaway network namespace (`unshare --net`, gone with its process), fed with real packets.
+twin is the MX's own rule (`meta mark set 0x100 meta mark set jhash ip FIELD mod N seed S map @sel`,
+and in a dual-stack lab the `ip6` one into the same map) in a throwaway network namespace
+(`unshare --net`, gone with its process), fed with real packets.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from ipaddress import IPv6Address, IPv6Network, ip_address
 
 import pytest
 from running import FLOWS, REPO, SRX, RunningLab, lab
@@ -41,12 +43,12 @@ def frame(src: str, dst: str, ethertype: int = 0x0800) -> bytes:
 class Program:
     """One loaded selector program with its bucket array holding a table."""
 
-    def __init__(self, field: str, buckets: int, seed: int, prefixes: tuple[str, ...] = ()):
+    def __init__(self, field: str, buckets: int, seed: int, prefixes: tuple[str, ...] = (), ipv6: bool = False):
         self.buckets = buckets
         self.sel = bpfsys.map_create(bpfsys.MAP_TYPE_ARRAY, 4, 4, buckets, "sel")
         self.cnt = bpfsys.map_create(bpfsys.MAP_TYPE_PERCPU_ARRAY, 4, tcprog.COUNTER_SIZE, tcprog.COUNTERS, "cnt")
-        self.prog = bpfsys.prog_load(tcprog.selector_program(field, buckets, seed, prefixes, self.sel, self.cnt),
-                                     "test_selector")
+        self.prog = bpfsys.prog_load(tcprog.selector_program(field, buckets, seed, prefixes, self.sel, self.cnt,
+                                                             ipv6=ipv6), "test_selector")
 
     def load_table(self, table: SelectorTable, empty: set[int] = frozenset()) -> None:  # type: ignore[assignment]
         bpfsys.array_update(self.sel, [(b, 0 if b in empty else MARKS[name]) for b, name in enumerate(table.buckets)])
@@ -185,6 +187,120 @@ def test_same_marks_as_the_nftables_rule_on_the_same_packets(program: type[Progr
         prog = program(field, buckets, seed)
         prog.load_table(table, empty)
         by_bpf = {(src, dst): prog.mark(frame(src, dst)) for src, dst in pairs}
+        assert by_bpf == by_nft
+
+
+# ---------------------------------------------------------------- IPv6 (the dual-stack program)
+def frame6(src: str, dst: str) -> bytes:
+    ip = struct.pack(">IHBB", 6 << 28, 8, 17, 64) + IPv6Address(src).packed + IPv6Address(dst).packed
+    return b"\x02" * 6 + b"\x04" * 6 + struct.pack(">H", 0x86DD) + ip + b"\0" * 8
+
+
+def addresses6(count: int, seed: int, within: str = "::/0") -> list[str]:
+    rng = random.Random(seed)
+    net = IPv6Network(within)
+    return [str(net.network_address + rng.getrandbits(128 - net.prefixlen)) for _ in range(count)]
+
+
+@pytest.mark.parametrize(("field", "buckets", "seed"), [
+    ("saddr", 6400, 0x5EED), ("daddr", 6400, 0x5EED), ("saddr", 7, 0xFFFFFFFF), ("daddr", 65536, 0x12345678),
+])
+def test_ipv6_member_is_the_table_s_member_of_the_nfthash_bucket(program: type[Program], field: str, buckets: int,
+                                                                  seed: int) -> None:
+    prog = program(field, buckets, seed, (), True)
+    table = remove_member(build_initial(list(MARKS), buckets), "srx3", list(MARKS)) if buckets >= 4 else \
+        build_initial(["srx1", "srx2"], buckets)
+    prog.load_table(table)
+    for src, dst in zip(addresses6(1500, buckets), addresses6(1500, seed, "2001:db8:172:80::/96"), strict=True):
+        key = src if field == "saddr" else dst
+        want = MARKS[table.buckets[nfthash.bucket(key, buckets, seed)]]
+        assert prog.mark(frame6(src, dst)) == want, f"{src} -> {dst}"
+    # the IPv4 path of the same program is the IPv4 program's
+    for src in addresses(300, 4):
+        key = src if field == "saddr" else "203.0.113.9"
+        assert prog.mark(frame(src, "203.0.113.9")) == MARKS[table.buckets[nfthash.bucket(key, buckets, seed)]]
+
+
+def test_ipv6_prefixes_and_counters(program: type[Program]) -> None:
+    prog = program("daddr", 64, 7, ("100.64.0.0/16", "2001:db8:172:80::/96"), True)
+    table = build_initial(list(MARKS), 64)
+    prog.load_table(table)
+    inside = addresses6(200, 1, "2001:db8:172:80::/96")
+    for dst in inside:
+        assert prog.mark(frame6("2001:db8:203::9", dst)) == MARKS[table.buckets[nfthash.bucket(dst, 64, 7)]]
+    for dst in ("2001:db8:172:81::1", "2001:db8:172:80:1::1", "2001:db8:203::9", "::ffff:100.64.0.1"):
+        assert prog.mark(frame6("2001:db8:172:80::1", dst)) == 0, f"{dst} is outside the prefixes"
+    assert prog.mark(frame("203.0.113.9", "100.64.1.1")) == MARKS[table.buckets[nfthash.bucket("100.64.1.1", 64, 7)]]
+    cpus = bpfsys.possible_cpus()
+    for name, mark in MARKS.items():
+        raw = bpfsys.map_lookup(prog.cnt, struct.pack("<I", mark & 0xFF), tcprog.COUNTER_SIZE * cpus)
+        values = struct.unpack(f"<{2 * cpus}Q", raw)
+        want6 = sum(1 for d in inside if table.buckets[nfthash.bucket(d, 64, 7)] == name)
+        want4 = 1 if table.buckets[nfthash.bucket("100.64.1.1", 64, 7)] == name else 0
+        assert (sum(values[0::2]), sum(values[1::2])) == (want6 + want4, want6 * 48 + want4 * 28)
+
+
+NFT_TWIN6 = r"""
+import json, socket, subprocess, sys
+buckets, seed, elements, prefixes, pairs = json.loads(sys.stdin.read())
+run = lambda *a: subprocess.run(a, check=True, capture_output=True, text=True)
+run("ip", "link", "set", "lo", "up")
+run("ip", "-6", "route", "add", "local", "2001:db8::/32", "dev", "lo")
+run("sysctl", "-qw", "net.ipv6.ip_nonlocal_bind=1")
+elems = ", ".join(f"{b} : {m}" for b, m in elements)
+match = lambda f: f"ip6 {f} {{ {', '.join(prefixes)} }} " if prefixes else "meta nfproto ipv6 "
+rules = "".join(
+    f"meta mark set 0\n{match(f)}meta mark set 0x100 meta mark set jhash ip6 {f} mod {buckets} seed {seed} map @sel\n"
+    f"meta nfproto ipv6 add @seen_{f} {{ ip6 saddr . ip6 daddr . meta mark }}\n" for f in ("saddr", "daddr"))
+sets = "".join(f"set seen_{f} {{ typeof ip6 saddr . ip6 daddr . meta mark; flags dynamic; size 65535; }}\n"
+               for f in ("saddr", "daddr"))
+subprocess.run(["nft", "-f", "-"], input=f"table inet twin {{ map sel {{ typeof numgen inc mod {buckets} : meta mark; "
+               f"elements = {{ {elems} }} }}\n{sets} chain out {{ type filter hook output priority mangle; "
+               f"policy accept;\n{rules} }}\n}}\n", check=True, text=True)
+for src, dst in pairs:
+    with socket.socket(socket.AF_INET6, socket.SOCK_DGRAM) as s:
+        s.bind((src, 0))
+        s.sendto(b"x", (dst, 9))
+out = {}
+for f in ("saddr", "daddr"):
+    data = json.loads(run("nft", "-j", "list", "set", "inet", "twin", f"seen_{f}").stdout)
+    elem = next(i["set"] for i in data["nftables"] if "set" in i).get("elem", [])
+    out[f] = [e["concat"] if "concat" in e else e["elem"]["val"]["concat"] for e in elem]
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.skipif(shutil.which("nft") is None or shutil.which("unshare") is None, reason="needs nft and unshare")
+@pytest.mark.parametrize(("buckets", "seed", "prefixes"), [
+    (6400, 0x5EED, ()), (256, 0x5EED, ("2001:db8:172:80::/96", "2001:db8:9:8000::/49")), (7, 1, ()),
+])
+def test_ipv6_same_marks_as_the_nftables_ip6_rule_on_the_same_packets(program: type[Program], buckets: int,
+                                                                       seed: int, prefixes: tuple[str, ...]) -> None:
+    """The kernel's own `jhash ip6` rule (the MX's, prefixes and empty buckets included) against the
+    program on the same addresses: identical marks, so identical buckets, for every address."""
+    table = remove_member(build_initial(list(MARKS), buckets), "srx2", list(MARKS)) if buckets >= 4 else \
+        build_initial(["srx1", "srx4"], buckets)
+    empty = set(range(0, buckets, 17))
+    rng = random.Random(buckets)
+    pool = (addresses6(400, seed, "2001:db8:172:80::/96") + addresses6(150, seed + 1, "2001:db8:9::/48")
+            + addresses6(150, seed + 2, "2001:db8::/32"))
+    pairs = list(dict.fromkeys((a, rng.choice(pool)) for a in pool))
+    elements = [(b, MARKS[name]) for b, name in enumerate(table.buckets) if b not in empty]
+    done = subprocess.run(["unshare", "--net", sys.executable, "-c", NFT_TWIN6], capture_output=True, text=True,
+                          input=json.dumps([buckets, seed, elements, list(prefixes), pairs]), timeout=60)
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout)
+    want = {(str(ip_address(s)), str(ip_address(d))) for s, d in pairs}
+    for field in ("saddr", "daddr"):
+        by_nft = {(str(ip_address(s)), str(ip_address(d))): m for s, d, m in seen[field]
+                  if (str(ip_address(s)), str(ip_address(d))) in want}
+        assert set(by_nft) == want, "every packet passed the nft rules"
+        assert any(mark == tcprog.TLB_BIT for mark in by_nft.values()), "some hit an empty bucket"
+        if prefixes:
+            assert any(mark == 0 for mark in by_nft.values()), "some are outside the prefixes"
+        prog = program(field, buckets, seed, prefixes, True)
+        prog.load_table(table, empty)
+        by_bpf = {(s, d): prog.mark(frame6(s, d)) for s, d in want}
         assert by_bpf == by_nft
 
 

@@ -4,6 +4,7 @@ gone with its process), fed with real packets from and to hundreds of addresses.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import random
@@ -11,6 +12,7 @@ import shutil
 import subprocess
 import sys
 from ipaddress import ip_address
+from pathlib import Path
 
 import pytest
 
@@ -61,3 +63,27 @@ def test_ipv6_buckets_are_the_kernel_s(buckets: int, seed: int) -> None:
         by_kernel = {str(ip_address(a)): mark for a, mark in seen[field] if ip_address(a) != ip_address("::1")}
         assert set(by_kernel) >= set(addresses), "every packet passed the rule"
         assert {a: nfthash.bucket(a, buckets, seed) for a in addresses} == {a: by_kernel[a] for a in addresses}
+
+
+def _golden6() -> list[tuple[str, int, int, int]]:
+    """The eBPF program's unit tests' golden vectors (tests/unit/test_tcprog.py GOLDEN6)."""
+    spec = importlib.util.spec_from_file_location("golden_tcprog", Path(__file__).parents[1] / "unit/test_tcprog.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return list(module.GOLDEN6)
+
+
+def test_the_ebpf_unit_tests_golden_vectors_are_the_kernel_s() -> None:
+    golden = _golden6()
+    for buckets, seed in sorted({(b, s) for _, b, s, _ in golden}):
+        addresses = [a for a, b, s, _ in golden if (b, s) == (buckets, seed)]
+        done = subprocess.run(["unshare", "--net", sys.executable, "-c", TWIN6], capture_output=True, text=True,
+                              input=json.dumps([buckets, seed, addresses]), timeout=60)
+        assert done.returncode == 0, done.stderr
+        seen = json.loads(done.stdout)
+        for field in ("saddr", "daddr"):
+            by_kernel = {str(ip_address(a)): mark for a, mark in seen[field]}
+            for address, b, s, bucket in golden:
+                if (b, s) == (buckets, seed):
+                    assert by_kernel[str(ip_address(address))] == bucket, (field, address, buckets, seed)

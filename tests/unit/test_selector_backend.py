@@ -24,7 +24,8 @@ def _lab(tmp_path: Path, source: str, selector: str | None) -> Path:
     return path
 
 
-@pytest.mark.parametrize("source", ["topology1.yml", "topology3.yml", "topology1-cgnat.yml"])
+@pytest.mark.parametrize("source", ["topology1.yml", "topology3.yml", "topology1-cgnat.yml",
+                                    "topology3-dualstack.yml"])
 def test_ebpf_plans_the_same_kernel_side_minus_the_nft_selector(tmp_path: Path, source: str) -> None:
     plans = {}
     for selector in ("nftables", "ebpf"):

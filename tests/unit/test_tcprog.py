@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 import socket
 import struct
+from ipaddress import IPv6Address, IPv6Network
 
 import pytest
 
@@ -69,6 +70,7 @@ class Machine:
 
     def __init__(self, sel: list[int], cnt: dict[int, list[int]]):
         self.sel, self.cnt = sel, cnt
+        self.steps = 0
 
     def run(self, code: bytes, packet: bytes, length: int | None = None) -> tuple[int, int]:
         insns = [struct.unpack_from("<BBhi", code, i) for i in range(0, len(code), 8)]
@@ -124,6 +126,7 @@ class Machine:
                     self._write(base, off, size, value, stack)
             elif cls in (bpfasm.JMP, bpfasm.JMP32):
                 if code_ == bpfasm.JMP | bpfasm.EXIT:
+                    self.steps = steps  # instructions this packet ran
                     return regs[0], ctx[tcprog.SKB_MARK]
                 if code_ == bpfasm.JMP | bpfasm.CALL:
                     assert imm == tcprog.HELPER_MAP_LOOKUP
@@ -245,3 +248,121 @@ def test_the_steering_mark_is_the_planner_s() -> None:
     from lab_orchestrator.plan.features import mxlb
 
     assert tcprog.TLB_BIT == mxlb.TLB_BIT
+
+
+# ---------------------------------------------------------------- IPv6 (dual-stack labs)
+def frame6(src: str, dst: str, payload: int = 8) -> bytes:
+    ip = struct.pack(">IHBB", 6 << 28, payload, 17, 64) + IPv6Address(src).packed + IPv6Address(dst).packed
+    return b"\x02" * 6 + b"\x04" * 6 + struct.pack(">H", 0x86DD) + ip + b"\0" * payload
+
+
+def random6(rng: random.Random, within: str = "::/0") -> str:
+    net = IPv6Network(within)
+    return str(net.network_address + rng.getrandbits(128 - net.prefixlen))
+
+
+# (address, buckets, seed, bucket): `jhash ip6 saddr mod BUCKETS seed SEED` as this kernel's nft rule gives it
+# (tests/integration/test_nfthash6_kernel.py reads them from nft in a throwaway namespace)
+GOLDEN6 = [
+    ("2001:db8:172:80::1", 6400, 0x5EED, 194),
+    ("2001:db8:172:80::2", 6400, 0x5EED, 5183),
+    ("2001:db8:172:80::ffff:fffe", 6400, 0x5EED, 4949),
+    ("2001:db8:8000::80", 6400, 0x5EED, 2158),
+    ("2001:db8:203::9", 256, 0, 253),
+    ("2001:db8:ffff:ffff:ffff:ffff:ffff:fffe", 7, 0xFFFFFFFF, 3),
+    ("2001:db8:172:80:0:1:0:2a", 65536, 1, 2587),
+    ("2001:db8::1:0:0:1", 64, 0x5EED, 42),
+]
+
+
+@pytest.mark.parametrize(("address", "buckets", "seed", "bucket"), GOLDEN6)
+@pytest.mark.parametrize("field", ["saddr", "daddr"])
+def test_ipv6_program_gives_the_kernel_s_bucket(field: str, address: str, buckets: int, seed: int,
+                                                bucket: int) -> None:
+    """Golden vectors: the model and the program agree with the values nft computed."""
+    assert nfthash.bucket(address, buckets, seed) == bucket
+    sel = [0x10000 + b for b in range(buckets)]  # each bucket's own mark: the mark names the bucket
+    code = tcprog.selector_program(field, buckets, seed, (), SEL_FD, CNT_FD, ipv6=True)
+    other = "2001:db8:ffff::77"
+    packet = frame6(address, other) if field == "saddr" else frame6(other, address)
+    assert Machine(sel, {}).run(code, packet) == (tcprog.TC_ACT_OK, 0x10000 + bucket)
+
+
+@pytest.mark.parametrize(("field", "buckets", "seed"), [("saddr", 64, 0x5EED), ("daddr", 6400, 0x5EED),
+                                                        ("saddr", 7, 0xFFFFFFFF), ("daddr", 65536, 1)])
+def test_ipv6_program_picks_the_member_of_the_nfthash_bucket(field: str, buckets: int, seed: int) -> None:
+    table = remove_member(build_initial(list(MARKS), buckets), "srx2", list(MARKS)) if buckets > 8 else \
+        build_initial(["srx1", "srx3"], buckets)
+    sel = [MARKS[name] for name in table.buckets]
+    cnt: dict[int, list[int]] = {}
+    code = tcprog.selector_program(field, buckets, seed, (), SEL_FD, CNT_FD, ipv6=True)
+    rng = random.Random(buckets)
+    machine = Machine(sel, cnt)
+    for _ in range(150):
+        src, dst = random6(rng), random6(rng, "2001:db8:172:80::/96")
+        verdict, mark = machine.run(code, frame6(src, dst))
+        key = src if field == "saddr" else dst
+        assert (verdict, mark) == (tcprog.TC_ACT_OK, MARKS[table.buckets[nfthash.bucket(key, buckets, seed)]])
+    # both families count into the same per-member slots: packets, and the IP length (header included)
+    assert sum(c[0] for c in cnt.values()) == 150 and all(c[1] == 48 * c[0] for c in cnt.values())
+    verdict, mark = machine.run(code, frame("100.64.1.2", "203.0.113.9"))
+    key4 = "100.64.1.2" if field == "saddr" else "203.0.113.9"
+    assert mark == MARKS[table.buckets[nfthash.bucket(key4, buckets, seed)]], "IPv4 into the same table"
+
+
+def test_dual_stack_program_keeps_the_ipv4_path_instruction_for_instruction() -> None:
+    """The IPv4-only program is unchanged (93 slots without prefixes); the dual-stack one starts with it,
+    only the protocol test jumps to the IPv6 part instead of the exit, and an IPv4 packet runs as many
+    instructions in either."""
+    for prefixes4, prefixes6 in (((), ()), (("100.64.0.0/16", "10.0.0.0/8"), ("2001:db8:172:80::/96",))):
+        v4 = tcprog.selector_program("saddr", 6400, 0x5EED, prefixes4, SEL_FD, CNT_FD)
+        dual = tcprog.selector_program("saddr", 6400, 0x5EED, prefixes4 + prefixes6, SEL_FD, CNT_FD, ipv6=True)
+        assert len(v4) == 8 * (93 + 3 * len(prefixes4) + (1 if prefixes4 else 0))
+        slots = [v4[i:i + 8] for i in range(0, len(v4), 8)]
+        dual_slots = [dual[i:i + 8] for i in range(0, len(v4), 8)]
+        assert [i for i in range(len(slots)) if slots[i] != dual_slots[i]] == [2], "only the protocol test's target"
+        assert slots[2][:2] == dual_slots[2][:2] and slots[2][4:] == dual_slots[2][4:]
+        rng = random.Random(3)
+        for _ in range(40):
+            src = f"100.64.{rng.randrange(256)}.{rng.randrange(256)}"
+            one, two = Machine([0x101] * 6400, {}), Machine([0x101] * 6400, {})
+            assert one.run(v4, frame(src, "203.0.113.9")) == two.run(dual, frame(src, "203.0.113.9"))
+            assert one.steps == two.steps
+    assert Machine([0x101] * 64, {}).run(tcprog.selector_program("saddr", 64, 1, (), SEL_FD, CNT_FD),
+                                         frame6("2001:db8::1", "2001:db8::2"))[1] == 0, "IPv4 lab: IPv6 untouched"
+
+
+def test_tlb_prefixes_steer_each_family_by_its_own() -> None:
+    prefixes = ("100.64.0.0/16", "2001:db8:172:80::/96", "2001:db8:1:0:8000::/65")
+    code = tcprog.selector_program("daddr", 64, 7, prefixes, SEL_FD, CNT_FD, ipv6=True)
+    sel = [0x100 | (b % 4 + 1) for b in range(64)]
+    machine = Machine(sel, {})
+    for dst in ("2001:db8:172:80::1", "2001:db8:172:80::ffff:ffff", "2001:db8:1:0:8000::9", "2001:db8:1:0:ffff::"):
+        assert machine.run(code, frame6("2001:db8:203::9", dst))[1] == sel[nfthash.bucket(dst, 64, 7)], dst
+    for dst in ("2001:db8:172:81::1", "2001:db8:172:80:1::1", "2001:db8:1:0:7fff::1", "2001:db9:172:80::1",
+                "::ffff:100.64.0.1"):
+        assert machine.run(code, frame6("2001:db8:172:80::1", dst))[1] == 0, f"{dst} is outside the prefixes"
+    assert machine.run(code, frame("203.0.113.9", "100.64.3.3"))[1] == sel[nfthash.bucket("100.64.3.3", 64, 7)]
+    assert machine.run(code, frame("203.0.113.9", "100.65.3.3"))[1] == 0
+    assert machine.run(code, frame6("::1", "2001:db8:172:80::1")[:53])[1] == 0, "IPv6 header cut short"
+    assert machine.run(code, frame6("::1", "2001:db8:172:80::1")[:54])[1] != 0, "the bare header is enough"
+
+
+def test_a_family_without_tlb_prefixes_is_not_steered() -> None:
+    """As the nft rules: with client prefixes of one family only, the other family has no rule."""
+    sel = [0x101] * 16
+    v6_only = tcprog.selector_program("saddr", 16, 1, ("2001:db8:172:80::/96",), SEL_FD, CNT_FD, ipv6=True)
+    assert Machine(sel, {}).run(v6_only, frame("100.64.0.1", "203.0.113.9"))[1] == 0
+    assert Machine(sel, {}).run(v6_only, frame6("2001:db8:172:80::5", "2001:db8:203::9"))[1] == 0x101
+    v4_only = tcprog.selector_program("saddr", 16, 1, ("100.64.0.0/16",), SEL_FD, CNT_FD, ipv6=True)
+    assert v4_only == tcprog.selector_program("saddr", 16, 1, ("100.64.0.0/16",), SEL_FD, CNT_FD)
+    with pytest.raises(ValueError, match="ipv6=True"):
+        tcprog.selector_program("saddr", 16, 1, ("2001:db8::/32",), SEL_FD, CNT_FD)
+
+
+def test_ipv6_prefix_words_match_the_packet_s_byte_order() -> None:
+    words = tcprog.le_words6(IPv6Network("2001:db8:172:80::/60"))
+    address = IPv6Address("2001:db8:172:8f:1::").packed
+    loads = [int.from_bytes(address[i:i + 4], "little") for i in range(0, 16, 4)]
+    assert [w & m for w, (_, m) in zip(loads, words, strict=True)] == [a for a, _ in words]
+    assert [m for _, m in words] == [0xFFFFFFFF, 0xF0FFFFFF, 0, 0]

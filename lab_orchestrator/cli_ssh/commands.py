@@ -91,6 +91,7 @@ JUNOS_COMMANDS: list[Command] = [
     Command(("show", "route", "forwarding-table"), "Show forwarding table information", "forwarding-table", (
         _TABLE,
         Param("destination", "Destination address or prefix", "value", "<destination>"),
+        Param("family", "Protocol family", "value", "<family>", choices=("inet", "inet6")),
     )),
     Command(("show", "bgp", "summary"), "Show overview of BGP information", "bgp-summary", (_INSTANCE,)),
     Command(("show", "bgp", "neighbor"), "Show BGP neighbors", "bgp-neighbor", (

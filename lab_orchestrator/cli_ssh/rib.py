@@ -84,7 +84,7 @@ def family_table(name: str, family: int) -> str:
     return name[:-len("inet.0")] + "inet6.0" if family == 6 and name.endswith("inet.0") else name
 
 
-def _hidden6(prefix: str) -> bool:
+def hidden6(prefix: str) -> bool:
     """An IPv6 route no router lists among its routes: link-local and multicast ones."""
     net = ip_network(prefix, strict=False)
     return net.version == 6 and (net.is_link_local or net.is_multicast or net.network_address.is_loopback)
@@ -132,7 +132,7 @@ def build(node: Node, inst: Instance, now: float, ages: dict[str, float], lab_cr
     tables = {MAIN: main}
     for number, name in sorted(extra.items(), key=lambda kv: int(kv[0])):
         tables[int(number)] = Table(family_table(name, family), inst.name, int(number))
-    kernel = inst.routes if family == 4 else [r for r in inst.routes6 if not _hidden6(r.dst)]
+    kernel = inst.routes if family == 4 else [r for r in inst.routes6 if not hidden6(r.dst)]
     addresses = inst.addresses if family == 4 else inst.addresses6
     static_age = max(0.0, now - lab_created) if lab_created else None
     bird: dict[str, list[BirdRoute]] = {}

@@ -50,6 +50,9 @@ def dual_stack_sysctls(sysctls: tuple[tuple[str, str], ...], forwarding: bool) -
     return IPV6_ON + (IPV6_FORWARDING if forwarding else IPV6_ANYIP) + kept
 
 
+# The JVD names a BGP group of IPv6 sessions as its IPv4 twin, prefixed (`IPv6_MX-to-MNHA-pair_1_A`).
+IPV6_GROUP_PREFIX = "IPv6_"
+
 ROUTER_SYSCTLS = NO_IPV6 + (
     ("net.ipv4.ip_forward", "1"),
     ("net.ipv4.conf.all.rp_filter", "0"),
@@ -134,16 +137,19 @@ class Kind:
         """The device configuration's file name in nodes/NODE/ (IOS-like name when it has none)."""
         return self.device_config[0] if self.device_config else "running-config"
 
-    def peer_group(self, protocol: str, zone: str | None) -> str:
-        """The BGP group a session belongs to in the SSH CLI (the JVD's group names)."""
+    def peer_group(self, protocol: str, zone: str | None, family: int = 4) -> str:
+        """The BGP group a session belongs to, in the rendered configuration and the SSH CLI (the JVD's
+        group names); an IPv6 session's group is its IPv4 twin's with the JVD's `IPv6_` prefix."""
         if zone == "icl":
             return "MNHA-ICL"
         side = (zone or "core").upper()
         if self.bgp_naming == "role":
-            return f"SRX-{side}" if protocol.startswith("fw_") else f"GW-{side}"
-        if self.bgp_naming == "zone":
-            return f"MX-{side}"
-        return ""
+            name = f"SRX-{side}" if protocol.startswith("fw_") else f"GW-{side}"
+        elif self.bgp_naming == "zone":
+            name = f"MX-{side}"
+        else:
+            return ""
+        return f"{IPV6_GROUP_PREFIX}{name}" if family == 6 else name
 
     @property
     def instances(self) -> tuple[str, ...]:

@@ -226,6 +226,7 @@ def _mnha_context(topo: Topology, plan: LabPlan, node: NodePlan) -> dict[str, An
     if pair is None:
         return None
     local_id = pair.nodes.index(node.name) + 1
+    b_nets = _b_nets(topo, plan, node)
     peer = pair.nodes[2 - local_id]
     icl = mnha.icl_of(plan, node.name, peer)
     return {"pair": pair, "local_id": local_id, "peer_id": 3 - local_id, "peer": peer,
@@ -233,7 +234,7 @@ def _mnha_context(topo: Topology, plan: LabPlan, node: NodePlan) -> dict[str, An
             "monitor": mnha.monitor_config(topo, plan, node.name), "signal_route": str(pair.signal_route),
             "srg1_active": mnha.srg1_initially_active(topo, node.name),
             "role": "A" if node.name == pair.nodes[0] else "B", "prepend": pair_prepend_counts(topo, node.name),
-            "b_nets": _b_nets(topo, plan, node)}
+            "b_nets": b_nets, "b_nets6": ipv6.b_nets6(node, b_nets)}
 
 
 def _device_config(topo: Topology, plan: LabPlan, node: NodePlan, env: jinja2.Environment) -> None:
@@ -245,6 +246,9 @@ def _device_config(topo: Topology, plan: LabPlan, node: NodePlan, env: jinja2.En
         mgmt=next(p for p in plan.mgmt.ports if p.node == node.name),
         mnha=_mnha_context(topo, plan, node),
         real_services=_real_services(topo, plan),  # used by the MX template only
+        # dual stack: what the IPv6 half really runs (addresses, sessions, originated routes)
+        statics6=ipv6.statics6(topo, plan, node),
+        group=kinds.get(spec.kind).peer_group,  # BGP group names, as the SSH CLI shows them
     )
     device = kinds.get(spec.kind).device_config
     if device is None:

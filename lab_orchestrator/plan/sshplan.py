@@ -95,7 +95,7 @@ def _node(topo: Topology, plan: LabPlan, node: NodePlan) -> Node:
     birds = tuple(Bird(instance_of.get(p.ns, ""), p.name, p.control_socket) for p in plan.processes
                   if p.node == node.name and p.control_socket)
     kind = kinds.get(node.kind)
-    peers = tuple(Peer(s.protocol, s.instance or "", kind.peer_group(s.protocol, s.zone), s.peer_node,
+    peers = tuple(Peer(s.protocol, s.instance or "", kind.peer_group(s.protocol, s.zone, s.family), s.peer_node,
                        s.peer_address, s.peer_as, s.local_address, s.local_as)
                   for s in plan.sessions if s.node == node.name)
     ports = []

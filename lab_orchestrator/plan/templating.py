@@ -58,4 +58,6 @@ def _environment(override: str | None) -> jinja2.Environment:
     env.filters["netmask"] = lambda a: str(IPv4Interface(a).netmask)
     env.filters["network"] = lambda p: str(IPv4Network(p).network_address)
     env.filters["prefixmask"] = lambda p: str(IPv4Network(p).netmask)
+    # `sessions | selectattr("protocol", "startingwith", "fw_")`: a role's sessions (BIRD names carry the role)
+    env.tests["startingwith"] = lambda value, prefix: str(value).startswith(prefix)
     return env

@@ -177,3 +177,52 @@ def test_ssh_cli_shows_the_ipv6_routes_and_sessions(dual: RunningLab) -> None:
     assert "2001:DB8:1::A" in sessions and sessions.splitlines()[-1].split()[-1].isdigit(), sessions
     ipv4 = lab("show", "gw-trust", "--lab", dual.name, "ip", "bgp", "summary").stdout
     assert "2001" not in ipv4.upper() and "198.18.0.5" in ipv4, ipv4
+
+
+def _kernel6_main(ns: str) -> dict[str, set[str]]:
+    """The kernel's IPv6 main table of NS (without link-local and multicast routes): prefix -> its
+    gateways, or its interface for a connected route."""
+    result = subprocess.run(["ip", "-n", ns, "-6", "-j", "route", "show", "table", "main"], capture_output=True,
+                            text=True, check=True)
+    out: dict[str, set[str]] = {}
+    for route in json.loads(result.stdout or "[]"):
+        dst = "::/0" if route["dst"] == "default" else route["dst"] if "/" in route["dst"] else route["dst"] + "/128"
+        if dst.startswith(("fe80:", "ff")):
+            continue
+        out[dst] = {h.get("gateway") or h.get("dev", "") for h in route.get("nexthops") or [route]}
+    return out
+
+
+def test_ssh_cli_forwarding_table_and_configuration_carry_ipv6(dual: RunningLab) -> None:
+    """`show route forwarding-table` lists the kernel's IPv6 routes after the IPv4 ones (`family inet6`:
+    only them), each with the kernel's next hops; the rendered configurations shown by `show configuration`
+    and `show running-config` have the IPv6 addresses and sessions, in the groups `show bgp neighbor` names."""
+    running = dual.running
+    both, status = running.cli("mx1", "show route forwarding-table table TRUST-VR")
+    assert status == 0 and both.index("Routing table: TRUST-VR.inet\n") < both.index("Routing table: TRUST-VR.inet6\n")
+    out, status = running.cli("mx1", "show route forwarding-table table TRUST-VR.inet6 | display json")
+    assert status == 0
+    tables = json.loads(out)["forwarding-table-information"]["route-table"]
+    assert [t["address-family"] for t in tables] == ["Internet6"]
+    shown = {("::/0" if e["rt-destination"] == "default" else e["rt-destination"]):
+             {h["to"] for h in e["nh"] if h["to"]} for e in tables[0]["rt-entry"]}
+    kernel = _kernel6_main(running.ns("mx1", "TRUST-VR"))
+    assert "::/0" in kernel and "2001:db8:172:80::/96" in kernel, kernel  # learned in BGP, installed by BIRD
+    for dst, hops in kernel.items():
+        assert dst in shown, (dst, sorted(shown))
+        gateways = {h for h in hops if ":" in h}
+        if gateways:
+            assert shown[dst] == gateways, (dst, shown[dst], gateways)
+    inet6, status = running.cli("mx1", "show route forwarding-table family inet6")
+    assert status == 0 and "Internet:" not in inet6 and "Routing table: UNTRUST-VR.inet6\n" in inet6
+    assert "fe80:" not in inet6
+    one, status = running.cli("mx1", f"show route forwarding-table destination {SERVER6}")
+    assert status == 0 and "Internet6:" in one and "Internet:" not in one, one
+    config, _ = running.cli("mx1", "show configuration routing-instances TRUST-VR protocols bgp | display set")
+    assert "group IPv6_SRX-TRUST neighbor 2001:db8:1::12 peer-as 65001" in config, config
+    neighbor, _ = running.cli("mx1", "show bgp neighbor 2001:db8:1::12")
+    assert "Group: IPv6_SRX-TRUST " in neighbor, neighbor
+    srx, _ = running.cli("srx1", "show configuration interfaces | display set")
+    assert "set interfaces ge-0/0/0 unit 0 family inet6 address 2001:db8:1::12/126" in srx, srx
+    ios, _ = running.cli("gw-trust", "show running-config")
+    assert " address-family ipv6\n" in ios and "  neighbor 2001:db8:1::a activate\n" in ios, ios

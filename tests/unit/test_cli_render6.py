@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import Path
+from typing import Any
 
 from test_cli_render import bgp, ios_snapshot, kroute, mx_snapshot
 
@@ -16,6 +18,8 @@ from lab_orchestrator.cli_ssh.gather import Snapshot
 from lab_orchestrator.cli_ssh.parser import is_address46, is_prefix, is_prefix46
 from lab_orchestrator.cli_ssh.state import Address, BirdRoute, KernelRoute, NextHop
 from lab_orchestrator.plan.sshconfig import Peer
+
+GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "cli"
 
 BIRD_ROUTES = """Table master4:
 0.0.0.0/0            unicast [fw_srx1 09:44:30.264] * (100) [AS65020i]
@@ -56,9 +60,10 @@ def dual_mx() -> Snapshot:
     node = snap.node
     snap.node = dataclasses.replace(node, peers=(
         *node.peers,
-        Peer("core_gw_trust_v6", "TRUST-VR", "GW-TRUST", "gw-trust", "2001:db8:1::1", 65010, "2001:db8:1::", 65100),
-        Peer("fw_srx1_v6", "TRUST-VR", "SRX-TRUST", "srx1", "2001:db8:1::3", 65001, "2001:db8:1::2", 65100),
-        Peer("fw_srx2_v6", "TRUST-VR", "SRX-TRUST", "srx2", "2001:db8:1::5", 65002, "2001:db8:1::4", 65100)))
+        Peer("core_gw_trust_v6", "TRUST-VR", "IPv6_GW-TRUST", "gw-trust", "2001:db8:1::1", 65010, "2001:db8:1::",
+             65100),
+        Peer("fw_srx1_v6", "TRUST-VR", "IPv6_SRX-TRUST", "srx1", "2001:db8:1::3", 65001, "2001:db8:1::2", 65100),
+        Peer("fw_srx2_v6", "TRUST-VR", "IPv6_SRX-TRUST", "srx2", "2001:db8:1::5", 65002, "2001:db8:1::4", 65100)))
     trust = snap.instances[1]
     trust.addresses6 = [Address("lo", "2001:db8:1:255::3", 128), Address("ge-0-0-0", "2001:db8:1::", 126),
                         Address("ge-0-1-1", "2001:db8:1::2", 126), Address("ge-0-1-1", "fe80::2", 64)]
@@ -146,7 +151,7 @@ def test_an_ipv4_lab_shows_no_inet6_table() -> None:
 def test_bgp_summary_has_the_inet6_table_and_its_sessions() -> None:
     out = junos.show_bgp_summary(dual_mx(), {})
     lines = out.text.splitlines()
-    assert "Groups: 2 Peers: 6 Down peers: 2" in lines
+    assert "Groups: 4 Peers: 6 Down peers: 2" in lines  # the IPv6 sessions' own groups (IPv6_SRX-TRUST, ...)
     assert lines[lines.index("TRUST-VR.inet.0") + 1].split() == ["3", "3", "0", "0", "0", "0"]
     assert lines[lines.index("TRUST-VR.inet6.0") + 1].split() == ["2", "2", "0", "0", "0", "0"]
     peers = [line.split()[0] for line in lines if line[:1].isalnum() and line.split()[0].count(":") >= 2]
@@ -165,9 +170,87 @@ def test_bgp_neighbor_of_an_ipv6_session() -> None:
     text = junos.show_bgp_neighbor(dual_mx(), {"address": "2001:DB8:1:0::3"}).text
     assert text.startswith("Peer: 2001:db8:1::3 AS 65001  Local: 2001:db8:1::2 AS 65100\n")
     assert "  NLRI for this session: inet6-unicast\n" in text and "  Table TRUST-VR.inet6.0\n" in text
+    assert "  Group: IPv6_SRX-TRUST        Routing-Instance: TRUST-VR\n" in text
     received = junos.show_route_receive_protocol(dual_mx(), {"neighbor": "2001:db8:1::3"})
     assert received.text.splitlines()[1].startswith("TRUST-VR.inet6.0: ")
     assert [r["rt-destination"] for r in received.data["route-information"]["route-table"][0]["rt"]] == ["::/0"]
+
+
+# ---------------------------------------------------------------------- the kernel's IPv6 forwarding tables
+def test_forwarding_table_lists_the_inet6_tables_after_every_inet_one(golden: Any) -> None:
+    """Junos's `show route forwarding-table`: every instance's inet tables, then the inet6 ones; IPv6 rows
+    in the same columns, a destination too long for its column on a line of its own."""
+    out = junos.show_route_forwarding_table(dual_mx(), {})
+    ipv4 = junos.show_route_forwarding_table(mx_snapshot(), {}).text
+    assert out.text.startswith(ipv4)  # the IPv4 tables as before, the IPv6 ones after them
+    ipv6 = out.text[len(ipv4):]
+    golden(GOLDEN / "junos-forwarding-table6.txt", ipv6)
+    lines = ipv6.splitlines()
+    assert [line for line in lines if line.startswith("Routing table: ")] == [
+        "Routing table: TRUST-VR.inet6", "Routing table: TRUST-VR.selector-srx1.inet6"]
+    assert lines[1] == "Internet6:"
+    assert lines[3:6] == ["default            user     -                    ulst     -        -",
+                          "                              2001:db8:1::3      ucst     -        - ge-0/1/1.0",
+                          "                              2001:db8:1::5      ucst     -        - ge-0/1/2.0"]
+    assert "2001:db8:1::/126   intf     -                    rslv     -        - ge-0/0/0.0" in lines
+    assert "2001:db8:1::2/128  intf     - 2001:db8:1::2      locl     -        -" in lines
+    wrapped = lines.index("2001:db8:172:80::/64")
+    assert lines[wrapped + 1] == "                   user     - 2001:db8:1::1      ucst     -        - ge-0/0/0.0"
+    # a loopback's /128 (in the kernel's main and local tables) is one local entry
+    assert lines.count("2001:db8:1:255::3/128") == 1
+    assert lines[lines.index("2001:db8:1:255::3/128") + 1].split() == ["intf", "-", "2001:db8:1:255::3", "locl", "-",
+                                                                       "-"]
+    assert "fe80" not in ipv6 and "ff00" not in ipv6  # link-local and multicast: not listed, as in `show route`
+    tables = out.data["forwarding-table-information"]["route-table"]
+    assert [(t["table-name"], t["address-family"]) for t in tables][-2:] == [
+        ("TRUST-VR.inet6", "Internet6"), ("TRUST-VR.selector-srx1.inet6", "Internet6")]
+    assert tables[-2]["rt-entry"][0] == {"rt-destination": "default", "rt-entry-type": "user", "nh-type": "ulst",
+                                         "nh": [{"to": "2001:db8:1::3", "via": "ge-0/1/1.0"},
+                                                {"to": "2001:db8:1::5", "via": "ge-0/1/2.0"}]}
+    json.dumps(out.data)
+
+
+def test_forwarding_table_family_and_destination_choose_the_family() -> None:
+    snap = dual_mx()
+    inet = junos.show_route_forwarding_table(snap, {"family": "inet"}).text
+    assert inet == junos.show_route_forwarding_table(mx_snapshot(), {}).text
+    inet6 = junos.show_route_forwarding_table(snap, {"family": "inet6"}).text
+    assert "Internet:" not in inet6 and inet6.startswith("Routing table: TRUST-VR.inet6\nInternet6:\n")
+    assert junos.show_route_forwarding_table(snap, {"family": "inet7"}).status == 1
+    one = junos.show_route_forwarding_table(snap, {"destination": "2001:db8:172:80::9"}).text
+    assert [line for line in one.splitlines() if line and line[0] not in " D"] == [
+        "Routing table: TRUST-VR.inet6", "Internet6:", "2001:db8:172:80::/64",
+        "Routing table: TRUST-VR.selector-srx1.inet6", "Internet6:",
+        "default            user     - 2001:db8:1::3      ucst     -        - ge-0/1/1.0"]
+    assert "Internet:" not in one
+    assert junos.show_route_forwarding_table(snap, {"destination": "2001:db8:1:255::3"}).text.count("locl") == 1
+    assert junos.show_route_forwarding_table(snap, {"destination": "100.64.0.1", "family": "inet6"}).status == 1
+    assert junos.show_route_forwarding_table(snap, {"destination": "2001:db8::zz"}).status == 1
+    # `table X.inet` is that table only; `table X` is the instance's tables of both families
+    only4 = junos.show_route_forwarding_table(snap, {"table": "TRUST-VR.inet"}).text
+    assert "Routing table: TRUST-VR.inet\n" in only4 and "inet6" not in only4
+    both = junos.show_route_forwarding_table(snap, {"table": "TRUST-VR"}).text
+    assert "Routing table: TRUST-VR.inet\n" in both and "Routing table: TRUST-VR.inet6\n" in both
+    only6 = junos.show_route_forwarding_table(snap, {"table": "TRUST-VR.inet6"}).text
+    assert "Routing table: TRUST-VR.inet6\n" in only6 and "Internet:" not in only6
+
+
+def test_forwarding_table_of_an_ipv4_lab_has_no_inet6_table() -> None:
+    """Every interface has a link-local address and the multicast route even with IPv6 unused: no table."""
+    snap = mx_snapshot()
+    snap.instances[1].routes6 = [kroute("fe80::/64", (None, "ge-0-1-1"), proto="kernel"), local6("fe80::2", "ge-0-1-1"),
+                                 KernelRoute(255, "ff00::/8", "other", "kernel", 0, 256, (NextHop(None, "ge-0-1-1"),)),
+                                 local6("::1", "lo")]
+    assert junos.show_route_forwarding_table(snap, {}).text == junos.show_route_forwarding_table(mx_snapshot(), {}).text
+    assert junos.show_route_forwarding_table(snap, {"family": "inet6"}).text == ""
+
+
+def test_forwarding_table_wraps_a_next_hop_too_long_for_its_column() -> None:
+    snap = dual_mx()
+    snap.instances[1].routes6.append(kroute("2001:db8:99::/48", ("2001:db8:1:0:abcd::3", "ge-0-1-1")))
+    lines = junos.show_route_forwarding_table(snap, {"family": "inet6"}).text.splitlines()
+    start = lines.index("2001:db8:99::/48   user     - 2001:db8:1:0:abcd::3")
+    assert lines[start + 1] == " " * 49 + "ucst     -        - ge-0/1/1.0"
 
 
 def dual_gw() -> Snapshot:
@@ -223,6 +306,8 @@ def test_grammar_knows_the_ipv6_commands() -> None:
     assert ios_grammar.parse("show ipv6 route").command.run == "ipv6-route"  # type: ignore[union-attr]
     assert ios_grammar.parse("sh bgp ipv6 unicast summary").command.run == "bgp-ipv6-summary"  # type: ignore[union-attr]
     junos_grammar = grammar("junos", "mx")
+    fib = junos_grammar.parse("show route forwarding-table family inet6 destination 2001:db8::1")
+    assert fib.args == {"family": "inet6", "destination": "2001:db8::1"}  # type: ignore[union-attr]
     parsed = junos_grammar.parse("show route 2001:db8:172:80::/64")
     assert parsed.args["destination"] == "2001:db8:172:80::/64"  # type: ignore[union-attr]
     assert is_prefix46("2001:db8::/64") and is_prefix46("::") and not is_prefix46("2001:db8::/129")

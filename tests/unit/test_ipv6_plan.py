@@ -13,6 +13,9 @@ from typing import Any, TypeVar
 
 import pytest
 
+from lab_orchestrator import kinds
+from lab_orchestrator.cli_ssh import junosconf
+from lab_orchestrator.model.schema import Topology
 from lab_orchestrator.model.validate import load_topology
 from lab_orchestrator.plan import pipeline as planmod
 from lab_orchestrator.plan.features import ipv6
@@ -22,8 +25,12 @@ REPO = Path(__file__).resolve().parents[2]
 T = TypeVar("T", bound=Any)
 
 
+def _topology(stem: str) -> Topology:
+    return load_topology(REPO / "labs" / f"{stem}.yml").topology
+
+
 def _plan(stem: str) -> LabPlan:
-    return planmod.build(load_topology(REPO / "labs" / f"{stem}.yml").topology, f"labs/{stem}.yml", "/run/lab")
+    return planmod.build(_topology(stem), f"labs/{stem}.yml", "/run/lab")
 
 
 @pytest.fixture(scope="module")
@@ -121,3 +128,91 @@ def test_bird_gets_ipv6_channels_and_the_gateways_originate_prefixes6(dual: LabP
     readiness = {(e.ns, e.prefix) for e in dual.expected_routes}
     assert ("t3d-gw-trust", "2001:db8:203::/64") in readiness
     assert ("t3d-gw-untrust", "2001:db8:172:80::/96") in readiness
+
+
+def _set_lines(dual: LabPlan, node: str) -> list[str]:
+    return junosconf.to_set(junosconf.parse(dual.files[f"nodes/{node}/juniper.conf"])).splitlines()
+
+
+def test_junos_configs_carry_the_ipv6_addresses_the_lab_configures(dual: LabPlan) -> None:
+    """`family inet6` beside `family inet` on every unit the lab gives an IPv6 address, and nowhere else."""
+    for node in dual.nodes:
+        if node.kind not in ("mx", "srx"):
+            continue
+        lines = _set_lines(dual, node.name)
+        expected = {f"set interfaces {i.alias} unit 0 family inet6 address {i.address6}"
+                    for i in dual.interfaces() if i.node == node.name and i.address6}
+        units = {"": "0", "TRUST-VR": "1", "UNTRUST-VR": "2"}
+        expected |= {f"set interfaces lo0 unit {units[key]} family inet6 address {address}/128"
+                     for key, address in node.loopbacks6.items()}
+        expected |= {f"set interfaces lo0 unit {unit} family inet6 address {address}/128"
+                     for unit, address in node.lo_units6.items()}
+        assert {line for line in lines if " family inet6 " in line} == expected, node.name
+        assert len(expected) > 3
+
+
+def test_junos_configs_have_the_ipv6_sessions_in_their_own_groups(dual: LabPlan) -> None:
+    """Each IPv6 session in an `IPv6_` group (the JVD's naming) of its instance, with its peer AS, the
+    export policy and options of its IPv4 twin's group; the IPv4 groups keep the IPv4 sessions only."""
+    for node in dual.nodes:
+        if node.kind not in ("mx", "srx"):
+            continue
+        lines = _set_lines(dual, node.name)
+        kind = kinds.get(node.kind)
+        sessions = [s for s in dual.sessions if s.node == node.name and s.zone != "icl"]
+        assert sessions
+        for s in sessions:
+            bgp = f"set routing-instances {s.instance} protocols bgp" if s.instance else "set protocols bgp"
+            group = kind.peer_group(s.protocol, s.zone, s.family)
+            assert group.startswith("IPv6_") == (s.family == 6)
+            assert f"{bgp} group {group} neighbor {s.peer_address} peer-as {s.peer_as}" in lines, (node.name, s)
+            if s.family == 6:
+                twin = kind.peer_group(s.protocol, s.zone)
+                options = {line.split(f" group {group} ", 1)[1] for line in lines if f" group {group} " in line
+                           and " neighbor " not in line}
+                assert options and options == {line.split(f" group {twin} ", 1)[1] for line in lines
+                                               if f" group {twin} " in line and " neighbor " not in line}
+            if s.instance:  # the instance's AS is the session's local AS (BIRD's `local as`)
+                assert f"set routing-instances {s.instance} routing-options autonomous-system {s.local_as}" in lines
+        for line in lines:
+            if " neighbor " in line and " group IPv6_" not in line:
+                assert ":" not in line.split(" neighbor ")[1].split()[0], line
+
+
+def test_b_node_prepends_its_ipv6_pair_address_as_bird_does(dual: LabPlan) -> None:
+    """srx2 (B of its pair) prepends lo0.1's IPv6 /128 2x/4x in BIRD: its MNHA-PREPEND names it."""
+    srx2 = next(n for n in dual.nodes if n.name == "srx2")
+    pair6 = f"{srx2.lo_units6['1']}/128"
+    assert f"if net ~ [ {pair6} ]" in dual.files["nodes/srx2/bird.conf"]
+    lines = _set_lines(dual, "srx2")
+    for term in ("pair-signal", "pair"):
+        assert f"set policy-options policy-statement MNHA-PREPEND term {term} from route-filter {pair6} exact" in lines
+
+
+def test_ios_configs_carry_the_ipv6_addresses_sessions_and_routes(dual: LabPlan) -> None:
+    for name in ("gw-trust", "gw-untrust"):
+        node = next(n for n in dual.nodes if n.name == name)
+        text = dual.files[f"nodes/{name}/running-config"]
+        assert "\nipv6 unicast-routing\n" in text
+        for iface in (i for i in dual.interfaces() if i.node == name):
+            block = text[text.index(f"\ninterface {iface.alias}\n"):]
+            assert block[:block.index("\n!\n")].endswith(f"\n ipv6 address {iface.address6}")
+        assert f" ipv6 address {node.loopbacks6['']}/128\n" in text
+        ipv4 = text[text.index(" address-family ipv4\n"):]
+        ipv4 = ipv4[:ipv4.index(" exit-address-family\n")]
+        ipv6_af = text[text.index(" address-family ipv6\n"):]
+        ipv6_af = ipv6_af[:ipv6_af.index(" exit-address-family\n")]
+        for s in (s for s in dual.sessions if s.node == name):
+            assert f" neighbor {s.peer_address} remote-as {s.peer_as}\n" in text
+            assert (f"  neighbor {s.peer_address} activate\n" in ipv6_af) == (s.family == 6)
+            assert (f"  neighbor {s.peer_address} activate\n" in ipv4) == (s.family == 4)
+        for prefix, target in ipv6.statics6(_topology("topology3-dualstack"), dual, node):
+            assert f"  network {prefix}\n" in ipv6_af
+            assert f"\nipv6 route {prefix} {'Null0' if target == 'blackhole' else target.split()[1]}\n" in text
+    assert "  network ::/0\n" in dual.files["nodes/gw-untrust/running-config"]
+
+
+def test_ipv4_only_configs_have_no_ipv6(single: LabPlan) -> None:
+    for name, text in single.files.items():
+        if name.endswith(("juniper.conf", "running-config")):
+            assert "inet6" not in text and "ipv6" not in text and "IPv6_" not in text, name

@@ -62,6 +62,10 @@ def test_each_kind_names_its_config_file_and_ssh_peer_groups() -> None:
     assert mx.peer_group("core_gw1", "untrust") == "GW-UNTRUST"
     assert srx.peer_group("untrust_mx1", "untrust") == "MX-UNTRUST"
     assert kinds.get("ios-router").peer_group("peer_mx1", None) == ""
+    # an IPv6 session's group: the JVD's `IPv6_` prefix on its IPv4 twin's
+    assert mx.peer_group("fw_srx1_v6", "trust", 6) == "IPv6_SRX-TRUST"
+    assert srx.peer_group("untrust_mx1_v6", "untrust", 6) == "IPv6_MX-UNTRUST"
+    assert kinds.get("ios-router").peer_group("peer_mx1_v6", None, 6) == ""
 
 
 def test_bgp_exports_follow_the_jvd_route_exchange() -> None:

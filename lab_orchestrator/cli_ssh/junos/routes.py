@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ipaddress import IPv4Network
+from ipaddress import IPv4Network, IPv6Network, ip_network
 from typing import Any
 
 from .. import rib
@@ -11,8 +11,9 @@ from ..common import (
     junos_logical,
 )
 from ..gather import Snapshot
+from ..parser import is_prefix46
 from ..pipes import Output
-from ..state import KernelRoute, NextHop
+from ..state import Instance, KernelRoute, NextHop
 from .base import ROUTING_DOWN, Args, bird_down, error
 
 
@@ -125,69 +126,125 @@ def show_route(snap: Snapshot, args: Args) -> Output:
 
 
 _NH_TYPE = {"blackhole": "dscd", "unreachable": "rjct", "prohibit": "rjct", "broadcast": "bcst", "local": "locl"}
+# (family, Junos's family keyword, its heading): IPv4 first, as Junos lists them
+_FIB_FAMILIES = ((4, "inet", "Internet"), (6, "inet6", "Internet6"))
+_COLUMN = 18  # width of the destination and next-hop columns
+
+
+def _fib_routes(inst: Instance, number: int, family: int) -> list[KernelRoute]:
+    """The kernel's routes of table NUMBER in FAMILY, as its forwarding table: the main table also
+    lists the node's own addresses (the kernel keeps them in its local table). IPv6: without the
+    link-local and multicast routes every IPv6 interface has (no view of the CLI shows them), and a
+    loopback's /128, which IPv6 puts in both tables, once (as the local address it is)."""
+    if family == 4:
+        routes = [r for r in inst.routes if r.table == number]
+        if number == rib.MAIN:
+            routes += [r for r in inst.routes if r.table == rib.LOCAL and r.type in ("local", "broadcast")
+                       and not r.dst.startswith("127.")]
+        return routes
+    visible = [r for r in inst.routes6 if not rib.hidden6(r.dst)]
+    routes = [r for r in visible if r.table == number]
+    if number == rib.MAIN:
+        own = [r for r in visible if r.table == rib.LOCAL and r.type == "local"]
+        routes = [r for r in routes if r.dst not in {o.dst for o in own}] + own
+    return routes
+
+
+def _fib_line(dest: str, rtype: str, rtref: str, gateway: str, nh_type: str, netif: str | None) -> list[str]:
+    """One forwarding entry's line(s) in Junos's columns (NETIF None: the column is left off). A
+    destination or next hop wider than its column (IPv6) is printed on a line of its own and the row
+    goes on below it, under the columns that follow, as Junos prints it."""
+    lines = []
+    if len(dest) > _COLUMN:
+        lines.append(dest)
+        dest = ""
+    head = f"{dest:<{_COLUMN}} {rtype:<4} {rtref:>5} "
+    if len(gateway) > _COLUMN:
+        lines.append(head + gateway)
+        head, gateway = " " * len(head), ""
+    tail = f"{gateway:<{_COLUMN}} {nh_type:<4} {'-':>5} {'-':>8}"
+    lines.append(head + tail + (f" {netif}" if netif is not None else ""))
+    return lines
+
+
+def _fib_destination(destination: str | None) -> IPv4Network | IPv6Network | None:
+    """The `destination` argument as a network (an address alone: its host route's)."""
+    if not destination:
+        return None
+    if "/" not in destination:
+        destination += "/128" if ":" in destination else "/32"
+    return ip_network(destination, strict=False)
 
 
 def show_route_forwarding_table(snap: Snapshot, args: Args) -> Output:
-    """The kernel's forwarding tables (what is programmed, whatever the routing daemon's state)."""
+    """The kernel's forwarding tables (what is programmed, whatever the routing daemon's state): every
+    instance's IPv4 tables, then (a dual-stack lab) its IPv6 ones; `family inet|inet6` shows one family,
+    an IPv6 `destination` is looked up in the IPv6 tables."""
     destination = args.get("destination")
     wanted = args.get("table")
+    family_word = args.get("family")
+    if family_word is not None and family_word not in {word for _, word, _ in _FIB_FAMILIES}:
+        return error(f"family {family_word} is not one of inet, inet6")
+    if destination and not is_prefix46(destination):
+        return error(f"invalid destination {destination}")
+    target = _fib_destination(destination)
     out: list[str] = []
     data = []
-    for inst in snap.instances:
-        spec = snap.node.instance(inst.name)
-        numbers = {254: (inst.name or "default") + ".inet"}
-        if spec is not None:
-            numbers.update({int(n): name.removesuffix(".0") for n, name in spec.tables.items()})
-        for number, name in numbers.items():
-            if wanted and not name.startswith(wanted):
-                continue
-            routes: list[KernelRoute] = [r for r in inst.routes if r.table == number]
-            if number == 254:  # the kernel keeps own addresses in its local table
-                routes += [r for r in inst.routes if r.table == 255 and r.type in ("local", "broadcast")
-                           and not r.dst.startswith("127.")]
-            if destination and ":" in destination:  # the kernel's IPv6 forwarding table is not shown
-                continue
-            if destination:
-                net = IPv4Network(destination if "/" in destination else f"{destination}/32", strict=False)
-                covering = [r for r in routes if net.subnet_of(IPv4Network(r.dst))]
-                longest = max((IPv4Network(r.dst).prefixlen for r in covering), default=-1)
-                routes = [r for r in covering if IPv4Network(r.dst).prefixlen == longest]
-                if not routes:
+    for family, word, heading in _FIB_FAMILIES:
+        if family_word not in (None, word) or (target is not None and target.version != family):
+            continue
+        for inst in snap.instances:
+            spec = snap.node.instance(inst.name)
+            numbers = {rib.MAIN: (inst.name or "default") + ".inet.0"}
+            if spec is not None:
+                numbers.update({int(n): name for n, name in spec.tables.items()})
+            for number, table_name in numbers.items():
+                name = rib.family_table(table_name, family).removesuffix(".0")
+                # a name starting with TABLE, but `table X.inet` is not X.inet6
+                if wanted and (not name.startswith(wanted) or name[len(wanted):].startswith("6")):
                     continue
-            routes.sort(key=lambda r: (rib.sort_key(r.dst), r.table))
-            out += [f"Routing table: {name}", "Internet:",
-                    "Destination        Type RtRef Next hop           Type Index    NhRef Netif"]
-            rows = []
-            for route in routes:
-                dest = "default" if route.dst == "0.0.0.0/0" else route.dst
-                rtype = "user" if route.proto in ("bird", "static", "boot") else "intf"
-                if route.table == 255 and route.type == "broadcast":
-                    rtype = "dest"
-                nh_type = _NH_TYPE.get(route.type, "ucst")
-                hops = route.nexthops
-                if route.type == "unicast" and len(hops) == 1 and hops[0].gateway is None:
-                    nh_type = "rslv"
-                if route.type == "unicast" and len(hops) > 1:
-                    out.append(f"{dest:<18} {rtype:<4} {'-':>5} {'':<18} {'ulst':<4} {'-':>5} {'-':>8}")
-                    for hop in hops:
-                        netif = junos_logical(snap, inst.name, hop.ifname, inst)
-                        out.append(f"{'':<18} {'':<4} {'':>5} {hop.gateway or '':<18} {'ucst':<4} {'-':>5} "
-                                   f"{'-':>8} {netif}")
-                    rows.append({"rt-destination": dest, "rt-entry-type": rtype, "nh-type": "ulst",
-                                 "nh": [{"to": h.gateway, "via": junos_logical(snap, inst.name, h.ifname, inst)}
-                                        for h in hops]})
+                routes = _fib_routes(inst, number, family)
+                if family == 6 and not routes:  # an IPv4-only lab has no IPv6 table to show
                     continue
-                first: NextHop | None = hops[0] if hops else None
-                gateway = (first.gateway if first else None) or (route.dst.split("/")[0] if nh_type == "locl" else "")
-                netif = "" if nh_type in ("locl", "dscd", "rjct") or first is None else \
-                    junos_logical(snap, inst.name, first.ifname, inst)
-                out.append(f"{dest:<18} {rtype:<4} {'-':>5} {gateway:<18} {nh_type:<4} {'-':>5} {'-':>8} {netif}"
-                           .rstrip())
-                rows.append({"rt-destination": dest, "rt-entry-type": rtype, "nh-type": nh_type,
-                             "nh": [{"to": gateway or None, "via": netif or None}]})
-            out.append("")
-            data.append({"table-name": name, "address-family": "Internet", "rt-entry": rows})
+                if target is not None:
+                    covering = [r for r in routes if target.subnet_of(ip_network(r.dst))]  # type: ignore[arg-type]
+                    longest = max((ip_network(r.dst).prefixlen for r in covering), default=-1)
+                    routes = [r for r in covering if ip_network(r.dst).prefixlen == longest]
+                    if not routes:
+                        continue
+                routes.sort(key=lambda r: (rib.sort_key(r.dst), r.table))
+                out += [f"Routing table: {name}", f"{heading}:",
+                        "Destination        Type RtRef Next hop           Type Index    NhRef Netif"]
+                rows = [_fib_entry(snap, inst, route, out) for route in routes]
+                out.append("")
+                data.append({"table-name": name, "address-family": heading, "rt-entry": rows})
     if not data and (destination or wanted):
         return error("no matching forwarding table entry") if destination else \
             error(f"forwarding table {wanted} does not exist")
     return Output("".join(line + "\n" for line in out), {"forwarding-table-information": {"route-table": data}})
+
+
+def _fib_entry(snap: Snapshot, inst: Instance, route: KernelRoute, out: list[str]) -> dict[str, Any]:
+    """Print one kernel route as forwarding entries (OUT) and return its `display json` form."""
+    default = "default" if ip_network(route.dst).prefixlen == 0 else route.dst
+    rtype = "user" if route.proto in ("bird", "static", "boot") else "intf"
+    if route.table == rib.LOCAL and route.type == "broadcast":
+        rtype = "dest"
+    nh_type = _NH_TYPE.get(route.type, "ucst")
+    hops = route.nexthops
+    if route.type == "unicast" and len(hops) == 1 and hops[0].gateway is None:
+        nh_type = "rslv"
+    if route.type == "unicast" and len(hops) > 1:
+        out += _fib_line(default, rtype, "-", "", "ulst", None)
+        for hop in hops:
+            out += _fib_line("", "", "", hop.gateway or "", "ucst", junos_logical(snap, inst.name, hop.ifname, inst))
+        return {"rt-destination": default, "rt-entry-type": rtype, "nh-type": "ulst",
+                "nh": [{"to": h.gateway, "via": junos_logical(snap, inst.name, h.ifname, inst)} for h in hops]}
+    first: NextHop | None = hops[0] if hops else None
+    gateway = (first.gateway if first else None) or (route.dst.split("/")[0] if nh_type == "locl" else "")
+    netif = "" if nh_type in ("locl", "dscd", "rjct") or first is None else \
+        junos_logical(snap, inst.name, first.ifname, inst)
+    lines = _fib_line(default, rtype, "-", gateway, nh_type, netif)
+    out += lines[:-1] + [lines[-1].rstrip()]
+    return {"rt-destination": default, "rt-entry-type": rtype, "nh-type": nh_type,
+            "nh": [{"to": gateway or None, "via": netif or None}]}

@@ -71,6 +71,8 @@ def _features(topo: Topology, plan: LabPlan, node: NodePlan) -> dict[str, object
                                     "srg1_active": pair.srg1_active or pair.nodes[0], "preempt": pair.preempt,
                                     "heartbeat_ms": pair.heartbeat_ms,
                                     "heartbeat_threshold": pair.heartbeat_threshold}
+        if plan.use_case == "mixed":  # `show security nat source rule`: the rule's source match
+            features["nat_sources"] = [str(p) for p in topo.services.nat_sources]
     if kind.gateway:
         hsrp = [{"interface": alias, "group": s.standby.group, "ip": str(s.standby.ip),
                  "priority": s.standby.priority, "preempt": s.standby.preempt, "name": s.standby.name,

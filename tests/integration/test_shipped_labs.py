@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import re
+from ipaddress import IPv4Network
 from pathlib import Path
 
 import pytest
+import yaml
 from labtools import (
     LABS,
     LabOwner,
@@ -60,6 +62,11 @@ def assert_ready(facts: PlanFacts) -> None:
     assert not dead, f"daemons not running: {dead}"
 
 
+def _nat_sources(topology: Path) -> list[str]:
+    services = yaml.safe_load(topology.read_text()).get("services") or {}
+    return [str(p) for p in services.get("nat_sources", [])] if services.get("use_case") == "mixed" else []
+
+
 def proc_starttime(pid: int) -> int | None:
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
@@ -83,9 +90,12 @@ def test_lab_up_forwards_and_down_leaves_nothing(shipped: Path, owner: LabOwner,
 
     if {"client", "server"} <= set(facts.nodes):  # the JVD topologies (SFW and CGNAT)
         assert facts.sessions, "a JVD topology without BGP sessions"
-        output = ping(facts.name, "client", "203.0.113.9", source="100.64.1.1")
-        ttls = {int(t) for t in re.findall(r"ttl=(\d+)", output)}
-        assert ttls == {THROUGH_SRX_TTL}, f"replies did not cross MX -> SRX -> MX: {output}"
+        # a mixed lab (SFW and NAPT44 by source prefix): a client of its NAT prefix as well, translated
+        sources = ["100.64.1.1"] + [str(next(IPv4Network(p).hosts())) for p in _nat_sources(shipped)]
+        for source in sources:
+            output = ping(facts.name, "client", "203.0.113.9", source=source)
+            ttls = {int(t) for t in re.findall(r"ttl=(\d+)", output)}
+            assert ttls == {THROUGH_SRX_TTL}, f"replies to {source} did not cross MX -> SRX -> MX: {output}"
     else:  # flexvpn: remote-access client across the WAN router to the cluster's LAN
         assert shipped.stem in ("flexvpn", "flexvpn-branch"), f"no traffic check for {shipped}"
         ping(facts.name, "client1", "10.10.10.3")

@@ -6,6 +6,7 @@ ping / traceroute layouts. Rendered from hand-made snapshots and compared with g
 from __future__ import annotations
 
 import struct
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -258,3 +259,17 @@ def test_new_commands_parse(vendor: str, kind: str, line: str, run: str) -> None
 def test_ping_is_open_to_read_only_users() -> None:
     assert {"ping", "traceroute"} <= actions.READ_ONLY_ACTIONS
     assert not next(c for c in commands.JUNOS_COMMANDS if c.run == "action:ping").privileged
+
+
+def test_nat_source_rule_of_a_mixed_lab_shows_its_source_match() -> None:
+    """use_case mixed: the rule translates the NAT prefixes only (the JVD's match source-address)."""
+    snap = srx_snapshot(nat_pool="198.51.100.0/28", ruleset=SRX_RULESET)
+    snap.node = replace(snap.node, features={"nat_sources": ["100.64.128.0/17", "10.8.0.0/16"]})
+    rule = junos.show_nat_source_rule(snap, {})
+    assert "    Source addresses         : 100.64.128.0    - 100.64.255.255\n" \
+           "                               10.8.0.0        - 10.8.255.255\n" \
+           "    Destination addresses    : 0.0.0.0         - 255.255.255.255\n" in rule.text
+    assert "Total referenced IPv4/IPv6 ip-prefixes: 3/0\n" in rule.text
+    ranges = rule.data["source-nat-rule-detail-information"]["source-address-range-entry"]
+    assert ranges[0] == {"rule-source-address-low-range": "100.64.128.0",
+                         "rule-source-address-high-range": "100.64.255.255"}

@@ -59,6 +59,7 @@ def test_features_of_shipped_labs() -> None:
     found = doctor.shipped_lab_features(REPO / "labs")
     assert "CGNAT source NAT" in found["topology1-cgnat.yml"]
     assert "CGNAT source NAT" not in found["topology1.yml"]
+    assert "CGNAT source NAT" in found["topology3-mixed.yml"]  # SFW and NAPT44 side by side
     assert "MNHA session sync" in found["topology3.yml"] and "MNHA session sync" not in found["topology1.yml"]
     assert "FlexVPN HSRP virtual IP" in found["flexvpn.yml"]
     assert "MX selector (ECMP CHASH, ECMP, TLB)" not in found["flexvpn.yml"]

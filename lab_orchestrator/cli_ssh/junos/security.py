@@ -274,11 +274,14 @@ def show_nat_source_rule(snap: Snapshot, args: Args) -> Output:
     if problem:
         return problem
     hits = _nat_hits(snap)
-    lines = ["Total rules: 1", "Total referenced IPv4/IPv6 ip-prefixes: 2/0",
+    # a mixed lab's rule matches its NAT prefixes (services.nat_sources); a CGNAT lab's every source
+    sources = [IPv4Network(p) for p in snap.node.features.get("nat_sources", [])] or [IPv4Network("0.0.0.0/0")]
+    ranges = [f"{str(n.network_address):<15} - {n.broadcast_address}" for n in sources]
+    lines = ["Total rules: 1", f"Total referenced IPv4/IPv6 ip-prefixes: {len(sources) + 1}/0",
              f"source NAT rule: {NAT_RULE:<23}Rule-set: {NAT_RULE_SET}", "  Rule-Id                    : 1",
              "  Rule position              : 1", "  From zone                  : trust",
              "  To zone                    : untrust", "  Match",
-             "    Source addresses         : 0.0.0.0         - 255.255.255.255",
+             f"    Source addresses         : {ranges[0]}", *(f"{'':<31}{r}" for r in ranges[1:]),
              "    Destination addresses    : 0.0.0.0         - 255.255.255.255",
              f"  Action                        : {NAT_POOL}", "    Persistent NAT type         : N/A",
              f"  Translation hits           : {hits}", f"    Successful sessions      : {hits}",
@@ -287,4 +290,8 @@ def show_nat_source_rule(snap: Snapshot, args: Args) -> Output:
         "rule-name": NAT_RULE, "rule-set-name": NAT_RULE_SET, "rule-from-zone-name": "trust",
         "rule-to-zone-name": "untrust", "source-nat-rule-action-entry": {"source-nat-rule-action": NAT_POOL},
         "rule-translation-hits": hits}}
+    if snap.node.features.get("nat_sources"):
+        data["source-nat-rule-detail-information"]["source-address-range-entry"] = [
+            {"rule-source-address-low-range": str(n.network_address),
+             "rule-source-address-high-range": str(n.broadcast_address)} for n in sources]
     return Output("".join(line + "\n" for line in lines), data)

@@ -5,7 +5,8 @@ the client's source prefix (the JVD's srx1a_srx4600.conf: rule srx_nat_rule1 tra
 Flows from the SFW prefix (100.64.0.0/17) reach the server with their own source address, flows from the
 NAT prefix (100.64.128.0/17) with an address of the pool of the SRX that carried them; every flow is
 answered, and its request and answer cross one SRX (its conntrack entry counted both; no other SRX
-counted a packet of it). One SRX carries flows of both use cases.
+counted a packet of it). One SRX carries flows of both use cases. `lab traffic` sends from both prefixes
+and every flow is answered.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from ipaddress import IPv4Network, ip_address
 from pathlib import Path
 
 import pytest
-from running import LAB, REPO, SRX, RunningLab
+from running import LAB, REPO, SRX, RunningLab, lab
 
 from lab_orchestrator.events import sessions
 
@@ -100,3 +101,13 @@ def test_sfw_and_napt44_side_by_side_through_one_srx(tmp_path: Path) -> None:
                 assert seen[client] == {binding}, f"the server saw {seen[client]} for NAT client {client}"
                 kinds.setdefault(srx, set()).add("nat")
         assert any(k == {"sfw", "nat"} for k in kinds.values()), f"no SRX carried both use cases: {kinds}"
+
+        # the traffic generator: flows from both prefixes in turn, each answered at what the server saw (its
+        # own address for SFW, the NAT binding for NAPT44)
+        lab("traffic", "start", "--lab", running.name, "--flows", "20", "--rate", "1000", "--duration", "20")
+        time.sleep(3)
+        reports = json.loads(lab("traffic", "stop", "--lab", running.name, "--json").stdout)
+    assert reports["tx-reverse"]["learned_before_start"] == 20, reports["tx-reverse"]
+    for direction in ("rx-forward", "rx-reverse"):
+        assert reports[direction]["received"] > 0 and reports[direction]["flows_never_seen"] == 0, reports
+    assert reports["rx-reverse"]["lost"] == 0, reports

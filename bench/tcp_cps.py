@@ -196,24 +196,31 @@ def lab_exec(name: str, node: str) -> list[str]:
     return [sys.executable, "-m", "lab_orchestrator.cli", "exec", "--lab", name, node, "--"]
 
 
-def long_through_power_off(name: str, count: int, seconds: float) -> dict[str, Any]:
+def long_through_power_off(name: str, count: int, interval: float, open_rate: float,
+                           seconds: float) -> dict[str, Any]:
+    """COUNT long-lived connections (a request every INTERVAL s each, opened at OPEN_RATE/s), the SRX
+    carrying most of them powered off once all are open; the connections run SECONDS after the last
+    one opened. A connection stalled when its longest gap between two answers exceeds its interval by
+    more than 2 s."""
     running = BenchLab(name, Path()).lab
     server = subprocess.Popen([*lab_exec(name, "server"), *TOOL, "serve", "--bind", SERVER, "--port", "8001",
-                               "--seconds", str(seconds + 120)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+                               "--seconds", str(count / open_rate + seconds + 180)], cwd=ROOT,
+                              stdout=subprocess.PIPE, text=True)
     try:
         assert server.stdout is not None and "serving" in server.stdout.readline()
         client = subprocess.Popen([*lab_exec(name, "client"), *TOOL, "long", "--sources", "100.64.32.0/19",
-                                   "--count", str(count), "--to", f"{SERVER}:8001", "--interval", "1",
-                                   "--seconds", str(seconds), "--timeout", "20", "--stall", "2",
-                                   "--open-rate", "1000"], cwd=ROOT, stdout=subprocess.PIPE, text=True)
-        time.sleep(count / 1000 + 4)
+                                   "--count", str(count), "--to", f"{SERVER}:8001", "--interval", f"{interval:g}",
+                                   "--seconds", f"{seconds:g}", "--timeout", "20", "--stall", f"{interval + 2:g}",
+                                   "--open-rate", f"{open_rate:g}"], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+        time.sleep(count / open_rate + 4)
         srxs = [n.name for n in running.plan().nodes if kinds.get(n.kind).firewall]
         carried = {s: sum(1 for x in sessions.read(running.ns(s))
                           if x.protocol == "tcp" and x.destination_port == 8001 and x.packets > 0) for s in srxs}
         target = max(carried, key=lambda s: carried[s])
         log(f"carried {carried}; power off {target}")
+        powered_off_at = time.monotonic()
         lab("fail", "--lab", name, target, "srx-power-off")
-        out, _ = client.communicate(timeout=seconds + 120)
+        out, _ = client.communicate(timeout=count / open_rate + seconds + 180)
         lab("restore", "--lab", name, target)
     finally:
         server.terminate()
@@ -221,7 +228,9 @@ def long_through_power_off(name: str, count: int, seconds: float) -> dict[str, A
     result: dict[str, Any] = json.loads(out)
     result.pop("stalls", None)
     result.pop("not_completed", None)
-    result.update(target=target, carried_by_target=carried[target])
+    result.update(target=target, carried_by_target=carried[target], interval_s=interval, open_rate=open_rate,
+                  after_power_off_s=round(result["ended_at"] - powered_off_at, 1)
+                  if "ended_at" in result else None)
     log(f"long {result}")
     return result
 
@@ -238,6 +247,12 @@ def main() -> int:
     parser.add_argument("--wrk-connections", type=int, default=256, help="wrk's connections open at once")
     parser.add_argument("--nginx-workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--long", type=int, default=5000, help="long-lived connections through srx-power-off")
+    parser.add_argument("--long-interval", type=float, default=1.0,
+                        help="seconds between two requests of one long-lived connection")
+    parser.add_argument("--long-open-rate", type=float, default=1000.0,
+                        help="long-lived connections opened per second")
+    parser.add_argument("--long-seconds", type=float, default=30.0,
+                        help="how long the long-lived connections run after the last one opened")
     parser.add_argument("--hops", type=int, default=5,
                         help="plain routing again through this many routers (topology3's path forwards in 5 "
                              "namespaces: gw-trust, mx1's trust VR, an SRX, mx1's untrust VR, gw-untrust); 0: not")
@@ -285,7 +300,8 @@ def main() -> int:
             rows += [(f"{shipped} (MX, SRX){suffix}", tool, r)
                      for suffix, tool, r in lab_cps(name, bench.state_dir, args.tools, run)]
             if long is None and args.long and "mnha:" in file.read_text():
-                long = long_through_power_off(name, args.long, 30)
+                long = long_through_power_off(name, args.long, args.long_interval, args.long_open_rate,
+                                              args.long_seconds)
                 long["lab"] = shipped
     write_doc(report(rows, long, args), args.out)
     log(f"wrote {args.out}")
@@ -302,7 +318,8 @@ def report(rows: list[Row], long: dict[str, Any] | None, args: argparse.Namespac
              f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} by `bench/tcp_cps.py --labs "
              f"{' '.join(args.labs)} --tools {' '.join(args.tools)} --seconds {args.seconds} --rate {args.rate:g} "
              f"--wrk-threads {args.wrk_threads} --wrk-connections {args.wrk_connections} "
-             f"--nginx-workers {args.nginx_workers} --long {args.long} --hops {args.hops}"
+             f"--nginx-workers {args.nginx_workers} --long {args.long} --long-interval {args.long_interval:g} "
+             f"--long-open-rate {args.long_open_rate:g} --long-seconds {args.long_seconds:g} --hops {args.hops}"
              f"{' --profile' if args.profile else ''}` (as root). "
              f"Machine: {os.cpu_count()} CPUs, {platform.machine()}, kernel {platform.release()}, Python "
              f"{platform.python_version()}; load average {os.getloadavg()[0]:.1f} at the end.",
@@ -329,10 +346,13 @@ def report(rows: list[Row], long: dict[str, Any] | None, args: argparse.Namespac
     lines += profile_tables([(f"{name} | {tool}", r["profile"]) for name, tool, r in rows if "profile" in r])
     if long is not None:
         lines += ["", f"## Long-lived connections through `srx-power-off` ({long['lab']})", "",
-                  f"{long['connections']} connections, a 16-byte request every second each; the SRX carrying "
-                  f"most of them ({long['target']}, {long['carried_by_target']}) powered off.", "",
+                  f"{long['connections']} connections (opened at {long['open_rate']:g}/s), a 16-byte request "
+                  f"every {long['interval_s']:g} s each; once all were open the SRX carrying most of them "
+                  f"({long['target']}, {long['carried_by_target']}) was powered off, and the connections ran "
+                  f"{cell(long.get('after_power_off_s'), 1)} s more. A connection stalled when two of its answers "
+                  f"were more than its interval + 2 s apart.", "",
                   "| connections | goal | completed | reset | timed out | failed | retried | longest gap (s) "
-                  "| stalled > 2 s |",
+                  f"| stalled > {long['interval_s'] + 2:g} s |",
                   "|---|---|---|---|---|---|---|---|---|",
                   f"| {long['connections']} | 0 reset, 0 failed | {long['completed']} | {long['reset']} | "
                   f"{long['timed_out']} | {long['failed']} | {long['retried']} | {long['longest_gap_s']} | "

@@ -40,19 +40,35 @@ import sys
 import time
 from collections.abc import Callable
 from ipaddress import IPv4Network
+from pathlib import Path
 
 IP_BIND_ADDRESS_NO_PORT = 24  # linux/in.h: the port is chosen at connect(), per destination
 REQUEST = 16
 TICK = 0.005
+FD_SPARE = 64  # descriptors besides the connections: the selector, stdio, the interpreter's own
 
 CONNECTING, IDLE, WAITING, DONE = range(4)
 OUTCOMES = ("completed", "reset", "timed_out", "failed")
 
 
-def _raise_fd_limit() -> None:
+def _raise_fd_limit() -> int:
+    """Allow as many open files as the process may have: the kernel's ceiling (fs.nr_open) when it is
+    privileged, since every connection holds a descriptor and a run of 100,000 needs that many (a
+    login's hard limit is often 20,000 or less); else the hard limit. Returns the limit in force."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft < hard:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    try:
+        ceiling = int(Path("/proc/sys/fs/nr_open").read_text())
+    except (OSError, ValueError):
+        ceiling = hard
+    for limit in (max(hard, ceiling), hard):
+        if soft >= limit:
+            break
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
+            return limit
+        except (ValueError, OSError):
+            continue  # not privileged: the hard limit is as far as it goes
+    return soft
 
 
 def _target(text: str) -> tuple[str, int]:
@@ -136,7 +152,7 @@ class _Client:
     """The connections of one run: open (with retries), read, classify."""
 
     def __init__(self, target: tuple[str, int], connect_timeout: float, retries: int, retry_after: float):
-        _raise_fd_limit()
+        self.fd_limit = _raise_fd_limit()
         self.target, self.connect_timeout = target, connect_timeout
         self.retries, self.retry_after = retries, retry_after
         self.sel = selectors.DefaultSelector()
@@ -215,6 +231,9 @@ def long_lived(sources: IPv4Network, count: int, target: tuple[str, int], interv
     """COUNT connections for SECONDS after the last one was opened, or until STOP() says so (then
     until every open connection answered once more, at most DRAIN seconds)."""
     client = _Client(target, connect_timeout, retries, retry_after)
+    if count + FD_SPARE > client.fd_limit:
+        raise SystemExit(f"{count} connections need {count + FD_SPARE} open files; this process may have "
+                         f"{client.fd_limit} (ulimit -n; run as root to go up to fs.nr_open)")
     conns = [_Conn(s) for s in _sources(sources, count)]
     slots = max(1, round(interval / TICK))
     start = time.monotonic()

@@ -10,6 +10,8 @@ import threading
 import time
 from ipaddress import IPv4Network
 
+import pytest
+
 from dataplane.traffic import tcpload
 
 
@@ -81,3 +83,27 @@ def test_a_stopped_run_waits_its_drain_for_a_silent_connection_then_calls_it_sil
         listener.close()
     assert 1.2 <= time.monotonic() - began < 8, "waited the drain (1 s), not the timeout (20 s) or the run (30 s)"
     assert (result["completed"], result["silent_at_end"]) == (4, 4), result
+
+
+def test_more_connections_than_open_files_is_refused_before_any_opens(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setattr(tcpload, "_raise_fd_limit", lambda: 100)
+    with pytest.raises(SystemExit, match="need 164 open files; this process may have 100"):
+        tcpload.long_lived(IPv4Network("127.0.0.0/24"), 100, ("127.0.0.1", 9), 1.0, 1.0, 1.0, 1.0, 1000.0, 0, 1.0, 1.0)
+
+
+def test_the_open_files_limit_goes_to_the_kernel_ceiling_when_allowed_else_to_the_hard_limit(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    limits = {"now": (1024, 20000)}
+    privileged = {"yes": True}
+
+    def setrlimit(_which: int, pair: tuple[int, int]) -> None:
+        if pair[1] > 20000 and not privileged["yes"]:
+            raise ValueError("not allowed to raise the maximum limit")
+        limits["now"] = pair
+
+    monkeypatch.setattr(tcpload.resource, "getrlimit", lambda _which: limits["now"])
+    monkeypatch.setattr(tcpload.resource, "setrlimit", setrlimit)
+    monkeypatch.setattr(tcpload, "Path", lambda _p: type("P", (), {"read_text": lambda self: "1048576\n"})())
+    assert tcpload._raise_fd_limit() == 1048576
+    limits["now"], privileged["yes"] = (1024, 20000), False
+    assert tcpload._raise_fd_limit() == 20000
+    assert limits["now"] == (20000, 20000)

@@ -203,8 +203,11 @@ def long_through_power_off(name: str, count: int, interval: float, open_rate: fl
     one opened. A connection stalled when its longest gap between two answers exceeds its interval by
     more than 2 s."""
     running = BenchLab(name, Path()).lab
+    # a process holds at most its open-files limit of connections (20,000 on a machine whose init keeps
+    # CAP_SYS_RESOURCE): the server runs a worker per 15,000, the client shares them out by itself
     server = subprocess.Popen([*lab_exec(name, "server"), *TOOL, "serve", "--bind", SERVER, "--port", "8001",
-                               "--seconds", str(count / open_rate + seconds + 180)], cwd=ROOT,
+                               "--seconds", str(count / open_rate + seconds + 180),
+                               "--workers", str(max(1, -(-count // 15000)))], cwd=ROOT,
                               stdout=subprocess.PIPE, text=True)
     try:
         assert server.stdout is not None and "serving" in server.stdout.readline()

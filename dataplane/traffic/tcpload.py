@@ -24,6 +24,12 @@ connect is retried after --retry-after seconds, --retries times (an Ixia-style "
 
 `serve` answers both: it echoes what it reads and closes when the client closes. Single-threaded,
 epoll, non-blocking sockets: one process per profile.
+
+A process holds one descriptor per connection, and the open-files limit may not be raised past its
+hard limit (raising it takes CAP_SYS_RESOURCE, which a container or a VM's init may withhold). So
+`long` shares COUNT among as many worker processes as that limit needs (each opens its own part at
+its share of --open-rate; one report, summed), and `serve --workers N` runs N processes on N
+listening sockets of one port (SO_REUSEPORT: the kernel spreads the connections by their addresses).
 """
 
 from __future__ import annotations
@@ -31,7 +37,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import errno
+import functools
 import json
+import os
 import resource
 import selectors
 import signal
@@ -41,6 +49,7 @@ import time
 from collections.abc import Callable
 from ipaddress import IPv4Network
 from pathlib import Path
+from typing import Any
 
 IP_BIND_ADDRESS_NO_PORT = 24  # linux/in.h: the port is chosen at connect(), per destination
 REQUEST = 16
@@ -78,17 +87,75 @@ def _target(text: str) -> tuple[str, int]:
     return host, int(port)
 
 
-def serve(address: str, port: int, seconds: float) -> int:
-    """Echo every byte back on the connection it came from; close when the client closes."""
+def serve(address: str, port: int, seconds: float, workers: int = 1) -> int:
+    """Echo every byte back on the connection it came from; close when the client closes. With
+    WORKERS > 1, that many processes, each on its own listening socket of the port (SO_REUSEPORT)."""
     _raise_fd_limit()
-    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    listener.bind((address, port))
-    listener.listen(65535)
-    listener.setblocking(False)
+    listeners = []
+    for _ in range(workers):
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if workers > 1:
+            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        listener.bind((address, port))
+        listener.listen(65535)
+        listener.setblocking(False)
+        listeners.append(listener)
+    print(json.dumps({"serving": f"{address}:{port}"}), flush=True)
+    if workers == 1:
+        print(json.dumps(_serve_on(listeners[0], seconds)), flush=True)
+        return 0
+    reports = _in_workers([functools.partial(_serve_on, listener, seconds) for listener in listeners])
+    print(json.dumps({key: sum(r[key] for r in reports) for key in ("accepted", "reset")}), flush=True)
+    return 0
+
+
+def _in_workers(jobs: list[Callable[[], dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Run each job in a forked process; their JSON reports, in order. SIGTERM to this process is
+    passed on to the workers (a `long` run stopped early stops in every worker)."""
+    pids, pipes = [], []
+    for job in jobs:
+        read_end, write_end = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the worker: run, write the report, leave without the parent's clean-up
+            os.close(read_end)
+            code = 0
+            try:
+                os.write(write_end, json.dumps(job()).encode())
+            except BaseException:  # noqa: BLE001 - any failure ends this worker, reported by its exit code
+                code = 1
+            finally:
+                os._exit(code)
+        os.close(write_end)
+        pids.append(pid)
+        pipes.append(read_end)
+    stopping: list[int] = []
+
+    def pass_on(signum: int, _frame: object) -> None:
+        stopping.append(signum)
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signum)
+
+    signal.signal(signal.SIGTERM, pass_on)
+    reports = []
+    for pid, read_end in zip(pids, pipes, strict=True):
+        chunks = []
+        while chunk := os.read(read_end, 1 << 16):
+            chunks.append(chunk)
+        os.close(read_end)
+        _, status = os.waitpid(pid, 0)
+        if os.waitstatus_to_exitcode(status) != 0 or not chunks:
+            if stopping:  # stopped from outside (a server's workers end on the signal): no report
+                raise SystemExit(128 + stopping[0])
+            raise SystemExit(f"a worker process failed (exit status {os.waitstatus_to_exitcode(status)})")
+        reports.append(json.loads(b"".join(chunks)))
+    return reports
+
+
+def _serve_on(listener: socket.socket, seconds: float) -> dict[str, int]:
     sel = selectors.DefaultSelector()
     sel.register(listener, selectors.EVENT_READ, None)
-    print(json.dumps({"serving": f"{address}:{port}"}), flush=True)
     deadline = time.monotonic() + seconds
     accepted = resets = 0
     while time.monotonic() < deadline:
@@ -97,7 +164,7 @@ def serve(address: str, port: int, seconds: float) -> int:
                 for _ in range(256):
                     try:
                         conn, _peer = listener.accept()
-                    except (BlockingIOError, ConnectionAbortedError):
+                    except OSError:  # none waiting (EAGAIN), aborted, or out of descriptors
                         break
                     conn.setblocking(False)
                     conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -120,8 +187,7 @@ def serve(address: str, port: int, seconds: float) -> int:
                     resets += 1
             sel.unregister(peer)
             peer.close()
-    print(json.dumps({"accepted": accepted, "reset": resets}), flush=True)
-    return 0
+    return {"accepted": accepted, "reset": resets}
 
 
 class _Conn:
@@ -227,14 +293,16 @@ class _Client:
 def long_lived(sources: IPv4Network, count: int, target: tuple[str, int], interval: float, seconds: float,
                timeout: float, stall: float, open_rate: float, retries: int, retry_after: float,
                connect_timeout: float, stop: Callable[[], bool] = lambda: False,
-               drain: float = 0.0) -> dict[str, object]:
+               drain: float = 0.0, part: tuple[int, int] = (0, 1)) -> dict[str, object]:
     """COUNT connections for SECONDS after the last one was opened, or until STOP() says so (then
-    until every open connection answered once more, at most DRAIN seconds)."""
+    until every open connection answered once more, at most DRAIN seconds). PART (i, n): only the
+    i-th of every n connections, opened at OPEN_RATE (a worker's share)."""
     client = _Client(target, connect_timeout, retries, retry_after)
-    if count + FD_SPARE > client.fd_limit:
-        raise SystemExit(f"{count} connections need {count + FD_SPARE} open files; this process may have "
-                         f"{client.fd_limit} (ulimit -n; run as root to go up to fs.nr_open)")
-    conns = [_Conn(s) for s in _sources(sources, count)]
+    conns = [_Conn(s) for s in _sources(sources, count)[part[0]::part[1]]]
+    if len(conns) + FD_SPARE > client.fd_limit:
+        raise SystemExit(f"{len(conns)} connections need {len(conns) + FD_SPARE} open files; this process "
+                         f"may have {client.fd_limit} (ulimit -n)")
+    count = len(conns)
     slots = max(1, round(interval / TICK))
     start = time.monotonic()
     opened, slot, next_tick = 0, 0, start
@@ -305,6 +373,23 @@ def _long_report(conns: list[_Conn], retried: int, stall: float, end: float) -> 
                               if c.outcome != "completed"][:50]}
 
 
+def merge_long(reports: list[dict[str, Any]]) -> dict[str, object]:
+    """One report of a `long` run from its workers' reports."""
+    merged: dict[str, Any] = {key: sum(r[key] for r in reports)
+                              for key in ("connections", *OUTCOMES, "retried", "stalled", "silent_at_end")}
+    merged["longest_gap_s"] = max(r["longest_gap_s"] for r in reports)
+    merged["stalls"] = sorted((s for r in reports for s in r["stalls"]), key=lambda s: -s["gap_s"])[:50]
+    merged["not_completed"] = [c for r in reports for c in r["not_completed"]][:50]
+    merged["started_at"] = min(r["started_at"] for r in reports)
+    merged["ended_at"] = max(r["ended_at"] for r in reports)
+    return merged
+
+
+def long_workers(count: int, fd_limit: int) -> int:
+    """How many processes COUNT connections need when one may hold FD_LIMIT descriptors."""
+    return max(1, -(-count // max(1, fd_limit - FD_SPARE)))
+
+
 def cps(sources: IPv4Network, target: tuple[str, int], rate: float, seconds: float, concurrency: int,
         timeout: float, retries: int, retry_after: float) -> dict[str, object]:
     """Short-lived connections: connect, 1 byte each way, close; at RATE per second."""
@@ -358,6 +443,8 @@ def main(argv: list[str]) -> int:
     s.add_argument("--bind", required=True)
     s.add_argument("--port", type=int, default=8000)
     s.add_argument("--seconds", type=float, default=60.0, help="stop after this long (bounded by design)")
+    s.add_argument("--workers", type=int, default=1, help="processes, each on its own socket of the port "
+                   "(SO_REUSEPORT); one holds at most its open-files limit of connections")
     lg = sub.add_parser("long", help="long-lived connections, a request/answer on each every interval")
     lg.add_argument("--count", type=int, default=100)
     lg.add_argument("--interval", type=float, default=0.1, help="seconds between two requests of a connection")
@@ -379,13 +466,19 @@ def main(argv: list[str]) -> int:
     lg.add_argument("--connect-timeout", type=float, default=1.0)
     args = parser.parse_args(argv)
     if args.command == "serve":
-        return serve(args.bind, args.port, args.seconds)
+        return serve(args.bind, args.port, args.seconds, args.workers)
     if args.command == "long":
         stop: list[int] = []
         signal.signal(signal.SIGTERM, lambda signum, _frame: stop.append(signum))
-        result = long_lived(args.sources, args.count, args.to, args.interval, args.seconds, args.timeout,
-                            args.stall, args.open_rate, args.retries, args.retry_after, args.connect_timeout,
-                            stop=lambda: bool(stop), drain=args.drain)
+        workers = long_workers(args.count, _raise_fd_limit())
+
+        def run(part: tuple[int, int]) -> dict[str, object]:
+            return long_lived(args.sources, args.count, args.to, args.interval, args.seconds, args.timeout,
+                              args.stall, args.open_rate / part[1], args.retries, args.retry_after,
+                              args.connect_timeout, stop=lambda: bool(stop), drain=args.drain, part=part)
+
+        result = run((0, 1)) if workers == 1 else merge_long(
+            _in_workers([functools.partial(run, (i, workers)) for i in range(workers)]))
     else:
         result = cps(args.sources, args.to, args.rate, args.seconds, args.concurrency, args.timeout,
                      args.retries, args.retry_after)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import socket
 import subprocess
@@ -107,3 +108,39 @@ def test_the_open_files_limit_goes_to_the_kernel_ceiling_when_allowed_else_to_th
     limits["now"], privileged["yes"] = (1024, 20000), False
     assert tcpload._raise_fd_limit() == 20000
     assert limits["now"] == (20000, 20000)
+
+
+def test_a_run_larger_than_the_open_files_limit_is_shared_by_workers_and_reported_as_one(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    # Two server workers on one port (SO_REUSEPORT); the client may hold 10 connections a process,
+    # so its 25 connections go to 3 worker processes, whose reports are summed.
+    server = subprocess.Popen([sys.executable, "-m", "dataplane.traffic.tcpload", "serve", "--bind", "127.0.0.9",
+                               "--port", "18736", "--seconds", "3", "--workers", "2"], stdout=subprocess.PIPE,
+                              text=True)
+    assert server.stdout is not None and "serving" in server.stdout.readline()
+    monkeypatch.setattr(tcpload, "_raise_fd_limit", lambda: tcpload.FD_SPARE + 10)
+    printed = io.StringIO()
+    monkeypatch.setattr(sys, "stdout", printed)
+    try:
+        assert tcpload.main(["long", "--sources", "127.1.0.0/28", "--count", "25", "--to", "127.0.0.9:18736",
+                             "--interval", "0.05", "--seconds", "0.6", "--retries", "0"]) == 0
+    finally:
+        out, _ = server.communicate(timeout=10)
+    result = json.loads(printed.getvalue())
+    assert tcpload.long_workers(25, tcpload.FD_SPARE + 10) == 3
+    assert {k: result[k] for k in ("connections", "completed", "reset", "timed_out", "failed")} \
+        == {"connections": 25, "completed": 25, "reset": 0, "timed_out": 0, "failed": 0}
+    assert json.loads(out.strip().splitlines()[-1]) == {"accepted": 25, "reset": 0}
+
+
+def test_worker_reports_merge_into_one() -> None:
+    def report(n: int, gap: float, stalls: list[dict[str, object]]) -> dict[str, object]:
+        return {"connections": n, "completed": n - 1, "reset": 1, "timed_out": 0, "failed": 0, "retried": 2,
+                "stalled": len(stalls), "silent_at_end": 0, "longest_gap_s": gap, "stalls": stalls,
+                "not_completed": [{"source": f"s{n}", "outcome": "reset"}], "started_at": 10.0 + n,
+                "ended_at": 20.0 + n}
+
+    merged = tcpload.merge_long([report(3, 0.5, [{"gap_s": 0.5}]), report(4, 1.5, [{"gap_s": 1.5}, {"gap_s": 0.2}])])
+    assert merged["connections"] == 7 and merged["completed"] == 5 and merged["reset"] == 2
+    assert merged["retried"] == 4 and merged["stalled"] == 3 and merged["longest_gap_s"] == 1.5
+    assert [s["gap_s"] for s in merged["stalls"]] == [1.5, 0.5, 0.2]  # type: ignore[attr-defined]
+    assert merged["started_at"] == 13.0 and merged["ended_at"] == 24.0

@@ -76,7 +76,8 @@ def test_the_report_compares_each_tool_with_its_own_plain_routing() -> None:
             ("topology3 (MX, SRX)", "tcpload", row(5000.0)),
             ("topology3 (MX, SRX)", "wrk", row(5000.0))]
     args = argparse.Namespace(labs=["topology3"], tools=["tcpload", "wrk"], seconds=5, rate=20000.0,
-                              wrk_threads=2, wrk_connections=256, nginx_workers=2, long=0, long_interval=1.0, long_open_rate=1000.0, long_seconds=30.0, hops=5,
+                              wrk_threads=2, wrk_connections=256, nginx_workers=2, long=0, long_interval=1.0,
+                              long_open_rate=1000.0, long_seconds=30.0, hops=5,
                               profile=False)
     lines = tcp_cps.report(rows, None, args).splitlines()
     assert any(x.startswith("| topology3 (MX, SRX) | tcpload | 5000 | 0.50 | ≥ 0.8 | 2.00 | 2500 |") for x in lines)

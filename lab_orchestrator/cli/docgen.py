@@ -225,6 +225,10 @@ def _models(root: type[BaseModel]) -> list[tuple[str, type[BaseModel]]]:
             return
         seen[cls] = path
         order.append((path, cls))
+        # a model defined before the models its fields name (Node before StaticRoute) keeps those
+        # fields as unresolved forward references until pydantic rebuilds it, which it does on the
+        # first validation only: rebuild here, so the reference does not depend on what ran before
+        cls.model_rebuild()
         for name, info in cls.model_fields.items():
             key = info.alias or name
             for inner, suffix in _nested(info.annotation):

@@ -41,6 +41,7 @@ class RunningLab:
         self.file = tmp / f"{name}.yml"
         self.file.write_text(text)
         self.server: subprocess.Popen[str] | None = None
+        self.echoes: list[subprocess.Popen[str]] = []
         self.lab: api.Lab | None = None
 
     def __enter__(self) -> RunningLab:
@@ -54,10 +55,20 @@ class RunningLab:
         assert "serving" in self.server.stdout.readline(), "echo server did not start"
         return self
 
+    def echo(self, bind: str, port: int, seconds: float = 170) -> None:
+        """One more UDP echo server on the server node (e.g. on its IPv6 address), stopped with the lab."""
+        proc = subprocess.Popen(
+            [*LAB, "exec", "--lab", self.name, "server", "--", sys.executable, "-m", "dataplane.traffic.udpprobe",
+             "serve", "--bind", bind, "--port", str(port), "--seconds", str(seconds)], cwd=REPO,
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        self.echoes.append(proc)
+        assert proc.stdout is not None
+        assert "serving" in proc.stdout.readline(), f"echo server on {bind} did not start"
+
     def __exit__(self, *exc: object) -> None:
-        if self.server:
-            self.server.terminate()
-            self.server.wait(5)
+        for proc in [*self.echoes, *([self.server] if self.server else [])]:
+            proc.terminate()
+            proc.wait(5)
         lab("down", "--lab", self.name, check=False)
 
     @property

@@ -40,17 +40,8 @@ PORT6 = 41600
 @pytest.fixture(scope="module")
 def dual(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningLab]:
     with RunningLab("ds3", REPO / "labs/topology3-dualstack.yml", tmp_path_factory.mktemp("dual")) as running:
-        server = subprocess.Popen(
-            [sys.executable, "-m", "lab_orchestrator.cli", "exec", "--lab", "ds3", "server", "--", sys.executable,
-             "-m", "dataplane.traffic.udpprobe", "serve", "--bind", SERVER6, "--port", "7006", "--seconds", "170"],
-            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        try:
-            assert server.stdout is not None
-            assert "serving" in server.stdout.readline(), "IPv6 echo server did not start"
-            yield running
-        finally:
-            server.terminate()
-            server.wait(5)
+        running.echo(SERVER6, 7006)
+        yield running
 
 
 def _probe6(dual: RunningLab) -> dict[str, object]:

@@ -37,17 +37,8 @@ GROUP = {"srx1": 1, "srx2": 1, "srx3": 3, "srx4": 3}
 def dual(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningLab]:
     with RunningLab("eb6", REPO / "labs/topology3-dualstack.yml", tmp_path_factory.mktemp("ebpf6"),
                     selector="ebpf") as running:
-        server = subprocess.Popen(
-            [sys.executable, "-m", "lab_orchestrator.cli", "exec", "--lab", "eb6", "server", "--", sys.executable,
-             "-m", "dataplane.traffic.udpprobe", "serve", "--bind", SERVER6, "--port", "7006", "--seconds", "170"],
-            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        try:
-            assert server.stdout is not None
-            assert "serving" in server.stdout.readline(), "IPv6 echo server did not start"
-            yield running
-        finally:
-            server.terminate()
-            server.wait(5)
+        running.echo(SERVER6, 7006)
+        yield running
 
 
 def _probe6(dual: RunningLab, port: int) -> dict[str, object]:

@@ -399,3 +399,16 @@ def running_copy(tmp_path_factory: pytest.TempPathFactory, shipped: str, name: s
         problems = owner.cleanup()
     assert not problems, problems
     assert leftovers(facts) == []
+
+
+# Appended before the kernel-twin scripts of the selector tests (run with `python -c` in `unshare --net`):
+# what the twin table's seen_saddr / seen_daddr sets hold, per field (each element: addresses and mark).
+SEEN_READER = r"""
+def read_seen(family):
+    out = {}
+    for f in ("saddr", "daddr"):
+        data = json.loads(run("nft", "-j", "list", "set", family, "twin", f"seen_{f}").stdout)
+        elem = next(i["set"] for i in data["nftables"] if "set" in i).get("elem", [])
+        out[f] = [e["concat"] if "concat" in e else e["elem"]["val"]["concat"] for e in elem]
+    return out
+"""

@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from ipaddress import IPv6Address, IPv6Network, ip_address
 
 import pytest
+from labtools import SEEN_READER
 from running import FLOWS, REPO, SRX, RunningLab, lab
 
 from dataplane.core import nfthash
@@ -156,12 +157,7 @@ for src, dst in pairs:
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         s.bind((src, 0))
         s.sendto(b"x", (dst, 9))
-out = {}
-for f in ("saddr", "daddr"):
-    data = json.loads(run("nft", "-j", "list", "set", "ip", "twin", f"seen_{f}").stdout)
-    elem = next(i["set"] for i in data["nftables"] if "set" in i).get("elem", [])
-    out[f] = [e["concat"] if "concat" in e else e["elem"]["val"]["concat"] for e in elem]
-print(json.dumps(out))
+print(json.dumps(read_seen("ip")))
 """
 
 
@@ -176,7 +172,8 @@ def test_same_marks_as_the_nftables_rule_on_the_same_packets(program: type[Progr
              for _ in range(600)]
     pairs = list(dict.fromkeys(pairs))
     elements = [(b, MARKS[name]) for b, name in enumerate(table.buckets) if b not in empty]
-    done = subprocess.run(["unshare", "--net", sys.executable, "-c", NFT_TWIN], capture_output=True, text=True,
+    done = subprocess.run(["unshare", "--net", sys.executable, "-c", SEEN_READER + NFT_TWIN],
+                          capture_output=True, text=True,
                           input=json.dumps([buckets, seed, elements, pairs]), timeout=60)
     assert done.returncode == 0, done.stderr
     seen = json.loads(done.stdout)
@@ -261,12 +258,7 @@ for src, dst in pairs:
     with socket.socket(socket.AF_INET6, socket.SOCK_DGRAM) as s:
         s.bind((src, 0))
         s.sendto(b"x", (dst, 9))
-out = {}
-for f in ("saddr", "daddr"):
-    data = json.loads(run("nft", "-j", "list", "set", "inet", "twin", f"seen_{f}").stdout)
-    elem = next(i["set"] for i in data["nftables"] if "set" in i).get("elem", [])
-    out[f] = [e["concat"] if "concat" in e else e["elem"]["val"]["concat"] for e in elem]
-print(json.dumps(out))
+print(json.dumps(read_seen("inet")))
 """
 
 
@@ -286,7 +278,8 @@ def test_ipv6_same_marks_as_the_nftables_ip6_rule_on_the_same_packets(program: t
             + addresses6(150, seed + 2, "2001:db8::/32"))
     pairs = list(dict.fromkeys((a, rng.choice(pool)) for a in pool))
     elements = [(b, MARKS[name]) for b, name in enumerate(table.buckets) if b not in empty]
-    done = subprocess.run(["unshare", "--net", sys.executable, "-c", NFT_TWIN6], capture_output=True, text=True,
+    done = subprocess.run(["unshare", "--net", sys.executable, "-c", SEEN_READER + NFT_TWIN6],
+                          capture_output=True, text=True,
                           input=json.dumps([buckets, seed, elements, list(prefixes), pairs]), timeout=60)
     assert done.returncode == 0, done.stderr
     seen = json.loads(done.stdout)

@@ -15,6 +15,7 @@ from ipaddress import ip_address
 from pathlib import Path
 
 import pytest
+from labtools import SEEN_READER
 
 from dataplane.core import nfthash
 
@@ -41,12 +42,7 @@ for a in addresses:
     with socket.socket(socket.AF_INET6, socket.SOCK_DGRAM) as s:
         s.bind((a, 0))
         s.sendto(b"x", (a, 9))
-out = {}
-for f in ("saddr", "daddr"):
-    data = json.loads(run("nft", "-j", "list", "set", "ip6", "twin", f"seen_{f}").stdout)
-    elem = next(i["set"] for i in data["nftables"] if "set" in i).get("elem", [])
-    out[f] = [e["concat"] if "concat" in e else e["elem"]["val"]["concat"] for e in elem]
-print(json.dumps(out))
+print(json.dumps(read_seen("ip6")))
 """
 
 
@@ -55,7 +51,8 @@ def test_ipv6_buckets_are_the_kernel_s(buckets: int, seed: int) -> None:
     rng = random.Random(buckets)
     addresses = sorted({str(ip_address(f"2001:db8:{rng.randrange(65536):x}:{rng.randrange(65536):x}::"
                                        f"{rng.randrange(1, 65536):x}")) for _ in range(300)})
-    done = subprocess.run(["unshare", "--net", sys.executable, "-c", TWIN6], capture_output=True, text=True,
+    done = subprocess.run(["unshare", "--net", sys.executable, "-c", SEEN_READER + TWIN6],
+                          capture_output=True, text=True,
                           input=json.dumps([buckets, seed, addresses]), timeout=60)
     assert done.returncode == 0, done.stderr
     seen = json.loads(done.stdout)
@@ -78,7 +75,8 @@ def test_the_ebpf_unit_tests_golden_vectors_are_the_kernel_s() -> None:
     golden = _golden6()
     for buckets, seed in sorted({(b, s) for _, b, s, _ in golden}):
         addresses = [a for a, b, s, _ in golden if (b, s) == (buckets, seed)]
-        done = subprocess.run(["unshare", "--net", sys.executable, "-c", TWIN6], capture_output=True, text=True,
+        done = subprocess.run(["unshare", "--net", sys.executable, "-c", SEEN_READER + TWIN6],
+                              capture_output=True, text=True,
                               input=json.dumps([buckets, seed, addresses]), timeout=60)
         assert done.returncode == 0, done.stderr
         seen = json.loads(done.stdout)

@@ -1,8 +1,9 @@
 """`lab import`: a lab topology from device configurations (Junos braces or `set` lines, IOS).
 
-parse.py reads the files into statements with their file and line; junos.py and ios.py read what
-each configuration says; build.py infers links, kinds, BGP, MNHA, TLB, NAT and the hosts the
-configurations imply; report.py says what the lab does with every statement."""
+parse.py reads the files into statements with their file and line; junos.py (with secpolicy.py for
+policies, NAT rules and address books) and ios.py read what each configuration says; build.py infers
+links, kinds, BGP, MNHA, TLB, NAT and the hosts the configurations imply (implied.py), usecase.py the
+SRXs' use case; report.py says what the lab does with every statement."""
 
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ from ipaddress import IPv4Network
 from pathlib import Path
 from typing import Any
 
-from . import implied
+from . import implied, usecase
 from . import junos as junosmod
 from .devices import GATEWAY, MX, ROUTER, SRX, Device, End, Result
 from .parse import Statement
@@ -146,14 +146,13 @@ def build(devices: list[Device], lab_name: str, client_lan: IPv4Network | None =
             services["load_balancing"] = "ecmp-chash"
         else:
             services["load_balancing"] = "ecmp"
-    if any(d.junos and d.junos.nat_rule_pools for d in srx):
-        services["use_case"] = "cgnat"
-        _nat_pools(srx, mnha, nodes, result)
-    elif srx:
-        services["use_case"] = "sfw"
-    _default_policy(srx, services)
     # ---- hosts the configurations imply
     implied.hosts(devices, ends, by_net, nodes, links, result)
+    # ---- the SRXs' use case: their NAT rules and policies against the client prefixes
+    services.update(usecase.decide(srx, nodes, result))
+    if services.get("use_case") in ("cgnat", "mixed"):
+        _nat_pools(srx, mnha, nodes, result)
+    _default_policy(srx, services)
     implied.flexvpn(devices, ends, by_net, nodes, links, result, client_lan)
     for d in devices:
         if d.ios is not None:
@@ -201,14 +200,7 @@ def _srx_zone(j: junosmod.Junos, iface: str) -> str | None:
     if j.mnha is not None and j.mnha.instance and inst == j.mnha.instance:
         return "icl"
     zone = j.zone_of.get(iface)
-    if zone is None:
-        return None
-    if zone in j.from_zones and zone not in j.to_zones:
-        return "trust"
-    if zone in j.to_zones and zone not in j.from_zones:
-        return "untrust"
-    low = zone.lower()
-    return "untrust" if "untrust" in low else "trust" if "trust" in low else None
+    return None if zone is None else j.zone_side(zone)
 
 
 def _zones(devices: list[Device], ends: list[End], by_net: dict[IPv4Network, list[End]]) -> None:

@@ -62,6 +62,7 @@ class Result:
     devices: list[Device]
     added: list[Added] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    clients: list[str] = field(default_factory=list)  # the added hosts behind the trust side
 
 
 def zone_of_node(ends: list[End], node: str) -> str | None:

@@ -6,16 +6,19 @@ import re
 from ipaddress import IPv4Address, IPv4Interface, IPv4Network
 from typing import Any
 
+from . import usecase
 from .devices import GATEWAY, HOST, MX, ROUTER, Added, Device, End, Result, zone_of_node
 from .parse import Statement
 
 
 def hosts(devices: list[Device], ends: list[End], by_net: dict[IPv4Network, list[End]],
-           nodes: dict[str, dict[str, Any]], links: list[dict[str, Any]], result: Result) -> None:
+          nodes: dict[str, dict[str, Any]], links: list[dict[str, Any]], result: Result) -> None:
     """Client and server hosts: a gateway's static routes into a subnet no other file has put a host
-    there; prefixes an MX originates toward its untrust-side gateway are a server's."""
+    there; prefixes an MX originates toward its untrust-side gateway are a server's, unless a trust-side
+    gateway routes them to its client too and an SRX policy permits them as sources (the route back to
+    untranslated clients); a server with no prefix of the files answers for a documentation prefix."""
     gateways = [d for d in devices if d.kind == GATEWAY and d.junos is not None]
-    server_prefixes: list[IPv4Network] = []
+    originated: list[tuple[IPv4Network, Statement]] = []
     for d in devices:
         if d.kind != MX or d.junos is None:
             continue
@@ -25,15 +28,13 @@ def hosts(devices: list[Device], ends: list[End], by_net: dict[IPv4Network, list
                 side = next((e.zone for e in ends if e.device is d and e.instance == inst and e.zone), None)
                 net = net_in(s.path)
                 if side == "untrust" and net is not None and net.prefixlen > 0:
-                    server_prefixes.append(net)
-                    s.mark("approximated", f"{net} originated toward the untrust gateway: served by an added "
-                                           "server host behind that gateway")
+                    originated.append((net, s))
                 elif net is not None:
                     s.mark("approximated", "a discard route of the MX: the lab's MX routes what BGP brings")
+    routes: dict[tuple[str, IPv4Network], list[tuple[IPv4Network, Statement]]] = {}
     for d in gateways:
         j = d.junos
         assert j is not None
-        routes: dict[tuple[str, IPv4Network], list[tuple[IPv4Network, Statement]]] = {}
         for s in j.statements:
             if "static" not in s.tags or "next-hop" not in s.path:
                 continue
@@ -48,35 +49,61 @@ def hosts(devices: list[Device], ends: list[End], by_net: dict[IPv4Network, list
             if stub is None or net is None:
                 continue
             routes.setdefault((stub.node, stub.address.network), []).append((net, s))
-        for (node, subnet), nets in routes.items():
-            side = zone_of_node(ends, node) or "trust"
-            prefixes = [n for n, _ in nets if n not in server_prefixes]
-            if not prefixes:
-                continue
-            role = "client" if side == "trust" else "server"
-            host = role if role not in nodes else f"{role}-{node}"
-            stub = next(e for e in ends if e.node == node and e.address.network == subnet)
-            hop = IPv4Address(nets[0][1].path[nets[0][1].path.index("next-hop") + 1])
-            nodes[host] = {"kind": HOST, "prefixes": [str(p) for p in prefixes],
-                           "source": [f"added: {node}'s static routes send {', '.join(map(str, prefixes))} to {hop}"]}
-            links.append({"endpoints": [f"{host}:eth1", f"{node}:{stub.iface}"],
-                          "addresses": [f"{hop}/{subnet.prefixlen}", str(stub.address)]})
-            stub.stmt.mark("emulated", f"address of the link to the added host {host}")
-            result.added.append(Added(f"host {host} ({', '.join(map(str, prefixes))}) on {subnet} behind {node}",
-                                      f"{node}'s static routes send these prefixes to {hop}, which no file has"))
-            for n, s in nets:
-                if n in prefixes:
-                    s.mark("emulated", f"route to the added host {host}: nodes.{host}.prefixes")
-                else:
-                    s.mark("approximated", f"{n}: a server prefix (the MX originates it toward the untrust "
-                                           "gateway): the lab serves it from the added server host instead")
-    if server_prefixes:
+    to_clients = {n for (node, _), nets in routes.items() if (zone_of_node(ends, node) or "trust") == "trust"
+                  for n, _ in nets}
+    permitted = usecase.permitted_sources(devices)
+    server_prefixes: list[IPv4Network] = []
+    for net, s in originated:
+        policy = next((n for n in permitted if net.subnet_of(n.net)), None)
+        if net in to_clients and policy is not None:
+            s.mark("approximated", f"{net} originated toward the untrust gateway: the route back to a client prefix "
+                                   f"the SRXs pass untranslated ({policy.stmt.where}: policy "
+                                   f"{policy.policy.name if policy.policy else ''}); the lab announces it on the "
+                                   "untrust side")
+            result.notes.append(f"{net}: a client prefix, not a server's: {s.where} originates it toward the untrust "
+                                f"gateway, a trust-side gateway routes it to the client, and {policy.where()} "
+                                "permits it as a source")
+        else:
+            server_prefixes.append(net)
+            s.mark("approximated", f"{net} originated toward the untrust gateway: served by an added "
+                                   "server host behind that gateway")
+    for (node, subnet), nets in routes.items():
+        side = zone_of_node(ends, node) or "trust"
+        prefixes = [n for n, _ in nets if n not in server_prefixes]
+        if not prefixes:
+            continue
+        role = "client" if side == "trust" else "server"
+        host = role if role not in nodes else f"{role}-{node}"
+        stub = next(e for e in ends if e.node == node and e.address.network == subnet)
+        hop = IPv4Address(nets[0][1].path[nets[0][1].path.index("next-hop") + 1])
+        nodes[host] = {"kind": HOST, "prefixes": [str(p) for p in prefixes],
+                       "source": [f"added: {node}'s static routes send {', '.join(map(str, prefixes))} to {hop}"]}
+        if role == "client":
+            result.clients.append(host)
+        links.append({"endpoints": [f"{host}:eth1", f"{node}:{stub.iface}"],
+                      "addresses": [f"{hop}/{subnet.prefixlen}", str(stub.address)]})
+        stub.stmt.mark("emulated", f"address of the link to the added host {host}")
+        result.added.append(Added(f"host {host} ({', '.join(map(str, prefixes))}) on {subnet} behind {node}",
+                                  f"{node}'s static routes send these prefixes to {hop}, which no file has"))
+        for n, s in nets:
+            if n in prefixes:
+                s.mark("emulated", f"route to the added host {host}: nodes.{host}.prefixes")
+            else:
+                s.mark("approximated", f"{n}: a server prefix (the MX originates it toward the untrust "
+                                       "gateway): the lab serves it from the added server host instead")
+    has_server = any(n.get("kind") == HOST and name not in result.clients for name, n in nodes.items())
+    if server_prefixes or (result.clients and not has_server):
         gw = next((e for e in ends if e.device.kind == GATEWAY and e.zone == "untrust"), None)
         if gw is not None:
+            if server_prefixes:
+                prefixes, why = server_prefixes, "the MX originates these prefixes toward the untrust gateway"
+            else:
+                prefixes = [_free_prefix(devices, ends, nodes)]
+                why = ("no file routes a prefix to a server: the lab's server behind the untrust gateway answers "
+                       "for a documentation prefix")
             stubs = [e for e in ends if e.node == gw.node and len(by_net[e.address.network]) == 1]
             host = "server" if "server" not in nodes else f"server-{gw.node}"
-            nodes[host] = {"kind": HOST, "prefixes": [str(p) for p in server_prefixes],
-                           "source": ["added: the MX originates these prefixes toward the untrust gateway"]}
+            nodes[host] = {"kind": HOST, "prefixes": [str(p) for p in prefixes], "source": [f"added: {why}"]}
             if stubs:
                 stub = stubs[0]
                 peer = next(h for h in stub.address.network.hosts() if h != stub.address.ip)
@@ -85,8 +112,18 @@ def hosts(devices: list[Device], ends: list[End], by_net: dict[IPv4Network, list
                 stub.stmt.mark("emulated", f"address of the link to the added host {host}")
             else:
                 links.append({"endpoints": [f"{gw.node}:eth9", f"{host}:eth1"]})
-            result.added.append(Added(f"host {host} ({', '.join(map(str, server_prefixes))}) behind {gw.node}",
-                                      "the MX originates these prefixes toward the untrust gateway"))
+            result.added.append(Added(f"host {host} ({', '.join(map(str, prefixes))}) behind {gw.node}", why))
+
+
+# the documentation prefixes (RFC 5737), for a server no file gives a prefix
+DOCUMENTATION = [IPv4Network("203.0.113.0/24"), IPv4Network("198.51.100.0/24"), IPv4Network("192.0.2.0/24")]
+
+
+def _free_prefix(devices: list[Device], ends: list[End], nodes: dict[str, dict[str, Any]]) -> IPv4Network:
+    """The first documentation prefix no address, host prefix or NAT pool of the files overlaps."""
+    taken = [e.address.network for e in ends] + [IPv4Network(p) for n in nodes.values() for p in n.get("prefixes", [])]
+    taken += [net for d in devices if d.junos is not None for nets in d.junos.nat_pools.values() for net in nets]
+    return next((p for p in DOCUMENTATION if not any(p.overlaps(t) for t in taken)), DOCUMENTATION[0])
 
 
 def net_in(path: tuple[str, ...]) -> IPv4Network | None:

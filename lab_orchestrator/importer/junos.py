@@ -7,7 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from ipaddress import IPv4Address, IPv4Interface, IPv4Network, ip_interface
 
+from . import secpolicy
 from .parse import Statement
+from .secpolicy import NatRule, Policy
 
 MASTER = "master"  # the default routing instance
 
@@ -84,6 +86,9 @@ class Junos:
     to_zones: set[str] = field(default_factory=set)
     nat_pools: dict[str, list[IPv4Network]] = field(default_factory=dict)
     nat_rule_pools: list[str] = field(default_factory=list)  # pools used by source-nat rules, in order
+    nat_rules: list[NatRule] = field(default_factory=list)  # source-NAT rules, in order
+    policies: list[Policy] = field(default_factory=list)  # zone-pair security policies, in order
+    address_book: dict[str, list[str]] = field(default_factory=dict)  # address or address-set -> its values
     default_policy: str | None = None  # security policies default-policy (permit-all, deny-all)
     mnha: Mnha | None = None
     prepend_counts: list[int] = field(default_factory=list)  # as-path-prepend lengths, in order
@@ -97,6 +102,20 @@ class Junos:
     @property
     def tlb(self) -> bool:
         return bool(self.tlb_addresses)
+
+    def resolve(self, word: str) -> list[IPv4Network] | None:
+        """The IPv4 prefixes a policy or NAT rule's source word stands for (see secpolicy.resolve)."""
+        return secpolicy.resolve(self.address_book, word)
+
+    def zone_side(self, zone: str) -> str | None:
+        """trust or untrust for a security zone: the from-zone of the policies is trust, their to-zone
+        untrust; otherwise by its name."""
+        if zone in self.from_zones and zone not in self.to_zones:
+            return "trust"
+        if zone in self.to_zones and zone not in self.from_zones:
+            return "untrust"
+        low = zone.lower()
+        return "untrust" if "untrust" in low else "trust" if "trust" in low else None
 
 
 def _int(word: str) -> int | None:
@@ -242,6 +261,13 @@ def _security(j: Junos, s: Statement) -> bool:
         j.from_zones.add(rest[2])
         j.to_zones.add(rest[4])
         s.tags.append("policy")
+        if rest[5:6] == ("policy",) and len(rest) >= 8:
+            secpolicy.policy_statement(j.policies, rest, s)
+    elif rest[:1] == ("address-book",) and len(rest) >= 5 and rest[2] in ("address", "address-set"):
+        secpolicy.address_book_statement(j.address_book, rest[2:])
+    elif rest[:2] == ("zones", "security-zone") and rest[3:4] == ("address-book",) and len(rest) >= 7 \
+            and rest[4] in ("address", "address-set"):
+        secpolicy.address_book_statement(j.address_book, rest[4:])
     elif rest[:2] == ("policies", "default-policy") and len(rest) == 3:
         j.default_policy = rest[2]
         s.tags.append("default-policy")
@@ -251,11 +277,8 @@ def _security(j: Junos, s: Statement) -> bool:
             s.tags.append("nat-pool")
         except ValueError:
             s.mark("ignored", "IPv6 pool: the lab is IPv4-only")
-    elif rest[:3] == ("nat", "source", "rule-set") and "source-nat" in rest and "pool" in rest:
-        pool = rest[-1]
-        if pool not in j.nat_rule_pools:
-            j.nat_rule_pools.append(pool)
-        s.tags.append("nat-rule")
+    elif rest[:3] == ("nat", "source", "rule-set") and len(rest) >= 7 and rest[4] == "rule":
+        secpolicy.nat_rule_statement(j.nat_rules, j.nat_rule_pools, rest, s)
     else:
         s.tags.append("security-other")
     return True

@@ -7,12 +7,21 @@ generated lab follows the same interface plan:
        ge-0/3/N the ICL of srxN (routed through the MX's MNHA-VR)
   SRX: ge-0/0/0 trust / ge-0/0/1 untrust to mx1, ge-0/0/2 / ge-0/0/3 to mx2, ge-0/0/4 ICL to mx1,
        ge-0/0/5 ICL to mx2 (--direct-icl: ge-0/0/4 to its MNHA peer instead)
+Use cases (--use-case): sfw, cgnat, or mixed, where the client's 100.64.0.0/16 is two prefixes, the upper
+half translated (services.nat_sources) and the lower half SFW, as labs/topology3-mixed.yml.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+
+CLIENT_PREFIX = "100.64.0.0/16"
+# use_case mixed: the client's prefix in two halves; the SRXs translate the upper one (NAPT44), pass the
+# lower one untranslated (SFW), as the JVD's SRXs do with 172.80.0.0/12 and 172.160.0.0/12
+MIXED_PREFIXES = ["100.64.0.0/17", "100.64.128.0/17"]
+MIXED_NAT_SOURCES = ["100.64.128.0/17"]
+USE_CASES = ["sfw", "cgnat", "mixed"]
 
 
 def generate(name: str, description: str, n_srx: int, dual_mx: bool, mnha: bool, lb: str, use_case: str,
@@ -27,13 +36,18 @@ def generate(name: str, description: str, n_srx: int, dual_mx: bool, mnha: bool,
     if n_nodes > 253:  # more than a /24 of management addresses: the default subnet is a /24
         prefixlen = 32 - (n_nodes + 2).bit_length()
         out += ["addressing:", f"  mgmt: 198.19.{256 - 2 ** (24 - prefixlen)}.0/{prefixlen}"]
+    if use_case not in USE_CASES:
+        raise ValueError(f"use case {use_case!r}: one of {', '.join(USE_CASES)}")
     out += ["services:", f"  load_balancing: {lb}", f"  use_case: {use_case}"]
+    if use_case == "mixed":
+        out.append(f"  nat_sources: [{', '.join(MIXED_NAT_SOURCES)}]")
+    client_prefixes = MIXED_PREFIXES if use_case == "mixed" else [CLIENT_PREFIX]
     if dual_mx and not srd:
         out += ["  # both MXs forward at once: a returning real-service takes back its own buckets, so each MX's table",
                 "  # is a function of the real-services in service and the two agree after any restore or MX reboot",
                 "  restore_policy: keep-buckets"]
     out += ["",
-           "nodes:", "  client: {kind: host, prefixes: [100.64.0.0/16]}",
+           "nodes:", f"  client: {{kind: host, prefixes: [{', '.join(client_prefixes)}]}}",
            "  gw-trust: {kind: ios-router, bgp: {as: 65010}}"]
     for i, mx in enumerate(mxs):
         out.append(f"  {mx}: {{kind: mx, bgp: {{trust_as: {65100 + i}, untrust_as: {65200 + i}}}}}")
@@ -77,7 +91,8 @@ def main() -> None:
     parser.add_argument("--mnha", action="store_true")
     parser.add_argument("--direct-icl", action="store_true", help="an MNHA pair's ICL as a link between its two SRXs")
     parser.add_argument("--lb", default="ecmp-chash", choices=["ecmp-chash", "ecmp", "tlb"])
-    parser.add_argument("--use-case", default="sfw", choices=["sfw", "cgnat"])
+    parser.add_argument("--use-case", default="sfw", choices=USE_CASES,
+                        help="mixed: client prefixes 100.64.0.0/17 (SFW) and 100.64.128.0/17 (NAPT44, nat_sources)")
     args = parser.parse_args()
     sys.stdout.write(generate(args.name, args.description, args.srx, args.dual_mx, args.mnha, args.lb, args.use_case,
                               args.direct_icl, args.srd))

@@ -1,8 +1,10 @@
-"""A lab imported from device configurations (tests/fixtures/import/) comes up with every BGP session
-Established and goes down clean."""
+"""A lab imported from device configurations (tests/fixtures/import/, and the JVD's in jvd/) comes up
+with every BGP session Established and goes down clean."""
 
 from __future__ import annotations
 
+import json
+import time
 from pathlib import Path
 
 import pytest
@@ -30,6 +32,41 @@ def test_imported_lab_comes_up_with_bgp_established(owner: LabOwner, tmp_path: P
     assert len(sessions) == 6 + 4 + 2, sessions
     assert all(info.startswith("Established") for _, _, info in sessions), sessions
     assert {(name, proto) for name, proto, _ in sessions} == facts.sessions
+    down = run_lab("down", "--lab", facts.name)
+    assert down.returncode == 0, explain(down)
+    assert leftovers(facts) == []
+
+
+JVD_FILES = ("mx1_mx304.conf", "srx1a_srx4600.conf", "srx1b_srx4600.conf", "srx2a_srx4600.conf", "srx2b_srx4600.conf",
+             "gateway_emulator_mx304.conf")
+
+
+def test_imported_jvd_lab_runs_sfw_and_napt44_side_by_side(owner: LabOwner, tmp_path: Path) -> None:
+    """The JVD's six configurations import as use_case mixed (NAPT44 for 172.80.0.0/12, SFW for
+    172.160.0.0/12): the lab comes up ready (the untrust gateway has learned the pools and the SFW prefix)
+    and the traffic generator's flows from both prefixes are answered."""
+    topology = tmp_path / "it-jvd.yml"
+    result = run_lab("import", *(str(FIXTURES / "jvd" / n) for n in JVD_FILES), "-o", str(topology),
+                     "--lab-name", "it-jvd", timeout=60)
+    assert result.returncode == 0, explain(result)
+    assert "use_case: mixed" in topology.read_text()
+    topology.write_text(topology.read_text() + f"addressing:\n  mgmt: {free_mgmt_subnet()}\n")
+    facts = owner.claim(topology)
+    up = run_lab("up", str(topology))
+    assert up.returncode == 0, explain(up)
+    report = status_of(facts.name)
+    assert report["status"] == "ready", report
+    sessions = [(n["name"], s["info"]) for n in report["nodes"] for s in n["bgp"]]
+    assert sessions and all(info.startswith("Established") for _, info in sessions), sessions
+    start = run_lab("traffic", "start", "--lab", facts.name, "--flows", "20", "--rate", "1000", "--duration", "20")
+    assert start.returncode == 0, explain(start)
+    time.sleep(3)
+    stop = run_lab("traffic", "stop", "--lab", facts.name, "--json")
+    assert stop.returncode == 0, explain(stop)
+    reports = json.loads(stop.stdout)
+    for direction in ("rx-forward", "rx-reverse"):
+        assert reports[direction]["received"] > 0 and reports[direction]["flows_never_seen"] == 0, reports
+    assert reports["rx-reverse"]["lost"] == 0, reports
     down = run_lab("down", "--lab", facts.name)
     assert down.returncode == 0, explain(down)
     assert leftovers(facts) == []

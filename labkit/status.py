@@ -238,6 +238,7 @@ class HealthProfileState(StatusModel):
     fail_streak: int
     ok_streak: int
     last_change: float  # wall clock of the last up/down flip (0: never)
+    last_sent: float = 0.0  # wall clock when the last probe counted was sent (0: none yet)
 
 
 class HealthMember(StatusModel):

@@ -30,10 +30,12 @@ class HealthState:
     last_result: str = "not probed yet"
     last_change: float = 0.0
     probes: int = 0
+    last_sent: float = 0.0  # wall clock when the last probe counted was sent
 
-    def record(self, ok: bool, detail: str = "", now: float | None = None) -> bool:
-        """Account one probe; return True when the up/down state changed."""
+    def record(self, ok: bool, detail: str = "", now: float | None = None, sent: float | None = None) -> bool:
+        """Account one probe (sent at SENT, wall clock); return True when the up/down state changed."""
         self.probes += 1
+        self.last_sent = time.time() if sent is None else sent
         self.last_result = detail or ("ok" if ok else "failed")
         if ok:
             self.ok_streak += 1
@@ -80,10 +82,11 @@ class ProfileHealth:
     def last_result(self) -> str:
         return "; ".join(f"{name}: {state.last_result}" for name, state in self.states.items())
 
-    def record(self, profile: str, ok: bool, detail: str = "", now: float | None = None) -> bool:
+    def record(self, profile: str, ok: bool, detail: str = "", now: float | None = None,
+               sent: float | None = None) -> bool:
         """Account one probe of PROFILE; True when the real-service's overall state changed."""
         before = self.up
-        self.states[profile].record(ok, detail, now)
+        self.states[profile].record(ok, detail, now, sent)
         return self.up != before
 
     def force_down(self, why: str) -> None:

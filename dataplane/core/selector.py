@@ -51,6 +51,11 @@ class MemberState:
     # route gate is still closed (start-up): carrier alone would re-add an SRX whose sessions are
     # still down, and take it out again when the gate opens.
     rerouting: bool = False
+    # TLB: wall clock when the MX last moved this real-service's path (a link of one of its SRXs
+    # went down or up, its table was pointed at the other SRX). A probe sent before that went the
+    # old way: its loss says nothing about the path the real-service takes now.
+    path_moved_at: float = 0.0
+    voided: dict[str, float] = field(default_factory=dict)  # profile -> last_change of a down not counted
 
     @property
     def routed_everywhere(self) -> bool:
@@ -74,6 +79,7 @@ class MemberState:
         that just came back (rebooted, not yet routing) would be handed flows it drops."""
         self.in_ecmp = False
         self.changed_at = time.monotonic() if now is None else now
+        self.voided.clear()
         if self.health is None:
             self.rerouting = True
         if self.health is not None:
@@ -111,9 +117,24 @@ class MemberState:
         if self.routed_everywhere != was:
             self.changed_at = now
 
+    def void_down(self, profile: str, values: Mapping[str, Any], was_up: bool) -> bool:
+        """TLB: should PROFILE's "down" (VALUES, as the monitor reports it) be left uncounted? Yes while
+        it comes only from probes sent before the MX moved the path: the flip to down was made by a
+        probe that left before `path_moved_at` (while the profile was up here), and no probe sent
+        since has failed. The first failed probe sent after the move counts as usual."""
+        last_change = float(values["last_change"])
+        if was_up and float(values.get("last_sent", 0.0)) < self.path_moved_at:
+            self.voided[profile] = last_change
+            return True
+        if self.voided.get(profile) == last_change and int(values["fail_streak"]) == 0:
+            return True
+        self.voided.pop(profile, None)
+        return False
+
     def must_prove(self, why: str) -> None:
         """TLB: out until `recoveries` probes of every profile made from now on have passed."""
         if self.health is not None:
+            self.voided.clear()
             self.proving = {n: h.probes for n, h in self.health.states.items()}
             self.health.force_down(why)
 
@@ -271,7 +292,10 @@ class SelectorCore:
                 health = state.health.states.get(profile)
                 if health is None:
                     continue
-                health.up, health.last_result = bool(values["up"]), str(values["last_result"])
+                up, result = bool(values["up"]), str(values["last_result"])
+                if not up and state.proving is None and state.void_down(profile, values, health.up):
+                    up, result = True, f"{result} (sent before the path moved: not counted)"
+                health.up, health.last_result = up, result
                 health.probes, health.last_change = int(values["probes"]), float(values["last_change"])
                 health.fail_streak, health.ok_streak = int(values["fail_streak"]), int(values["ok_streak"])
             state.proven()

@@ -37,13 +37,14 @@ from .daemonkit import exit_now, resumed
 def state_json(state: HealthState) -> HealthProfileState:
     return HealthProfileState(up=state.up, last_result=state.last_result, probes=state.probes,
                               fail_streak=state.fail_streak, ok_streak=state.ok_streak,
-                              last_change=state.last_change)
+                              last_change=state.last_change, last_sent=state.last_sent)
 
 
 def restore_state(state: HealthState, data: HealthProfileState) -> None:
     state.up, state.last_result = data.up, data.last_result
     state.probes, state.last_change = data.probes, data.last_change
     state.fail_streak, state.ok_streak = data.fail_streak, data.ok_streak
+    state.last_sent = data.last_sent
 
 
 class Monitor:
@@ -101,9 +102,12 @@ class Monitor:
         write_status(self.config["health_status_file"], status)
 
     def probe_round(self, profile: str) -> None:
+        # the selector compares it with the moment it last moved a real-service's path (a probe in
+        # flight through the SRX it left says nothing about the one it goes through now)
+        sent = time.time()
         for name, (ok, detail) in self.probers[profile].round(self.targets, self.marks).items():
             health = self.health[name]
-            if health.record(profile, ok, detail):
+            if health.record(profile, ok, detail, sent=sent):
                 print(f"{time.strftime('%H:%M:%S')} {name} health {'up' if health.up else 'down'}: "
                       f"{profile}: {detail}", flush=True)
         self.publish()

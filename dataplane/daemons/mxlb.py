@@ -189,8 +189,11 @@ class Daemon(SelectorCore):
                 flags = int(msg["flags"])
                 up = event == "RTM_NEWLINK" and bool(flags & IFF_UP) and bool(flags & IFF_LOWER_UP)
                 for member in self.dev_member[side].get(dev, []):
-                    self.dev_up[side][dev] = up
                     hops = self.member_cfg[(side, member)].hops
+                    if len(hops) > 1 and self.dev_up[side].get(dev) != up:
+                        # a real-service's SRX came or went: probes in flight may have gone its old way
+                        self.members[member].path_moved_at = time.time()
+                    self.dev_up[side][dev] = up
                     carrier = any(self.dev_up[side].get(h.dev, False) for h in hops)
                     self.members[member].carrier[side] = carrier
                     if not carrier:
@@ -246,6 +249,7 @@ class Daemon(SelectorCore):
                 before = self.chosen[side].get(m.name)
                 self.chosen[side][m.name] = hop.nexthop
                 if before is not None:
+                    self.members[m.name].path_moved_at = time.time()
                     print(f"{time.strftime('%H:%M:%S')} {m.name} {side}: now via {hop.node}", flush=True)
                     self.note(f"{m.name} {side} via {hop.node}", time.time())
 
@@ -255,6 +259,7 @@ class Daemon(SelectorCore):
         kernel through a link without carrier would come back with the carrier, before BGP)."""
         if self.chosen[side].pop(m.name, None) is None:
             return
+        self.members[m.name].path_moved_at = time.time()
         table = self.table_base + (m.mark & 0xFF)
         try:
             ipr.route("replace", dst="0.0.0.0", dst_len=0, table=table, type="blackhole")
@@ -429,12 +434,12 @@ class Daemon(SelectorCore):
                 continue
             self.last_event = time.time()
             routes_changed = False
+            # links first: a health report that came with a link event is judged knowing the path moved
+            for fd in ready:
+                if fd is not self.health_sock:
+                    routes_changed |= self.absorb(self.side_of[fd], sockets[fd].get())
             if self.health_sock is not None and self.health_sock in ready:
                 self.absorb_health()
-                ready = [fd for fd in ready if fd is not self.health_sock]
-            for fd in ready:
-                side = self.side_of[fd]
-                routes_changed |= self.absorb(side, sockets[fd].get())
             # Decide on what the messages said first (a lost carrier is acted on at once), then,
             # if routes moved, re-read them as a whole and decide again.
             changed = self.decide("link or health event")

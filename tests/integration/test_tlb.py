@@ -132,8 +132,11 @@ def test_trust_link_failure_signals_and_the_peer_carries_the_pair(tlb: RunningLa
         assert "65001 65001 65001 65001" in routes, routes
         assert tlb.probe(41051)["missing"] == []
         after = tlb.carriers(41051)
-        assert {a for a in before if after[a] != before[a]} == {a for a in before if before[a] == "srx1"}
-        assert {after[a] for a in before if before[a] == "srx1"} == {"srx2"}
+        moves = (Counter((before[a], after[a]) for a in before),
+                 Path(f"/run/lab/{tlb.name}/logs/mx1-mxlb.log").read_text()[-3000:],
+                 Path(f"/run/lab/{tlb.name}/logs/mx1-healthd.log").read_text()[-3000:])
+        assert {a for a in before if after[a] != before[a]} == {a for a in before if before[a] == "srx1"}, moves
+        assert {after[a] for a in before if before[a] == "srx1"} == {"srx2"}, moves
     finally:
         for ns, dev in ends:
             subprocess.run(["ip", "-n", ns, "link", "set", dev, "up"], check=True)

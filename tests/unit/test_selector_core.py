@@ -348,6 +348,62 @@ def test_health_reports_are_taken_and_changes_reported() -> None:
     assert selector.health_report(report("srx1", True, 7, 2)) == ["srx1 health up: icmp: ok; tcp: ok"]
 
 
+def probe(up: bool, sent: float, change: float, fail_streak: int) -> dict[str, Any]:
+    """A report of srx1 whose two profiles read UP, the last probe sent at SENT (wall clock)."""
+    return {"at": sent + 1, "members": {"srx1": {"profiles": {p: {
+        "up": up, "last_result": "ok" if up else "timeout", "probes": 9, "last_change": change,
+        "fail_streak": fail_streak, "ok_streak": 0 if fail_streak else 1, "last_sent": sent}
+        for p in ("icmp", "tcp")}}}}
+
+
+def test_a_probe_lost_to_the_mx_s_own_path_move_is_not_counted() -> None:
+    """A probe sent before the MX pointed the real-service at the pair's other SRX (link of the first
+    went down) failed: the member stays in. A probe sent after the move decides as usual."""
+    selector = core(tlb=True)
+    srx1 = selector.members["srx1"]
+    srx1.path_moved_at = 100.0
+    assert selector.health_report(probe(False, sent=99.5, change=100.5, fail_streak=2)) == []
+    assert srx1.alive() and "not counted" in srx1.health.last_result  # type: ignore[union-attr]
+    # the next probe went the new way and passed: the monitor still says down (it needs its
+    # recoveries), but nothing failed since the move
+    assert selector.health_report(probe(False, sent=101.0, change=100.5, fail_streak=0)) == []
+    assert srx1.alive()
+    # a probe sent after the move fails: now it counts
+    assert selector.health_report(probe(False, sent=102.0, change=100.5, fail_streak=1)) == \
+        ["srx1 health down: icmp: timeout; tcp: timeout"]
+    assert not srx1.alive()
+
+
+def test_a_down_member_is_not_brought_up_by_a_path_move() -> None:
+    selector = core(tlb=True)
+    srx1 = selector.members["srx1"]
+    selector.health_report(probe(False, sent=50.0, change=50.5, fail_streak=2))
+    assert not srx1.alive()
+    srx1.path_moved_at = 100.0  # while it was down: a probe sent before it is no reason to count it up
+    assert selector.health_report(probe(False, sent=99.5, change=50.5, fail_streak=3)) == []
+    assert not srx1.alive()
+
+
+def test_a_failure_sent_after_the_move_counts_at_once() -> None:
+    selector = core(tlb=True)
+    selector.members["srx1"].path_moved_at = 100.0
+    assert selector.health_report(probe(False, sent=100.2, change=101.0, fail_streak=2)) == \
+        ["srx1 health down: icmp: timeout; tcp: timeout"]
+
+
+def test_a_carrier_loss_ends_a_void_down() -> None:
+    selector = core(tlb=True)
+    srx1 = selector.members["srx1"]
+    srx1.path_moved_at = 100.0
+    selector.health_report(probe(False, sent=99.5, change=100.5, fail_streak=2))
+    assert srx1.alive()
+    srx1.lost_carrier(101.0)
+    assert not srx1.voided
+    srx1.carrier = {s: True for s in SIDES}
+    selector.health_report(probe(False, sent=101.5, change=100.5, fail_streak=0))
+    assert not srx1.alive()  # it must prove itself after the carrier loss, as always
+
+
 def test_health_reports_ignore_unknown_members_and_profiles() -> None:
     selector = core(tlb=True)
     assert selector.health_report(report("srx9", False, 1, 0)) == []

@@ -17,6 +17,7 @@ connection, with the connections whose gap passed --stall, and silent_at_end: op
 unanswered for longer than --stall (stuck, not yet timed out). SIGTERM ends a `long` run early:
 with --drain D it first waits (at most D seconds) until every open connection has answered once
 after the signal, so a connection still backing off its retransmissions is not taken for a stuck one.
+SIGTERM ends a `serve` early too, with its report.
 
 `cps` opens connections at RATE per second: connect, send 1 byte, read the 1-byte answer, close;
 it prints completed / reset / failed / timed out and the connections per second reached. A failed
@@ -91,6 +92,9 @@ def serve(address: str, port: int, seconds: float, workers: int = 1) -> int:
     """Echo every byte back on the connection it came from; close when the client closes. With
     WORKERS > 1, that many processes, each on its own listening socket of the port (SO_REUSEPORT)."""
     _raise_fd_limit()
+    # SIGTERM ends the serving early with its report (installed before the workers fork: they inherit it)
+    stop: list[int] = []
+    signal.signal(signal.SIGTERM, lambda signum, _frame: stop.append(signum))
     listeners = []
     for _ in range(workers):
         listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -103,9 +107,10 @@ def serve(address: str, port: int, seconds: float, workers: int = 1) -> int:
         listeners.append(listener)
     print(json.dumps({"serving": f"{address}:{port}"}), flush=True)
     if workers == 1:
-        print(json.dumps(_serve_on(listeners[0], seconds)), flush=True)
+        print(json.dumps(_serve_on(listeners[0], seconds, lambda: bool(stop))), flush=True)
         return 0
-    reports = _in_workers([functools.partial(_serve_on, listener, seconds) for listener in listeners])
+    reports = _in_workers([functools.partial(_serve_on, listener, seconds, lambda: bool(stop))
+                           for listener in listeners])
     print(json.dumps({key: sum(r[key] for r in reports) for key in ("accepted", "reset")}), flush=True)
     return 0
 
@@ -153,12 +158,12 @@ def _in_workers(jobs: list[Callable[[], dict[str, Any]]]) -> list[dict[str, Any]
     return reports
 
 
-def _serve_on(listener: socket.socket, seconds: float) -> dict[str, int]:
+def _serve_on(listener: socket.socket, seconds: float, stopped: Callable[[], bool] = lambda: False) -> dict[str, int]:
     sel = selectors.DefaultSelector()
     sel.register(listener, selectors.EVENT_READ, None)
     deadline = time.monotonic() + seconds
     accepted = resets = 0
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and not stopped():
         for key, _ in sel.select(0.2):
             if key.data is None:
                 for _ in range(256):

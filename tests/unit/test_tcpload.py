@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import signal
 import socket
 import subprocess
 import sys
@@ -113,8 +114,10 @@ def test_the_open_files_limit_goes_to_the_kernel_ceiling_when_allowed_else_to_th
 def test_a_run_larger_than_the_open_files_limit_is_shared_by_workers_and_reported_as_one(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     # Two server workers on one port (SO_REUSEPORT); the client may hold 10 connections a process,
     # so its 25 connections go to 3 worker processes, whose reports are summed.
+    # the server serves until told (SIGTERM, then its report): a slow start of the client's workers on
+    # a busy machine must not find it gone
     server = subprocess.Popen([sys.executable, "-m", "dataplane.traffic.tcpload", "serve", "--bind", "127.0.0.9",
-                               "--port", "18736", "--seconds", "3", "--workers", "2"], stdout=subprocess.PIPE,
+                               "--port", "18736", "--seconds", "60", "--workers", "2"], stdout=subprocess.PIPE,
                               text=True)
     assert server.stdout is not None and "serving" in server.stdout.readline()
     monkeypatch.setattr(tcpload, "_raise_fd_limit", lambda: tcpload.FD_SPARE + 10)
@@ -124,6 +127,7 @@ def test_a_run_larger_than_the_open_files_limit_is_shared_by_workers_and_reporte
         assert tcpload.main(["long", "--sources", "127.1.0.0/28", "--count", "25", "--to", "127.0.0.9:18736",
                              "--interval", "0.05", "--seconds", "0.6", "--retries", "0"]) == 0
     finally:
+        server.send_signal(signal.SIGTERM)
         out, _ = server.communicate(timeout=10)
     result = json.loads(printed.getvalue())
     assert tcpload.long_workers(25, tcpload.FD_SPARE + 10) == 3

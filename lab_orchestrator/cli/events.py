@@ -226,6 +226,8 @@ def print_event(r: EventResult) -> None:
                   highlight=False)
     if r.route_changes and r.status != "passed":
         print_route_changes(r)
+    if r.bgp_log and r.status != "passed":
+        print_bgp_log(r)
     out.print(f"  resolution {r.resolution_ms} ms per flow; verdict: "
               f"{'[green]pass[/]' if r.passed else '[red]FAIL[/]'}")
 
@@ -243,6 +245,18 @@ def print_route_changes(r: EventResult) -> None:
         out.print(f"    {c.at_s:+8.3f} s  {c.ns}: {c.change}", markup=False, highlight=False)
     if r.routes_unmonitored:
         out.print(f"  route monitor ended early (changes unknown): {', '.join(r.routes_unmonitored)}", highlight=False)
+
+
+BGP_LINES = 30  # of a failed case's BIRD log lines on the terminal (the JSON has up to 120)
+
+
+def print_bgp_log(r: EventResult) -> None:
+    """A failed case: what the BIRDs logged around it (sessions down and up, graceful restarts)."""
+    lines = r.bgp_log or []
+    out.print(f"  BGP log during the case: {len(lines)} lines"
+              + (f", the first {BGP_LINES}:" if len(lines) > BGP_LINES else ":"), highlight=False)
+    for x in lines[:BGP_LINES]:
+        out.print(f"    {x.at_s:+8.3f} s  {x.log}: {x.text}", markup=False, highlight=False)
 
 
 def print_tcp(r: EventResult) -> None:

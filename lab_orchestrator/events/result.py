@@ -3,8 +3,8 @@
 `eventrun.run_event` builds it (`eventverdict.analyse`), the CLI prints it, `eventverdict.junit` / `.plot` and the JSON
 writers read it. `to_json()` gives the documented JSON form (docs/events.md: same keys, same order
 as always; the optional parts `daemon_crash`, `flows_moved_on_restore`,
-`flows_moved_on_restore_ideal_max`, `budgets`, `tcp`, `routes_changed`, `routes_unmonitored` and
-`route_changes` (a failed case's) only when they apply), `from_json()` reads it back
+`flows_moved_on_restore_ideal_max`, `budgets`, `tcp`, `routes_changed`, `routes_unmonitored`,
+`route_changes` and `bgp_log` (the last two a failed case's) only when they apply), `from_json()` reads it back
 with validation. The receivers' and senders' own reports (`forward`, `reverse`, `senders`) are the
 traffic generator's format (dataplane.traffic), kept as they are.
 """
@@ -21,7 +21,7 @@ from . import budgets as budgetsmod
 
 DAEMON_RETURN_S = 5.0  # daemon-crash passes only if the daemon runs again within this
 OPTIONAL = ("daemon_crash", "flows_moved_on_restore", "flows_moved_on_restore_ideal_max", "budgets", "checks", "tcp",
-            "families", "routes_changed", "routes_unmonitored", "route_changes")
+            "families", "routes_changed", "routes_unmonitored", "route_changes", "bgp_log")
 
 
 class _Model(BaseModel):
@@ -163,6 +163,15 @@ class RouteChange(_Model):
     change: str  # as iproute2 prints it ("Deleted 198.51.100.0/28 via 198.18.0.11 dev ge-0-2-1 proto bird ...")
 
 
+class BgpLogLine(_Model):
+    """A line a BIRD of the lab logged during the case (events.bgplog)."""
+
+    at_s: float  # seconds from the event
+    log: str  # node and daemon ("mx1 bird-untrust-vr")
+    level: str  # TRACE, INFO, WARN, ERR...
+    text: str  # as BIRD wrote it ("core_gw_untrust: Neighbor graceful restart detected")
+
+
 class EventResult(_Model):
     event: str
     title: str
@@ -201,6 +210,8 @@ class EventResult(_Model):
     routes_unmonitored: list[str] | None = None  # namespaces whose route monitor had ended by itself
     route_changes: list[RouteChange] | None = None  # the changes themselves (the first 80 from 1 s before
     # the event); in the JSON of a failed case only
+    bgp_log: list[BgpLogLine] | None = None  # the BIRDs' log lines (the first 120 from 1 s before the
+    # event); in the JSON of a failed case only
 
     @property
     def status(self) -> Literal["passed", "failed"]:
@@ -214,6 +225,7 @@ class EventResult(_Model):
         data["status"] = self.status
         if data["status"] == "passed":
             data.pop("route_changes", None)
+            data.pop("bgp_log", None)
         return data
 
     @classmethod

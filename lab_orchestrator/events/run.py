@@ -26,11 +26,21 @@ from ..plan import trafficsetup
 from ..plan.pipeline import LabPlan
 from ..runtime import bgpready, ops
 from ..runtime.state import LabState
-from . import baseline, families, routelog, sessions
+from . import baseline, bgplog, families, routelog, sessions
 from . import budgets as budgetsmod
 from . import catalog as eventsmod
 from . import tcp as tcpmod
-from .result import DAEMON_RETURN_S, CaseError, Check, DaemonCrash, EventError, EventResult, RouteChange, TcpFigures
+from .result import (
+    DAEMON_RETURN_S,
+    BgpLogLine,
+    CaseError,
+    Check,
+    DaemonCrash,
+    EventError,
+    EventResult,
+    RouteChange,
+    TcpFigures,
+)
 from .verdict import analyse
 from .watch import (
     Sampler,
@@ -247,6 +257,8 @@ def _run(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target: str
     sampler = Sampler(mx_ns, selector_configs(plan)).start()
     watcher = TableWatcher(selector_status_files(state, plan)).start()
     routes = routelog.RouteLog([ns.name for ns in plan.namespaces]).start()
+    bgp = bgplog.BgpLog({f"{r.node} {r.name}": r.log for r in state.processes
+                         if r.name.startswith("bird") and r.log}).start()
     children: dict[tuple[int, str], Any] = {}  # (family, job name) -> the spawned process
     marks: dict[str, float] = {}
     tcp_report: dict[str, Any] | None = None
@@ -358,6 +370,9 @@ def _run(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target: str
     # (here, or later by a check or a budget: EventResult.to_json decides on the final status)
     result.route_changes = [RouteChange(at_s=round(c.at - marks["event"], 3), ns=c.ns, change=c.change)
                             for c in routelog.kept(changes, since=marks["event"] - 1.0)]
+    # ...and what their BIRDs said about it (why a session went down, how a graceful restart went)
+    result.bgp_log = [BgpLogLine(at_s=round(x.at - marks["event"], 3), log=x.log, level=x.level, text=x.text)
+                      for x in bgplog.kept(bgp.lines(), since=marks["event"] - 1.0)]
     if tcp_report is not None:
         result.tcp = TcpFigures.model_validate(tcpmod.figures(tcp_report, tcp_before, marks.get("event")))
     if during:

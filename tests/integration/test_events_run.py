@@ -46,13 +46,20 @@ def test_events_run_reports_convergence_and_recovery(tmp_path: Path) -> None:
         # CI gating: a budget the lab cannot meet (no flow at 50 pps has a gap under 1 ms) exits 1 and says
         # which event broke which budget; a budget the lab meets does not fail the run.
         gated = tmp_path / "gated.json"
-        result = lab("events", "run", "--lab", running.name, "-e", "restart-tlb", "--flows", "50", "--rate", "2500",
-                     "--warmup", "1", "--duration", "2", "--max-convergence-ms", "100000",
-                     "--budget", "restart-tlb:longest_gap_ms=1", "--json-out", str(gated), check=False)
+        result = lab("events", "run", "--lab", running.name, "-e", "restart-tlb", "-e", "srx-power-off",
+                     "--flows", "50", "--rate", "2500", "--warmup", "1", "--duration", "2",
+                     "--max-convergence-ms", "100000", "--budget", "restart-tlb:longest_gap_ms=1",
+                     "--budget", "srx-power-off:longest_gap_ms=1", "--json-out", str(gated), check=False)
         assert result.returncode == 1, result.stderr + result.stdout
         assert "restart-tlb on mx1 broke the budget longest_gap_ms <= 1 (restart-tlb): measured" in result.stderr
-        rows = json.loads(gated.read_text())["events"][0]["budgets"]
+        cases = json.loads(gated.read_text())["events"]
+        rows = cases[0]["budgets"]
         assert {(r["metric"], r["ok"]) for r in rows} == {("convergence_ms", True), ("longest_gap_ms", False)}
+        # a failed case keeps what the BIRDs said: the MX's sessions to the powered-off SRX went down
+        power_log = cases[1]["bgp_log"]
+        assert any(x["log"].startswith("mx1 bird") and x["text"].startswith("fw_srx1:") and x["at_s"] >= 0
+                   for x in power_log), power_log
+        assert "BGP log during the case" in result.stdout + result.stderr
         bad = lab("events", "run", "--lab", running.name, "--budget", "convergence<3", check=False)
         assert bad.returncode == 2 and "expected [EVENT:]METRIC=LIMIT" in bad.stderr
 

@@ -189,17 +189,17 @@ def test_a_slow_pattern_in_one_session_does_not_stall_another(mx: session.Sessio
     done: list[float] = []
 
     def hostile() -> None:
+        started = time.thread_time()
         for _ in range(20):
             mx.run('show interfaces terse | match "(.*)*X"')
-        done.append(time.monotonic())
+        done.append(time.thread_time() - started)  # CPU: a busy machine's wait is not the pattern's cost
 
     thread = threading.Thread(target=hostile)
-    started = time.monotonic()
     thread.start()
     other = session.Session(mx.config, mx.node, ADMIN)
     assert timed(other.run, "show interfaces terse").status == 0
-    thread.join(5)
-    assert done and done[0] - started < 5 * FAST
+    thread.join(120)
+    assert done and done[0] < 5 * FAST, f"20 runs of the pattern took {done} s of CPU"
 
 
 # ------------------------------------------------------------------------------------------ the shell loop

@@ -5,6 +5,7 @@ dataplane.daemons.mnhad)."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -90,6 +91,8 @@ def test_the_refresh_rule_sets_each_protocols_bit_to_its_parity() -> None:
     assert f"meta l4proto != tcp ct mark set ct mark or {udp_bit:#x}" in text
     assert f"meta l4proto tcp ct mark set ct mark and {0xFFFFFFFF ^ tcp_bit:#x}" in text
     assert "ct state established" in text and "hook prerouting priority -150" in text
+    # sessions are reported when they open, become assured, are refreshed or end: no TCP state steps
+    assert 'ct state new ct event set new,related,assured,"mark",destroy' in text
 
 
 def test_heartbeat_version_3_carries_the_sync_flags_and_older_versions_none() -> None:
@@ -546,3 +549,11 @@ def test_links_back_keep_every_route_prepended_until_bgp_routes_over_each(
     tick()
     carrier["ge-0-0-1"] = True
     assert "SRG0_SIGNAL = 0" in tick() and daemon.routes_pending == ["ge-0-0-1"]
+
+
+@pytest.mark.skipif(shutil.which("nft") is None, reason="needs nft")
+def test_the_refresh_rule_is_valid_nftables() -> None:
+    result = subprocess.run(["nft", "-c", "-f", "-"], input=mnhad.refresh_rules(0, 1), capture_output=True, text=True)
+    if result.returncode != 0 and "Operation not permitted" in result.stderr:
+        pytest.skip("nft -c needs CAP_NET_ADMIN")
+    assert result.returncode == 0, result.stderr

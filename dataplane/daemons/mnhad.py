@@ -26,6 +26,7 @@ from pathlib import Path
 
 from labkit.configs import MnhaConfig, MonitorConfig
 from labkit.contracts import MNHA_PORT
+from labkit.files import write_atomic
 from labkit.status import (
     MnhaDestination,
     MnhaHeartbeat,
@@ -193,8 +194,16 @@ class Daemon:
         self.sent = 0
         self.seq = 0
         # What BIRD runs with: the role file as it is now (rendered at plan time, rewritten since).
-        text = Path(config.role_file).read_text()
-        self.bird_state = ("SRG1_ACTIVE = 1" in text, "SRG2_ACTIVE = 1" in text, "SRG0_SIGNAL = 1" in text)
+        try:
+            text = Path(config.role_file).read_text()
+        except OSError:
+            text = ""
+        # A file that does not define all three (a power cut while an older release wrote it left it
+        # empty, or it is gone) keeps BIRD from starting: the first apply() writes it anew. Until then
+        # the most careful reading: no group active here, every route prepended.
+        self.role_file_ok = all(f"define {name} =" in text for name in ("SRG1_ACTIVE", "SRG2_ACTIVE", "SRG0_SIGNAL"))
+        self.bird_state = ("SRG1_ACTIVE = 1" in text, "SRG2_ACTIVE = 1" in text, "SRG0_SIGNAL = 1" in text) \
+            if self.role_file_ok else (False, False, True)
         self.signal_installed = self.bird_state[2] and COLD_SYNC_WAIT_NOTE not in text and ROUTES_WAIT_NOTE not in text
         self.probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -385,14 +394,18 @@ class Daemon:
         if self.srg0_failed != self.signal_installed:
             set_signal_route(self.c.signal_route, self.c.signal_table, self.srg0_failed)
             self.signal_installed = self.srg0_failed
-        if state == self.bird_state:
+        if state == self.bird_state and self.role_file_ok:
             return
-        Path(self.c.role_file).write_text(
+        # at once (a sibling file renamed over it): a BIRD starting now, or a power cut now, never
+        # finds half a file (an empty include is a syntax error: that BIRD would not start)
+        write_atomic(
+            self.c.role_file,
             f"define SRG1_ACTIVE = {int(state[0])};  # {role.value}\n"
             f"define SRG2_ACTIVE = {int(state[1])};  # {role2.value}\n"
             f"define SRG0_SIGNAL = {int(state[2])};  # signal route {self.c.signal_route}"
             f"{f' ({COLD_SYNC_WAIT_NOTE})' if holding and not self.srg0_failed else ''}"
             f"{f' ({ROUTES_WAIT_NOTE} {pending})' if waiting else ''}\n")
+        self.role_file_ok = True
         try:
             reply = bird_configure(self.c.bird_socket)
             self.bird_state = state

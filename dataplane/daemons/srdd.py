@@ -21,6 +21,7 @@ from pathlib import Path
 
 from labkit import unixsock
 from labkit.configs import SrdConfig
+from labkit.files import write_atomic
 from labkit.status import SrdHeartbeat, SrdRole, SrdSignalRoute, SrdStatus, SrdTransition, write_status
 
 from ..core.mnha import PeerView, Role, encode_heartbeat
@@ -43,6 +44,18 @@ STATUS_ROLE: dict[Role, SrdRole] = {Role.INIT: "init", Role.ACTIVE: "master", Ro
                                     Role.INELIGIBLE: "ineligible"}
 
 
+def role_in(text: str) -> bool | None:
+    """SRD_MASTER as the role file TEXT defines it, None if it does not."""
+    return ("SRD_MASTER = 1" in text) if "define SRD_MASTER" in text else None
+
+
+def _read(path: str) -> str:
+    try:
+        return Path(path).read_text()
+    except OSError:
+        return ""
+
+
 class Daemon:
     def __init__(self, config: SrdConfig):
         self.c = config
@@ -61,7 +74,9 @@ class Daemon:
         self.sock.setblocking(False)
         self.link = PeerLink(self.sock, config.peer, config.peer_ip)
         self.control = unixsock.bind_datagram(config.control_socket)
-        self.bird_master = "SRD_MASTER = 1" in Path(config.role_file).read_text()
+        # What BIRD runs with. None: the file does not say (a power cut while an older release wrote it
+        # left it empty, or it is gone): BIRD cannot start on it, so the first apply() writes it anew.
+        self.bird_master = role_in(_read(config.role_file))
         self.signal_installed: bool | None = None
         self.resumed: str | None = None  # the role taken up from the previous instance, after a crash
         self.resume(resumed(config.status_file, SrdStatus))
@@ -126,7 +141,9 @@ class Daemon:
             self.signal_installed = master
         if master == self.bird_master:
             return
-        Path(self.c.role_file).write_text(f"define SRD_MASTER = {1 if master else 0};\n")
+        # at once (a sibling file renamed over it): a BIRD starting now, or a power cut now, never
+        # finds half a file (an empty include is a syntax error: that BIRD would not start)
+        write_atomic(self.c.role_file, f"define SRD_MASTER = {1 if master else 0};\n")
         replies = []
         for sock in self.c.bird_sockets:
             try:

@@ -557,3 +557,27 @@ def test_the_refresh_rule_is_valid_nftables() -> None:
     if result.returncode != 0 and "Operation not permitted" in result.stderr:
         pytest.skip("nft -c needs CAP_NET_ADMIN")
     assert result.returncode == 0, result.stderr
+
+
+def test_an_empty_role_file_is_written_anew_at_the_first_tick(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A role file cut short (empty) keeps BIRD from starting: the daemon does not take it for "every
+    group backup, no signal" (which would leave it as it is while nothing changes) but writes it."""
+    monkeypatch.setattr(mnhad, "has_carrier", lambda _sock, dev: True)
+    monkeypatch.setattr(mnhad, "routed_devices", lambda: set())
+    (tmp_path / "mnha-role.conf").write_text("")
+    monkeypatch.setattr(Path, "write_text", _keep_empty_role(Path.write_text))
+    daemon, _peer = _daemon(tmp_path, monkeypatch, sync=False)
+    assert not daemon.role_file_ok and daemon.bird_state == (False, False, True)
+    daemon.tick(daemon.started + 10, send=False)
+    text = Path(daemon.c.role_file).read_text()
+    assert all(f"define {name} = " in text for name in ("SRG1_ACTIVE", "SRG2_ACTIVE", "SRG0_SIGNAL")), text
+    assert not list(tmp_path.glob("*.tmp")), "written through a sibling file renamed over it"
+
+
+def _keep_empty_role(write: Any) -> Any:
+    """Path.write_text, except that the test's fixture may not fill mnha-role.conf (it stays empty)."""
+    def wrapped(self: Path, text: str, *args: Any, **kwargs: Any) -> int:
+        if self.name == "mnha-role.conf":
+            return write(self, "", *args, **kwargs)
+        return write(self, text, *args, **kwargs)
+    return wrapped

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -168,3 +169,24 @@ def test_a_daemon_ends_with_its_output_flushed_and_its_exit_code() -> None:
             "print('last line', end=''); print('to the log', end='', file=sys.stderr); exit_now(3)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
     assert (done.returncode, done.stdout, done.stderr) == (3, "last line", "to the log")
+
+
+def test_srdd_rewrites_a_role_file_that_defines_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An empty role file (cut short by a power cut) is not read as "standby": a standby mx2 writes
+    it anew, whole, so that its BIRDs can start on it; a complete file is left as it is."""
+    assert srdd.role_in("") is None and srdd.role_in("define SRD_MASTER = 1;\n") is True
+    assert srdd.role_in("define SRD_MASTER = 0;\n") is False
+    role = tmp_path / "srd-role.conf"
+    for before, written in (("", "define SRD_MASTER = 0;\n"), ("define SRD_MASTER = 0;\n", None)):
+        role.write_text(before)
+        daemon = srdd.Daemon.__new__(srdd.Daemon)
+        daemon.c = SimpleNamespace(role_file=str(role), bird_sockets=[])  # type: ignore[assignment]
+        daemon.signal_installed = False
+        daemon.bird_master = srdd.role_in(role.read_text())
+        monkeypatch.setattr(srdd.Daemon, "signal", lambda self, master: None)
+        stamp = role.stat().st_mtime_ns
+        daemon.apply(False)
+        if written is None:
+            assert role.stat().st_mtime_ns == stamp, "a complete file is not rewritten"
+        else:
+            assert role.read_text() == written

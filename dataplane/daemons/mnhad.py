@@ -70,12 +70,6 @@ PORT = MNHA_PORT
 # and answers a returning peer's request for the whole table (cold sync, acknowledged).
 REFRESH_TABLE = "mnha_refresh"  # the nftables table (ip family) of the refresh rule
 REFRESH_BITS = (0x20000000, 0x40000000)  # conntrack mark bits: UDP and others, TCP
-# The kernel reports a session (and conntrackd sends it to the peer) only when it opens, becomes
-# assured (TCP: the handshake completed; UDP: answered and still active after 2 s), has its mark
-# flipped by a refresh window, or ends: not at each TCP state change in between (SYN_RECV, FIN_WAIT,
-# CLOSE_WAIT, TIME_WAIT...), which for a short connection were most of its sync messages. The peer's
-# copy carries the state as of the last of these: established once assured, removed when it ends.
-SYNC_EVENTS = 'new,related,assured,"mark",destroy'  # (quoted: `mark` is also a keyword of nft's grammar)
 STATS_EVERY_S = 2.0  # how often conntrackd's counters are read for the status
 STATS_RETRY_S = 0.1  # how often while conntrackd does not answer yet (it starts beside this daemon)
 SIOCGIFFLAGS = 0x8913
@@ -149,7 +143,6 @@ def refresh_rules(udp_bit: int, tcp_bit: int) -> str:
         return f"ct mark set ct mark or {bit:#x}" if parity else f"ct mark set ct mark and {0xFFFFFFFF ^ bit:#x}"
     return (f"table ip {REFRESH_TABLE} {{\n  chain pre {{\n"
             f"    type filter hook prerouting priority -150; policy accept;\n"
-            f"    ct state new ct event set {SYNC_EVENTS}\n"
             f"    ct state established meta l4proto tcp {statement(REFRESH_BITS[1], tcp_bit)}\n"
             f"    ct state established meta l4proto != tcp {statement(REFRESH_BITS[0], udp_bit)}\n"
             f"  }}\n}}\n")

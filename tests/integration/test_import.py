@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from labtools import LabOwner, explain, free_mgmt_subnet, leftovers, run_lab, status_of
@@ -15,18 +16,24 @@ pytestmark = pytest.mark.root
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "import"
 
 
-def test_imported_lab_comes_up_with_bgp_established(owner: LabOwner, tmp_path: Path) -> None:
-    topology = tmp_path / "it-import.yml"
-    files = [str(FIXTURES / n) for n in ("lb1.conf", "fw-a.conf", "fw-b.set", "edge.conf")]
-    result = run_lab("import", *files, "-o", str(topology), "--lab-name", "it-import", "--report-out",
-                     str(tmp_path / "report.txt"), timeout=60)
-    assert result.returncode == 0, explain(result)
+
+def up_ready(owner: LabOwner, topology: Path) -> tuple[Any, dict[str, Any]]:
+    """Bring an imported TOPOLOGY up on a free management subnet: its claim and its ready status."""
     topology.write_text(topology.read_text() + f"addressing:\n  mgmt: {free_mgmt_subnet()}\n")
     facts = owner.claim(topology)
     up = run_lab("up", str(topology))
     assert up.returncode == 0, explain(up)
     report = status_of(facts.name)
     assert report["status"] == "ready", report
+    return facts, report
+
+def test_imported_lab_comes_up_with_bgp_established(owner: LabOwner, tmp_path: Path) -> None:
+    topology = tmp_path / "it-import.yml"
+    files = [str(FIXTURES / n) for n in ("lb1.conf", "fw-a.conf", "fw-b.set", "edge.conf")]
+    result = run_lab("import", *files, "-o", str(topology), "--lab-name", "it-import", "--report-out",
+                     str(tmp_path / "report.txt"), timeout=60)
+    assert result.returncode == 0, explain(result)
+    facts, report = up_ready(owner, topology)
     sessions = [(n["name"], s["protocol"], s["info"]) for n in report["nodes"] for s in n["bgp"]]
     # lb1: 2 gateways + 4 firewall sessions; each firewall 2; each gateway 1
     assert len(sessions) == 6 + 4 + 2, sessions
@@ -50,12 +57,7 @@ def test_imported_jvd_lab_runs_sfw_and_napt44_side_by_side(owner: LabOwner, tmp_
                      "--lab-name", "it-jvd", timeout=60)
     assert result.returncode == 0, explain(result)
     assert "use_case: mixed" in topology.read_text()
-    topology.write_text(topology.read_text() + f"addressing:\n  mgmt: {free_mgmt_subnet()}\n")
-    facts = owner.claim(topology)
-    up = run_lab("up", str(topology))
-    assert up.returncode == 0, explain(up)
-    report = status_of(facts.name)
-    assert report["status"] == "ready", report
+    facts, report = up_ready(owner, topology)
     sessions = [(n["name"], s["info"]) for n in report["nodes"] for s in n["bgp"]]
     assert sessions and all(info.startswith("Established") for _, info in sessions), sessions
     start = run_lab("traffic", "start", "--lab", facts.name, "--flows", "20", "--rate", "1000", "--duration", "20")

@@ -7,6 +7,7 @@ import os
 import shutil
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import Any
 
 import pytest
 from running import REPO, RunningLab, lab
@@ -103,8 +104,20 @@ def test_every_applicable_event_runs_and_recovers(topology: str, tmp_path: Path)
         assert set(events) == applicable, result.stderr
         failed = {name: (e["recovered"], e["packets_lost_by_unaffected_flows"]) for name, e in events.items()
                   if not e["passed"]}
-        assert failed == {}, f"{failed}\n{result.stdout[-3000:]}"
+        assert failed == {}, f"{failed}\n" + "\n".join(why_failed(events[name]) for name in failed)
         assert result.returncode == 0
+
+
+def why_failed(case: dict[str, Any]) -> str:
+    """What a failed case kept, for the assertion message: its checks, the route changes and the BIRDs'
+    log lines around the event (the CLI's table only shows the last cases)."""
+    lines = [f"== {case['event']} on {case['target']}: {case['action']}",
+             f"   convergence {case['convergence_ms']}, longest gap {case['longest_gap_ms']} ms, "
+             f"forward lost {case['forward'].get('lost')}, reverse lost {case['reverse'].get('lost')}",
+             "   checks: " + ", ".join(f"{c['name']} {'ok' if c['ok'] else 'NO'}" for c in case.get("checks") or [])]
+    lines += [f"   {r['at_s']:+.3f} s {r['ns']}: {r['change']}" for r in case.get("route_changes") or []]
+    lines += [f"   {x['at_s']:+.3f} s {x['log']}: {x['level']} {x['text']}" for x in case.get("bgp_log") or []]
+    return "\n".join(lines)
 
 
 def test_traffic_by_hand_start_stats_stop(tmp_path: Path) -> None:

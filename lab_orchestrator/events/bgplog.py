@@ -5,8 +5,8 @@ of the lab writes its BGP sessions' state changes and events to its log (the `tr
 { states, events }`: "Neighbor graceful restart detected", "Received: Cease", "BGP session
 established", "Graceful restart done"...). At the start of a case the runner notes how long each log
 is; at the end it reads what was appended since, times each line from the event, and a failed case
-keeps the first MAX_KEPT lines from a second before the event (printed by `lab events run`, in its
-JSON).
+keeps the first MAX_KEPT lines from a second before the event, protocol state changes left out
+(printed by `lab events run`, in its JSON).
 
 BIRD stamps its lines with the local wall clock and milliseconds ("2026-12-05 07:51:29.970 <TRACE>
 peer_mx1: Connection closed"). A line without a stamp (a continuation) is left out.
@@ -49,10 +49,17 @@ def parse(log: str, lines: Iterable[str], wall_minus_mono: float) -> list[Line]:
     return out
 
 
+# "fw_srx1: State changed to flush": the protocol's state, which the event lines around it already say
+# ("Down", "Starting", "BGP session established"); a power-off writes seven per session, enough to push
+# the lines that explain a failure past the limit.
+_STATE_CHANGE = re.compile(r"^\S+: State changed to \w+$")
+
+
 def kept(lines: Iterable[Line], since: float = float("-inf"), limit: int = MAX_KEPT) -> list[Line]:
-    """The first LIMIT lines in time from SINCE on (ties broken by log, then text: the same run, the
-    same list)."""
-    return sorted((x for x in lines if x.at >= since), key=lambda x: (x.at, x.log, x.text))[:limit]
+    """The first LIMIT lines in time from SINCE on, protocol state changes left out (ties broken by
+    log, then text: the same run, the same list)."""
+    return sorted((x for x in lines if x.at >= since and not _STATE_CHANGE.match(x.text)),
+                  key=lambda x: (x.at, x.log, x.text))[:limit]
 
 
 class BgpLog:

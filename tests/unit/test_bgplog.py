@@ -29,6 +29,13 @@ def test_kept_starts_at_since_in_time_order_and_stops_at_the_limit() -> None:
     assert len(bgplog.kept(lines, limit=2)) == 2
 
 
+def test_protocol_state_changes_are_not_kept() -> None:
+    lines = [bgplog.Line(1.0, "mx1 bird", "TRACE", text) for text in
+             ("fw_srx1: State changed to flush", "fw_srx1: Neighbor lost", "fw_srx1: State changed to start",
+              "Graceful restart done")]
+    assert [x.text for x in bgplog.kept(lines)] == ["Graceful restart done", "fw_srx1: Neighbor lost"]
+
+
 def test_only_what_was_appended_after_start_is_read(tmp_path: Path) -> None:
     log = tmp_path / "mx1-bird.log"
     log.write_text(f"{STAMP} <TRACE> before the case\n")

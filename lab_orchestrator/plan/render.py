@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from ipaddress import IPv4Interface, IPv4Network
+from ipaddress import IPv4Interface, IPv4Network, ip_address
 from typing import Any
 
 import jinja2
@@ -131,6 +131,23 @@ def icl_export(kind: str, loopback: str) -> str:
     return 'where proto ~ "icl_*"'
 
 
+# Seconds each end of a session waits before it opens the TCP connection (BIRD's connect delay, jittered
+# down by up to a quarter): the end with the lower address first, the other later, so the two never
+# open at the same moment. They would whenever both start waiting together (a restarted BIRD and its
+# peers, which noticed the close; a link that comes back) and BIRD takes a connection that arrives
+# while its session is up for a restart of the peer: a peer that gave up its own attempt the moment
+# the other one's OPEN came in left such a connection behind, and a peer in graceful restart lost the
+# routes kept for it before it could send them again.
+CONNECT_DELAY_FIRST_S = 1
+CONNECT_DELAY_SECOND_S = 2
+
+
+def connect_delay(session: BgpSession) -> int:
+    """How long SESSION's local end waits before connecting (see CONNECT_DELAY_FIRST_S)."""
+    first = ip_address(session.local_address) < ip_address(session.peer_address)
+    return CONNECT_DELAY_FIRST_S if first else CONNECT_DELAY_SECOND_S
+
+
 def _exports(kind: str, use_case: str, sessions: list[BgpSession], srg1: bool = False,
              srd: bool = False, srg2_net: str | None = None, b_nets: tuple[str, ...] = (),
              peer_pool_extra: int = 1, node: NodePlan | None = None, loopback: str = "",
@@ -195,6 +212,7 @@ def _bird_files(topo: Topology, plan: LabPlan, node: NodePlan, env: jinja2.Envir
                              loopback=node.loopbacks[instance or ""],
                              nat_sources=tuple(str(p) for p in topo.services.nat_sources)),
             # BIRD merges at most 16 equal paths unless told more: as many as this BIRD has sessions
+            connect_delays={s.protocol: connect_delay(s) for s in sessions},
             role_include=role_include, bfd=topo.services.bfd if sessions else None, merge_limit=len(sessions),
             dual_stack=plan.dual_stack, statics6=ipv6.statics6(topo, plan, node) if instance is None else [],
             icl_source=node.loopbacks[""] if kinds.get(spec.kind).firewall and any(s.zone == "icl" for s in sessions)

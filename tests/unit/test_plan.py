@@ -21,6 +21,7 @@ from lab_orchestrator.model import naming
 from lab_orchestrator.model.validate import load_topology
 from lab_orchestrator.plan import pipeline as planmod
 from lab_orchestrator.plan.pipeline import LabPlan
+from lab_orchestrator.plan.plantypes import BgpSession
 
 REPO = Path(__file__).resolve().parents[2]
 LAB_FILES = sorted((REPO / "labs").glob("*.yml"))
@@ -203,6 +204,27 @@ def test_every_bgp_session_has_its_reverse(lab: Path, plans: dict[str, LabPlan])
         assert reverse.node == s.peer_node and reverse.peer_node == s.node
     protocols = Counter((s.ns, s.protocol) for s in plan.sessions)
     assert all(n == 1 for n in protocols.values()), "BIRD protocol names must be unique per instance"
+
+
+def _connect_delay_rendered(plan: LabPlan, session: BgpSession) -> int:
+    """The connect delay SESSION's end has in its rendered BIRD configuration (its protocol's own, or
+    the template's 1 s)."""
+    conf = next(text for path, text in plan.files.items() if path.startswith(f"nodes/{session.node}/bird")
+                and f"protocol bgp {session.protocol} from peer {{" in text
+                and f"source address {session.local_address};" in text)
+    block = conf.split(f"protocol bgp {session.protocol} from peer {{", 1)[1].split("\n}", 1)[0]
+    return 2 if "connect delay time 2;" in block else 1
+
+
+@pytest.mark.parametrize("lab", LAB_FILES, ids=LAB_IDS)
+def test_one_end_of_every_session_connects_first(lab: Path, plans: dict[str, LabPlan]) -> None:
+    """Both ends of a session never open their connections together (BIRD would take the second for a
+    restart of its peer): one waits 1 s, the other 2 s, in what is rendered."""
+    plan = plans[lab.stem]
+    for s in plan.sessions:
+        reverse = next(r for r in plan.sessions if r.local_address == s.peer_address
+                       and r.peer_address == s.local_address)
+        assert {_connect_delay_rendered(plan, s), _connect_delay_rendered(plan, reverse)} == {1, 2}, s
 
 
 def test_sessions_exist_where_expected(plans: dict[str, LabPlan]) -> None:

@@ -132,14 +132,15 @@ def icl_export(kind: str, loopback: str) -> str:
 
 
 # Seconds each end of a session waits before it opens the TCP connection (BIRD's connect delay, jittered
-# down by up to a quarter): the end with the lower address first, the other later, so the two never
-# open at the same moment. They would whenever both start waiting together (a restarted BIRD and its
-# peers, which noticed the close; a link that comes back) and BIRD takes a connection that arrives
-# while its session is up for a restart of the peer: a peer that gave up its own attempt the moment
-# the other one's OPEN came in left such a connection behind, and a peer in graceful restart lost the
-# routes kept for it before it could send them again.
+# down by up to a quarter): the end with the lower address first, the other well after, so the two do
+# not open at the same moment when both start waiting together (a restarted BIRD and its peers, which
+# noticed the close; a link that comes back on both ends). BIRD takes a connection that arrives while
+# its session is up for a restart of the peer: a peer that gave up its own attempt the moment the
+# other one's OPEN came in left such a connection behind, and an end in graceful restart then lost the
+# routes it kept for the peer before the peer could send them again. The lower end retries every
+# second; the other one's own attempt is rarely needed, so its later start costs nothing.
 CONNECT_DELAY_FIRST_S = 1
-CONNECT_DELAY_SECOND_S = 2
+CONNECT_DELAY_SECOND_S = 3
 
 
 def connect_delay(session: BgpSession) -> int:

@@ -145,7 +145,8 @@ CONNECT_DELAY_SECOND_S = 3
 
 def connect_delay(session: BgpSession) -> int:
     """How long SESSION's local end waits before connecting (see CONNECT_DELAY_FIRST_S)."""
-    first = ip_address(session.local_address) < ip_address(session.peer_address)
+    local, peer = ip_address(session.local_address), ip_address(session.peer_address)
+    first = (local.version, int(local)) < (peer.version, int(peer))  # both ends of one family
     return CONNECT_DELAY_FIRST_S if first else CONNECT_DELAY_SECOND_S
 
 

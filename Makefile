@@ -107,7 +107,7 @@ test-integration: deps
 # (tests/unit/test_doc_figures.py; the rule is in bench/docfigures.py). RESULTS_AGE=skip leaves that out.
 RESULTS_AGE ?= check
 test: deps lint image-current
-	LAB_RESULTS_AGE=$(RESULTS_AGE) $(VENV_PATH) $(PYTHON) -m pytest $(TESTS) -q
+	LAB_RESULTS_AGE=$(RESULTS_AGE) $(VENV_PATH) $(PYTHON) -m pytest $(TESTS) -q --durations=20
 
 # A test that fails in one run of several depends on timing: run the suite N times, report each such test.
 test-repeat: deps lint

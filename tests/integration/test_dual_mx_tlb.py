@@ -158,7 +158,7 @@ def test_both_mxs_agree_after_a_pair_restore_and_an_mx_reboot(t4: RunningLab) ->
     # new flows once the lab has settled again, by what `lab up` waits for (BGP sessions to the rebooted MX,
     # the MNHA pairs in step): sent before that, all were answered but 11 of 1000 had no session on any
     # SRX counting their packets (only the peers' synchronised copies, or none)
-    t4.running.wait_ready()
+    api.pick(t4.name).wait_ready()  # the lab as it is now (the reboot started new daemons)
     mx1, mx2 = (selector_status(t4, mx)["table"] for mx in ("mx1", "mx2"))
     assert sum(a != b for a, b in zip(mx1, mx2, strict=True)) == 0, "the MXs' tables disagree"
     assert t4.probe(PORT + 1)["missing"] == []

@@ -39,6 +39,10 @@ def test_events_run_reports_convergence_and_recovery(tmp_path: Path) -> None:
         assert any(ns.endswith("mx1-trust-vr") and n > 0 for ns, n in power["routes_changed"].items()), \
             "the MX's ECMP route lost srx1 and got it back: seen by the case's route log"
         assert "route_changes" not in power, "a passing case keeps counts only"
+        # srx1's sessions went down with its links: they start again at once, not after BIRD's error wait
+        delayed = [f"{log.name}: {line}" for log in sorted((running.running.state_dir / "logs").glob("*bird*.log"))
+                   for line in log.read_text().splitlines() if "Startup delayed" in line]
+        assert delayed == [], delayed
         tlb = events["restart-tlb"]
         assert tlb["passed"] and tlb["forward"]["lost"] == 0, "restarting the selector daemon loses no packet"
         suite = ET.parse(junit).getroot()

@@ -16,7 +16,6 @@ pytestmark = pytest.mark.root
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "import"
 
 
-
 def up_ready(owner: LabOwner, topology: Path) -> tuple[Any, dict[str, Any]]:
     """Bring an imported TOPOLOGY up on a free management subnet: its claim and its ready status."""
     topology.write_text(topology.read_text() + f"addressing:\n  mgmt: {free_mgmt_subnet()}\n")
@@ -26,6 +25,7 @@ def up_ready(owner: LabOwner, topology: Path) -> tuple[Any, dict[str, Any]]:
     report = status_of(facts.name)
     assert report["status"] == "ready", report
     return facts, report
+
 
 def test_imported_lab_comes_up_with_bgp_established(owner: LabOwner, tmp_path: Path) -> None:
     topology = tmp_path / "it-import.yml"

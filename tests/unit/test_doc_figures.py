@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -149,3 +150,21 @@ def test_the_workflow_command_is_one_the_cli_takes() -> None:
         timing = json.loads(docfigures.REPORT.read_text())["plan"]["traffic"]
         assert (ctx.params["warmup"], ctx.params["hold"], ctx.params["down_time"]) == \
             (timing["warmup"], timing["hold"], timing["down_time"]), entry["lab"]
+
+
+def test_the_device_configurations_left_out_of_the_packet_path_are_only_shown() -> None:
+    """The age rule leaves out the templates of nodes/NODE/juniper.conf and running-config: true only while
+    nothing on the packet path reads those files but the SSH CLI's plan (a path it passes on)."""
+    from lab_orchestrator import kinds
+
+    rendered = {kind.device_config[1] for kind in map(kinds.get, kinds.names(lambda k: k.device_config is not None))
+                if kind.device_config}
+    assert rendered == set(docfigures.DEVICE_CONFIG_TEMPLATES)
+    files = subprocess.run(["git", "-C", str(docfigures.ROOT), "ls-files", "--", *docfigures.PACKET_PATH],
+                           check=True, capture_output=True, text=True).stdout.split()
+    assert not [f for f in files if f.rsplit("/", 1)[-1] in rendered]
+    mentions = {f for f in files if f.endswith(".py") and re.search(
+        r"config_file|juniper\.conf|running-config", (docfigures.ROOT / f).read_text())}
+    assert mentions == {"lab_orchestrator/kinds/base.py", "lab_orchestrator/kinds/mx.py",
+                        "lab_orchestrator/kinds/srx.py", "lab_orchestrator/kinds/ios_router.py",
+                        "lab_orchestrator/plan/sshplan.py", "lab_orchestrator/plan/sshconfig.py"}, mentions

@@ -175,7 +175,7 @@ def test_junos_configs_have_the_ipv6_sessions_in_their_own_groups(dual: LabPlan)
             if s.instance:  # the instance's AS is the session's local AS (BIRD's `local as`)
                 assert f"set routing-instances {s.instance} routing-options autonomous-system {s.local_as}" in lines
         for line in lines:
-            if " neighbor " in line and " group IPv6_" not in line:
+            if " protocols bgp group " in line and " neighbor " in line and " group IPv6_" not in line:
                 assert ":" not in line.split(" neighbor ")[1].split()[0], line
 
 

@@ -338,3 +338,24 @@ def test_session_sync_filters_tcp_states_in_the_kernel(plans: dict[str, LabPlan]
         assert "Filter From Kernelspace {" in text, where
         assert "ESTABLISHED TIME_WAIT CLOSED for TCP" in text, where
         assert "SYN_SENT" not in text and "SYN_RECV" not in text, where
+
+
+# --- the device configurations a node shows -------------------------------------------------------
+
+_POLICY_USE = re.compile(r"^\s*(?:export|import|vrf-export|vrf-import)\s+(\[[^\]]*\]|\S+);", re.M)
+_POLICY_DEF = re.compile(r"^\s*policy-statement\s+(\S+)\s*\{", re.M)
+JUNOS_LABS = [p for p in LAB_FILES if p.stem.startswith("topology")]  # MXs and SRXs; the FlexVPN labs are IOS-like
+
+
+@pytest.mark.parametrize("lab", JUNOS_LABS, ids=[p.stem for p in JUNOS_LABS])
+def test_every_policy_a_junos_config_uses_is_defined(lab: Path, plans: dict[str, LabPlan]) -> None:
+    """Junos refuses to commit a configuration that exports or imports a policy it does not define."""
+    checked = 0
+    for path, text in plans[lab.stem].files.items():
+        if not path.endswith("juniper.conf"):
+            continue
+        defined = set(_POLICY_DEF.findall(text))
+        used = {name for ref in _POLICY_USE.findall(text) for name in ref.strip("[] ").split()}
+        assert used <= defined, f"{lab.stem} {path}: policies used, never defined: {sorted(used - defined)}"
+        checked += 1
+    assert checked, f"{lab.stem}: no Junos configuration rendered"

@@ -62,7 +62,9 @@ PACKET_PATH = ("dataplane", "labs", "templates", "lab_orchestrator",
                ":(exclude)lab_orchestrator/importer", ":(exclude)lab_orchestrator/clab",
                ":(exclude)lab_orchestrator/__init__.py",
                # the Junos-like and IOS-like configurations a node shows (nodes/NODE/juniper.conf,
-               # running-config): only the SSH CLI and the containerlab export read them
+               # running-config): only the SSH CLI and the containerlab export read them. A vendor node
+               # of a containerlab export boots from that file, but kept results are namespace runs
+               # (clab/ is left out above for the same reason)
                *(f":(exclude)lab_orchestrator/templates/{name}" for name in DEVICE_CONFIG_TEMPLATES))
 
 # The labs the CI workflow gates on, and their name in the JVD test plan.

@@ -154,7 +154,8 @@ def test_the_workflow_command_is_one_the_cli_takes() -> None:
 
 def test_the_device_configurations_left_out_of_the_packet_path_are_only_shown() -> None:
     """The age rule leaves out the templates of nodes/NODE/juniper.conf and running-config: true only while
-    nothing on the packet path reads those files but the SSH CLI's plan (a path it passes on)."""
+    nothing on the packet path reads those files but the SSH CLI's plan (a path it passes on). A tripwire:
+    every line of the packet path that names them, counted per file, so a new reader anywhere changes it."""
     from lab_orchestrator import kinds
 
     rendered = {kind.device_config[1] for kind in map(kinds.get, kinds.names(lambda k: k.device_config is not None))
@@ -163,8 +164,18 @@ def test_the_device_configurations_left_out_of_the_packet_path_are_only_shown() 
     files = subprocess.run(["git", "-C", str(docfigures.ROOT), "ls-files", "--", *docfigures.PACKET_PATH],
                            check=True, capture_output=True, text=True).stdout.split()
     assert not [f for f in files if f.rsplit("/", 1)[-1] in rendered]
-    mentions = {f for f in files if f.endswith(".py") and re.search(
-        r"config_file|juniper\.conf|running-config", (docfigures.ROOT / f).read_text())}
-    assert mentions == {"lab_orchestrator/kinds/base.py", "lab_orchestrator/kinds/mx.py",
-                        "lab_orchestrator/kinds/srx.py", "lab_orchestrator/kinds/ios_router.py",
-                        "lab_orchestrator/plan/sshplan.py", "lab_orchestrator/plan/sshconfig.py"}, mentions
+    names = re.compile(r"device_config|config_file|juniper\.conf|running-config|" +
+                       "|".join(re.escape(t) for t in rendered))
+    mentions = {}
+    for f in files:
+        path = docfigures.ROOT / f
+        if not path.is_file() or path.suffix not in (".py", ".j2", ".yml", ".json", ".sh"):
+            continue
+        count = sum(1 for line in path.read_text(errors="replace").splitlines() if names.search(line))
+        if count:
+            mentions[f] = count
+    # declared by the kinds, written by render.py, passed to the SSH CLI by sshplan/sshconfig: nothing else
+    assert mentions == {"lab_orchestrator/kinds/__init__.py": 1, "lab_orchestrator/kinds/base.py": 3,
+                        "lab_orchestrator/kinds/mx.py": 1, "lab_orchestrator/kinds/srx.py": 1,
+                        "lab_orchestrator/kinds/ios_router.py": 1, "lab_orchestrator/plan/render.py": 3,
+                        "lab_orchestrator/plan/sshplan.py": 1, "lab_orchestrator/plan/sshconfig.py": 2}, mentions

@@ -359,3 +359,20 @@ def test_every_policy_a_junos_config_uses_is_defined(lab: Path, plans: dict[str,
         assert used <= defined, f"{lab.stem} {path}: policies used, never defined: {sorted(used - defined)}"
         checked += 1
     assert checked, f"{lab.stem}: no Junos configuration rendered"
+
+
+@pytest.mark.parametrize("lab", JUNOS_LABS, ids=[p.stem for p in JUNOS_LABS])
+def test_an_srx_config_exports_every_loopback_bird_announces(lab: Path, plans: dict[str, LabPlan]) -> None:
+    """BIRD's direct protocol on lo announces lo0.0 and the TLB real-service units (lo0.1, lo0.2); the
+    export policies' loopback term must name each, or the configuration says they are rejected."""
+    plan = plans[lab.stem]
+    for node in plan.nodes:
+        if node.kind != "srx":
+            continue
+        text = plan.files[f"nodes/{node.name}/juniper.conf"]
+        terms = re.findall(r"term loopback \{(.*?)then accept;", text, re.S)
+        assert terms, f"{lab.stem} {node.name}: no loopback term"
+        addresses = {f"{node.loopbacks['']}/32", *(f"{a}/32" for a in node.lo_units.values())}
+        for term in terms:
+            named = set(re.findall(r"route-filter (\S+) exact;", term))
+            assert addresses <= named, f"{lab.stem} {node.name}: loopback term misses {sorted(addresses - named)}"

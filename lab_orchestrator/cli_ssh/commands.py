@@ -208,7 +208,7 @@ JUNOS_IMPLS: dict[str, Impl] = {
     "nat-pool": Impl(Needs(sessions=True, ruleset=True), junos.show_nat_source_pool),
     "nat-rule": Impl(Needs(ruleset=True), junos.show_nat_source_rule),
     "security-policies": Impl(Needs(ruleset=True), junos.show_security_policies),
-    "security-zones": Impl(Needs(), junos.show_security_zones),
+    "security-zones": Impl(Needs(config=True), junos.show_security_zones),
     "bgp-advertising": Impl(Needs(links=True, routes=True, bird_routes=True, bgp=True, bird_exports=True),
                             junos.show_route_advertising_protocol),
     "bgp-receive": Impl(Needs(links=True, routes=True, bird_routes=True, bgp=True),

@@ -5,6 +5,7 @@ ping / traceroute layouts. Rendered from hand-made snapshots and compared with g
 
 from __future__ import annotations
 
+import re
 import struct
 from dataclasses import replace
 from pathlib import Path
@@ -16,6 +17,8 @@ from test_cli_render import NOW, ios_snapshot, mx_node, mx_snapshot, srx_snapsho
 from lab_orchestrator.cli_ssh import actions, commands, ios, junos, probe
 from lab_orchestrator.cli_ssh.birdparse import parse_routes
 from lab_orchestrator.cli_ssh.gather import parse_neighbors
+from lab_orchestrator.model.validate import load_topology
+from lab_orchestrator.plan import pipeline as planmod
 
 REPO = Path(__file__).resolve().parents[2]
 GOLDEN = REPO / "tests" / "golden" / "cli"
@@ -273,3 +276,17 @@ def test_nat_source_rule_of_a_mixed_lab_shows_its_source_match() -> None:
     ranges = rule.data["source-nat-rule-detail-information"]["source-address-range-entry"]
     assert ranges[0] == {"rule-source-address-low-range": "100.64.128.0",
                          "rule-source-address-high-range": "100.64.255.255"}
+
+
+def test_security_zones_follow_the_configuration_the_node_shows() -> None:
+    """The zones as `show configuration` binds them: the MNHA zone by its name, lo0 units in their zones."""
+    plan = planmod.build(load_topology(REPO / "labs" / "topology3.yml").topology, "labs/topology3.yml", "/run/lab")
+    config = plan.files["nodes/srx1/juniper.conf"]
+    out = junos.show_security_zones(srx_snapshot(config_text=config), {})
+    zones = {z["zone-name"]: z["interfaces"] for z in out.data["zones-information"]["zones-security"]}
+    assert set(zones) == {"junos-host", "trust", "untrust", "trust_zone_mnha"}, zones
+    assert "lo0.1" in zones["trust"] and "lo0.0" in zones["trust_zone_mnha"]
+    for zone, members in zones.items():  # every bound interface is in the configuration's zone block
+        for member in members:
+            assert re.search(rf"security-zone {zone} \{{.*?{re.escape(member)};", config, re.S), (zone, member)
+    assert "Security zone: icl\n" not in out.text

@@ -8,6 +8,7 @@ from ipaddress import IPv4Network
 from typing import Any
 
 from ...kinds.srx import NFT_TABLE
+from .. import junosconf
 from ..common import (
     Egress,
     junos_logical,
@@ -203,11 +204,34 @@ def show_security_policies(snap: Snapshot, args: Args) -> Output:
     return Output("".join(line + "\n" for line in lines), data)
 
 
-def show_security_zones(snap: Snapshot, args: Args) -> Output:
+def _configured_zones(snap: Snapshot) -> dict[str, list[str]] | None:
+    """The zones and their interfaces as the node's configuration binds them (None: no readable one)."""
+    if not snap.config_text:
+        return None
+    try:
+        block = junosconf.subtree(junosconf.parse(snap.config_text), ["security", "zones"])
+    except junosconf.ConfigError:
+        return None
+    if not block:
+        return None
     zones: dict[str, list[str]] = {}
-    for port in snap.node.ports:
-        if port.zone:
-            zones.setdefault(port.zone, []).append(f"{port.alias}.0")
+    for zone in block:
+        if zone.words[:1] != ["security-zone"] or len(zone.words) != 2 or zone.children is None:
+            continue
+        bound = next((s for s in zone.children if s.words == ["interfaces"]), None)
+        zones[zone.words[1]] = [s.words[0] for s in (bound.children or [])] if bound else []
+    return zones
+
+
+def show_security_zones(snap: Snapshot, args: Args) -> Output:
+    # The zones of the configuration the node shows (`show configuration`): lo0 units and the MNHA zone
+    # included; a node without one binds each port to the zone it was planned in.
+    zones = _configured_zones(snap)
+    if zones is None:
+        zones = {}
+        for port in snap.node.ports:
+            if port.zone:
+                zones.setdefault(port.zone, []).append(f"{port.alias}.0")
     wanted = args.get("zone")
     if wanted and wanted not in zones and wanted != "junos-host":
         return error(f"security zone {wanted} does not exist")

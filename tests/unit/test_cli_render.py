@@ -583,3 +583,14 @@ def test_ios_crypto_ipsec_sa_from_live_esp_counters() -> None:
     assert lines.count("        transform: esp-gcm 256 ,") == 2
     running = ios_snapshot(features={"ikev2": {}}, status={"ikev2-status.json": {"sas": []}})  # not a status
     assert "not running" in ios.show_crypto_ipsec_sa(running, {}).text
+
+
+def test_show_interfaces_gives_the_mtus_as_junos_counts_them() -> None:
+    """A link of IP MTU 1500: the physical interface says 1514 (Junos counts the Ethernet header), its
+    inet family 1500; lo0's physical MTU is unlimited."""
+    snap = srx_snapshot()
+    port = junos.show_interfaces(snap, {"interface": "ge-0/0/0"})
+    assert "Link-level type: Ethernet, MTU: 1514\n" in port.text
+    assert "    Protocol inet, MTU: 1500\n" in port.text
+    assert port.data["interface-information"]["physical-interface"][0]["mtu"] == 1514
+    assert "Link-level type: Unspecified, MTU: Unlimited\n" in junos.show_interfaces(snap, {"interface": "lo0"}).text

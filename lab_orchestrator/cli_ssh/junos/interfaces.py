@@ -14,6 +14,8 @@ from ..pipes import Output
 from ..state import Instance, Link
 from .base import Args, error, updown
 
+ETHERNET_HEADER = 14  # bytes that a Junos interface MTU counts and a Linux link MTU does not
+
 
 # ---------------------------------------------------------------------- interfaces
 def _interface_rows(snap: Snapshot) -> list[tuple[Link, list[tuple[str, Instance, list[str]]]]]:
@@ -100,7 +102,9 @@ def show_interfaces(snap: Snapshot, args: Args) -> Output:
         if port is not None:
             out.append(f"  Description: {port.description}")
         kind = "Unspecified" if link.name == "lo" else "Ethernet"
-        out.append(f"  Type: {kind}, Link-level type: {kind}, MTU: {link.mtu}")
+        # Junos's physical MTU counts the 14-byte Ethernet header (1514 for an IP MTU of 1500); lo0 has none
+        physical_mtu: int | str = "Unlimited" if link.name == "lo" else link.mtu + ETHERNET_HEADER
+        out.append(f"  Type: {kind}, Link-level type: {kind}, MTU: {physical_mtu}")
         if link.mac and link.name != "lo":
             out.append(f"  Current address: {link.mac}, Hardware address: {link.mac}")
         out.append(f"  Input packets : {link.rx_packets}")
@@ -120,7 +124,7 @@ def show_interfaces(snap: Snapshot, args: Args) -> Output:
                 out.append(f"        Destination: {iface.network}, Local: {iface.ip}")
         out.append("")
         data.append({"name": name, "admin-status": updown(link.admin_up), "oper-status": updown(link.oper_up),
-                     "local-index": link.index, "mtu": link.mtu, "current-physical-address": link.mac,
+                     "local-index": link.index, "mtu": physical_mtu, "current-physical-address": link.mac,
                      "description": port.description if port else None,
                      "traffic-statistics": {"input-packets": link.rx_packets, "output-packets": link.tx_packets,
                                             "input-bytes": link.rx_bytes, "output-bytes": link.tx_bytes},

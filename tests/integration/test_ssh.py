@@ -459,7 +459,13 @@ def run_all(lab: Lab, node: str) -> None:
     client = lab.client(node)
     try:
         for command in commands:
-            out, status = exec_on(client, command)
+            try:
+                out, status = exec_on(client, command)
+            except paramiko.SSHException as exc:  # say why the server ended the connection: its log's last lines
+                log = lab.state_dir / "logs" / "_lab-sshd.log"
+                tail = log.read_text(errors="replace").splitlines()[-30:] if log.is_file() else ["(no server log)"]
+                raise AssertionError(f"{node}: {command}: {exc}; the SSH server's log ends:\n"
+                                     + "\n".join(tail)) from exc
             assert_no_traceback(out)
             assert out.strip(), f"{node}: {command} printed nothing"
             configured = ("high-availability" in command and "mnha" in lab.node(node)["features"]) or \

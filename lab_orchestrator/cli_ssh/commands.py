@@ -200,7 +200,7 @@ JUNOS_IMPLS: dict[str, Impl] = {
     "bgp-summary": Impl(Needs(bgp=True), junos.show_bgp_summary),
     "bgp-neighbor": Impl(Needs(bgp=True, links=True, routes=True), junos.show_bgp_neighbor),
     "configuration": Impl(Needs(config=True), junos.show_configuration),
-    "flow-session": Impl(Needs(sessions=True, links=True, routes=True), junos.show_flow_session),
+    "flow-session": Impl(Needs(sessions=True, links=True, routes=True, config=True), junos.show_flow_session),
     "flow-summary": Impl(Needs(sessions=True), junos.show_flow_session_summary),
     "nat-summary": Impl(Needs(sessions=True), junos.show_nat_source_summary),
     "tlb-statistics": Impl(Needs(status=(MXLB_STATUS, MXLB_CONFIG)), junos.show_tlb_statistics),

@@ -290,3 +290,13 @@ def test_security_zones_follow_the_configuration_the_node_shows() -> None:
         for member in members:
             assert re.search(rf"security-zone {zone} \{{.*?{re.escape(member)};", config, re.S), (zone, member)
     assert "Security zone: icl\n" not in out.text
+
+
+def test_flow_sessions_take_their_zones_from_the_configuration_too() -> None:
+    """`show security flow session` names zones as `show security zones` lists them (one source: the configuration)."""
+    from lab_orchestrator.cli_ssh.junos.security import _port_zones
+
+    plan = planmod.build(load_topology(REPO / "labs" / "topology3.yml").topology, "labs/topology3.yml", "/run/lab")
+    zones = _port_zones(srx_snapshot(config_text=plan.files["nodes/srx1/juniper.conf"]))
+    assert zones == {"ge-0-0-0": "trust", "ge-0-0-1": "untrust", "ge-0-0-4": "trust_zone_mnha"}, zones
+    assert _port_zones(srx_snapshot())["ge-0-0-4"] == "icl"  # no configuration: the planned zones

@@ -29,5 +29,3 @@ def updown(up: bool) -> str:
 
 
 # ---------------------------------------------------------------------- security (SRX)
-def zone_of(snap: Snapshot, ifname: str | None) -> str | None:
-    return next((p.zone for p in snap.node.ports if p.name == ifname), None)

@@ -18,7 +18,7 @@ from ..common import (
 from ..gather import Snapshot
 from ..pipes import Output
 from ..state import FlowSession, Instance
-from .base import NAT_POOL, NAT_RULE, NAT_RULE_SET, Args, error, zone_of
+from .base import NAT_POOL, NAT_RULE, NAT_RULE_SET, Args, error
 
 
 def _session_matches(session: FlowSession, args: Args) -> bool:
@@ -46,12 +46,13 @@ def show_flow_session(snap: Snapshot, args: Args) -> Output:
     out: list[str] = []
     data = []
     sessions = [s for s in snap.sessions or [] if _session_matches(s, args)]
+    port_zones = _port_zones(snap)  # once per command: sessions may be many
     for session in sessions:
         in_dev = None if session.source in own else route(session.source)
         out_dev = None if session.reply_source in own else route(session.reply_source)
         in_if = ".local..0" if session.source in own else junos_logical(snap, "", in_dev, inst)
         out_if = ".local..0" if session.reply_source in own else junos_logical(snap, "", out_dev, inst)
-        in_zone, out_zone = zone_of(snap, in_dev), zone_of(snap, out_dev)
+        in_zone, out_zone = port_zones.get(in_dev or ""), port_zones.get(out_dev or "")
         if session.destination in own or session.source in own:
             policy = "self-traffic-policy/1"
         elif in_zone == "trust" and out_zone == "untrust":
@@ -221,6 +222,14 @@ def _configured_zones(snap: Snapshot) -> dict[str, list[str]] | None:
         bound = next((s for s in zone.children if s.words == ["interfaces"]), None)
         zones[zone.words[1]] = [s.words[0] for s in (bound.children or [])] if bound else []
     return zones
+
+
+def _port_zones(snap: Snapshot) -> dict[str, str]:
+    """Each port's zone (by its Linux name), as `show security zones` lists it."""
+    bound = {member: zone for zone, members in (_configured_zones(snap) or {}).items() for member in members}
+    if not bound:
+        return {p.name: p.zone for p in snap.node.ports if p.zone}
+    return {p.name: bound[f"{p.alias}.0"] for p in snap.node.ports if f"{p.alias}.0" in bound}
 
 
 def show_security_zones(snap: Snapshot, args: Args) -> Output:

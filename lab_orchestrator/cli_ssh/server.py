@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import paramiko
+from paramiko.common import MSG_CHANNEL_REQUEST
 
 from ..plan.sshconfig import ServerConfig, User, check_password, read_passwords
 from . import keys
@@ -119,17 +120,21 @@ class Authenticator(paramiko.ServerInterface):  # type: ignore[misc]
         return True
 
     def check_channel_shell_request(self, channel: paramiko.Channel) -> bool:
-        request = self.request(channel.get_id())
-        request.kind = "shell"
-        request.ready.set()
+        self.request(channel.get_id()).kind = "shell"
         return True
 
     def check_channel_exec_request(self, channel: paramiko.Channel, command: bytes) -> bool:
         request = self.request(channel.get_id())
         request.kind = "exec"
         request.command = command.decode("utf-8", "replace")
-        request.ready.set()
         return True
+
+    def answered(self, chanid: int) -> None:
+        """A request of channel CHANID was handled and answered: once it was the shell or the command,
+        the channel's thread may start (see LabTransport)."""
+        request = self.requests.get(chanid)
+        if request is not None and request.kind:
+            request.ready.set()
 
     def check_channel_env_request(self, channel: paramiko.Channel, name: bytes, value: bytes) -> bool:
         return True  # accepted and ignored (OpenSSH sends LANG)
@@ -207,6 +212,25 @@ class QuickAckSocket:
         return getattr(self._sock, name)
 
 
+def _handle_request_then_start(chan: paramiko.Channel, message: paramiko.Message) -> None:
+    """paramiko's handler of a channel request: it asks the Authenticator, then sends the reply the client
+    asked for (want-reply). Only then may the channel's thread run the command. Started from inside the
+    Authenticator's callback, the thread could send the output, the exit status and the channel's close
+    before that reply left, and a paramiko client (netmiko, Ansible, the tests) takes a close that comes
+    before the reply to its exec for a refused channel: "Channel closed"."""
+    paramiko.Channel._handle_request(chan, message)
+    server = chan.transport.server_object
+    if isinstance(server, Authenticator):
+        server.answered(chan.get_id())
+
+
+class LabTransport(paramiko.Transport):  # type: ignore[misc]
+    """A server transport whose channel requests start the channel's work after their reply."""
+
+    _channel_handler_table = {**paramiko.Transport._channel_handler_table,
+                              MSG_CHANNEL_REQUEST: _handle_request_then_start}
+
+
 class LabSshServer:
     def __init__(self, config: ServerConfig, listeners: Listeners):
         self.config = config
@@ -273,7 +297,7 @@ class LabSshServer:
     def connection(self, listener: NodeListener, conn: socket.socket, peer: tuple[str, int]) -> None:
         conn.setblocking(True)
         conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        transport = paramiko.Transport(QuickAckSocket(conn))
+        transport = LabTransport(QuickAckSocket(conn))
         transport.local_version = SERVER_VERSION
         transport.handshake_timeout = 15
         transport.auth_timeout = 30

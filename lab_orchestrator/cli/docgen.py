@@ -4,7 +4,7 @@ reference from the Typer app, the topology figures from `lab graph`. `make docs`
 
 Everything is read by introspection, so a new model field or command option appears here without a
 hand-written list: a field's description is its `Field(description=...)`, else the comment on its
-line in model.py, else the class docstring's mention; its example is the first value the shipped
+line in model/schema.py, else the class docstring's mention; its example is the first value the shipped
 labs use, else its default.
 """
 

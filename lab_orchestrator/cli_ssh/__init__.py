@@ -8,7 +8,6 @@ files), and a pure function (`junos`, `ios`) turns that state into the vendor's 
 (`pipes`) filter the text. docs/ssh-cli.md describes it for users.
 
 Modules:
-    config   the server's configuration (written by lab_orchestrator.plan.sshplan) and password hashes
     keys     host keys, the lab's client key and known_hosts (generated on the lab's first start)
     state    dataclasses of the gathered state (what the renderers take)
     gather   reads that state from the kernel, BIRD, conntrack and status files
@@ -18,5 +17,14 @@ Modules:
     commands the command table of each vendor
     actions  commands that change state (restart routing, reboot and other events)
     shell    line editing of the interactive session
-    server   the paramiko server: listeners per namespace, authentication, channels
+    listeners  one listening socket per node, inside its namespace; closed while the node is down
+    server   the paramiko server: authentication, channels (a channel's work starts after the reply
+             to its exec or shell request)
+    session  runs one command line for one user (errors and `?` help as the vendor writes them)
+    pipes    `| match`, `| count`, `| display json`, IOS `| include` ...
+    rib, netlink   readers of the kernel's routes (explained by BIRD) and links
+    probe    ping and traceroute from a node or one of its routing instances
+    common, ios6, flexshow   helpers shared by the renderers; IOS IPv6 and FlexVPN output
+The server's configuration and password hashes are lab_orchestrator.plan.sshconfig (written by
+lab_orchestrator.plan.sshplan).
 """

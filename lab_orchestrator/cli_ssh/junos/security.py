@@ -224,11 +224,20 @@ def _configured_zones(snap: Snapshot) -> dict[str, list[str]] | None:
     return zones
 
 
+def _planned_zones(snap: Snapshot) -> dict[str, list[str]]:
+    """The zones as the plan binds the node's ports (a node without a readable configuration)."""
+    zones: dict[str, list[str]] = {}
+    for port in snap.node.ports:
+        if port.zone:
+            zones.setdefault(port.zone, []).append(f"{port.alias}.0")
+    return zones
+
+
 def _port_zones(snap: Snapshot) -> dict[str, str]:
     """Each port's zone (by its Linux name), as `show security zones` lists it."""
     bound = {member: zone for zone, members in (_configured_zones(snap) or {}).items() for member in members}
     if not bound:
-        return {p.name: p.zone for p in snap.node.ports if p.zone}
+        bound = {member: zone for zone, members in _planned_zones(snap).items() for member in members}
     return {p.name: bound[f"{p.alias}.0"] for p in snap.node.ports if f"{p.alias}.0" in bound}
 
 
@@ -237,10 +246,7 @@ def show_security_zones(snap: Snapshot, args: Args) -> Output:
     # included; a node without one binds each port to the zone it was planned in.
     zones = _configured_zones(snap)
     if zones is None:
-        zones = {}
-        for port in snap.node.ports:
-            if port.zone:
-                zones.setdefault(port.zone, []).append(f"{port.alias}.0")
+        zones = _planned_zones(snap)
     wanted = args.get("zone")
     if wanted and wanted not in zones and wanted != "junos-host":
         return error(f"security zone {wanted} does not exist")

@@ -104,9 +104,11 @@ CATALOG: tuple[EventKind, ...] = (
               "it (BIRD in graceful restart, the others resuming from their state); passes when it is back "
               "within a few seconds and flows the node does not carry lose nothing", "(self-restoring)"),
     EventKind("nexthop-delete", "ECMP/TLB next-hop deletion (deleting a scale-out SRX or MNHA pair)", FIREWALL,
-              "the SRX is taken out of service (links down, daemons stopped)", "nexthop-add", (FIREWALL,)),
+              "the SRX is taken out of service (links down, daemons stopped); in an MNHA lab its whole pair",
+              "nexthop-add", (FIREWALL,)),
     EventKind("nexthop-add", "ECMP/TLB next-hop addition (adding a scale-out SRX or MNHA pair)", FIREWALL,
-              "an SRX out of service is put (back) into service", "nexthop-delete", (FIREWALL,)),
+              "an SRX out of service (in an MNHA lab: both nodes of its pair) is put (back) into service; "
+              "one in service is taken out first", "nexthop-delete", (FIREWALL,)),
     EventKind("srd-switchover", "SRD based CLI switchover between MX Series Router (ECMP)", LOAD_BALANCER,
               "`request services redundancy-set id 1 switchover` on the master: mastership moves to the "
               "other MX, which advertises without prepend from then on", "(a second switchover)", ("srd",)),

@@ -153,15 +153,17 @@ def run_event(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target
 def _checked_run(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target: str, spec: TrafficSpec,
                  progress: Progress, daemon: str | None, injector: Injector | None,
                  before_traffic: Callable[[], None] | None, tcp: tcpmod.TcpLoad | None) -> EventResult:
-    taken_out = event.name == "nexthop-add" and target not in state.down_nodes
+    # nexthop-add of an SRX (an MNHA pair) in service: out of service first, the event puts it back in
+    taken_out = [n for n in ops.service_group(plan, target) if n not in state.down_nodes] \
+        if event.name == "nexthop-add" and target not in state.down_nodes else []
     if taken_out:
-        ops.power_off(state, plan, target)  # out of service first: the event puts it (back) in
+        ops.power_off(state, plan, *taken_out)
         time.sleep(1.0)
     checks = preconditions(state, plan, spec, progress, tcp)
     failed = [c for c in checks if not c.ok]
     if failed:
-        if taken_out:
-            ops.power_on(state, plan, target)  # as it was: the event did not run
+        for node in taken_out:
+            ops.power_on(state, plan, node)  # as it was: the event did not run
         raise CaseError(EventError(event=event.name, title=event.title, target=target, flows=spec.flows,
                                    rate=spec.rate, checks=checks,
                                    error="; ".join(c.detail for c in failed)))
@@ -320,7 +322,9 @@ def _run(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target: str
             routes.stop()
         if scratch:
             shutil.rmtree(scratch, ignore_errors=True)
-    pair = next((p for p in plan.mnha if target in p), None) if event.name == "mnha-pair-power-off" else None
+    # the events that take a whole MNHA pair out (or put it in): every flow of the pair is involved
+    pair = next((p for p in plan.mnha if target in p), None) \
+        if event.name in ("mnha-pair-power-off", "nexthop-delete", "nexthop-add") else None
     # A lasting event's restore step moves flows too (the returning SRX takes its share back, and
     # those flows' first return packets may reach it before their forward ones open a session):
     # they are affected by the restore, not "unaffected".

@@ -314,6 +314,12 @@ def default_daemon(state: LabState, node: str) -> str:
     return next((n for n in names if not n.startswith("bird")), names[0])
 
 
+def service_group(plan: LabPlan, srx: str) -> list[str]:
+    """What a next-hop deletion or addition takes out of, or puts into, service with SRX: its whole
+    MNHA pair (the JVD's "adding/deleting a scale-out SRX MNHA pair"), else the SRX alone."""
+    return list(next((p for p in plan.mnha if srx in p), [srx]))
+
+
 TLB_DAEMONS = {"restart-tlb": {"mxlb", "healthd"}, "restart-tlb-selector": {"mxlb"},
                "restart-tlb-monitor": {"healthd"}}
 
@@ -344,9 +350,15 @@ def inject(state: LabState, plan: LabPlan, event: str, target: str, down_time: f
         other = next(n for n in plan.srd if n != target)
         links_down(state, plan, target, other)
         return f"inter-MX link {target} <-> {other} down"
-    if event in ("srx-power-off", "nexthop-delete"):
+    if event == "srx-power-off":
         power_off(state, plan, target)
         return f"{target} powered off"
+    if event == "nexthop-delete":
+        group = service_group(plan, target)
+        if target in state.down_nodes:
+            raise LabError(f"{target} is out of service already (`lab fail {target} nexthop-add` puts it back)")
+        power_off(state, plan, *[n for n in group if n not in state.down_nodes])
+        return f"{'MNHA pair ' if len(group) > 1 else ''}{'/'.join(group)} out of service"
     if event == "flexvpn-member-power-off":
         members = flexvpn_members(state, plan)
         if target not in members:
@@ -357,9 +369,8 @@ def inject(state: LabState, plan: LabPlan, event: str, target: str, down_time: f
     if event == "nexthop-add":
         if target not in state.down_nodes:
             raise LabError(f"{target} is in service already (`lab fail {target} nexthop-delete` takes it out)")
-        # a spare MNHA pair comes into service as a pair
-        group = next((p for p in plan.mnha if target in p), [target])
-        added = [n for n in group if n == target or (n in plan.spares and n in state.down_nodes)]
+        # an MNHA pair comes into service as a pair (as `nexthop-delete` took it out)
+        added = [n for n in service_group(plan, target) if n in state.down_nodes]
         for member in added:
             power_on(state, plan, member)
         return f"{'/'.join(added)} in service"

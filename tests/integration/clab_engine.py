@@ -250,7 +250,7 @@ class AgentInjector:
 
     def inject(self, state: LabState, plan: LabPlan, event: str, target: str, down_time: float = 5.0,
                daemon: str | None = None) -> str:
-        if event not in ("srx-power-off", "nexthop-delete"):
+        if event != "srx-power-off":
             raise HarnessError(f"event {event} is not carried out by this harness")
         summary = self.backend.power(self.record, target, on=False)
         state.down_nodes.append(target)

@@ -150,3 +150,25 @@ def test_nexthop_add_of_a_never_seen_mnha_pair(tmp_path: Path, name: str, load_b
         {r["flow"] for r in rows if r["expected_mover"]["add"]}
     quiet = [r for r in rows if not r["expected_mover"]["add"]]
     assert quiet and sum(loss[r["flow"]] for r in quiet) == 0
+
+
+def test_nexthop_delete_takes_a_whole_mnha_pair_out_and_spares_the_other_pair(tmp_path: Path) -> None:
+    """topology3 (TLB, two MNHA pairs): `nexthop-delete` of srx1 takes its whole pair out of service, as
+    the JVD's "deleting a scale-out SRX MNHA pair": the table loses the pair's real-service (2 members
+    to 1), every flow of the pair moves to the other pair, and the other pair's flows lose nothing in
+    the capture. The restore (`nexthop-add`) puts both nodes back."""
+    source = tmp_path / "t3.yml"
+    source.write_text((REPO / "labs/topology3.yml").read_text().replace("name: t3", "name: vd3", 1))
+    event, loss = run_captured("vd3", tmp_path, ["nexthop-delete"], source=source)
+    assert event["target"] == "srx1" and event["passed"], (event["phases"], event["recovered"])
+    assert "MNHA pair srx1/srx2 out of service" in event["action"], event["action"]
+    assert "srx1 powered on" in event["action"] and "srx2 powered on" in event["action"], event["action"]
+    delete = event["phases"]["delete"]
+    assert delete["members"] == [2, 1] and delete["unexpected_movers"] == 0, delete
+    rows = event["per_flow"]
+    pair = [r for r in rows if r["carrier_before"] in ("srx1", "srx2")]
+    other = [r for r in rows if r["carrier_before"] in ("srx3", "srx4")]
+    assert pair and other, "both pairs carried flows before the deletion"
+    assert all(r["carrier_during"] in ("srx3", "srx4") for r in pair), "the pair's flows moved to the other pair"
+    assert {r["flow"] for r in pair} == {r["flow"] for r in rows if r["expected_mover"]["delete"]}
+    assert sum(loss[r["flow"]] for r in other) == 0, {r["flow"]: loss[r["flow"]] for r in other if loss[r["flow"]]}

@@ -91,3 +91,15 @@ def test_half_a_spare_pair_is_refused(tmp_path: Path) -> None:
         api.load(spare_pair_topology(tmp_path, half=True), check_host=False)
     text = "\n".join(d.render() for d in info.value.diagnostics)
     assert "srx5 is out of service but its MNHA peer is not" in text and "nodes.srx5.in_service" in text
+
+
+def test_a_next_hop_deletion_or_addition_moves_a_whole_mnha_pair(tmp_path: Path) -> None:
+    """In an MNHA lab `nexthop-delete`/`nexthop-add` act on the target's pair (the JVD's "adding/deleting
+    a scale-out SRX MNHA pair"); a standalone SRX is its own group."""
+    from lab_orchestrator.runtime.ops import service_group
+
+    pairs = api.plan(REPO / "labs/topology3.yml", state_root=str(tmp_path / "t3"))
+    assert service_group(pairs, "srx1") == ["srx1", "srx2"]
+    assert service_group(pairs, "srx4") == ["srx3", "srx4"]
+    single = api.plan(REPO / "labs/topology1.yml", state_root=str(tmp_path / "t1"))
+    assert service_group(single, "srx2") == ["srx2"]

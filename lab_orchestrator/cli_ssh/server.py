@@ -324,7 +324,7 @@ class LabSshServer:
     def channel(self, listener: NodeListener, auth: Authenticator, chan: paramiko.Channel) -> None:
         request = auth.request(chan.get_id())
         try:
-            if not request.ready.wait(30) or auth.user is None:
+            if not self._wait_ready(chan, request) or auth.user is None:
                 log.info("%s: channel %d from %s asked for neither a shell nor a command", listener.node.name,
                          chan.get_id(), auth.peer)
                 return
@@ -341,6 +341,17 @@ class LabSshServer:
             with contextlib.suppress(Exception):
                 chan.close()
             auth.requests.pop(chan.get_id(), None)
+
+    @staticmethod
+    def _wait_ready(chan: paramiko.Channel, request: ChannelRequest, timeout: float = 30.0) -> bool:
+        """Wait until the channel's shell or command request has been answered; give up at once when
+        the channel or its connection closes first (a client that went away, or a reply that could
+        not be sent), not only after TIMEOUT."""
+        deadline = time.monotonic() + timeout
+        while not request.ready.wait(0.2):
+            if chan.closed or not chan.get_transport().is_active() or time.monotonic() >= deadline:
+                return request.ready.is_set()
+        return True
 
     def run_exec(self, chan: paramiko.Channel, session: Session, request: ChannelRequest) -> None:
         terminal = Terminal(chan, request.pty)

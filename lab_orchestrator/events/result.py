@@ -1,7 +1,7 @@
 """The result of one failure event run under traffic (`lab events run`, `lab report`), typed.
 
-`eventrun.run_event` builds it (`eventverdict.analyse`), the CLI prints it, `eventverdict.junit` / `.plot` and the JSON
-writers read it. `to_json()` gives the documented JSON form (docs/events.md: same keys, same order
+`events.run.run_event` builds it (`events.verdict.analyse`), the CLI prints it, the JUnit and plot writers
+and the JSON writers read it. `to_json()` gives the documented JSON form (docs/events.md: same keys, same order
 as always; the optional parts `daemon_crash`, `flows_moved_on_restore`,
 `flows_moved_on_restore_ideal_max`, `budgets`, `tcp`, `routes_changed`, `routes_unmonitored`,
 `route_changes` and `bgp_log` (the last two a failed case's) only when they apply), `from_json()` reads it back

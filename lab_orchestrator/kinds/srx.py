@@ -43,7 +43,8 @@ def exports(protocol: str, zone: str | None, local_as: int, use_case: str, nat_s
 
 
 # The SRX's TCP session handling (docs/fidelity.md, "SRX: TCP sessions"): Junos's default timeouts
-# (tcp-initial-timeout 20 s, an idle established session 1800 s, a closed one 10 s) and a liberal
+# (tcp-initial-timeout 20 s, a closed session 10 s; an idle established one: `services.tcp_timeout`,
+# default 1800 s, set with the UDP timeouts by plan.pipeline.session_timeouts) and a liberal
 # sequence check. The two nodes of an MNHA pair must accept the same segments of a session whichever
 # of them carries it; conntrackd synchronises state changes, not each segment's sequence numbers, so
 # a node's own copy of a session goes stale while its peer carries it and a strict window check would
@@ -52,7 +53,6 @@ TCP_SYSCTLS = (
     ("net.netfilter.nf_conntrack_tcp_be_liberal", "1"),
     ("net.netfilter.nf_conntrack_tcp_timeout_syn_sent", "20"),
     ("net.netfilter.nf_conntrack_tcp_timeout_syn_recv", "20"),
-    ("net.netfilter.nf_conntrack_tcp_timeout_established", "1800"),
     ("net.netfilter.nf_conntrack_tcp_timeout_fin_wait", "10"),
     ("net.netfilter.nf_conntrack_tcp_timeout_close_wait", "10"),
     ("net.netfilter.nf_conntrack_tcp_timeout_last_ack", "10"),

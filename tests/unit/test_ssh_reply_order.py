@@ -116,3 +116,25 @@ def test_many_commands_on_one_connection_without_delay(served: Any) -> None:
     outputs = [run(client, "show version") for _ in range(20)]
     assert {status for _, status in outputs} == {0}
     assert len({out for out, _ in outputs}) == 1
+
+
+def test_a_channel_closed_before_any_request_frees_its_thread_at_once(
+        served: tuple[paramiko.Transport, paramiko.Ed25519Key]) -> None:
+    """A client that opens a session channel and closes it without asking for a shell or a command
+    (or a reply the server could not send) must not leave the channel's thread waiting out its 30 s
+    bound: it ends as soon as the channel is closed."""
+    client, _ = served
+    chan = client.open_session(timeout=10)
+
+    def channel_threads() -> list[threading.Thread]:
+        return [t for t in threading.enumerate() if t.name == "ssh-mx1-ch" and t.is_alive()]
+
+    deadline = time.monotonic() + 5
+    while not channel_threads() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert channel_threads(), "the server started a thread for the channel"
+    chan.close()
+    deadline = time.monotonic() + 3
+    while channel_threads() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not channel_threads(), "the channel's thread still waits for a request after the close"

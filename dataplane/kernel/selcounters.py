@@ -2,7 +2,8 @@
 
 The nftables selector counts in named counters of its `mxlb` table (`ip`, or `inet` in a dual-stack
 lab; one per member, in the forward hook); the eBPF selector in its per-CPU counter map
-(`dataplane.kernel.tcsel`, at ingress, indexed by the member's mark). Readers (the selector's status, the events runner's per-SRX rates) ask here.
+(`dataplane.kernel.tcsel`, at ingress, indexed by the member's mark). Readers (the selector's
+status, the events runner's per-SRX rates) ask here.
 
     counters = SelectorCounters([SelectorConfig.read(path)])
     counters.read()      # {namespace: {member: {"packets": n, "bytes": n}}}

@@ -43,8 +43,9 @@ DESCRIPTIONS = {
     "Addressing.p2p": "a /31 per point-to-point link",
     "Addressing.loopback": "a /32 per node and per MX routing instance",
     "Addressing.lan": "a /24 per LAN",
-    "Addressing.nat": "CGNAT pools, one /nat_prefixlen per SRX",
-    "Addressing.nat_prefixlen": "size of each SRX's CGNAT pool",
+    "Addressing.nat": "CGNAT pools, one /nat_prefixlen per SRX, or per MNHA pair that shares one "
+                      "(services.nat_pool_scope)",
+    "Addressing.nat_prefixlen": "size of each CGNAT pool",
     "Addressing.mgmt": "management /24 (default: 198.19.N.0/24, N from a hash of the lab name)",
     "Services.load_balancing": "how the MX spreads flows over the SRXs: ECMP CHASH, plain ECMP (comparison), TLB",
     "Services.use_case": "SRX function: stateful firewall, CGNAT (source NAT into each SRX's pool), or mixed "

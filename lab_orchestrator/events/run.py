@@ -41,7 +41,7 @@ from .result import (
     RouteChange,
     TcpFigures,
 )
-from .verdict import analyse
+from .verdict import analyse, nat_pools
 from .watch import (
     Sampler,
     TableWatcher,
@@ -342,7 +342,7 @@ def _run(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target: str
                        during or after, merged("rx-forward") or {}, merged("rx-reverse"), merged("tx-forward") or {},
                        per_flow, marks, sampler, pair, moved_back, merged("tx-reverse"), involved=involved,
                        nat=plan.use_case in NAT_USE_CASES, expected=expected, carriers_after=after if during else None,
-                       pools={n.name: n.nat_pool for n in plan.nodes if n.nat_pool})
+                       pools=nat_pools({n.name: n.nat_pool for n in plan.nodes}, plan.mnha))
 
     result = judge(fams)
     if fams != [4]:  # IPv6 in the run: each family judged on its own flows too

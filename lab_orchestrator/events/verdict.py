@@ -25,8 +25,19 @@ def _since(ns: int | None, marks: dict[str, float]) -> float | None:
 
 
 
+def nat_pools(pools: Mapping[str, str | None], mnha: list[list[str]]) -> dict[str, str]:
+    """CGNAT: SRX -> its NAT pool, each MNHA pair's A node (its first) before the B node: where a pair
+    shares one pool, its return traffic is routed to the A node while the pair is healthy (the B node
+    announces the pool with the longer AS path), so `pool_owner` names the A node."""
+    b_nodes = {pair[1] for pair in mnha if len(pair) == 2}
+    order = sorted(pools, key=lambda srx: srx in b_nodes)  # stable: otherwise in plan order
+    return {srx: str(pools[srx]) for srx in order if pools[srx]}
+
+
 def pool_owner(binding: str | None, pools: Mapping[str, str]) -> str | None:
-    """CGNAT: the SRX whose NAT pool holds BINDING ("address:port"), None if no pool does."""
+    """CGNAT: the SRX whose NAT pool holds BINDING ("address:port"), None if no pool does. A pool two
+    SRXs share (an MNHA pair's): the first of them in POOLS, the pair's A node as `nat_pools` orders
+    them, the one the MX's route to the pool prefers before the event."""
     if not binding:
         return None
     address = IPv4Address(binding.rsplit(":", 1)[0])

@@ -151,7 +151,7 @@ def build(devices: list[Device], lab_name: str, client_lan: IPv4Network | None =
     # ---- the SRXs' use case: their NAT rules and policies against the client prefixes
     services.update(usecase.decide(srx, nodes, result))
     if services.get("use_case") in ("cgnat", "mixed"):
-        _nat_pools(srx, mnha, nodes, result)
+        _nat_pools(srx, mnha, nodes, result, services)
     _default_policy(srx, services)
     implied.flexvpn(devices, ends, by_net, nodes, links, result, client_lan)
     for d in devices:
@@ -401,8 +401,24 @@ def _default_policy(srx: list[Device], services: dict[str, Any]) -> None:
                                        "(some SRX has no permit-all)")
 
 
+def _one_translator(services: dict[str, Any], pair: dict[str, Any]) -> bool:
+    """The lab's rule (model.usecase.one_translator) on the imported services and pair."""
+    from pydantic import ValidationError
+
+    from ..model.schema import MnhaPair, Services
+    from ..model.usecase import one_translator
+
+    try:
+        return one_translator(Services.model_validate(services), MnhaPair.model_validate(pair))
+    except ValidationError:
+        return False
+
+
 def _nat_pools(srx: list[Device], mnha: list[dict[str, Any]], nodes: dict[str, dict[str, Any]],
-               result: Result) -> None:
+               result: Result, services: dict[str, Any]) -> None:
+    """Each SRX's source NAT pool (nodes.NAME.nat_pool). A pool both nodes of an MNHA pair configure
+    (the JVD's srx_nat_pool1 on srx1a and srx1b) is the pair's where one node translates at a time (the
+    lab's default services.nat_pool_scope); where both translate at once, the lab gives each node half."""
     pool_of: dict[str, IPv4Network] = {}
     stmt_of: dict[str, list[Statement]] = {}
     for d in srx:
@@ -418,13 +434,22 @@ def _nat_pools(srx: list[Device], mnha: list[dict[str, Any]], nodes: dict[str, d
     done: set[str] = set()
     for pair in mnha:
         a, b = pair["nodes"]
-        if a in pool_of and pool_of.get(b) == pool_of[a] and pool_of[a].prefixlen < 32:
+        if a in pool_of and pool_of.get(b) == pool_of[a] and _one_translator(services, pair):
+            for name in (a, b):
+                nodes[name]["nat_pool"] = str(pool_of[a])
+                for s in stmt_of[name]:
+                    s.mark("emulated", f"source NAT pool: nodes.{name}.nat_pool, the pool {a} and {b} share "
+                                       "(one of them translates at a time)")
+                done.add(name)
+        elif a in pool_of and pool_of.get(b) == pool_of[a] and pool_of[a].prefixlen < 32:
             low, high = pool_of[a].subnets(prefixlen_diff=1)
             for name, half in ((a, low), (b, high)):
                 nodes[name]["nat_pool"] = str(half)
                 for s in stmt_of[name]:
-                    s.mark("approximated", f"pool {pool_of[a]} shared by the pair: the lab gives each SRX its own "
-                                           f"half ({name}: {half}); the peer announces it as a backup path")
+                    s.mark("approximated", f"pool {pool_of[a]} shared by the pair, whose nodes both translate at "
+                                           f"once here: the lab gives each SRX its own half ({name}: {half}) so "
+                                           "no address and port is given twice; the peer announces it as a "
+                                           "backup path")
                 done.add(name)
     for name, net in pool_of.items():
         if name not in done:

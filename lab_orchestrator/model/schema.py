@@ -120,7 +120,8 @@ class Node(Strict):
     # router routes them to the host and announces them in BGP.
     prefixes: list[IPv4Network] = []
     prefixes6: list[IPv6Network] = []  # dual-stack: the host's IPv6 prefixes (AnyIP), as prefixes
-    # srx with use_case cgnat: its own source NAT pool (else taken from addressing.nat).
+    # srx with use_case cgnat: its own source NAT pool (else taken from addressing.nat); in an MNHA pair
+    # that shares its pool (services.nat_pool_scope), the pair's pool, set on either node.
     nat_pool: IPv4Network | None = None
     interfaces: dict[str, InterfaceSettings] = {}
     # host: default gateway (else the peer of its first link, or the first router on its LAN)
@@ -264,6 +265,12 @@ class Services(Strict):
     health_checks: list[HealthCheck] = Field(default_factory=lambda: list(JVD_HEALTH_CHECKS), min_length=1)
     # TLB real-services: one per MNHA pair (its lo0.1 pair address, the JVD) or one per SRX (loopback)
     tlb_real_service: Literal["pair", "srx"] = "pair"
+    # The source NAT pool of an MNHA pair's two SRXs: pair (the JVD: one pool, the same on both nodes, each
+    # announcing it with its A/B prepends) or srx (a pool per SRX, each node also announcing its peer's as a
+    # backup path). null: pair where one node of the pair translates at a time (TLB, tlb_real_service pair,
+    # mode srg0, prepend a-b) unless its nodes set two different nat_pool, else srx. pair where both nodes
+    # translate at once is an error: two clients could get the same address and port.
+    nat_pool_scope: Literal["pair", "srx"] | None = None
     # A member (SRX or real-service) that comes back after a failure: "proportional" takes an equal
     # share from every member (an ECMP addition, as Junos does); "keep-buckets" gets back exactly
     # the buckets it had, so only the flows that moved away move back.

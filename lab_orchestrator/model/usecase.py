@@ -12,7 +12,7 @@ from ipaddress import IPv4Network
 
 from .. import kinds as K
 from .diagnostics import Diagnostic, YamlPath, dotted
-from .schema import NAT_USE_CASES, Topology
+from .schema import NAT_USE_CASES, MnhaPair, Services, Topology
 from .yamlsrc import SourceMap
 
 
@@ -97,3 +97,50 @@ def check_use_case(topo: Topology, src: SourceMap) -> Iterable[Diagnostic]:
     if clients and all(prefix in seen for prefix in by_prefix):
         yield src.diag(path, "every client prefix is translated: no SFW prefix is left",
                        "use use_case: cgnat, or leave a client prefix out of nat_sources")
+
+
+def one_translator(services: Services, pair: MnhaPair) -> bool:
+    """PAIR's client flows are translated by one node at a time: TLB toward the pair's real-service
+    (lo0.1, routed to the A node while it is healthy, to the B node once it has failed), SRG0, the JVD's
+    A/B prepends. Elsewhere (ECMP or CHASH, a real-service per SRX, SRG1+SRG2 or equal prepends) both
+    nodes translate at once."""
+    return services.load_balancing == "tlb" and services.tlb_real_service == "pair" \
+        and pair.mode == "srg0" and pair.prepend == "a-b"
+
+
+def shares_pool(topo: Topology, pair: MnhaPair) -> bool:
+    """The two nodes of PAIR translate into one source NAT pool, the pair's (the JVD's srx_nat_pool1,
+    the same on srx1a and srx1b): services.nat_pool_scope pair, or by default where one node translates
+    at a time and the nodes do not set two different pools. Two nodes translating at once into one pool
+    could give two clients the same address and port, and their synchronised sessions would clash."""
+    if not translates(topo.services.use_case):
+        return False
+    scope = topo.services.nat_pool_scope
+    if scope is not None:
+        return scope == "pair"
+    pools = {topo.nodes[n].nat_pool for n in pair.nodes if n in topo.nodes} - {None}
+    return one_translator(topo.services, pair) and len(pools) <= 1
+
+
+def check_nat_pool_scope(topo: Topology, src: SourceMap) -> Iterable[Diagnostic]:
+    """services.nat_pool_scope pair: only pairs whose nodes translate one at a time, each with one pool."""
+    if topo.services.nat_pool_scope != "pair" or not translates(topo.services.use_case):
+        return
+    for index, pair in enumerate(topo.mnha):
+        if not one_translator(topo.services, pair):
+            yield src.diag(("services", "nat_pool_scope"),
+                           f"mnha[{index}] ({' and '.join(pair.nodes)}) cannot share a NAT pool: both nodes "
+                           "translate at once, and two clients could get the same address and port",
+                           "a shared pool needs load_balancing tlb, tlb_real_service pair, mode srg0 and "
+                           "prepend a-b; else set nat_pool_scope: srx")
+        pools = [(n, topo.nodes[n].nat_pool) for n in pair.nodes if n in topo.nodes and topo.nodes[n].nat_pool]
+        if len(pools) == 2 and pools[0][1] != pools[1][1]:
+            yield src.diag(("nodes", pools[1][0], "nat_pool"),
+                           f"{pools[1][0]} and {pools[0][0]} share the pool of mnha[{index}] "
+                           f"(nat_pool_scope pair) but set {pools[1][1]} and {pools[0][1]}",
+                           "set the same pool on both nodes, or on one of them")
+
+
+def pair_pools(topo: Topology) -> list[MnhaPair]:
+    """The MNHA pairs whose nodes share one source NAT pool (`shares_pool`)."""
+    return [pair for pair in topo.mnha if shares_pool(topo, pair)]

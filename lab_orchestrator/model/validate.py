@@ -19,7 +19,7 @@ from .diagnostics import Diagnostic, TopologyInvalid, YamlPath, did_you_mean, do
 from .modelpass import caused_by_drop, model_pass, pydantic_diagnostics
 from .modelpass import normalise as _normalise
 from .schema import NAME_PATTERN, Topology
-from .usecase import check_use_case
+from .usecase import check_nat_pool_scope, check_use_case, pair_pools
 from .validate6 import check_v6
 from .yamlsrc import SourceMap, load_checked, read
 
@@ -77,6 +77,7 @@ def check(topo: Topology, src: SourceMap,
     yield from _check_flexvpn(topo, src)
     yield from _check_gateways(topo, src)
     yield from check_use_case(topo, src)
+    yield from check_nat_pool_scope(topo, src)
 
 
 def _check_nodes(topo: Topology, src: SourceMap) -> Iterable[Diagnostic]:
@@ -248,11 +249,16 @@ def _check_addresses(topo: Topology, src: SourceMap, host_routes: list[IPv4Netwo
             ranges.append((prefix, ("nodes", name, "prefixes", i)))
         if node.nat_pool is not None:
             ranges.append((node.nat_pool, ("nodes", name, "nat_pool")))
+    # An MNHA pair that shares its NAT pool may write it on both nodes: one pool, not an overlap.
+    shared = [{("nodes", n, "nat_pool") for n in pair.nodes} for pair in pair_pools(topo)]
+
     def where(path: YamlPath) -> str:  # a pool the file does not write is a default
         return dotted(path) if path in src.lines else f"{dotted(path)} (default)"
 
     for i, (net, path) in enumerate(ranges):
         for other, other_path in ranges[:i]:
+            if net == other and {path, other_path} in shared:
+                continue
             if net.overlaps(other) and not _nat_pool_inside_pool(path, other_path):
                 first, second = (net, path), (other, other_path)
                 if path not in src.lines and other_path in src.lines:  # report where the user wrote it

@@ -108,11 +108,14 @@ def session_timeouts(topo: Topology) -> tuple[tuple[str, str], ...]:
 
 def _nodes(topo: Topology, plan: LabPlan, python: str) -> None:
     """Per node: its namespaces (an MX: one per routing instance) and sysctls, its management port
-    and address, loopbacks, the SRX's CGNAT pool."""
+    and address, loopbacks, the SRX's CGNAT pool (one per MNHA pair where the pair shares it)."""
     loopbacks = _Allocator(topo.addressing.loopback, 32,
                            [IPv4Network(f"{n.loopback}/32") for n in topo.nodes.values() if n.loopback])
     nat_pools = _Allocator(topo.addressing.nat, topo.addressing.nat_prefixlen,
                            [n.nat_pool for n in topo.nodes.values() if n.nat_pool])
+    # MNHA pairs that share one NAT pool (services.nat_pool_scope): node -> its pair
+    shared = {n: pair for pair in usecase.pair_pools(topo) for n in pair.nodes}
+    pair_pool: dict[int, str] = {}
     mgmt_subnet = IPv4Network(plan.mgmt.subnet)
     mgmt_hosts = mgmt_subnet.hosts()
     next(mgmt_hosts)  # the root namespace's end of the management bridge
@@ -142,7 +145,14 @@ def _nodes(topo: Topology, plan: LabPlan, python: str) -> None:
                 else:
                     plan_node.loopbacks[key] = str(loopbacks.next().network_address)
         if kind.firewall and usecase.translates(topo.services.use_case):
-            plan_node.nat_pool = str(node.nat_pool or nat_pools.next())
+            pair = shared.get(name)
+            if pair is None:
+                plan_node.nat_pool = str(node.nat_pool or nat_pools.next())
+            else:  # one pool for both nodes, allocated at the pair's first node (or the one a node sets)
+                if pair_pool.get(id(pair)) is None:
+                    explicit = next((topo.nodes[n].nat_pool for n in pair.nodes if topo.nodes[n].nat_pool), None)
+                    pair_pool[id(pair)] = str(explicit or nat_pools.next())
+                plan_node.nat_pool = pair_pool[id(pair)]
         plan.nodes.append(plan_node)
         ifindex += 1
         mgmt_ports.append(MgmtPort(name, master, kind.mgmt_port,

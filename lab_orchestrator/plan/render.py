@@ -48,10 +48,11 @@ def _statics(topo: Topology, plan: LabPlan, node: NodePlan) -> list[StaticRoute]
 
 
 def _peer_pools(plan: LabPlan, node: NodePlan) -> list[str]:
-    """CGNAT in an MNHA pair: the pool of this SRX's peer (announced as a backup path)."""
+    """CGNAT in an MNHA pair with a pool per SRX: the pool of this SRX's peer (announced as a backup
+    path). None where the pair shares one pool: each node announces it as its own."""
     pools = {n.name: n.nat_pool for n in plan.nodes}
     return [str(pools[p]) for pair in plan.mnha if node.name in pair for p in pair
-            if p != node.name and pools.get(p)]
+            if p != node.name and pools.get(p) and pools[p] != node.nat_pool]
 
 
 def _prepend_unless(export: str, local_as: int, constant: str) -> str:
@@ -105,7 +106,8 @@ def pair_prepend_counts(topo: Topology, node: str) -> tuple[int, int]:
 
 
 def _b_nets(topo: Topology, plan: LabPlan, node: NodePlan) -> tuple[str, ...]:
-    """The routes a B node prepends 2x/4x: its lo0.1/lo0.2 units, its own and its peer's NAT pools."""
+    """The routes a B node prepends 2x/4x: its lo0.1/lo0.2 units, its own NAT pool (the pair's, where
+    it shares one) and its peer's."""
     if pair_prepend_counts(topo, node.name) == (1, 3):
         return ()
     nets = [f"{address}/32" for _, address in sorted(node.lo_units.items())]
@@ -153,10 +155,11 @@ def connect_delay(session: BgpSession) -> int:
 def _exports(kind: str, use_case: str, sessions: list[BgpSession], srg1: bool = False,
              srd: bool = False, srg2_net: str | None = None, b_nets: tuple[str, ...] = (),
              peer_pool_extra: int = 1, node: NodePlan | None = None, loopback: str = "",
-             nat_sources: tuple[str, ...] = ()) -> dict[str, str]:
+             nat_sources: tuple[str, ...] = (), peer_pool: bool = True) -> dict[str, str]:
     """Which routes each BGP session announces: the JVD's route exchange, per role (the kind's
     export policy), prepended by an MNHA pair's SRG1 role (SRG1) or an SRD pair's mastership (SRD).
-    An IPv6 session announces the same kinds of routes in IPv6 (`ipv6.export6`)."""
+    An IPv6 session announces the same kinds of routes in IPv6 (`ipv6.export6`). PEER_POOL false:
+    the node originates no peer's pool (none, or a pool its pair shares), so no term names one."""
     policy = kinds.get(kind).bgp_export
     out = {}
     for s in sessions:
@@ -167,6 +170,8 @@ def _exports(kind: str, use_case: str, sessions: list[BgpSession], srg1: bool = 
             out[s.protocol] = ipv6.export6(policy(s.protocol, s.zone, s.local_as, "sfw"))
         else:
             out[s.protocol] = policy(s.protocol, s.zone, s.local_as, use_case, nat_sources)
+            if not peer_pool:
+                out[s.protocol] = out[s.protocol].replace(PEER_POOL_ACCEPT.format(asn=s.local_as) + " ", "")
         if srg1:
             nets6 = ipv6.b_nets6(node, b_nets) if node is not None else ()
             srg2 = ipv6.srg2_net6(node) if node is not None and srg2_net else None
@@ -212,7 +217,8 @@ def _bird_files(topo: Topology, plan: LabPlan, node: NodePlan, env: jinja2.Envir
                              b_nets=_b_nets(topo, plan, node) if in_mnha else (),
                              peer_pool_extra=_peer_pool_extra(topo, node.name), node=node,
                              loopback=node.loopbacks[instance or ""],
-                             nat_sources=tuple(str(p) for p in topo.services.nat_sources)),
+                             nat_sources=tuple(str(p) for p in topo.services.nat_sources),
+                             peer_pool=bool(peer_pools)),
             # BIRD merges at most 16 equal paths unless told more: as many as this BIRD has sessions
             connect_delays={s.protocol: connect_delay(s) for s in sessions},
             role_include=role_include, bfd=topo.services.bfd if sessions else None, merge_limit=len(sessions),
@@ -310,7 +316,7 @@ def _expected_routes(topo: Topology, plan: LabPlan) -> list[ExpectedRoute]:
                 sides[iface.zone].append(gw)
     originated = {gw.name: [r.prefix for r in _statics(topo, plan, gw)]
                   for side in sides.values() for gw in side}
-    pools = [n.nat_pool for n in plan.nodes if n.nat_pool]
+    pools = list(dict.fromkeys(n.nat_pool for n in plan.nodes if n.nat_pool))  # a pair's shared pool once
     out = []
     for gw in sides["trust"]:
         out += [ExpectedRoute(gw.master_ns, p) for u in sides["untrust"] for p in originated[u.name]]

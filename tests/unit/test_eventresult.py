@@ -165,6 +165,37 @@ def test_cgnat_return_traffic_is_carried_by_the_owner_of_the_binding_s_pool() ->
     assert judged[False].packets_lost_by_unaffected_flows == 2
 
 
+def test_a_pool_an_mnha_pair_shares_is_returned_to_its_a_node() -> None:
+    """TLB SRG0 (the JVD): srx1 and srx2 share one pool; the MX routes it to the A node (srx1, 1x against
+    srx2's 2x) while the pair is healthy, whatever order the plan lists them in. A flow srx1 carries
+    loses packets when srx1 fails (it is hit); srx2 failing hits none of them."""
+    from dataplane.traffic import make_flows
+    from lab_orchestrator.events.catalog import BY_NAME
+
+    plan_order = {"srx2": "198.51.100.0/28", "srx1": "198.51.100.0/28", "srx3": "198.51.100.16/28",
+                  "srx4": "198.51.100.16/28", "srx5": None}
+    pools = eventverdict.nat_pools(plan_order, [["srx1", "srx2"], ["srx3", "srx4"]])
+    assert pools == {"srx1": "198.51.100.0/28", "srx3": "198.51.100.16/28", "srx2": "198.51.100.0/28",
+                     "srx4": "198.51.100.16/28"}
+    assert eventverdict.pool_owner("198.51.100.7:2000", pools) == "srx1"
+    assert eventverdict.pool_owner("198.51.100.20:2000", pools) == "srx3"
+    assert eventverdict.pool_owner("192.0.2.1:2000", pools) is None
+    flows = make_flows(1, "100.64.0.0/16", "203.0.113.10")
+    keys = [(f.src, f.sport) for f in flows]
+    report_f = {"per_flow": [{"flow": flows[0].flow_id, "lost": 0, "max_gap_ms": 20.0, "last_seen_ns": 10**9,
+                              "bindings": ["198.51.100.7:2000"]}]}
+    report_r = {"per_flow": [{"flow": flows[0].flow_id + REVERSE_ID_OFFSET, "lost": 3, "max_gap_ms": 60.0,
+                              "last_seen_ns": 10**9}]}
+    before, during = {keys[0]: "srx1"}, {keys[0]: "srx2"}
+    for target, unaffected_loss in (("srx1", 0), ("srx2", 3)):
+        result = eventverdict.analyse(
+            BY_NAME["srx-power-off"], target, f"{target} powered off", flows, before,
+            during if target == "srx1" else before, report_f, report_r, {"end_ns": 10**9}, 50.0, {"event": 0.5},
+            eventwatch.Sampler([], []), sent_r={"end_ns": 10**9}, nat=True, pools=pools)
+        assert result.model_dump()["per_flow"][0]["reverse_carrier_before"] == "srx1"
+        assert result.packets_lost_by_unaffected_flows == unaffected_loss, target
+
+
 def test_traffic_waits_for_selector_members_with_an_srx_in_service() -> None:
     """A TLB lab just up may still be passing its health checks: the events runner waits for every
     member that has an SRX in service (a pair counts while one of its nodes is)."""

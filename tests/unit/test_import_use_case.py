@@ -52,8 +52,12 @@ def test_jvd_srx_configurations_are_sfw_and_napt44_side_by_side(jvd: ImportResul
     # traffic generator's client side); the MX originates it on the untrust side as the way back to it
     assert nodes["client"]["prefixes"] == ["172.80.0.0/12", "172.160.0.0/12"]
     assert nodes["server"]["prefixes"] == ["203.0.113.0/24"]
-    assert {n: nodes[n].get("nat_pool") for n in ("srx1a", "srx1b")} == {"srx1a": "100.64.1.0/25",
-                                                                       "srx1b": "100.64.1.128/25"}
+    # TLB, SRG0, A/B prepends: one node translates at a time, so the pair keeps its one pool (no halves)
+    assert {n: nodes[n].get("nat_pool") for n in ("srx1a", "srx1b", "srx2a", "srx2b")} == {
+        "srx1a": "100.64.1.0/24", "srx1b": "100.64.1.0/24", "srx2a": "100.64.3.0/24", "srx2b": "100.64.3.0/24"}
+    for srx, line in (("srx1a", 103), ("srx1b", 106)):
+        row = _rows(jvd, f"{srx}_srx4600.conf", line)  # address 100.64.1.0/24 of pool srx_nat_pool1
+        assert row["status"] == "emulated" and "srx1a and srx1b share" in row["note"], row
 
 
 def test_jvd_report_says_where_the_use_case_comes_from(jvd: ImportResult) -> None:
@@ -83,7 +87,9 @@ def test_jvd_import_validates_and_renders_the_translation_of_its_nat_sources(jvd
     assert topo.services.use_case == "mixed" and [str(p) for p in topo.services.nat_sources] == ["172.80.0.0/12"]
     files = dict(planmod.build(topo, str(path), "/run/lab").files)
     nft = files["nodes/srx1a/srx.nft"]
-    assert "ip saddr { 172.80.0.0/12 } counter snat to 100.64.1.0-100.64.1.127" in nft
+    assert "ip saddr { 172.80.0.0/12 } counter snat to 100.64.1.0-100.64.1.255" in nft
+    assert "snat to 100.64.1.0-100.64.1.255" in files["nodes/srx1b/srx.nft"]  # the pair's one pool
+    assert "protocol static peer_pool" not in files["nodes/srx1a/bird.conf"]
     assert "172.160.0.0/12" not in nft  # SFW: no translation
 
 

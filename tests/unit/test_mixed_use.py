@@ -49,11 +49,14 @@ def test_the_junos_config_shows_the_jvd_rule_with_its_source_match(plan: LabPlan
 
 def test_the_srx_announces_its_pools_and_the_sfw_prefix_not_the_nat_prefix(plan: LabPlan) -> None:
     bird = plan.files["nodes/srx1/bird.conf"]
-    untrust = next(line for line in bird.splitlines() if "export" in line and "peer_pool" in line)
+    block = bird[bird.index("protocol bgp untrust_"):]
+    untrust = next(line for line in block.splitlines() if "export" in line)
+    assert "peer_pool" not in bird  # the pair shares its pool (TLB, SRG0): no peer's pool to announce
     assert f'if proto ~ "trust_*" && !(net ~ [ {NAT}+ ]) then accept; reject;' in untrust
     assert 'if proto = "originated" || proto = "loopback" then accept;' in untrust
     # the gateway on the untrust side waits for every pool and for the SFW prefix, never the NAT prefix
-    pools = [n.nat_pool for n in plan.nodes if n.nat_pool]
+    pools = list(dict.fromkeys(n.nat_pool for n in plan.nodes if n.nat_pool))  # each pair's pool once
+    assert len(pools) == len(plan.mnha)
     wanted = [r.prefix for r in plan.expected_routes if r.ns.endswith("-gw-untrust")]
     assert sorted(wanted) == sorted([*pools, SFW])
 

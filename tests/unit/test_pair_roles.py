@@ -46,10 +46,48 @@ def test_a_node_prepends_once_b_node_twice_on_the_pair_address(tmp_path: Path) -
     assert 'as-path-prepend "65002 65002";' in files["nodes/srx2/juniper.conf"]
 
 
-def test_cgnat_pools_owner_preferred_healthy_peer_after_a_failure(tmp_path: Path) -> None:
-    """Path lengths of each pool on both nodes (normal, signal): the owner's normal path is the shortest,
-    its path with the signal route longer than the peer's normal one."""
+def _pool_prepends(export: str, pool: str, asn: int) -> tuple[int, int]:
+    """(normal, signal) prepends of POOL in an MNHA node's export filter."""
+    if "net ~ [ " in export and pool in export[:export.index("] then")]:
+        on = export[export.index("net ~"):export.index("} else { if SRG0")]
+    else:
+        on = export
+    signal = on[on.index("then {"):on.index("} else {")]
+    normal = on[on.index("} else {") + len("} else {"):]
+    normal = normal[:normal.index("}")]
+    return _count(normal, asn), _count(signal, asn)
+
+
+def test_cgnat_tlb_pair_shares_one_pool_a_preferred_b_after_a_failure(tmp_path: Path) -> None:
+    """TLB, SRG0, A/B prepends (the JVD): both nodes translate into the pair's one pool and announce it,
+    A 1x (3x with the signal route), B 2x (4x): the MX routes the pool to A while A is healthy, to B (which
+    holds the synchronised sessions) once A has lost activeness; no peer's pool is announced."""
     files = _files(tmp_path, "topology3-cgnat")
+    nft = [re.search(r"snat to (\S+)", files[f"nodes/{n}/srx.nft"]).group(1)  # type: ignore[union-attr]
+           for n in ("srx1", "srx2", "srx3", "srx4")]
+    assert nft[0] == nft[1] == "198.51.100.0-198.51.100.15" and nft[2] == nft[3] == "198.51.100.16-198.51.100.31"
+    a = _export(files["nodes/srx1/bird.conf"], "untrust_mx1")
+    b = _export(files["nodes/srx2/bird.conf"], "untrust_mx1")
+    for name in ("srx1", "srx2"):
+        assert "peer_pool" not in files[f"nodes/{name}/bird.conf"], name
+        assert "route 198.51.100.0/28 blackhole;" in files[f"nodes/{name}/bird.conf"], name
+        assert "term peer-pool" not in files[f"nodes/{name}/juniper.conf"], name
+    assert "net ~" not in a and _pool_prepends(a, "198.51.100.0/28", 65001) == (1, 3)
+    assert "198.51.100.0/28" in b[:b.index("] then")]
+    assert _pool_prepends(b, "198.51.100.0/28", 65002) == (2, 4)
+    a_pool, b_pool = (1, 3), (2, 4)
+    assert a_pool[0] < b_pool[0] < a_pool[1]  # the pool: A while healthy, B once A lost it
+    # the untrust gateway waits for each pair's pool once
+    plan = planmod.build(load_topology(tmp_path / "topology3-cgnat.yml").topology, "x", "/run/lab")
+    wanted = [r.prefix for r in plan.expected_routes if r.ns.endswith("-gw-untrust")]
+    assert sorted(wanted) == ["198.51.100.0/28", "198.51.100.16/28"]
+
+
+def test_cgnat_pools_owner_preferred_healthy_peer_after_a_failure(tmp_path: Path) -> None:
+    """A pool per SRX (nat_pool_scope srx): path lengths of each pool on both nodes (normal, signal): the
+    owner's normal path is the shortest, its path with the signal route longer than the peer's normal one."""
+    files = _files(tmp_path, "topology3-cgnat", ("  use_case: cgnat\n", "  use_case: cgnat\n  nat_pool_scope: srx\n"))
+    assert "snat to 198.51.100.16-198.51.100.31" in files["nodes/srx2/srx.nft"]
     a = _export(files["nodes/srx1/bird.conf"], "untrust_mx1")
     b = _export(files["nodes/srx2/bird.conf"], "untrust_mx1")
     assert 'if proto = "peer_pool" then { bgp_path.prepend(65001); bgp_path.prepend(65001); accept; }' in a

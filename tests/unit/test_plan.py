@@ -237,15 +237,23 @@ def test_sessions_exist_where_expected(plans: dict[str, LabPlan]) -> None:
 
 
 @pytest.mark.parametrize("lab", LAB_FILES, ids=LAB_IDS)
-def test_cgnat_srx_have_distinct_pools(lab: Path, plans: dict[str, LabPlan]) -> None:
+def test_cgnat_pools_per_pair_where_one_node_translates_else_per_srx(lab: Path, plans: dict[str, LabPlan]) -> None:
+    """TLB SRG0 pairs with A/B prepends share one pool (the JVD's srx_nat_pool1 on both nodes); every
+    other SRX (standalone, CHASH, SRG1) has its own; pools of different owners never overlap."""
     plan = plans[lab.stem]
     srxs = [n for n in plan.nodes if n.kind == "srx"]
     if plan.use_case not in ("cgnat", "mixed"):
         assert all(n.nat_pool is None for n in plan.nodes)
         return
     assert srxs
-    pools = [IPv4Network(n.nat_pool) for n in srxs if n.nat_pool]
-    assert len(pools) == len(srxs), f"every srx of a {plan.use_case} lab has a NAT pool"
+    assert all(n.nat_pool for n in srxs), f"every srx of a {plan.use_case} lab has a NAT pool"
+    pair_of = {name: tuple(pair) for pair in plan.mnha for name in pair}
+    shared = plan.load_balancing == "tlb" and lab.stem in ("topology3-cgnat", "topology4-cgnat", "topology3-mixed")
+    for pair in plan.mnha:
+        a, b = (plan.node(n).nat_pool for n in pair)
+        assert (a == b) == shared, (pair, a, b)
+    owners = {(pair_of.get(n.name) if shared else None) or n.name: IPv4Network(n.nat_pool) for n in srxs}
+    pools = list(owners.values())
     for i, pool in enumerate(pools):
         for other in pools[:i]:
             assert not pool.overlaps(other), (pool, other)

@@ -45,6 +45,8 @@ REQUIRED_CASES = {
     "default_policy_unknown",
     # use_case mixed: nat_sources are whole client prefixes, each once, leaving one SFW; only with mixed
     "mixed_nat_sources", "mixed_without_nat_sources", "nat_sources_without_mixed", "mixed_all_translated",
+    # services.nat_pool_scope pair: only where one node of a pair translates at a time, one pool per pair
+    "nat_pool_scope_pair_both_translate", "nat_pool_scope_pair_two_pools",
 }
 
 
@@ -381,3 +383,50 @@ def test_more_nodes_than_management_addresses_is_a_located_error(tmp_path: Path)
     assert [(d.line, dotted(d.path)) for d in diags] == [(3, "addressing.mgmt")]
     assert "has 5" in diags[0].message
     assert _load_text(tmp_path, "name: big\naddressing:\n  mgmt: 10.9.0.0/23\nnodes:\n" + hosts) == []
+
+
+PAIR_LAB = """name: pools
+services: {load_balancing: tlb, use_case: cgnat%s}
+nodes:
+  mx1: {kind: mx, bgp: {trust_as: 65100, untrust_as: 65200}}
+  srx1: {kind: srx, bgp: {as: 65001}%s}
+  srx2: {kind: srx, bgp: {as: 65002}%s}
+links:
+  - {endpoints: [mx1:ge-0/0/0, srx1:ge-0/0/0], zone: trust}
+  - {endpoints: [mx1:ge-0/0/1, srx2:ge-0/0/0], zone: trust}
+  - {endpoints: [srx1:ge-0/0/9, srx2:ge-0/0/9], zone: icl}
+mnha:
+  - {nodes: [srx1, srx2]%s}
+"""
+
+
+@pytest.mark.parametrize(("services", "pool1", "pool2", "pair", "expected"), [
+    ("", "", "", "", ("198.51.100.0/28", "198.51.100.0/28")),  # TLB SRG0 a-b: the pair's pool
+    ("", ", nat_pool: 198.51.100.64/28", "", "", ("198.51.100.64/28", "198.51.100.64/28")),  # set on one node
+    ("", ", nat_pool: 198.51.100.64/28", ", nat_pool: 198.51.100.64/28", "",
+     ("198.51.100.64/28", "198.51.100.64/28")),  # the same pool written on both: not an overlap
+    ("", ", nat_pool: 198.51.100.64/28", ", nat_pool: 198.51.100.80/28", "",
+     ("198.51.100.64/28", "198.51.100.80/28")),  # two pools written: a pool per SRX, as written
+    ("", "", "", ", mode: srg1+srg2", ("198.51.100.0/28", "198.51.100.16/28")),  # both translate
+    ("", "", "", ", prepend: per-srx", ("198.51.100.0/28", "198.51.100.16/28")),  # equal paths: both
+    (", tlb_real_service: srx", "", "", "", ("198.51.100.0/28", "198.51.100.16/28")),  # a real-service each
+    (", nat_pool_scope: srx", "", "", "", ("198.51.100.0/28", "198.51.100.16/28")),  # asked for
+])
+def test_nat_pool_per_pair_where_one_node_translates(tmp_path: Path, services: str, pool1: str, pool2: str,
+                                                     pair: str, expected: tuple[str, str]) -> None:
+    from lab_orchestrator.plan import pipeline
+
+    text = PAIR_LAB % (services, pool1, pool2, pair)
+    if "srg1+srg2" in pair:
+        text = text.replace(pair, ", mode: srg1+srg2, srg1_active: srx1")
+    path = tmp_path / "t.yml"
+    path.write_text(text)
+    plan = pipeline.build(load_topology(path).topology, str(path), "/run/lab")
+    assert (plan.node("srx1").nat_pool, plan.node("srx2").nat_pool) == expected
+
+
+def test_the_same_pool_on_two_srxs_that_do_not_share_one_overlaps(tmp_path: Path) -> None:
+    text = PAIR_LAB % (", nat_pool_scope: srx", ", nat_pool: 198.51.100.64/28", ", nat_pool: 198.51.100.64/28", "")
+    diagnostics = _load_text(tmp_path, text)
+    assert [d.path for d in diagnostics] == [("nodes", "srx2", "nat_pool")], _rendered(diagnostics)
+    assert "overlaps 198.51.100.64/28 at nodes.srx1.nat_pool" in diagnostics[0].message

@@ -123,8 +123,13 @@ def shares_pool(topo: Topology, pair: MnhaPair) -> bool:
 
 
 def check_nat_pool_scope(topo: Topology, src: SourceMap) -> Iterable[Diagnostic]:
-    """services.nat_pool_scope pair: only pairs whose nodes translate one at a time, each with one pool."""
-    if topo.services.nat_pool_scope != "pair" or not translates(topo.services.use_case):
+    """services.nat_pool_scope: a use case with NAT pools; pair: only pairs whose nodes translate one at
+    a time, each with one pool."""
+    scope = topo.services.nat_pool_scope
+    if scope is not None and not translates(topo.services.use_case):
+        yield src.diag(("services", "nat_pool_scope"), f"nat_pool_scope is for use_case cgnat or mixed; this "
+                       f"lab's use_case is {topo.services.use_case} (no NAT pools)", "remove nat_pool_scope")
+    if scope != "pair" or not translates(topo.services.use_case):
         return
     for index, pair in enumerate(topo.mnha):
         if not one_translator(topo.services, pair):

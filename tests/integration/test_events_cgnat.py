@@ -1,6 +1,7 @@
 """`lab events run` on the CGNAT labs: the server answers each flow's NAT binding (learnt from the
 forward packets), the client matches the de-translated answers to their flows, a flow that moves to
-another SRX re-binds from that SRX's pool, and an MNHA failover keeps the binding."""
+another SRX re-binds from that SRX's pool, and an MNHA failover keeps the binding (TLB: the pair's one
+pool, whose return traffic follows the failover to the B node)."""
 
 from __future__ import annotations
 
@@ -69,6 +70,9 @@ def test_chash_power_off_reverse_answers_bindings_and_moved_flows_rebind(tmp_pat
 def test_tlb_mnha_failover_keeps_the_binding(tmp_path: Path) -> None:
     with RunningLab("et3n", REPO / "labs/topology3-cgnat.yml", tmp_path) as running:
         events = run_events(running, tmp_path, "srx-link-failure", "srx-power-off")
+        by_srx = pools(running)
+    # the JVD: each pair's two nodes translate into one pool, the pair's (srx_nat_pool1 on srx1a and srx1b)
+    assert by_srx["srx1"] == by_srx["srx2"] != by_srx["srx3"] == by_srx["srx4"], by_srx
     for event in events.values():
         assert event["passed"] and event["reverse"]["flows_never_seen"] == 0
         assert event["recovered"], "every flow recovered"
@@ -83,6 +87,10 @@ def test_tlb_mnha_failover_keeps_the_binding(tmp_path: Path) -> None:
         on_srx1 = [r for r in event["per_flow"] if r["carrier_before"] == "srx1"]
         assert all(r["carrier_during"] == "srx2" for r in on_srx1), "srx1's flows went to its MNHA peer"
         assert not any(r["rebound"] for r in on_srx1), "the synced session kept its binding: not re-bound"
+        # the pair's pool is routed to srx1 (A, 1x) while it is healthy, to srx2 (B) once srx1 fails: the
+        # answers to the kept bindings reached srx2, which de-translated them, to the end of the run
+        assert all(r["bindings"] and IPv4Address(r["bindings"][0].rsplit(":", 1)[0]) in by_srx["srx1"]
+                   and r["reverse_carrier_before"] == "srx1" and r["recovered"] for r in on_srx1), on_srx1
 
 
 def test_dual_mx_chash_pool_owner_returns_with_the_sessions_of_its_peer(tmp_path: Path) -> None:

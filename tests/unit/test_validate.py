@@ -430,3 +430,10 @@ def test_the_same_pool_on_two_srxs_that_do_not_share_one_overlaps(tmp_path: Path
     diagnostics = _load_text(tmp_path, text)
     assert [d.path for d in diagnostics] == [("nodes", "srx2", "nat_pool")], _rendered(diagnostics)
     assert "overlaps 198.51.100.64/28 at nodes.srx1.nat_pool" in diagnostics[0].message
+
+
+def test_nat_pool_scope_without_nat_pools_is_reported(tmp_path: Path) -> None:
+    text = (PAIR_LAB % (", nat_pool_scope: srx", "", "", "")).replace("use_case: cgnat", "use_case: sfw")
+    diagnostics = _load_text(tmp_path, text)
+    assert [d.path for d in diagnostics] == [("services", "nat_pool_scope")], _rendered(diagnostics)
+    assert "this lab's use_case is sfw" in diagnostics[0].message

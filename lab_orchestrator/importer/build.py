@@ -86,7 +86,9 @@ def build(devices: list[Device], lab_name: str, client_lan: IPv4Network | None =
         if len(devs) < 2 or net.prefixlen == 32:
             continue
         mx_icl = [e for e in group if e.device.kind == MX and e.zone == "icl"]
-        if mx_icl:
+        routed = len(group) == 2 and len(mx_icl) == 1 and any(e.device.kind == SRX and e.zone == "icl"
+                                                              for e in group)
+        if mx_icl and not routed:  # an ICL subnet the model cannot route (a LAN, two MXs): the direct link
             for e in group:
                 e.stmt.mark("approximated", "ICL routed through the MX: the lab links the two SRXs of the pair "
                                             "directly (zone icl)")
@@ -104,7 +106,8 @@ def build(devices: list[Device], lab_name: str, client_lan: IPv4Network | None =
         links.append(link)
         for e in group:
             e.stmt.mark("emulated", f"address of link {' - '.join(link['endpoints'])}"
-                                    + (f" (zone {link['zone']})" if link.get("zone") else ""))
+                                    + (f" (zone {link['zone']})" if link.get("zone") else "")
+                                    + (f": the ICL routed through {mx_icl[0].node}'s MNHA-VR" if routed else ""))
     for d in devices:
         for s in d.statements:
             if d.kind == GATEWAY and ("instance-type" in s.tags or "instance-interface" in s.tags):
@@ -165,6 +168,10 @@ def build(devices: list[Device], lab_name: str, client_lan: IPv4Network | None =
         topo["mnha"] = mnha
     result.topology = topo
     return result
+
+
+def _int_or_none(text: str) -> int | None:
+    return int(text) if text.isdigit() else None
 
 
 def instance_node(d: Device, instance: str) -> str:
@@ -228,25 +235,26 @@ def _zones(devices: list[Device], ends: list[End], by_net: dict[IPv4Network, lis
 def _bgp(devices: list[Device], ends: list[End], by_net: dict[IPv4Network, list[End]],
          nodes: dict[str, dict[str, Any]], result: Result) -> None:
     owner = {e.address.ip: e for e in ends}
+    # every session of the files on a link of the lab: (device, peer, node, AS field, local AS, peer AS, peer end)
+    sessions: list[tuple[Device, junosmod.BgpPeer, str, str, int, int | None, End]] = []
     for d in devices:
         j = d.junos
         if j is None:
             continue
-        local: dict[str, int] = {}
         for peer in j.bgp:
             node = instance_node(d, peer.instance)
             la = peer.local_as or junosmod.group_setting(j, peer, "local-as") or j.instance_as.get(peer.instance)
             pa = peer.peer_as or junosmod.group_setting(j, peer, "peer-as")
             there = owner.get(peer.neighbor)
             here = next((e for e in ends if e.device is d and peer.neighbor in e.address.network), None)
-            on_link = there is not None and here is not None and here.zone != "icl" and there.zone != "icl"
-            if on_link and la:
-                zone = here.zone if here else None
-                key = f"{zone}_as" if d.kind == MX else "as"
-                local.setdefault(f"{node}|{key}", la)
-                note = f"eBGP session {node} (AS {la}) - {there.node if there else '?'} (AS {pa})"
-                for s in peer.stmts:
-                    s.mark("emulated", note)
+            # a session over the ICL is on a link when that link is routed, SRX to MX (not SRX to SRX)
+            routed_icl = here is not None and there is not None and here.zone == there.zone == "icl" \
+                and {d.kind, there.device.kind} == {MX, SRX}
+            on_link = there is not None and here is not None and (
+                routed_icl or (here.zone != "icl" and there.zone != "icl"))
+            if on_link and la and here is not None and there is not None:
+                key = f"{here.zone}_as" if d.kind == MX else "as"
+                sessions.append((d, peer, node, key, la, pa, there))
             else:
                 icl = (here is not None and here.zone == "icl") or (there is not None and there.zone == "icl")
                 why = ("the lab's ICL is a direct SRX link (the peer's loopback is reached without BGP)" if icl
@@ -254,10 +262,42 @@ def _bgp(devices: list[Device], ends: list[End], by_net: dict[IPv4Network, list[
                 status = "approximated" if "ICL" in why else "unsupported"
                 for s in peer.stmts:
                     s.mark(status, f"BGP neighbor {peer.neighbor}: {why}")
-        for key, asn in local.items():
-            node, field_ = key.split("|")
-            if node in nodes:
-                nodes[node].setdefault("bgp", {})[field_] = asn
+    # One AS per node and field. An SRX has one AS for all its sessions (the model's bgp.as): with its ICL
+    # routed, its MNHA-VR's (the JVD: 65001 on node A, 65002 on node B), since the MX passes each node's
+    # lo0.0 to its peer and a peer in the same AS would refuse it (AS-path loop); the JVD's SRXs share
+    # one AS (65000) toward the MX's TRUST_VR and UNTRUST_VR.
+    lab_as: dict[tuple[str, str], int] = {}
+    for d, _, node, key, la, _, there in sessions:
+        if d.kind == SRX and there.zone == "icl":
+            lab_as[(node, key)] = la
+    for _, _, node, key, la, _, _ in sessions:
+        lab_as.setdefault((node, key), la)
+    for (node, key), asn in lab_as.items():
+        if node in nodes:
+            nodes[node].setdefault("bgp", {})[key] = asn
+
+    def peer_lab_as(there: End) -> int | None:
+        key = f"{there.zone}_as" if there.device.kind == MX else "as"
+        return lab_as.get((there.node, key))
+
+    for _, peer, node, key, la, pa, there in sessions:
+        mine, theirs = lab_as[(node, key)], peer_lab_as(there)
+        session = f"eBGP session {node} (AS {mine}) - {there.node} (AS {theirs})"
+        if there.zone == "icl":
+            session += " over the ICL: the SRX announces its lo0.0, the MX's MNHA-VR passes it on"
+        differ = [f"the file's {what} {asn}" for what, asn, lab in (("local AS", la, mine), ("peer AS", pa, theirs))
+                  if asn and lab and asn != lab]
+        for s in peer.stmts:
+            if differ:
+                s.mark("approximated", f"{session}; {', '.join(differ)}: an SRX has one AS in the lab, its "
+                                       "MNHA-VR's when the ICL is routed through the MX")
+            else:
+                s.mark("emulated", session)
+    by_peer = {id(peer): (node, key, there) for _, peer, node, key, _, _, there in sessions}
+    for d in devices:
+        j = d.junos
+        if j is None:
+            continue
         for s in j.statements:
             tag = next((t for t in s.tags if t.startswith("bgp:")), None)
             if tag is None or s.status:
@@ -266,20 +306,36 @@ def _bgp(devices: list[Device], ends: list[End], by_net: dict[IPv4Network, list[
             rest = s.path[s.path.index("group") + 2:]
             node = instance_node(d, inst)
             group_peers = [p for p in j.bgp if f"bgp:{p.instance}:{p.group}" == tag]
-            emulated_group = any(p.stmts and p.stmts[0].status == "emulated" for p in group_peers)
+            on_lab = [by_peer[id(p)] for p in group_peers if id(p) in by_peer]
+            emulated_group = bool(on_lab)
             v6_only = not group_peers and any(tag in x.tags and "bgp6" in x.tags for x in j.statements)
             icl_group = any(p.stmts and "ICL" in p.stmts[0].note for p in group_peers)
+            over_icl = any(there.zone == "icl" for _, _, there in on_lab)
+            value = _int_or_none(rest[1]) if len(rest) >= 2 else None
             if v6_only:
                 s.mark("ignored", "setting of an IPv6 BGP group: the lab is IPv4-only")
-            elif icl_group:
+            elif icl_group and not emulated_group:
                 s.mark("approximated", "BGP over the ICL (reachability of the peer's loopback): the lab's ICL is "
                                        "a direct link, no BGP needed")
             elif not emulated_group:
                 s.mark("unsupported", "setting of a BGP group the lab does not run")
-            elif rest[:1] in (("peer-as",), ("local-as",), ("type",)):
+            elif rest[:1] in (("peer-as",), ("local-as",)):
+                found = [lab_as.get((node_, key_)) for node_, key_, _ in on_lab] if rest[0] == "local-as" \
+                    else [peer_lab_as(there) for _, _, there in on_lab]
+                labs = sorted({asn for asn in found if asn is not None})
+                if labs == [value]:
+                    s.mark("emulated", f"{rest[0]}: the eBGP session of {node}")
+                else:
+                    s.mark("approximated", f"{rest[0]} {value}: the lab's is {'/'.join(map(str, labs))} (an SRX "
+                                           "has one AS in the lab, its MNHA-VR's when the ICL is routed through "
+                                           "the MX)")
+            elif rest[:1] == ("type",):
                 s.mark("emulated", f"{rest[0]}: the eBGP session of {node}")
             elif rest[:1] == ("multipath",):
                 s.mark("emulated", "multipath: the lab's BGP installs every equal path")
+            elif rest[:1] == ("export",) and over_icl:
+                s.mark("approximated", "export policy over the ICL: each SRX announces its lo0.0 and the MX's "
+                                       "MNHA-VR passes every SRX's on, next hop itself")
             elif rest[:1] == ("export",):
                 s.mark("approximated", "export policy: the lab's templates announce the equivalent routes "
                                        "(host prefixes, pair addresses, NAT pools, defaults)")
@@ -288,6 +344,10 @@ def _bgp(devices: list[Device], ends: list[End], by_net: dict[IPv4Network, list[
                                        "has no nonstop routing: a routing restart would drop the peers' sessions)")
             else:
                 s.mark("unsupported", "BGP group setting not modelled")
+    for d in devices:
+        j = d.junos
+        if j is None:
+            continue
         # gateway: a default route discarded and exported = default_originate
         if d.kind == GATEWAY:
             for s in j.statements:
@@ -356,14 +416,31 @@ def _mnha(srx: list[Device], ends: list[End], links: list[dict[str, Any]], resul
                 for a in x.junos.addresses if x.junos else []:
                     if a.iface == "lo0.1":
                         a.stmt.mark("emulated", "lo0.1 pair address: mnha[].pair_address (the TLB real-service)")
-        # ICL: the interfaces of the HA routing instance, linked directly
-        if not any(set(link["endpoints"]) and all(ep.split(":")[0] in (first.name, second.name)
-                                                   for ep in link["endpoints"]) for link in links):
+        # ICL: routed through an MX both nodes have an icl link to (its MNHA-VR), as the files have it;
+        # else the interfaces of the HA routing instance, linked directly
+        routers = sorted(_icl_routers(links, ends, first.name) & _icl_routers(links, ends, second.name))
+        if routers:
+            result.notes.append(f"ICL {first.name} - {second.name}: routed through {', '.join(routers)} "
+                                "(MNHA-VR), as the configurations have it")
+        elif not any(set(link["endpoints"]) and all(ep.split(":")[0] in (first.name, second.name)
+                                                     for ep in link["endpoints"]) for link in links):
             icl = [next((e.iface for e in ends if e.device is x and e.zone == "icl"), None) for x in (first, second)]
             if all(icl):
                 links.append({"endpoints": [f"{first.name}:{icl[0]}", f"{second.name}:{icl[1]}"], "zone": "icl"})
                 result.notes.append(f"ICL {first.name}:{icl[0]} - {second.name}:{icl[1]}: a direct link (the "
                                     "configurations route it through the MX)")
+        for x in (first, second):
+            for s in x.junos.mnha.stmts if x.junos and x.junos.mnha else []:
+                tail = s.path[4:] if s.path[2:3] == ("peer-id",) else ()
+                if tail[:1] == ("routing-instance",):
+                    s.mark(*(("emulated", f"ICL routing instance {tail[1]}: the node's ICL link to "
+                                          f"{', '.join(routers)} (zone icl), routed by its MNHA-VR") if routers
+                             else ("approximated", f"ICL routing instance {tail[1]}: the lab's ICL is a direct "
+                                                   "link between the two SRXs (zone icl)")))
+                elif tail[:1] == ("interface",):
+                    s.mark(*(("emulated", f"ICL source interface {tail[1]}: heartbeats and session sync go from "
+                                          "the node's lo0.0 to its peer's") if routers and tail[1] == "lo0.0"
+                             else ("approximated", "ICL source interface: the lab's ICL link carries the heartbeat")))
         pairs.append(pair)
         # prepends (mnha[].prepend: a-b): the first node once, three times with the signal route; the
         # second twice, four times
@@ -379,6 +456,17 @@ def _mnha(srx: list[Device], ends: list[End], links: list[dict[str, Any]], resul
                                                f"{lab_counts[0]}x, {lab_counts[1]}x while the signal route exists "
                                                "(the order of preference is the same)")
     return pairs
+
+
+def _icl_routers(links: list[dict[str, Any]], ends: list[End], srx: str) -> set[str]:
+    """The MX nodes SRX has an ICL link to (its ICL routed through their MNHA-VR)."""
+    mx = {e.node for e in ends if e.device.kind == MX}
+    out: set[str] = set()
+    for link in links:
+        names = [ep.split(":")[0] for ep in link["endpoints"]]
+        if link.get("zone") == "icl" and len(names) == 2 and srx in names:
+            out |= set(names) & mx
+    return out
 
 
 def _default_policy(srx: list[Device], services: dict[str, Any]) -> None:

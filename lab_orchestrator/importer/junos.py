@@ -303,9 +303,7 @@ def _ha(j: Junos, s: Statement) -> bool:
             ha.peer_ip = IPv4Address(tail[1])
             s.mark("emulated", "MNHA peer: the pair is mnha[].nodes (the peer found by its local-ip)")
         elif tail[:1] == ("routing-instance",):
-            ha.instance = tail[1]
-            s.mark("approximated", f"ICL routing instance {tail[1]}: the lab's ICL is a direct link between "
-                                   "the two SRXs (zone icl)")
+            ha.instance = tail[1]  # marked once the links show whether the ICL is routed through an MX
         elif tail[:2] == ("liveness-detection", "minimum-interval"):
             ha.interval_ms = _int(tail[2])
             s.mark("emulated", "ICL liveness interval: mnha[].heartbeat_ms")
@@ -313,7 +311,7 @@ def _ha(j: Junos, s: Statement) -> bool:
             ha.multiplier = _int(tail[2])
             s.mark("emulated", "ICL liveness multiplier: mnha[].heartbeat_threshold")
         elif tail[:1] == ("interface",):
-            s.mark("approximated", "ICL source interface: the lab's ICL link carries the heartbeat")
+            pass  # marked with the routing instance
         else:
             s.mark("approximated", "ICL liveness detail: the lab's heartbeat uses interval and threshold only")
     elif rest[:2] == ("services-redundancy-group", "0"):

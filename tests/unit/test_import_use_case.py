@@ -93,6 +93,53 @@ def test_jvd_import_validates_and_renders_the_translation_of_its_nat_sources(jvd
     assert "172.160.0.0/12" not in nft  # SFW: no translation
 
 
+def test_jvd_icl_is_routed_through_the_mx_as_the_files_route_it(jvd: ImportResult) -> None:
+    """mx1_mx304.conf's MNHA-VR (ae1.100..ae4.100, local-as 65050) and each SRX's MNHA-VR (local-as 65001 on
+    node A, 65002 on node B): an icl link from each SRX to the MX, no direct SRX-SRX link."""
+    topo = jvd.topology
+    icl = [(link["endpoints"], link.get("addresses")) for link in topo["links"] if link.get("zone") == "icl"]
+    assert icl == [([f"mx1:ae{n}.100", f"{srx}:ae{1 + (n > 2)}.100"], [f"10.3.{n}.1/30", f"10.3.{n}.2/30"])
+                   for n, srx in ((1, "srx1a"), (2, "srx1b"), (3, "srx2a"), (4, "srx2b"))]
+    nodes = topo["nodes"]
+    assert nodes["mx1"]["bgp"] == {"trust_as": 65200, "untrust_as": 65400, "icl_as": 65050}
+    assert {n: nodes[n]["bgp"] for n in ("srx1a", "srx1b", "srx2a", "srx2b")} == {
+        "srx1a": {"as": 65001}, "srx1b": {"as": 65002}, "srx2a": {"as": 65001}, "srx2b": {"as": 65002}}
+    assert "ICL srx1a - srx1b: routed through mx1 (MNHA-VR), as the configurations have it" in \
+        jvd.report_json()["notes"]
+
+
+def test_jvd_report_marks_the_routed_icl_emulated(jvd: ImportResult) -> None:
+    ha = _rows(jvd, "srx1a_srx4600.conf", 56)  # peer-id 2 routing-instance MNHA-VR
+    assert ha["status"] == "emulated" and "ICL link to mx1" in ha["note"]
+    assert _rows(jvd, "srx1a_srx4600.conf", 55)["status"] == "emulated"  # peer-id 2 interface lo0.0
+    unit = _rows(jvd, "mx1_mx304.conf", 270)  # ae1 unit 100 family inet address 10.3.1.1/30
+    assert unit["status"] == "emulated" and "mx1:ae1.100 - srx1a:ae1.100 (zone icl)" in unit["note"]
+    neighbor = _rows(jvd, "mx1_mx304.conf", 773)  # mnha_pair_2_A_icl_ebgp neighbor 10.3.3.2
+    assert neighbor["status"] == "emulated" and "mx1 (AS 65050) - srx2a (AS 65001)" in neighbor["note"]
+    assert _rows(jvd, "mx1_mx304.conf", 738)["status"] == "emulated"  # local-as 65050
+    assert _rows(jvd, "mx1_mx304.conf", 751)["status"] == "emulated"  # mnha_pair_1_B peer-as 65002
+    assert _rows(jvd, "srx1a_srx4600.conf", 595)["status"] == "emulated"  # MNHA-VR local-as 65001
+    # VR-1's local-as 65000: one AS per SRX in the lab, its MNHA-VR's
+    vr1 = _rows(jvd, "srx1a_srx4600.conf", 624)
+    assert vr1["status"] == "approximated" and "local-as 65000: the lab's is 65001" in vr1["note"]
+    assert not [r for r in jvd.report_json()["statements"] if "direct" in r["note"] and "ICL" in r["note"]]
+
+
+def test_jvd_import_plans_the_routed_icl(jvd: ImportResult, tmp_path: Path) -> None:
+    from lab_orchestrator import api
+
+    _, path = _load(jvd, tmp_path)
+    topo = api.load(path, check_host=False).topology
+    assert not [link for link in topo.links if link.zone == "icl" and all(
+        topo.nodes[ep.split(":")[0]].kind == "srx" for ep in link.endpoints)]
+    files = dict(api.plan(path, state_root=None).files)
+    mx = files["nodes/mx1/bird.conf"]
+    assert "protocol bgp icl_srx1a from peer {\n  neighbor 10.3.1.2 as 65001;" in mx
+    assert "protocol bgp icl_srx2b from peer {\n  neighbor 10.3.4.2 as 65002;" in mx
+    srx = files["nodes/srx1b/bird.conf"]
+    assert "protocol bgp icl_mx1 from peer {\n  neighbor 10.3.2.1 as 65050;" in srx
+
+
 # -------------------------------------------------------------------------- the small fixtures
 
 def _variant(tmp_path: Path, rule: str = "10.60.0.0/16", extra_route: str | None = None,

@@ -50,8 +50,9 @@ JVD_FILES = ("mx1_mx304.conf", "srx1a_srx4600.conf", "srx1b_srx4600.conf", "srx2
 
 def test_imported_jvd_lab_runs_sfw_and_napt44_side_by_side(owner: LabOwner, tmp_path: Path) -> None:
     """The JVD's six configurations import as use_case mixed (NAPT44 for 172.80.0.0/12, SFW for
-    172.160.0.0/12): the lab comes up ready (the untrust gateway has learned the pools and the SFW prefix)
-    and the traffic generator's flows from both prefixes are answered."""
+    172.160.0.0/12) with each pair's ICL routed through the MX: the lab comes up ready (the untrust
+    gateway has learned the pools and the SFW prefix) and the traffic generator's flows from both
+    prefixes are answered."""
     topology = tmp_path / "it-jvd.yml"
     result = run_lab("import", *(str(FIXTURES / "jvd" / n) for n in JVD_FILES), "-o", str(topology),
                      "--lab-name", "it-jvd", timeout=60)
@@ -60,6 +61,10 @@ def test_imported_jvd_lab_runs_sfw_and_napt44_side_by_side(owner: LabOwner, tmp_
     facts, report = up_ready(owner, topology)
     sessions = [(n["name"], s["info"]) for n in report["nodes"] for s in n["bgp"]]
     assert sessions and all(info.startswith("Established") for _, info in sessions), sessions
+    # the ICL routed through mx1's MNHA-VR, as the files have it: its eBGP sessions with each SRX are up
+    # (ready: the MNHA pairs have heard each other over it and synchronised)
+    icl = {s["protocol"] for n in report["nodes"] if n["name"] == "mx1" for s in n["bgp"]}
+    assert {f"icl_{srx}" for srx in ("srx1a", "srx1b", "srx2a", "srx2b")} <= icl, icl
     start = run_lab("traffic", "start", "--lab", facts.name, "--flows", "20", "--rate", "1000", "--duration", "20")
     assert start.returncode == 0, explain(start)
     time.sleep(3)

@@ -2,8 +2,8 @@
 
 parse.py reads the files into statements with their file and line; junos.py (with secpolicy.py for
 policies, NAT rules and address books) and ios.py read what each configuration says; build.py infers
-links, kinds, BGP, MNHA, TLB, NAT and the hosts the configurations imply (implied.py), usecase.py the
-SRXs' use case; report.py says what the lab does with every statement."""
+links, kinds, BGP (bgp.py: sessions and ASes), MNHA, TLB, NAT and the hosts the configurations imply
+(implied.py), usecase.py the SRXs' use case; report.py says what the lab does with every statement."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ import yaml
 
 from . import ios, junos, report
 from .build import build
-from .build import instance_node as build_node
 from .devices import ROUTER, Device, Result
+from .devices import instance_node as build_node
 from .parse import ParseError, Statement, parse_file
 
 __all__ = ["ImportResult", "ParseError", "Statement", "import_configs"]

@@ -3,6 +3,7 @@ added, and the result; the lab's node kinds as the kind registry names them."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from ipaddress import IPv4Interface
 from typing import Any
@@ -69,3 +70,10 @@ def zone_of_node(ends: list[End], node: str) -> str | None:
     return next((e.zone for e in ends if e.node == node and e.zone in ("trust", "untrust")), None)
 
 
+def _slug(instance: str) -> str:
+    s = re.sub(r"[-_]?vr$", "", instance.lower())
+    return re.sub(r"[^a-z0-9-]+", "-", s).strip("-") or "vr"
+
+
+def instance_node(d: Device, instance: str) -> str:
+    return f"{d.name}-{_slug(instance)}" if d.kind == GATEWAY and instance != junosmod.MASTER else d.name

@@ -108,7 +108,7 @@ CATALOG: tuple[EventKind, ...] = (
               "nexthop-add", (FIREWALL,)),
     EventKind("nexthop-add", "ECMP/TLB next-hop addition (adding a scale-out SRX or MNHA pair)", FIREWALL,
               "an SRX out of service (in an MNHA lab: both nodes of its pair) is put (back) into service; "
-              "one in service is taken out first", "nexthop-delete", (FIREWALL,)),
+              "`lab events run` takes one in service out first", "nexthop-delete", (FIREWALL,)),
     EventKind("srd-switchover", "SRD based CLI switchover between MX Series Router (ECMP)", LOAD_BALANCER,
               "`request services redundancy-set id 1 switchover` on the master: mastership moves to the "
               "other MX, which advertises without prepend from then on", "(a second switchover)", ("srd",)),

@@ -19,13 +19,14 @@ def check(node: Node) -> Iterable[NodeProblem]:
 
 def exports(protocol: str, zone: str | None, local_as: int, use_case: str, nat_sources: tuple[str, ...] = ()) -> str:
     """Trust side: the untrust routes (0/0, servers); untrust side: the trust routes (clients), or
-    with CGNAT the SRX's own pool; mixed: the pool and the trust routes but the translated client
+    with CGNAT the SRX's pool (its own or its MNHA pair's); mixed: the pool and the trust routes but the translated client
     prefixes (NAT_SOURCES), as the JVD's MX announces 172.160.0.0/12 (SFW) and the NAT pools, not
     172.80.0.0/12 (NAPT44), toward the untrust gateway."""
     if zone == "trust":
         return 'where proto ~ "untrust_*" || proto = "loopback"'
     if use_case in ("cgnat", "mixed"):
-        # The MNHA peer's pool too, prepended more than its owner prepends it while healthy, less
+        # A pair with a pool per SRX: the MNHA peer's pool too (a pair sharing one pool has no peer
+        # pool: plan.render drops this term), prepended more than its owner prepends it while healthy, less
         # than once it has lost activeness (render: once more with equal prepends; with the A/B
         # roles, the A node twice more, the B node not more): after a failover the pool's return
         # traffic reaches this node, which holds the synchronised NAT bindings.

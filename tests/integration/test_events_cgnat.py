@@ -95,12 +95,12 @@ def test_tlb_mnha_failover_keeps_the_binding(tmp_path: Path) -> None:
 
 def test_dual_mx_chash_pool_owner_returns_with_the_sessions_of_its_peer(tmp_path: Path) -> None:
     """Topology 2 (dual MX, SRD, MNHA pairs, CHASH), CGNAT. After a pair power-off the pair comes back
-    with new buckets; then one SRX is deleted and added back: its flows fail over to its MNHA peer
+    with new buckets; then one SRX powers off and on again: its flows fail over to its MNHA peer
     (keeping their bindings), and some stay there after it returns. It announces its pool again and
     draws their return traffic: it must have their sessions (MNHA cold sync), or they never recover.
     By hand, `lab traffic start` answers the bindings the same way."""
     with RunningLab("e2n", REPO / "labs/topology2-cgnat.yml", tmp_path) as running:
-        events = run_events(running, tmp_path, "mnha-pair-power-off", "nexthop-delete")
+        events = run_events(running, tmp_path, "mnha-pair-power-off", "srx-power-off")
         by_srx = pools(running)
         lab("traffic", "start", "--lab", running.name, "--flows", "20", "--rate", "1000", "--duration", "20")
         time.sleep(2)
@@ -108,8 +108,8 @@ def test_dual_mx_chash_pool_owner_returns_with_the_sessions_of_its_peer(tmp_path
     for event in events.values():
         assert event["passed"] and event["recovered"], event["event"]
         assert event["reverse"]["flows_never_seen"] == 0
-    delete = events["nexthop-delete"]
-    failed_over = [r for r in delete["per_flow"] if r["carrier_before"] == "srx1"]
+    power_off = events["srx-power-off"]
+    failed_over = [r for r in power_off["per_flow"] if r["carrier_before"] == "srx1"]
     assert failed_over and all(r["carrier_during"] == "srx2" for r in failed_over), "srx1's flows to its peer"
     # the synced sessions kept their bindings while srx2 carried them (from the pair's pools: a flow
     # may run on a session its peer opened)

@@ -19,8 +19,8 @@ def check(node: Node) -> Iterable[NodeProblem]:
 
 def exports(protocol: str, zone: str | None, local_as: int, use_case: str, nat_sources: tuple[str, ...] = ()) -> str:
     """Trust side: the untrust routes (0/0, servers); untrust side: the trust routes (clients), or
-    with CGNAT the SRX's pool (its own or its MNHA pair's); mixed: the pool and the trust routes but the translated client
-    prefixes (NAT_SOURCES), as the JVD's MX announces 172.160.0.0/12 (SFW) and the NAT pools, not
+    with CGNAT the SRX's pool (its own or its MNHA pair's); mixed: the pool and the trust routes but
+    the translated client prefixes (NAT_SOURCES), as the JVD's MX announces 172.160.0.0/12 (SFW) and the NAT pools, not
     172.80.0.0/12 (NAPT44), toward the untrust gateway."""
     if zone == "trust":
         return 'where proto ~ "untrust_*" || proto = "loopback"'

@@ -134,8 +134,8 @@ def check_nat_pool_scope(topo: Topology, src: SourceMap) -> Iterable[Diagnostic]
     for index, pair in enumerate(topo.mnha):
         if not one_translator(topo.services, pair):
             yield src.diag(("services", "nat_pool_scope"),
-                           f"mnha[{index}] ({' and '.join(pair.nodes)}) cannot share a NAT pool: it is not a pair whose "
-                           "A node translates while B waits (both nodes may translate at once, and two clients "
+                           f"mnha[{index}] ({' and '.join(pair.nodes)}) cannot share a NAT pool: it is not a pair "
+                           "whose A node translates while B waits (both nodes may translate at once, and two clients "
                            "could get the same address and port)",
                            "a shared pool needs load_balancing tlb, tlb_real_service pair, mode srg0 and "
                            "prepend a-b; else set nat_pool_scope: srx")

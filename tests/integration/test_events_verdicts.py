@@ -167,7 +167,9 @@ def test_nexthop_delete_takes_a_whole_mnha_pair_out_and_spares_the_other_pair(tm
     assert delete["members"] == [2, 1] and delete["unexpected_movers"] == 0, delete
     rows = event["per_flow"]
     pair = [r for r in rows if r["carrier_before"] in ("srx1", "srx2")]
-    other = [r for r in rows if r["carrier_before"] in ("srx3", "srx4")]
+    # the other pair's flows that no table change moved (the restore gives the returning pair a share of
+    # the table, and the flows of those buckets move to it: expected movers, which may lose in flight)
+    other = [r for r in rows if r["carrier_before"] in ("srx3", "srx4") and not any(r["expected_mover"].values())]
     assert pair and other, "both pairs carried flows before the deletion"
     assert all(r["carrier_during"] in ("srx3", "srx4") for r in pair), "the pair's flows moved to the other pair"
     assert {r["flow"] for r in pair} == {r["flow"] for r in rows if r["expected_mover"]["delete"]}

@@ -149,11 +149,11 @@ def _nodes(topo: Topology, plan: LabPlan, python: str) -> None:
             if pair is None:
                 plan_node.nat_pool = str(node.nat_pool or nat_pools.next())
             else:  # one pool for both nodes, allocated at the pair's first node (or the one a node sets)
-                key = tuple(pair.nodes)
-                if key not in pair_pool:
+                members = tuple(pair.nodes)
+                if members not in pair_pool:
                     explicit = next((topo.nodes[n].nat_pool for n in pair.nodes if topo.nodes[n].nat_pool), None)
-                    pair_pool[key] = str(explicit or nat_pools.next())
-                plan_node.nat_pool = pair_pool[key]
+                    pair_pool[members] = str(explicit or nat_pools.next())
+                plan_node.nat_pool = pair_pool[members]
         plan.nodes.append(plan_node)
         ifindex += 1
         mgmt_ports.append(MgmtPort(name, master, kind.mgmt_port,

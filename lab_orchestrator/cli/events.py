@@ -93,7 +93,8 @@ def events_run(
     budget: list[str] = typer.Option([], "--budget", help="Budget [EVENT:]METRIC=LIMIT (repeatable), e.g. "
                                      "srx-power-off:convergence_ms=300; metrics: convergence_ms, unaffected_loss, "
                                      "longest_gap_ms, flows_moved_excess; with --tcp also tcp_reset_pct, tcp_reset, "
-                                     "tcp_failed, tcp_stuck, tcp_longest_gap_ms. A per-event budget overrides the "
+                                     "tcp_failed, tcp_stuck, tcp_longest_gap_ms; with --sessions also "
+                                     "sessions_lost_pct, sessions_lost. A per-event budget overrides the "
                                      "global one."),
     tcp: bool = typer.Option(False, "--tcp", help="Run long-lived TCP connections beside the UDP flows (client "
                              "host to server host, a 16-byte request/answer every 100 ms each) and judge them: "
@@ -101,6 +102,15 @@ def events_run(
                              "srx-power-off, srx-link-failure and srx-reboot on a lab with MNHA pairs."),
     tcp_connections: int = typer.Option(200, "--tcp-connections", min=1, max=60000,
                                         help="With --tcp: how many long-lived TCP connections."),
+    sessions: int = typer.Option(0, "--sessions", min=0, max=2000000, metavar="N",
+                                 help="Open N idle UDP sessions (distinct source address and port each, from the "
+                                 "second quarter of the client prefix) before each event and, after it (a lasting "
+                                 "event: before its restore), send each one reverse datagram from the server: an "
+                                 "SRX drops one that matches no session, so the count says exactly which sessions "
+                                 "survived, synced to the MNHA peer that took over. Sessions of an SRX taken out "
+                                 "with its peer (or without one) are expected lost; of the rest at most 0.01 % may "
+                                 "be lost for srx-power-off, srx-link-failure, srx-reboot, mnha-pair-power-off and "
+                                 "nexthop-delete (the default budget sessions_lost_pct). 0: none."),
 ) -> None:
     """Run the JVD's failure events under UDP traffic and report convergence per event: flows
     affected, loss-derived convergence (lost / per-flow rate), longest gap, losses of unaffected
@@ -108,8 +118,9 @@ def events_run(
     selectors, BGP, the MNHA pairs and a baseline of the traffic are checked: a case whose check
     failed is an error with the reason, not a verdict. With --tcp, long-lived TCP connections run
     beside the flows (checked in the baseline too) and each event reports them: completed, reset,
-    failed, timed out, stuck, retried, longest gap. Exit 1 if an event fails or breaks a budget, 3 if
-    none failed but a case is an error."""
+    failed, timed out, stuck, retried, longest gap. With --sessions N, N background sessions are
+    opened before each event and each one's reverse packet is tried after it: which survived. Exit 1
+    if an event fails or breaks a budget, 3 if none failed but a case is an error."""
     def run() -> None:
         from ..events import catalog as eventsmod
         from ..events.result import CaseError, EventError
@@ -117,6 +128,8 @@ def events_run(
         budgets = budgetsmod.collect(max_convergence_ms, max_unaffected_loss, budget, set(eventsmod.BY_NAME))
         if not tcp and any(b.metric.startswith("tcp_") for b in budgets):
             raise budgetsmod.BudgetError("a tcp_* budget needs --tcp (the TCP connections it judges)")
+        if not sessions and any(b.metric.startswith("sessions_") for b in budgets):
+            raise budgetsmod.BudgetError("a sessions_* budget needs --sessions (the sessions it judges)")
         if family not in (None, "4", "6", "both"):
             raise BadInput(f"--family {family}: give 4, 6 or both")
         if topology is not None and lab is None:  # a wrong event or node name, before the lab is brought up
@@ -133,18 +146,21 @@ def events_run(
             names = running.event_names(event, target)
             if tcp:
                 budgets = budgetsmod.with_tcp_defaults(budgets, mnha=running.has_mnha())
+            if sessions:
+                budgets = budgetsmod.with_session_defaults(budgets)
             fams = running.traffic_families(family, flows)  # --flows 1 over IPv4 and IPv6: exit 2
             traffic = running.traffic_choice(flows, rate, sizes, realtime, progress=say)
             (err if json_out else out).print(traffic["line"], highlight=False, soft_wrap=True)
             spec = api.traffic_spec(flows=traffic["flows"], rate=traffic["rate"], sizes=sizes, settle=duration,
                                     warmup=warmup, hold=hold, down_time=down_time, realtime=realtime,
-                                    baseline=baseline, tcp=tcp_connections if tcp else 0,
+                                    baseline=baseline, tcp=tcp_connections if tcp else 0, sessions=sessions,
                                     family="both" if len(fams) > 1 else str(fams[0]))
             for name in names:
                 node = running.event_target(name, target)
                 result: EventResult | EventError
                 with err.status(f"[cyan]{name}[/] on {node} under {spec.flows} flows x 2 directions at "
-                                f"{spec.rate:.0f} pps" + (f" and {spec.tcp} TCP connections" if spec.tcp else "")):
+                                f"{spec.rate:.0f} pps" + (f" and {spec.tcp} TCP connections" if spec.tcp else "")
+                                + (f" and {spec.sessions} background sessions" if spec.sessions else "")):
                     try:
                         result = running.run_event(name, node, spec, progress=say, daemon=daemon)
                     except CaseError as exc:
@@ -213,6 +229,10 @@ def print_event(r: EventResult) -> None:
         out.print(line, highlight=False)
     if r.tcp:
         print_tcp(r)
+    if r.sessions:
+        out.print(f"  {r.sessions.line()}", highlight=False, soft_wrap=True)
+        if r.sessions.lost_sessions:
+            out.print(f"  lost: {', '.join(r.sessions.lost_sessions)}", highlight=False, soft_wrap=True)
     crash = r.daemon_crash
     if crash:
         back = f"back after {crash.down_s:.3f} s" if crash.down_s is not None else "not back"

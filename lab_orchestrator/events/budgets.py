@@ -18,7 +18,12 @@ Metrics (of an event's report, see `eventverdict.analyse`):
   with TCP; `with_tcp_defaults` adds the JVD's: under 1 % reset for every event, and on a lab with MNHA
   pairs none reset, none failed and none stuck for the events MNHA is bought for (TCP_GOAL_EVENTS).
   Elsewhere a connection may well be stuck without a fault of the lab: its session was lost (no MNHA
-  peer, a whole pair or the only MX down) or its retransmissions backed off past the end of the run.
+  peer, a whole pair or the only MX down) or its retransmissions backed off past the end of the run;
+- with background sessions (`--sessions`): `sessions_lost_pct` and `sessions_lost`, the judged
+  sessions whose reverse datagram did not pass after the event (those of an SRX taken out with its
+  MNHA peer, or without one, are expected lost and not judged). `with_session_defaults` adds the
+  JVD's: at least 99.99 % pass (at most 0.01 % lost) for the events that take SRXs out
+  (SESSION_GOAL_EVENTS).
 """
 
 from __future__ import annotations
@@ -39,10 +44,16 @@ METRICS: dict[str, str] = {
     "tcp_failed": "TCP connections never established after their retries",
     "tcp_stuck": "TCP connections timed out or no longer answering at the end",
     "tcp_longest_gap_ms": "longest gap between two answers of a TCP connection (ms)",
+    "sessions_lost_pct": "share of the judged background sessions whose reverse packet did not pass (%)",
+    "sessions_lost": "judged background sessions whose reverse packet did not pass",
 }
 # the JVD: "< 1 % resets can be seen during failure-event testing", none during the basic MNHA failovers
 TCP_RESET_PCT = 1.0
 TCP_GOAL_EVENTS = ("srx-power-off", "srx-link-failure", "srx-reboot")
+# the JVD: sessions recover after every failure event at a million per pair; the issue of a session is
+# told exactly by its reverse packet, so the goal is the whole table: at most 0.01 % lost
+SESSIONS_LOST_PCT = 0.01
+SESSION_GOAL_EVENTS = ("srx-power-off", "srx-link-failure", "srx-reboot", "mnha-pair-power-off", "nexthop-delete")
 _SPEC = re.compile(r"^(?:(?P<event>[a-z][a-z0-9-]*):)?(?P<metric>[a-z_]+)=(?P<limit>\d+(?:\.\d+)?)$")
 
 
@@ -63,6 +74,8 @@ class Budget:
 
 
 def measured(result: dict[str, Any], metric: str) -> float:
+    if metric.startswith("sessions_"):
+        return float(result["sessions"]["lost_pct" if metric == "sessions_lost_pct" else "lost"])
     if metric.startswith("tcp_"):
         tcp = result["tcp"]
         if metric == "tcp_reset_pct":
@@ -118,10 +131,18 @@ def with_tcp_defaults(budgets: list[Budget], mnha: bool) -> list[Budget]:
     return [*budgets, *(d for d in defaults if (d.metric, None) not in given and (d.metric, d.event) not in given)]
 
 
-def applicable(budgets: list[Budget], event: str, tcp: bool = True) -> list[Budget]:
+def with_session_defaults(budgets: list[Budget]) -> list[Budget]:
+    """BUDGETS and the default session budgets (see the top) the user did not set, as `with_tcp_defaults`."""
+    defaults = [Budget("sessions_lost_pct", SESSIONS_LOST_PCT, event) for event in SESSION_GOAL_EVENTS]
+    given = {(b.metric, b.event) for b in budgets}
+    return [*budgets, *(d for d in defaults if (d.metric, None) not in given and (d.metric, d.event) not in given)]
+
+
+def applicable(budgets: list[Budget], event: str, tcp: bool = True, sessions: bool = True) -> list[Budget]:
     """The budgets that hold for EVENT: per-event ones override the global one of the same metric;
-    the TCP metrics only for an event run with TCP."""
-    budgets = [b for b in budgets if tcp or not b.metric.startswith("tcp_")]
+    the TCP metrics only for an event run with TCP, the session metrics only with background sessions."""
+    budgets = [b for b in budgets if (tcp or not b.metric.startswith("tcp_"))
+               and (sessions or not b.metric.startswith("sessions_"))]
     own = {b.metric: b for b in budgets if b.event == event}
     general = {b.metric: b for b in budgets if b.event is None and b.metric not in own}
     return [*general.values(), *own.values()]
@@ -130,7 +151,8 @@ def applicable(budgets: list[Budget], event: str, tcp: bool = True) -> list[Budg
 def judge(result: dict[str, Any], budgets: list[Budget]) -> list[dict[str, Any]]:
     """Verdicts of the budgets that hold for this event's report."""
     rows = []
-    for budget in applicable(budgets, result["event"], tcp=bool(result.get("tcp"))):
+    for budget in applicable(budgets, result["event"], tcp=bool(result.get("tcp")),
+                             sessions=bool(result.get("sessions"))):
         value = measured(result, budget.metric)
         rows.append({"metric": budget.metric, "limit": budget.limit, "measured": value,
                      "ok": value <= budget.limit, "scope": budget.event or "all events"})
@@ -154,7 +176,8 @@ def apply_to_report(doc: dict[str, Any], budgets: list[Budget]) -> list[str]:
         if not result:
             continue
         mnha = bool(doc.get("labs", {}).get(case.get("lab"), {}).get("mnha"))
-        result["budgets"] = judge(result, with_tcp_defaults(budgets, mnha) if result.get("tcp") else budgets)
+        held = with_tcp_defaults(budgets, mnha) if result.get("tcp") else budgets
+        result["budgets"] = judge(result, with_session_defaults(held) if result.get("sessions") else held)
         lines = violations(result)
         if lines and case.get("status") == "passed":
             case["status"] = "failed"

@@ -3,7 +3,7 @@
 `events.run.run_event` builds it (`events.verdict.analyse`), the CLI prints it, the JUnit and plot writers
 and the JSON writers read it. `to_json()` gives the documented JSON form (docs/events.md: same keys, same order
 as always; the optional parts `daemon_crash`, `flows_moved_on_restore`,
-`flows_moved_on_restore_ideal_max`, `budgets`, `tcp`, `routes_changed`, `routes_unmonitored`,
+`flows_moved_on_restore_ideal_max`, `budgets`, `tcp`, `sessions`, `routes_changed`, `routes_unmonitored`,
 `route_changes` and `bgp_log` (the last two a failed case's) only when they apply), `from_json()` reads it back
 with validation. The receivers' and senders' own reports (`forward`, `reverse`, `senders`) are the
 traffic generator's format (dataplane.traffic), kept as they are.
@@ -21,7 +21,7 @@ from . import budgets as budgetsmod
 
 DAEMON_RETURN_S = 5.0  # daemon-crash passes only if the daemon runs again within this
 OPTIONAL = ("daemon_crash", "flows_moved_on_restore", "flows_moved_on_restore_ideal_max", "budgets", "checks", "tcp",
-            "families", "routes_changed", "routes_unmonitored", "route_changes", "bgp_log")
+            "sessions", "families", "routes_changed", "routes_unmonitored", "route_changes", "bgp_log")
 
 
 class _Model(BaseModel):
@@ -119,6 +119,38 @@ class TcpFigures(_Model):
                 f"(carried before: {carried})")
 
 
+class SessionFigures(_Model):
+    """The background sessions run beside the flows (`--sessions`, events.background): did the
+    reverse datagram of each pass after the event?"""
+
+    sessions: int
+    opened: int  # answered before the event
+    carried_before: dict[str, int]  # SRX -> sessions it carried before the event
+    synced_before: dict[str, int]  # SRX -> of those, with a copy on its MNHA peer before the event
+    not_seen: int  # opened sessions no SRX's table showed as carried
+    taken_out: list[str]  # the SRXs the event took out
+    expected_lost: int  # carried by an SRX taken out with its MNHA peer (or without one): not judged
+    expected_lost_passed: int  # of those, the sessions whose reverse datagram passed all the same
+    judged: int
+    failed_over: int  # judged sessions whose SRX was taken out: its MNHA peer had to take them over
+    survived: int  # of those, the sessions whose reverse datagram passed
+    lost: int  # judged sessions whose reverse datagram did not pass
+    lost_pct: float
+    lost_sessions: list[str]  # the first 10 lost: "ADDR:PORT (carrier)"
+    probe_at_s: float | None  # when the reverse datagrams were sent, from the event
+
+    def line(self) -> str:
+        """One line for the terminal."""
+        carried = ", ".join(f"{srx} {n}" + (f" ({self.synced_before.get(srx, 0)} synced)" if self.synced_before else "")
+                            for srx, n in self.carried_before.items()) or "none seen"
+        out = (f"sessions {self.opened}: carried before by {carried}; "
+               f"{self.survived} of {self.failed_over} failed over passed, {self.lost} of {self.judged} judged lost "
+               f"({self.lost_pct:g} %)")
+        if self.expected_lost:
+            out += f"; {self.expected_lost} expected lost with {', '.join(self.taken_out)}"
+        return out
+
+
 class BudgetVerdict(_Model):
     metric: str
     limit: float
@@ -205,6 +237,7 @@ class EventResult(_Model):
     budgets: list[BudgetVerdict] | None = None
     checks: list[Check] | None = None  # what the runner checked before (and after) the event
     tcp: TcpFigures | None = None  # with --tcp: the long-lived TCP connections beside the flows
+    sessions: SessionFigures | None = None  # with --sessions: the background sessions beside the flows
     families: dict[str, FamilyVerdict] | None = None  # "4", "6": each family's verdict (IPv6 in the run)
     routes_changed: dict[str, int] | None = None  # namespace -> route changes during the case
     routes_unmonitored: list[str] | None = None  # namespaces whose route monitor had ended by itself

@@ -7,7 +7,9 @@ had time to recover. Per flow: packets lost, loss-derived convergence (lost / pe
 6412's packet-loss duration), longest gap. Which SRX carried each flow comes from the SRXs
 themselves (conntrack packet counters, before and after the event); the delivered rate per SRX over
 time comes from the MX's per-SRX counters. With `--tcp`, long-lived TCP connections run beside the
-flows through the same path (`tcp`), and their outcomes join the verdict through budgets.
+flows through the same path (`tcp`), and their outcomes join the verdict through budgets; with
+`--sessions N`, N idle UDP sessions opened before the event are asked after it whether their reverse
+packet still passes (`background`).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from ..plan import trafficsetup
 from ..plan.pipeline import LabPlan
 from ..runtime import bgpready, ops
 from ..runtime.state import LabState
-from . import baseline, bgplog, families, routelog, sessions
+from . import background, baseline, bgplog, families, routelog, sessions
 from . import budgets as budgetsmod
 from . import catalog as eventsmod
 from . import tcp as tcpmod
@@ -39,6 +41,7 @@ from .result import (
     EventError,
     EventResult,
     RouteChange,
+    SessionFigures,
     TcpFigures,
 )
 from .verdict import analyse, nat_pools
@@ -97,6 +100,7 @@ class TrafficSpec:
     sender_cpu: int | None = None  # pin both senders to this CPU (with realtime: the other CPUs stay free)
     baseline: float = baseline.BASELINE_S  # seconds of the traffic judged before the event (0: none)
     tcp: int = 0  # long-lived TCP connections beside the flows (0: none; `lab events run --tcp`)
+    sessions: int = 0  # idle UDP sessions opened before the event, probed after it (0: none; `--sessions`)
     # IP families: "4", "6" or "both" (the flows and the rate shared, see `trafficsetup.by_family`);
     # None: both on a dual-stack lab, 4 otherwise
     family: str | None = None
@@ -134,25 +138,43 @@ def run_event(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target
     BEFORE_TRAFFIC is called once the preconditions hold, just before the event's traffic starts
     (a capture started earlier would record the baseline's packets too). With SPEC.tcp, that many
     long-lived TCP connections run beside the flows (`tcp`), in the baseline too, and the result
-    carries their figures, judged against the default TCP budgets (`budgets.with_tcp_defaults`)."""
+    carries their figures, judged against the default TCP budgets (`budgets.with_tcp_defaults`). With
+    SPEC.sessions, that many idle UDP sessions are opened before the event and probed after it
+    (`background`), judged against the default session budgets (`budgets.with_session_defaults`)."""
+    def cannot(what: str, exc: Exception) -> CaseError:
+        return CaseError(EventError(event=event.name, title=event.title, target=target, flows=spec.flows,
+                                    rate=spec.rate, error=f"{what} cannot run: {exc}"))
+
     try:
         load = tcpmod.TcpLoad(plan, spec.tcp).serve(TCP_SERVER_S) if spec.tcp else None
     except LabError as exc:
-        raise CaseError(EventError(event=event.name, title=event.title, target=target, flows=spec.flows,
-                                   rate=spec.rate, error=f"the TCP connections cannot run: {exc}")) from None
+        raise cannot("the TCP connections", exc) from None
+    held: background.SessionLoad | None = None
     try:
-        result = _checked_run(state, plan, event, target, spec, progress, daemon, injector, before_traffic, load)
+        try:
+            held = background.SessionLoad(plan, spec.sessions).start(TCP_SERVER_S) if spec.sessions else None
+        except LabError as exc:
+            raise cannot("the background sessions", exc) from None
+        result = _checked_run(state, plan, event, target, spec, progress, daemon, injector, before_traffic, load,
+                              held)
     finally:
-        if load is not None:
-            load.close()
+        for running in (load, held):
+            if running is not None:
+                running.close()
+    defaults: list[budgetsmod.Budget] = []
     if spec.tcp:
-        result.judge(budgetsmod.with_tcp_defaults([], mnha=bool(plan.mnha)))
+        defaults = budgetsmod.with_tcp_defaults(defaults, mnha=bool(plan.mnha))
+    if spec.sessions:
+        defaults = budgetsmod.with_session_defaults(defaults)
+    if defaults:
+        result.judge(defaults)
     return result
 
 
 def _checked_run(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target: str, spec: TrafficSpec,
                  progress: Progress, daemon: str | None, injector: Injector | None,
-                 before_traffic: Callable[[], None] | None, tcp: tcpmod.TcpLoad | None) -> EventResult:
+                 before_traffic: Callable[[], None] | None, tcp: tcpmod.TcpLoad | None,
+                 held: background.SessionLoad | None = None) -> EventResult:
     # nexthop-add of an SRX (an MNHA pair) in service: out of service first, the event puts it back in
     taken_out = [n for n in ops.service_group(plan, target) if n not in state.down_nodes] \
         if event.name == "nexthop-add" and target not in state.down_nodes else []
@@ -170,7 +192,10 @@ def _checked_run(state: LabState, plan: LabPlan, event: eventsmod.EventKind, tar
     if before_traffic is not None:
         before_traffic()
     try:
-        result = _run(state, plan, event, target, spec, progress, daemon, injector or Injector(), tcp)
+        result = _run(state, plan, event, target, spec, progress, daemon, injector or Injector(), tcp, held)
+    except background.NotOpened as exc:
+        raise CaseError(EventError(event=event.name, title=event.title, target=target, flows=spec.flows,
+                                   rate=spec.rate, checks=checks, error=str(exc))) from None
     except sessions.ReadError as exc:
         raise CaseError(EventError(event=event.name, title=event.title, target=target, flows=spec.flows,
                                    rate=spec.rate, checks=checks, error=f"cannot judge the event: {exc}")) from None
@@ -238,7 +263,8 @@ def _tcp_baseline(tcp: tcpmod.TcpLoad, seconds: float, progress: Progress) -> Ch
 
 
 def _run(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target: str, spec: TrafficSpec,
-         progress: Progress, daemon: str | None, injector: Injector, tcp: tcpmod.TcpLoad | None) -> EventResult:
+         progress: Progress, daemon: str | None, injector: Injector, tcp: tcpmod.TcpLoad | None,
+         held: background.SessionLoad | None = None) -> EventResult:
     fams = trafficsetup.families(plan, spec.family)
     per_flow = spec.rate / spec.flows
     lasting = event.name in LASTING
@@ -266,6 +292,20 @@ def _run(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target: str
     tcp_report: dict[str, Any] | None = None
     tcp_before: dict[str, int] = {}
     got: dict[tuple[int, str], dict[str, Any] | None] = {}  # (family, tx-/rx- forward/reverse) -> its report
+    opened: list[tuple[str, int]] = []
+    held_before: tuple[dict[tuple[str, int], str], dict[tuple[str, int], set[str]]] = ({}, {})
+    unanswered: set[tuple[str, int]] = set()
+    probe_at: float | None = None
+
+    def probe() -> None:
+        nonlocal unanswered, probe_at
+        if held is not None:
+            probe_at = round(time.monotonic_ns() / 1e9 - marks["event"], 3)
+            unanswered = held.probe()
+
+    if held is not None:  # opened before the flows start: their burst does not load the measured traffic
+        opened = background.open_all(held, progress)
+        held_before = background.wait_synced(plan, opened)
     try:
         if tcp is not None:  # opened first: every connection is established before the event
             tcp_open = time.monotonic() + tcp.opening_s + 1.0
@@ -295,6 +335,7 @@ def _run(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target: str
         if lasting:
             time.sleep(max(0.0, spec.hold - 0.5))
             during = carriers(plan, keys=keys)
+            probe()  # the sessions asked while the event lasts: the node that took over answers
             marks["restore"] = time.monotonic_ns() / 1e9
             restored = injector.restore(state, plan, target)
             summary += "; restored: " + ("; ".join(restored) or "nothing")
@@ -302,6 +343,8 @@ def _run(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target: str
         marks["settled"], settled = wait_settled(state, plan, timeout=MAX_EXTRA_S - 5)
         time.sleep(max(0.0, spec.settle - 0.4))
         after = carriers(plan, keys=keys)
+        if not lasting:
+            probe()
         for (fam, name), child in children.items():
             if name.startswith("tx-"):
                 got[(fam, name)] = child.stop(timeout=30)
@@ -379,6 +422,10 @@ def _run(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target: str
                       for x in bgplog.kept(bgp.lines(), since=marks["event"] - 1.0)]
     if tcp_report is not None:
         result.tcp = TcpFigures.model_validate(tcpmod.figures(tcp_report, tcp_before, marks.get("event")))
+    if held is not None:
+        result.sessions = SessionFigures.model_validate(background.figures(
+            held.count, opened, *held_before, background.peer_of(plan), background.taken_out(plan, event.name, target),
+            unanswered, probe_at))
     if during:
         result.flows_moved_on_restore = len(moved_back)
         result.flows_moved_on_restore_ideal_max = round(len(flows) / max(1, len(set(after.values()))))

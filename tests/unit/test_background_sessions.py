@@ -80,7 +80,7 @@ def test_each_second_opens_its_own_block_of_ports() -> None:
     need = sessionload.ports_needed(many, source)
     assert need == 62
     bases = {background.port_base(many, source, now=t) for t in range(60)}
-    assert len(bases) == 60 and all(20000 <= b and b + need <= 65536 for b in bases)
+    assert len(bases) == 60 and all(b >= 20000 and b + need <= 65536 for b in bases)
 
 
 def test_the_default_session_budget_holds_for_the_events_that_take_srxs_out() -> None:

@@ -115,7 +115,7 @@ def _nodes(topo: Topology, plan: LabPlan, python: str) -> None:
                            [n.nat_pool for n in topo.nodes.values() if n.nat_pool])
     # MNHA pairs that share one NAT pool (services.nat_pool_scope): node -> its pair
     shared = {n: pair for pair in usecase.pair_pools(topo) for n in pair.nodes}
-    pair_pool: dict[int, str] = {}
+    pair_pool: dict[tuple[str, ...], str] = {}  # a sharing pair's nodes -> its pool
     mgmt_subnet = IPv4Network(plan.mgmt.subnet)
     mgmt_hosts = mgmt_subnet.hosts()
     next(mgmt_hosts)  # the root namespace's end of the management bridge
@@ -149,10 +149,11 @@ def _nodes(topo: Topology, plan: LabPlan, python: str) -> None:
             if pair is None:
                 plan_node.nat_pool = str(node.nat_pool or nat_pools.next())
             else:  # one pool for both nodes, allocated at the pair's first node (or the one a node sets)
-                if pair_pool.get(id(pair)) is None:
+                members = tuple(pair.nodes)
+                if members not in pair_pool:
                     explicit = next((topo.nodes[n].nat_pool for n in pair.nodes if topo.nodes[n].nat_pool), None)
-                    pair_pool[id(pair)] = str(explicit or nat_pools.next())
-                plan_node.nat_pool = pair_pool[id(pair)]
+                    pair_pool[members] = str(explicit or nat_pools.next())
+                plan_node.nat_pool = pair_pool[members]
         plan.nodes.append(plan_node)
         ifindex += 1
         mgmt_ports.append(MgmtPort(name, master, kind.mgmt_port,

@@ -142,6 +142,29 @@ def _tcp_matrix(cases: list[dict[str, Any]], labs: list[str], events: list[str])
     return out
 
 
+def _sessions_cell(case: dict[str, Any]) -> str:
+    held = (case.get("result") or {}).get("sessions")
+    if not held or case.get("status") == "error":
+        return "–"
+    return (f"{held['survived']}/{held['failed_over']}, {held['lost']}/{held['judged']}"
+            + (f", {held['expected_lost']} exp." if held["expected_lost"] else ""))
+
+
+def _sessions_matrix(cases: list[dict[str, Any]], labs: list[str], events: list[str]) -> list[str]:
+    """The background sessions opened before each case's event and probed after it (a plan with sessions)."""
+    held = [c for c in cases if (c.get("result") or {}).get("sessions")]
+    if not held:
+        return []
+    return ["", "### Sessions in the tables", "",
+            f"{held[0]['result']['sessions']['sessions']} idle UDP sessions per case, opened before the event and "
+            "each sent one reverse datagram after it (events.md, \"Sessions in the tables\"); an SRX drops one "
+            "that matches no session, so a datagram that passes proves its session survived. Cell: failed over "
+            "and passed / sessions of the SRXs the event took out whose MNHA peer stayed, lost / judged (every "
+            "session but the expected lost), and the expected lost (an SRX taken out with its peer, or without "
+            "one). The default budget: at most 0.01 % of the judged lost for the events that take SRXs out.", "",
+            *_matrix(cases, labs, events, _sessions_cell)]
+
+
 def _matrix(cases: list[dict[str, Any]], labs: list[str], events: list[str],
             cell: Callable[[dict[str, Any]], str]) -> list[str]:
     """A table of events (rows) by labs (columns), one CELL per case, "n/a" where the event does not apply."""
@@ -219,6 +242,7 @@ def render_results(doc: dict[str, Any]) -> str:
             "Cell: verdict, convergence max / median (ms), unaffected-flow loss (packets), flows moved / "
             "expected, recovered.", "", *_matrix(cases, labs, events, _case_cell)]
     out += _tcp_matrix(cases, labs, events)
+    out += _sessions_matrix(cases, labs, events)
     bad = [c for c in cases if c.get("status") != "passed"]
     out += ["", "### Cases that did not pass", ""]
     if not bad:

@@ -38,22 +38,24 @@ LABS = ("topology1", "topology2", "topology3", "topology4", "topology1-cgnat", "
         "topology3-cgnat", "topology4-cgnat", "topology2-srg1", "topology3-srg1", "topology4-srg1",
         "topology3-mixed")
 OPTIONS = ("--flows", "60", "--rate", "3000", "--warmup", "1.5", "--hold", "1.5", "--duration", "3",
-           "--down-time", "1")
+           "--down-time", "1", "--sessions", "10000")
 EVENT_KEYS = ("event", "target", "passed", "recovered", "flows", "affected_flows", "unaffected_flows",
               "convergence_ms", "longest_gap_ms", "packets_lost_by_unaffected_flows", "flows_moved",
               "flows_moved_ideal", "flows_rebound", "phases", "verdict_from", "tables_missed",
-              "daemon_crash", "resolution_ms")
+              "daemon_crash", "resolution_ms", "sessions")
 FLOW_KEYS = ("flow", "src", "carrier_before", "carrier_during", "carrier_after", "lost_forward",
              "lost_reverse", "gap_at_s", "expected_mover", "moved", "rebound")
 
 
 def failure_reasons(event: dict[str, Any]) -> list[str]:
     """Why an event failed, from its figures (the runner's own reasons when it gave them)."""
-    if event.get("passed"):
+    if event.get("passed") and event.get("status", "passed") == "passed":
         return []
     why = list(event.get("failure_reasons") or [])
     if why:
         return why
+    why += [f"budget {row['metric']} <= {row['limit']:g}: measured {row['measured']:g}"
+            for row in event.get("budgets") or [] if not row.get("ok")]
     if not event.get("recovered", True):
         why.append("not every flow recovered after the event")
     if event.get("packets_lost_by_unaffected_flows"):
@@ -69,6 +71,8 @@ def trim(report: dict[str, Any]) -> list[dict[str, Any]]:
     out = []
     for event in report.get("events", []):
         kept = {key: event[key] for key in EVENT_KEYS if key in event}
+        if "passed" in kept:  # a broken budget (the sessions' by default) fails the event as the runner says
+            kept["passed"] = bool(kept["passed"]) and event.get("status", "passed") == "passed"
         start = (event.get("marks") or {}).get("event")
         kept["marks_s"] = {name: round(at - start, 3) for name, at in (event.get("marks") or {}).items()} \
             if start is not None else {}
@@ -98,15 +102,23 @@ def event_row(event: dict[str, Any], cgnat: bool) -> str:
     movers = f"{first['expected_movers']} / {first['movers']} / {first['unexpected_movers']}" if first else "-"
     cross = str(first.get("cross_mx_movers", 0)) if first else "-"
     if "passed" not in event:  # not judged: a precondition failed (the reasons are listed below the table)
-        return "| " + " | ".join([event["event"], event["target"], "error (not judged)"] + ["-"] * 6
+        return "| " + " | ".join([event["event"], event["target"], "error (not judged)"] + ["-"] * 7
                                  + (["-"] if cgnat else [])) + " |"
     verdict = "pass" if event["passed"] else "**FAIL**"
     cells = [event["event"], event["target"], verdict, f"{event['affected_flows']} / {event['flows']}",
              _ms(event["convergence_ms"]["max"]), str(event["packets_lost_by_unaffected_flows"]),
-             f"{event['flows_moved']} ({event['flows_moved_ideal']})", movers, cross]
+             f"{event['flows_moved']} ({event['flows_moved_ideal']})", movers, cross, _sessions(event.get("sessions"))]
     if cgnat:
         cells.append(str(event.get("flows_rebound", 0)))
     return "| " + " | ".join(cells) + " |"
+
+
+def _sessions(held: dict[str, Any] | None) -> str:
+    """Background sessions: failed over and passed / failed over, lost / judged (expected lost)."""
+    if not held:
+        return "-"
+    return (f"{held['survived']}/{held['failed_over']}, {held['lost']}/{held['judged']}"
+            + (f" ({held['expected_lost']} exp.)" if held["expected_lost"] else ""))
 
 
 def lab_section(lab: str, kept: dict[str, Any]) -> list[str]:
@@ -120,7 +132,7 @@ def lab_section(lab: str, kept: dict[str, Any]) -> list[str]:
     if not events:
         return lines
     header = ["event", "target", "verdict", "affected / flows", "convergence max ms", "unaffected loss",
-              "moved (ideal)", "movers expected / observed / unexpected", "cross-MX"]
+              "moved (ideal)", "movers expected / observed / unexpected", "cross-MX", "sessions"]
     if cgnat:
         header.append("re-bound")
     lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
@@ -161,8 +173,11 @@ expected movers of the selector tables, see [events.md](events.md)); **unaffecte
 **moved (ideal)** compares the flows whose carrier changed during the event with the target's own
 flows; **movers expected / observed / unexpected** are the first phase's figures (expected from the
 MX tables, observed on the SRXs' session counters); **cross-MX** counts the expected movers that come
-from the two MXs' tables disagreeing (SRD labs); **re-bound** (CGNAT) the flows whose NAT binding
-changed.
+from the two MXs' tables disagreeing (SRD labs); **sessions**: 10,000 idle UDP sessions opened
+before the event, each sent one reverse datagram after it (events.md, "Sessions in the tables"):
+failed over and passed / sessions of the SRXs taken out whose MNHA peer stayed, lost / judged, and
+the expected lost (an SRX taken out with its peer, or without one); **re-bound** (CGNAT) the flows
+whose NAT binding changed.
 """
 
 

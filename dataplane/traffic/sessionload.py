@@ -19,9 +19,11 @@ Both read commands on stdin, one per line, and answer each with one JSON line on
   address and port it came from (behind a NAT: the session's public binding). `probe RATE`: one
   datagram to every remembered session at RATE per second, the reverse direction alone;
   {"probed": N, "seconds": S}. `report`: {"sessions": N, "echoed": M}.
-- `hold`, once bound, prints {"holding": COUNT, "ports": K}. `open RATE WAIT`: one datagram from
-  every session at RATE per second, then up to WAIT seconds for their echoes; {"sent", "answered",
-  "missing" (up to 20 "ADDR:PORT"), "seconds"}. `expect`: forget what arrived. `count WAIT QUIET`:
+- `hold`, once bound, prints {"holding": COUNT, "ports": K}. `open RATE WAIT [QUIET]`: one datagram
+  from every session at RATE per second, then up to WAIT seconds for their echoes (with QUIET: less
+  when none arrived for that long); then the same once more for the sessions not answered (a datagram
+  lost on a loaded path); {"sent", "sent_again", "answered", "missing" (up to 20
+  "ADDR:PORT"), "seconds"}. `expect`: forget what arrived. `count WAIT QUIET`:
   wait until every session got a datagram since `expect`, or WAIT seconds, or QUIET seconds without
   a new one; {"received", "missing_count", "missing", "missing_indexes" (every one)}.
 
@@ -39,6 +41,7 @@ import struct
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from ipaddress import IPv4Address, IPv4Network
 
 MAGIC = b"LBS1"
@@ -203,8 +206,10 @@ class Holder:
         self.heard[:] = bytes(self.count)
         self.received, self.last_arrival = 0, 0.0
 
-    def send_all(self, rate: float) -> int:
-        for i in _paced(self.count, rate):
+    def send_all(self, rate: float, which: Sequence[int]) -> int:
+        """One datagram from each session of WHICH, at RATE per second."""
+        for n in _paced(len(which), rate):
+            i = which[n]
             source = struct.pack("!I", self.first + i % self.size)
             info = struct.pack("@i4s4s", 0, source, b"\0\0\0\0")  # in_pktinfo: the source address
             sock = self.socks[i // self.size]
@@ -214,7 +219,7 @@ class Holder:
                     break
                 except BlockingIOError:
                     time.sleep(0.001)
-        return self.count
+        return len(which)
 
     def wait(self, seconds: float, quiet: float | None = None) -> None:
         """Until every session was heard, SECONDS passed, or (QUIET) that long without a new one."""
@@ -252,10 +257,17 @@ def hold(sources: IPv4Network, count: int, to: tuple[str, int], port_base: int, 
             if words[0] == "open":
                 holder.expect()
                 started = time.monotonic()
-                sent = holder.send_all(float(words[1]))
-                holder.wait(float(words[2]))
-                _say({"sent": sent, "answered": holder.received, "missing": holder.missing(),
-                      "seconds": round(time.monotonic() - started, 3)})
+                rate, wait = float(words[1]), float(words[2])
+                quiet = float(words[3]) if len(words) > 3 else None
+                sent = holder.send_all(rate, range(count))
+                holder.wait(wait, quiet)
+                # once more for the sessions whose first datagram or echo was lost on a loaded path
+                again = holder.missing_indexes()
+                if again:
+                    holder.send_all(rate, again)
+                    holder.wait(wait, quiet)
+                _say({"sent": sent, "sent_again": len(again), "answered": holder.received,
+                      "missing": holder.missing(), "seconds": round(time.monotonic() - started, 3)})
             elif words[0] == "expect":
                 holder.expect()
                 _say({"ok": True})

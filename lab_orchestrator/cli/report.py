@@ -82,6 +82,10 @@ def report(
                              "and judge them with the default TCP budgets, as `lab events run --tcp`."),
     tcp_connections: int = typer.Option(200, "--tcp-connections", min=1, max=60000,
                                         help="With --tcp: how many long-lived TCP connections."),
+    sessions: int | None = typer.Option(None, "--sessions", min=0, max=2000000, metavar="N",
+                                        help="Idle UDP sessions opened before every case's event and each sent one "
+                                        "reverse datagram after it, as `lab events run --sessions` (default: the "
+                                        "plan's traffic.sessions; 0: none)."),
 ) -> None:
     """Run a test plan (default: the JVD's: topologies 1-4, SFW and CGNAT, every applicable failure
     event with its restore) under two-way traffic, and write a self-contained HTML report (matrix
@@ -109,7 +113,8 @@ def report(
         loaded = reportrun.with_running_labs(loaded, lab)
         traffic = loaded.plan.traffic.model_copy(update={k: v for k, v in (
             ("flows", flows), ("rate_per_flow", rate_per_flow), ("sizes", sizes), ("receiver", receiver),
-            ("baseline", baseline), ("tcp_connections", tcp_connections if tcp else None))
+            ("baseline", baseline), ("tcp_connections", tcp_connections if tcp else None),
+            ("sessions", sessions))
             if v is not None})
         try:
             traffic = testplan.TrafficParams.model_validate(traffic.model_dump())  # overrides checked too

@@ -89,11 +89,11 @@ def taken_out(plan: LabPlan, event: str, target: str) -> set[str]:
 def open_all(held: SessionLoad, progress: Callable[[str], None]) -> list[tuple[str, int]]:
     """Open the sessions; `NotOpened` unless every one was answered."""
     progress(f"opening {held.count} background sessions")
-    opened, missing = held.open()
+    opened, answered, missing = held.open()
     if not opened:
-        raise NotOpened(f"the path did not answer every one of the {held.count} background sessions before the "
-                        f"event (not answered: {', '.join(missing[:5]) or 'unknown'}): the case cannot be "
-                        "judged; lower --sessions, or look at the SRXs' tables")
+        raise NotOpened(f"the path answered {answered} of the {held.count} background sessions before the event "
+                        f"(not answered: {', '.join(missing[:5]) or 'unknown'}): the case cannot be judged; lower "
+                        "--sessions, or look at the SRXs' tables")
     return opened
 
 
@@ -218,23 +218,31 @@ class SessionLoad:
         self._answer(self.client, f"client in {self.client_ns}", 10.0)
         return self
 
-    def open(self) -> tuple[list[tuple[str, int]], list[str]]:
-        """Open every session: (the sessions answered, up to 20 that were not)."""
-        self._tell(self.client, f"open {OPEN_RATE:g} {ANSWER_WAIT_S:g}")
-        report = self._answer(self.client, "client", self.count / OPEN_RATE + ANSWER_WAIT_S + 30)
-        missing = list(report["missing"])
-        if report["answered"] != self.count:
-            return [], missing
-        return [self.key(i) for i in range(self.count)], []
+    def open(self) -> tuple[list[tuple[str, int]], int, list[str]]:
+        """Open every session: (the sessions, when every one was answered; how many were; up to 20
+        that were not). The echoes may trail the sending by as long as it took (a server behind its
+        socket's queue): the wait is that long too, or ends QUIET_S after the last echo."""
+        wait = ANSWER_WAIT_S + self.count / OPEN_RATE
+        self._tell(self.client, f"open {OPEN_RATE:g} {wait:g} {QUIET_S * 2:g}")
+        report = self._answer(self.client, "client", self.count / OPEN_RATE + wait + 30)
+        answered, missing = int(report["answered"]), list(report["missing"])
+        if answered != self.count:
+            return [], answered, missing
+        return [self.key(i) for i in range(self.count)], answered, []
 
     def probe(self) -> set[tuple[str, int]]:
-        """One reverse datagram to every session: the sessions it did not reach."""
+        """A reverse datagram to every session, twice when the first round missed some (a datagram
+        lost on a loaded path; a session that is not there drops both): the sessions neither reached."""
         self._tell(self.client, "expect")
         self._answer(self.client, "client", 10.0)
-        self._tell(self.server, f"probe {PROBE_RATE:g}")
-        self._answer(self.server, "server", self.count / PROBE_RATE + 30)
-        self._tell(self.client, f"count {ANSWER_WAIT_S:g} {QUIET_S:g}")
-        report = self._answer(self.client, "client", ANSWER_WAIT_S + 30)
+        report: dict[str, Any] = {}
+        for _ in range(2):
+            self._tell(self.server, f"probe {PROBE_RATE:g}")
+            self._answer(self.server, "server", self.count / PROBE_RATE + 30)
+            self._tell(self.client, f"count {ANSWER_WAIT_S:g} {QUIET_S:g}")
+            report = self._answer(self.client, "client", ANSWER_WAIT_S + 30)
+            if not report["missing_indexes"]:
+                break
         return {self.key(i) for i in report["missing_indexes"]}
 
     def key(self, index: int) -> tuple[str, int]:

@@ -32,6 +32,7 @@ SCHEMA = 1
 
 Doc = dict[str, Any]
 TCP_KEYS = ("connections", "completed", "reset", "failed", "timed_out", "stuck", "retried", "longest_gap_ms")
+SESSION_KEYS = ("opened", "failed_over", "survived", "expected_lost", "judged", "lost")
 Case = dict[str, Any]
 
 
@@ -230,6 +231,8 @@ def _case_html(doc: Doc, case: Case) -> str:
             ("case duration", f"{_num(case.get('duration_s'))} s"),
             *([("long-lived TCP connections", ", ".join(f"{k.replace('_', ' ')} {_num(f['tcp_' + k])}" for k in
                                                        TCP_KEYS))] if r.get("tcp") else []),
+            *([("background sessions", ", ".join(f"{k.replace('_', ' ')} {_num(r['sessions'][k])}" for k in
+                                                 SESSION_KEYS))] if r.get("sessions") else []),
         ]))
         parts.append(familiesmod.table_html(r, _num, _e))
         parts.append("<div class='charts'><div><h3>Delivered pps per SRX</h3>" + timeline_svg(r) + "</div>")

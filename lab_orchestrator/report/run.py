@@ -174,7 +174,7 @@ def run_case(case: Case, traffic: TrafficParams, capture: bool, workdir: Path,
                                     baseline=traffic.baseline,
                                     realtime=traffic.realtime if realtime is None else realtime,
                                     sender_cpu=traffic.sender_cpu if cpu is None else cpu,
-                                    tcp=traffic.tcp_connections)
+                                    tcp=traffic.tcp_connections, sessions=traffic.sessions)
         def start_captures() -> None:  # after the baseline: its packets are not the event's
             ends = trafficsetup.endpoints(lab.plan())
             caps.append(capmod.Dumpcap(ends.server_ns, ends.server_iface, workdir / f"{case.index}-fwd.pcap").start())

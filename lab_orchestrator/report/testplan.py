@@ -70,6 +70,9 @@ class TrafficParams(_Strict):
     sender_cpu: int | None = Field(default=None, ge=0, le=1023)
     # long-lived TCP connections beside the flows of every case (0: none; docs/events.md, `--tcp`)
     tcp_connections: int = Field(default=0, ge=0, le=60000)
+    # idle UDP sessions opened before each case's event and probed after it (0: none; docs/events.md,
+    # `--sessions`)
+    sessions: int = Field(default=0, ge=0, le=2000000)
 
     @property
     def rate(self) -> float:

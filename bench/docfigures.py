@@ -47,8 +47,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+for _path in (str(ROOT), str(ROOT / "bench")):  # the product's packages; this folder's sidematrices
+    if _path not in sys.path:
+        sys.path.insert(0, _path)
 
 REPORT = ROOT / "docs" / "results" / "jvd-report.json"
 EVENTS_KEPT = ROOT / "docs" / "events-results"
@@ -115,67 +116,6 @@ def _case_cell(case: dict[str, Any]) -> str:
             f"{'rec' if f['recovered'] else '**not rec**'}")
 
 
-def _tcp_cell(case: dict[str, Any]) -> str:
-    tcp = (case.get("result") or {}).get("tcp")
-    if not tcp or case.get("status") == "error":
-        return "–"
-    return (f"{tcp['completed']}/{tcp['connections']}, {tcp['stuck']}, {tcp['reset']}, {tcp['failed']}, "
-            f"{_ms(tcp['longest_gap_ms'])}")
-
-
-def _tcp_matrix(cases: list[dict[str, Any]], labs: list[str], events: list[str]) -> list[str]:
-    """The long-lived TCP connections run beside the flows, per case (a plan with tcp_connections)."""
-    with_tcp = [c for c in cases if (c.get("result") or {}).get("tcp")]
-    if not with_tcp:
-        return []
-    count = with_tcp[0]["result"]["tcp"]["connections"]
-    out = ["", "### TCP beside the flows", "",
-           f"{count} long-lived TCP connections per case (a request every "
-           f"{_ms(with_tcp[0]['result']['tcp']['interval_ms'])} ms each; events.md, \"TCP beside the flows\"). "
-           "Cell: completed (open to the end) / connections, of them stuck (no answer since some point, to "
-           "the end of the run), reset, failed, longest gap between two answers of one connection (ms). The "
-           "JVD's budget: under 1 % reset during failure events, none in basic MNHA failovers. A connection is "
-           "stuck when its packets reach an SRX that has no session for it, which drops a segment that is "
-           "not a SYN (the SRX's SYN check): its SRX failed with no MNHA peer to carry its session on (or "
-           "its whole pair did), or the MX's table, rebuilt after a reboot, sent it to another SRX.", "",
-           *_matrix(cases, labs, events, _tcp_cell)]
-    return out
-
-
-def _sessions_cell(case: dict[str, Any]) -> str:
-    held = (case.get("result") or {}).get("sessions")
-    if not held or case.get("status") == "error":
-        return "–"
-    return (f"{held['survived']}/{held['failed_over']}, {held['lost']}/{held['judged']}"
-            + (f", {held['expected_lost']} exp." if held["expected_lost"] else ""))
-
-
-def _sessions_matrix(cases: list[dict[str, Any]], labs: list[str], events: list[str]) -> list[str]:
-    """The background sessions opened before each case's event and probed after it (a plan with sessions)."""
-    held = [c for c in cases if (c.get("result") or {}).get("sessions")]
-    if not held:
-        return []
-    return ["", "### Sessions in the tables", "",
-            f"{held[0]['result']['sessions']['sessions']} idle UDP sessions per case, opened before the event and "
-            "each sent one reverse datagram after it (events.md, \"Sessions in the tables\"); an SRX drops one "
-            "that matches no session, so a datagram that passes proves its session survived. Cell: failed over "
-            "and passed / sessions of the SRXs the event took out whose MNHA peer stayed, lost / judged (every "
-            "session but the expected lost), and the expected lost (an SRX taken out with its peer, or without "
-            "one). The default budget: at most 0.01 % of the judged lost for the events that take SRXs out.", "",
-            *_matrix(cases, labs, events, _sessions_cell)]
-
-
-def _matrix(cases: list[dict[str, Any]], labs: list[str], events: list[str],
-            cell: Callable[[dict[str, Any]], str]) -> list[str]:
-    """A table of events (rows) by labs (columns), one CELL per case, "n/a" where the event does not apply."""
-    by_key = {(c["lab"], c["event"]): c for c in cases}
-    rows = ["| event | " + " | ".join(labs) + " |", "|---|" + "---|" * len(labs)]
-    for event in events:
-        rows.append(f"| {event} | " + " | ".join(cell(by_key[(lab, event)]) if (lab, event) in by_key else "n/a"
-                                                  for lab in labs) + " |")
-    return rows
-
-
 def _event_order(cases: list[dict[str, Any]]) -> list[str]:
     from lab_orchestrator.events.catalog import CATALOG
 
@@ -185,6 +125,8 @@ def _event_order(cases: list[dict[str, Any]]) -> list[str]:
 
 def render_results(doc: dict[str, Any]) -> str:
     """docs/results.md's figures from a `lab report` document."""
+    import sidematrices
+
     from lab_orchestrator.events.catalog import CATALOG
     from lab_orchestrator.report import document
 
@@ -240,9 +182,9 @@ def render_results(doc: dict[str, Any]) -> str:
                    f"| {span} |")
     out += ["", "### Matrix", "",
             "Cell: verdict, convergence max / median (ms), unaffected-flow loss (packets), flows moved / "
-            "expected, recovered.", "", *_matrix(cases, labs, events, _case_cell)]
-    out += _tcp_matrix(cases, labs, events)
-    out += _sessions_matrix(cases, labs, events)
+            "expected, recovered.", "", *sidematrices.matrix(cases, labs, events, _case_cell)]
+    out += sidematrices.tcp_matrix(cases, labs, events)
+    out += sidematrices.sessions_matrix(cases, labs, events)
     bad = [c for c in cases if c.get("status") != "passed"]
     out += ["", "### Cases that did not pass", ""]
     if not bad:

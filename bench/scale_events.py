@@ -1,0 +1,121 @@
+"""Failure events with the JVD's session scale in the tables: docs/benchmarks-scale-events.md.
+
+    python3 bench/scale_events.py [--sessions 1000000] [--events srx-power-off,mnha-pair-power-off,srx-reboot]
+
+Runs `lab events run --sessions N` (docs/events.md, "Sessions in the tables") on topology3 with a
+client prefix large enough for N distinct sources (100.64.0.0/12: its second quarter holds 262,142
+addresses, four source ports each for a million sessions), the kernel's session limit raised for N
+sessions and their copies (`services.max_sessions`), and a UDP timeout long enough that sessions
+opened first are still there when the last are probed (`services.udp_timeout`; the sessions are
+idle between the two). The flows keep the events' usual figures beside them. Root; about three
+minutes an event at a million sessions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from common import ROOT, lab_cmd, logger, topology_text, write_doc
+
+LAB = "se3"
+DOC = ROOT / "docs" / "benchmarks-scale-events.md"
+OPEN_RATE = 20000.0  # events/background.py's opening and probing rate
+log = logger("scale-events")
+
+
+def topology(tmp: Path, sessions: int, udp_timeout: int) -> Path:
+    text = topology_text(ROOT / "labs" / "topology3.yml", LAB)
+    text = text.replace("prefixes: [100.64.0.0/16]", "prefixes: [100.64.0.0/12]", 1)
+    limit = max(262144, 2 * sessions + 200000)  # the carrier's sessions, the peer's copies, the flows
+    text = text.replace("\nservices:\n", f"\nservices:\n  max_sessions: {limit}\n  udp_timeout: {udp_timeout}\n", 1)
+    path = tmp / f"{LAB}.yml"
+    path.write_text(text)
+    return path
+
+
+def run(sessions: int, events: list[str], tmp: Path) -> tuple[dict[str, Any], str, float]:
+    # the sessions idle from their opening to their probe: opening, reading the tables, the event, the probe
+    busy = 3 * sessions / OPEN_RATE
+    udp_timeout = int(max(60, 120 + 2 * busy))
+    topo = topology(tmp, sessions, udp_timeout)
+    report = tmp / "events.json"
+    # the flows run until the probe (twice at most) is over: their settle time covers it
+    duration = round(4 + 2 * sessions / OPEN_RATE + 10, 1)
+    args = [str(topo), *[a for e in events for a in ("-e", e)], "--sessions", str(sessions), "--flows", "100",
+            "--rate", "10000", "--duration", str(duration), "--json-out", str(report)]
+    log(f"lab events run {' '.join(args)}")
+    started = time.monotonic()
+    done = subprocess.run([*lab_cmd(), "events", "run", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=600 + len(events) * (120 + 8 * sessions / OPEN_RATE))
+    seconds = time.monotonic() - started
+    log(done.stdout[-3000:])
+    if not report.exists():
+        raise SystemExit(f"no report (exit {done.returncode}): {done.stderr[-1000:]}")
+    doc: dict[str, Any] = json.loads(report.read_text())
+    doc["exit_code"] = done.returncode
+    doc["udp_timeout"] = udp_timeout
+    return doc, "lab events run labs/topology3.yml (see above) " + " ".join(args[1:-2]), seconds
+
+
+def markdown(doc: dict[str, Any], command: str, seconds: float, sessions: int) -> str:
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    lines = [
+        "# Failure events with sessions at scale",
+        "",
+        f"Measured {when} by `python3 bench/scale_events.py {' '.join(sys.argv[1:])}` ({seconds / 60:.1f} min), "
+        f"which ran `{command}`. Machine: {os.cpu_count()} CPUs, kernel {platform.release()}.",
+        "",
+        f"{sessions} idle UDP sessions opened before each event on topology3 (client prefix 100.64.0.0/12, "
+        f"`services.max_sessions` {2 * sessions + 200000}, `services.udp_timeout` {doc['udp_timeout']} s so that "
+        "no session ages out between its opening and its probe), each sent one reverse datagram after the event "
+        "(a lasting event: before its restore); 100 flows x 100 pps each way beside them. Exit code "
+        f"{doc['exit_code']}.",
+        "",
+        "| event | target | verdict | sessions opened | carried by the target | of them synced to its peer | "
+        "failed over / passed | lost / judged | expected lost | probe at (s from the event) | flows: convergence "
+        "max (ms) | goal |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for event in doc["events"]:
+        if event.get("status") == "error":
+            lines.append(f"| {event['event']} | {event['target']} | error: {event['error']} |" + " - |" * 9)
+            continue
+        s = event["sessions"]
+        target = event["target"]
+        lines.append(
+            f"| {event['event']} | {target} | {event['status']} | {s['opened']} | "
+            f"{s['carried_before'].get(target, 0)} | {s['synced_before'].get(target, 0)} | "
+            f"{s['failed_over']} / {s['survived']} | {s['lost']} / {s['judged']} | {s['expected_lost']} | "
+            f"{s['probe_at_s']} | {event['convergence_ms']['max']:.0f} | lost ≤ 0.01 % of judged |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sessions", type=int, default=1_000_000)
+    parser.add_argument("--events", default="srx-power-off,mnha-pair-power-off,srx-reboot")
+    parser.add_argument("--no-doc", action="store_true", help="print the table only")
+    args = parser.parse_args()
+    if os.geteuid() != 0:
+        print("needs root (network namespaces)", file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory() as tmp:
+        doc, command, seconds = run(args.sessions, args.events.split(","), Path(tmp))
+    text = markdown(doc, command, seconds, args.sessions)
+    print(text)
+    if not args.no_doc:
+        write_doc(text, DOC)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

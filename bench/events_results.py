@@ -54,6 +54,8 @@ def failure_reasons(event: dict[str, Any]) -> list[str]:
     why = list(event.get("failure_reasons") or [])
     if why:
         return why
+    if event.get("status") == "error":  # not judged: the runner's own sentence says why
+        return [str(event.get("error") or "not judged")]
     why += [f"budget {row['metric']} <= {row['limit']:g}: measured {row['measured']:g}"
             for row in event.get("budgets") or [] if not row.get("ok")]
     if not event.get("recovered", True):
@@ -71,6 +73,8 @@ def trim(report: dict[str, Any]) -> list[dict[str, Any]]:
     out = []
     for event in report.get("events", []):
         kept = {key: event[key] for key in EVENT_KEYS if key in event}
+        if event.get("status") == "error":
+            kept["error"] = event.get("error")
         if "passed" in kept:  # a broken budget (the sessions' by default) fails the event as the runner says
             kept["passed"] = bool(kept["passed"]) and event.get("status", "passed") == "passed"
         start = (event.get("marks") or {}).get("event")

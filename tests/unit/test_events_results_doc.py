@@ -93,3 +93,11 @@ def test_flow_zero_that_lost_packets_is_kept_with_its_number_and_listed() -> Non
             "events": [event]}
     text = "\n".join(er.lab_section("topology3-cgnat", kept))
     assert "flow 0 (100.64.0.1" in text and "flow 13 (100.64.0.14" in text
+
+
+def test_a_case_not_judged_keeps_the_runners_sentence() -> None:
+    error = {"event": "restart-routing", "target": "mx1", "status": "error", "flows": 60,
+             "error": "the generator fell behind during the event (...): lower --rate/--flows"}
+    kept = er.trim({"events": [error]})[0]
+    assert "passed" not in kept and kept["error"] == error["error"]
+    assert kept["failure_reasons"] == [error["error"]]

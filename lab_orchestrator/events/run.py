@@ -343,8 +343,6 @@ def _run(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target: str
         marks["settled"], settled = wait_settled(state, plan, timeout=MAX_EXTRA_S - 5)
         time.sleep(max(0.0, spec.settle - 0.4))
         after = carriers(plan, keys=keys)
-        if not lasting:
-            probe()
         for (fam, name), child in children.items():
             if name.startswith("tx-"):
                 got[(fam, name)] = child.stop(timeout=30)
@@ -354,6 +352,8 @@ def _run(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target: str
                 got[(fam, name)] = child.stop(sent=got.get((fam, name.replace("rx-", "tx-"))))
         if tcp is not None:
             tcp_report = tcp.stop()
+        if not lasting:  # once the measured traffic has stopped: the probe's burst does not delay its senders
+            probe()
     except BaseException:
         for child in children.values():
             child.kill()

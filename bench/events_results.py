@@ -38,7 +38,7 @@ LABS = ("topology1", "topology2", "topology3", "topology4", "topology1-cgnat", "
         "topology3-cgnat", "topology4-cgnat", "topology2-srg1", "topology3-srg1", "topology4-srg1",
         "topology3-mixed")
 OPTIONS = ("--flows", "60", "--rate", "3000", "--warmup", "1.5", "--hold", "1.5", "--duration", "3",
-           "--down-time", "1", "--sessions", "10000")
+           "--down-time", "1", "--sessions", "2000")
 EVENT_KEYS = ("event", "target", "passed", "recovered", "flows", "affected_flows", "unaffected_flows",
               "convergence_ms", "longest_gap_ms", "packets_lost_by_unaffected_flows", "flows_moved",
               "flows_moved_ideal", "flows_rebound", "phases", "verdict_from", "tables_missed",
@@ -177,7 +177,7 @@ expected movers of the selector tables, see [events.md](events.md)); **unaffecte
 **moved (ideal)** compares the flows whose carrier changed during the event with the target's own
 flows; **movers expected / observed / unexpected** are the first phase's figures (expected from the
 MX tables, observed on the SRXs' session counters); **cross-MX** counts the expected movers that come
-from the two MXs' tables disagreeing (SRD labs); **sessions**: 10,000 idle UDP sessions opened
+from the two MXs' tables disagreeing (SRD labs); **sessions**: 2,000 idle UDP sessions opened
 before the event, each sent one reverse datagram after it (events.md, "Sessions in the tables"):
 failed over and passed / sessions of the SRXs taken out whose MNHA peer stayed, lost / judged, and
 the expected lost (an SRX taken out with its peer, or without one); **re-bound** (CGNAT) the flows

@@ -28,7 +28,8 @@ from common import ROOT, lab_cmd, logger, topology_text, write_doc
 
 LAB = "se3"
 DOC = ROOT / "docs" / "benchmarks-scale-events.md"
-OPEN_RATE = 20000.0  # events/background.py's opening and probing rate
+OPEN_RATE = 20000.0  # events/background.py's opening rate (twice at most)
+PROBE_RATE = 5000.0  # and its probing rate (twice at most)
 log = logger("scale-events")
 
 
@@ -44,18 +45,18 @@ def topology(tmp: Path, sessions: int, udp_timeout: int) -> Path:
 
 def run(sessions: int, events: list[str], tmp: Path) -> tuple[dict[str, Any], str, float]:
     # the sessions idle from their opening to their probe: opening, reading the tables, the event, the probe
-    busy = 3 * sessions / OPEN_RATE
+    busy = 2 * sessions / OPEN_RATE + 2 * sessions / PROBE_RATE + sessions / OPEN_RATE
     udp_timeout = int(max(60, 120 + 2 * busy))
     topo = topology(tmp, sessions, udp_timeout)
     report = tmp / "events.json"
     # the flows run until the probe (twice at most) is over: their settle time covers it
-    duration = round(4 + 2 * sessions / OPEN_RATE + 10, 1)
+    duration = round(4 + 2 * sessions / PROBE_RATE + 10, 1)
     args = [str(topo), *[a for e in events for a in ("-e", e)], "--sessions", str(sessions), "--flows", "100",
             "--rate", "10000", "--duration", str(duration), "--json-out", str(report)]
     log(f"lab events run {' '.join(args)}")
     started = time.monotonic()
     done = subprocess.run([*lab_cmd(), "events", "run", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=600 + len(events) * (120 + 8 * sessions / OPEN_RATE))
+                          timeout=600 + len(events) * (120 + 4 * busy))
     seconds = time.monotonic() - started
     log(done.stdout[-3000:])
     if not report.exists():

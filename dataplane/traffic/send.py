@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import gc
 import socket
 import threading
 import time
@@ -11,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import binding
+from . import binding, steal
 from .batch import Batch, open_batch, slot_size
 from .frames import (
     CYCLE_SEED,
@@ -32,6 +33,8 @@ from .netio import bind_socket, in_netns, mac_text, pin_cpu, resolve_dst_mac, se
 from .spawn import Spawned
 
 LAG_BUCKET_NS = 50_000  # resolution of the lateness histogram
+STEAL_EVERY_NS = 50_000_000  # how often the sender reads the machine's steal time
+STEAL_LAG_NS = 10_000_000  # a delay this long is compared with the steal time around it
 
 
 def lag_percentile(lags: dict[int, int], fraction: float) -> float:
@@ -147,10 +150,8 @@ class Sender:
         pin_cpu(self.cpu)
         if self.realtime and self.rate <= 0:
             raise ValueError("realtime needs a paced rate (at full speed it would monopolise a CPU)")
-        with set_realtime(self.realtime) as granted, in_netns(self.ns):
-            report = self._run()
-        report["realtime"] = granted
-        return report
+        with in_netns(self.ns):
+            return self._run()
 
     def start(self) -> Sender:
         """Run in a background thread; `join()` returns the report."""
@@ -195,8 +196,14 @@ class Sender:
             frames = FrameSet(self.flows, sizes, src_mac, dst_mac, self.seed)
             build_s = time.monotonic() - built
             learned = self._learn(frames) if self.learn_fd is not None or self.learn_path is not None else None
+            # The frames (a few hundred ms of CPU) are built before the thread turns realtime: a
+            # SCHED_FIFO thread busy that long would hold a CPU the other sender, the receivers and
+            # the softirq work of the path need. What is built stays: the collector need not walk it.
+            gc.collect()
+            gc.freeze()
             cpu_before = time.thread_time()
-            seqs, errors, stats = self._loop(sock, frames)
+            with set_realtime(self.realtime) as granted:
+                seqs, errors, stats = self._loop(sock, frames)
             cpu_s = time.thread_time() - cpu_before
         finally:
             sock.close()
@@ -220,7 +227,10 @@ class Sender:
             "lag_p99_ms": lag_percentile(stats["lags"], 0.99), "lag_p999_ms": lag_percentile(stats["lags"], 0.999),
             "send_calls": stats["calls"], "build_s": build_s,
             "cpu_s": cpu_s,  # this thread's CPU time while sending (softirq work done in its context included)
-            "stopped": self._stop,
+            "stopped": self._stop, "realtime": granted,
+            # the most steal time (the hypervisor running something else) one CPU had during the
+            # worst delay, and during the whole run: a paused machine, not a slow sender
+            "max_lag_steal_ms": stats["max_lag_steal_ms"], "steal_ms": stats["steal_ms"],
             "per_flow_sent": {str(f.flow_id): n for f, n in zip(self.flows, seqs, strict=True)},
             **({"learned_before_start": learned, "rebinds": self._rebinds,
                 "bindings": {str(f.flow_id): f"{f.dst}:{f.dport}" for f in frames.flows}}
@@ -290,7 +300,11 @@ class Sender:
         late = 0  # packets sent more than 1 ms after their due time
         lags: dict[int, int] = {}  # lateness bucket (LAG_BUCKET_NS) -> packets
         calls = 0
+        read_steal = steal.read
+        steal_first = steal_last = read_steal()
+        max_lag_steal = 0.0
         start = mono()
+        steal_next = start + STEAL_EVERY_NS
         end = start + int(self.duration * 1e9) if self.duration is not None else 1 << 62
         if self.rate > 0:
             # hard bound: a sender that cannot keep the rate stops at twice its planned time + 1 s
@@ -347,6 +361,13 @@ class Sender:
             if step:
                 after = mono()
                 lag = after - due_first
+                if lag > STEAL_LAG_NS or after >= steal_next:
+                    # steal read at most every STEAL_EVERY_NS, and after a long delay: what one CPU
+                    # lost to the hypervisor since the reading before the delay
+                    steal_now = read_steal()
+                    if lag > max_lag and lag > STEAL_LAG_NS:
+                        max_lag_steal = steal.most(steal_last, steal_now)
+                    steal_last, steal_next = steal_now, after + STEAL_EVERY_NS
                 if lag > 0:
                     bucket = lag // LAG_BUCKET_NS
                     lags[bucket] = lags.get(bucket, 0) + n
@@ -358,4 +379,5 @@ class Sender:
                     lags[0] = lags.get(0, 0) + n
         return seqs, errors, {"start_ns": start, "end_ns": mono(), "max_lag_ns": max_lag, "late": late,
                               "max_lag_at_ns": max_lag_at, "error_kinds": error_kinds, "lags": lags,
+                              "max_lag_steal_ms": max_lag_steal, "steal_ms": steal.most(steal_first, read_steal()),
                               "calls": calls}

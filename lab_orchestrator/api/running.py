@@ -481,16 +481,16 @@ class Lab:
     def run_event(self, event: str, target: str, spec: TrafficSpec,
                   progress: Callable[[str], None] = lambda _: None, daemon: str | None = None,
                   before_traffic: Callable[[], None] | None = None) -> EventResult:
-        """Run one failure event under two-way traffic and judge it (`lab events run`); DAEMON: the
-        daemon a daemon-crash kills."""
+        """Run EVENT on TARGET under traffic, judged; again while its generator falls behind (`rerun`)."""
         from ..events import catalog as eventsmod
+        from ..events import rerun
         from ..events import run as eventrun
-
         started = time.time()
         ident = eventlog.record(self.state_dir, event, target, "running", "under traffic", started)
         try:
-            result = eventrun.run_event(self.state, self.plan(), eventsmod.BY_NAME[event], target, spec,
-                                        progress=progress, daemon=daemon, before_traffic=before_traffic)
+            result = rerun.until_judged(lambda: eventrun.run_event(
+                self.state, self.plan(), eventsmod.BY_NAME[event], target, spec, progress=progress, daemon=daemon,
+                before_traffic=before_traffic), spec.reruns, progress)
         except BaseException as exc:
             eventlog.record(self.state_dir, event, target, "error", str(exc) or type(exc).__name__, started, ident)
             raise

@@ -111,6 +111,11 @@ def events_run(
                                  "with its peer (or without one) are expected lost; of the rest at most 0.01 % may "
                                  "be lost for srx-power-off, srx-link-failure, srx-reboot, mnha-pair-power-off and "
                                  "nexthop-delete (the default budget sessions_lost_pct). 0: none."),
+    reruns: int = typer.Option(1, "--reruns", min=0, max=5, metavar="N",
+                               help="Run a case again, up to N times, when its generator fell behind its schedule "
+                               "during the event (a busy or paused machine: its figures cannot be trusted, so it "
+                               "was not judged). The first run judged is the verdict; the reasons of the runs "
+                               "before it are in the result (runs_not_judged). 0: report such a case as an error."),
 ) -> None:
     """Run the JVD's failure events under UDP traffic and report convergence per event: flows
     affected, loss-derived convergence (lost / per-flow rate), longest gap, losses of unaffected
@@ -154,6 +159,7 @@ def events_run(
             spec = api.traffic_spec(flows=traffic["flows"], rate=traffic["rate"], sizes=sizes, settle=duration,
                                     warmup=warmup, hold=hold, down_time=down_time, realtime=realtime,
                                     baseline=baseline, tcp=tcp_connections if tcp else 0, sessions=sessions,
+                                    reruns=reruns,
                                     family="both" if len(fams) > 1 else str(fams[0]))
             for name in names:
                 node = running.event_target(name, target)
@@ -248,6 +254,8 @@ def print_event(r: EventResult) -> None:
         print_route_changes(r)
     if r.bgp_log and r.status != "passed":
         print_bgp_log(r)
+    for n, reason in enumerate(r.runs_not_judged or [], 1):
+        out.print(f"  run {n} not judged, run again: {reason}", highlight=False, soft_wrap=True)
     out.print(f"  resolution {r.resolution_ms} ms per flow; verdict: "
               f"{'[green]pass[/]' if r.passed else '[red]FAIL[/]'}")
 

@@ -86,6 +86,10 @@ def report(
                                         help="Idle UDP sessions opened before every case's event and each sent one "
                                         "reverse datagram after it, as `lab events run --sessions` (default: the "
                                         "plan's traffic.sessions; 0: none)."),
+    reruns: int | None = typer.Option(None, "--reruns", min=0, max=5, metavar="N",
+                                      help="Run a case again, up to N times, when its generator fell behind its "
+                                      "schedule during the event, as `lab events run --reruns` (default: the plan's "
+                                      "traffic.reruns, 1; 0: report such a case as an error)."),
 ) -> None:
     """Run a test plan (default: the JVD's: topologies 1-4, SFW and CGNAT, every applicable failure
     event with its restore) under two-way traffic, and write a self-contained HTML report (matrix
@@ -114,7 +118,7 @@ def report(
         traffic = loaded.plan.traffic.model_copy(update={k: v for k, v in (
             ("flows", flows), ("rate_per_flow", rate_per_flow), ("sizes", sizes), ("receiver", receiver),
             ("baseline", baseline), ("tcp_connections", tcp_connections if tcp else None),
-            ("sessions", sessions))
+            ("sessions", sessions), ("reruns", reruns))
             if v is not None})
         try:
             traffic = testplan.TrafficParams.model_validate(traffic.model_dump())  # overrides checked too

@@ -105,10 +105,18 @@ def behind(d: Direction, resolution_ms: float) -> bool:
 
 
 def senders_late(senders: dict[str, dict[str, Any]], resolution_ms: float) -> list[str]:
-    """`late` for each sender report of SENDERS (name -> the generator's sender report)."""
-    return [line for name, sent in senders.items()
-            for line in late(name, float(sent.get("max_lag_ms") or 0.0), float(sent.get("lag_p99_ms") or 0.0),
-                             resolution_ms)]
+    """`late` for each sender report of SENDERS (name -> the generator's sender report), with the
+    steal time around the worst delay when the hypervisor took a CPU for at least half of it."""
+    lines = []
+    for name, sent in senders.items():
+        worst = float(sent.get("max_lag_ms") or 0.0)
+        for line in late(name, worst, float(sent.get("lag_p99_ms") or 0.0), resolution_ms):
+            stolen = float(sent.get("max_lag_steal_ms") or 0.0)
+            if stolen and stolen >= worst / 2:
+                line += (f"; the hypervisor took {stolen:.0f} ms of a CPU during that delay (steal time): "
+                         "the machine was paused")
+            lines.append(line)
+    return lines
 
 
 def cannot_carry(carried: Carried, reasons: list[str]) -> str:

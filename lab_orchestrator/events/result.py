@@ -20,7 +20,8 @@ from ..model.diagnostics import LabError
 from . import budgets as budgetsmod
 
 DAEMON_RETURN_S = 5.0  # daemon-crash passes only if the daemon runs again within this
-OPTIONAL = ("daemon_crash", "flows_moved_on_restore", "flows_moved_on_restore_ideal_max", "budgets", "checks", "tcp",
+OPTIONAL = ("runs_not_judged", "daemon_crash", "flows_moved_on_restore",
+            "flows_moved_on_restore_ideal_max", "budgets", "checks", "tcp",
             "sessions", "families", "routes_changed", "routes_unmonitored", "route_changes", "bgp_log")
 
 
@@ -245,6 +246,8 @@ class EventResult(_Model):
     # the event); in the JSON of a failed case only
     bgp_log: list[BgpLogLine] | None = None  # the BIRDs' log lines (the first 120 from 1 s before the
     # event); in the JSON of a failed case only
+    runs_not_judged: list[str] | None = None  # earlier runs of this case the generator could not keep on
+    # schedule (`TrafficSpec.reruns`), each one's reason; this run is the verdict
 
     @property
     def status(self) -> Literal["passed", "failed"]:
@@ -322,6 +325,9 @@ class EventError(_Model):
     rate: float  # aggregate packets/s per direction
     checks: list[Check] = []
     result: EventResult | None = None  # the figures, when the event ran but cannot be trusted
+    # the cause is the machine, not the lab (the generator fell behind): a run again may be judged
+    again: bool = False
+    runs_not_judged: list[str] = []  # earlier runs of this case that could not be judged, each's reason
 
     def to_json(self) -> dict[str, Any]:
         data = self.model_dump(mode="json", exclude={"result"})

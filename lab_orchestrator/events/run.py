@@ -104,6 +104,10 @@ class TrafficSpec:
     # IP families: "4", "6" or "both" (the flows and the rate shared, see `trafficsetup.by_family`);
     # None: both on a dual-stack lab, 4 otherwise
     family: str | None = None
+    # runs again of a case the generator could not keep on schedule (its figures cannot be trusted:
+    # a busy or paused machine, not the lab): the first run judged is the verdict, the earlier
+    # attempts' reasons are kept in the result (`runs_not_judged`)
+    reruns: int = 1
 
 
 def default_target(plan: LabPlan, event: eventsmod.EventKind) -> str:
@@ -205,9 +209,11 @@ def _checked_run(state: LabState, plan: LabPlan, event: eventsmod.EventKind, tar
         detail="; ".join(late) if late else "both senders kept their schedule during the event")]
     if late:  # a packet due during the outage and sent after it was not lost: the figures are short
         raise CaseError(EventError(event=event.name, title=event.title, target=target, flows=spec.flows,
-                                   rate=spec.rate, checks=result.checks, result=result,
+                                   rate=spec.rate, checks=result.checks, result=result, again=True,
                                    error=f"the generator fell behind during the event ({'; '.join(late)}): "
-                                         "its figures cannot be trusted; lower --rate/--flows"))
+                                         "its figures cannot be trusted; " + (
+                                             "run it again" if any("paused" in line for line in late)
+                                             else "lower --rate/--flows")))
     if not all(c.ok for c in result.checks):
         result.passed = False
     return result

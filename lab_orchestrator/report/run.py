@@ -174,8 +174,12 @@ def run_case(case: Case, traffic: TrafficParams, capture: bool, workdir: Path,
                                     baseline=traffic.baseline,
                                     realtime=traffic.realtime if realtime is None else realtime,
                                     sender_cpu=traffic.sender_cpu if cpu is None else cpu,
-                                    tcp=traffic.tcp_connections, sessions=traffic.sessions)
+                                    tcp=traffic.tcp_connections, sessions=traffic.sessions,
+                                    reruns=traffic.reruns)
         def start_captures() -> None:  # after the baseline: its packets are not the event's
+            for stale in caps:  # the case runs again (`TrafficSpec.reruns`): the earlier run's captures go
+                stale.kill()
+            caps.clear()
             ends = trafficsetup.endpoints(lab.plan())
             caps.append(capmod.Dumpcap(ends.server_ns, ends.server_iface, workdir / f"{case.index}-fwd.pcap").start())
             if traffic.reverse:

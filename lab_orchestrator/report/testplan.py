@@ -73,6 +73,9 @@ class TrafficParams(_Strict):
     # idle UDP sessions opened before each case's event and probed after it (0: none; docs/events.md,
     # `--sessions`)
     sessions: int = Field(default=0, ge=0, le=2000000)
+    # runs again of a case whose generator fell behind its schedule (not judged: the machine, not the
+    # lab); docs/events.md, `--reruns`
+    reruns: int = Field(default=1, ge=0, le=5)
 
     @property
     def rate(self) -> float:

@@ -1,0 +1,91 @@
+"""A run whose sender is held off the CPU during the event (SIGSTOP for 300 ms, as a paused virtual
+machine would hold it) is not judged: with --reruns the case runs again and the second run is the
+verdict, the first one's reason kept; with --reruns 0 the case is an error (exit 3)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from running import LAB, REPO, lab
+
+pytestmark = [
+    pytest.mark.root,
+    pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces"),
+    pytest.mark.skipif(shutil.which("bird") is None, reason="needs bird2 (make deps)"),
+]
+
+NAME = "rerun1"
+# no baseline: the first sender the run spawns is the event's own
+ARGS = ["--flows", "20", "--rate", "2000", "--warmup", "2", "--duration", "2", "--baseline", "0"]
+HOLD_S = 0.3
+
+
+def senders() -> list[int]:
+    done = subprocess.run(["pgrep", "-f", "dataplane.traffic send"], capture_output=True, text=True)
+    return [int(p) for p in done.stdout.split()]
+
+
+def hold_the_first_sender(stop: threading.Event) -> None:
+    """Once a sender has run for a second, hold it off the CPU for HOLD_S, once."""
+    while not stop.is_set():
+        found = senders()
+        if found:
+            time.sleep(1.0)
+            os.kill(found[0], signal.SIGSTOP)
+            time.sleep(HOLD_S)
+            os.kill(found[0], signal.SIGCONT)
+            return
+        time.sleep(0.02)
+
+
+def run(tmp_path: Path, reruns: int) -> tuple[dict[str, Any], int]:
+    out = tmp_path / f"events-{reruns}.json"
+    stop = threading.Event()
+    holder = threading.Thread(target=hold_the_first_sender, args=(stop,), daemon=True)
+    holder.start()
+    try:
+        done = subprocess.run([*LAB, "events", "run", "--lab", NAME, "-e", "srx-link-failure", *ARGS,
+                               "--reruns", str(reruns), "--json-out", str(out)],
+                              cwd=REPO, capture_output=True, text=True, timeout=240)
+    finally:
+        stop.set()
+        holder.join(5)
+    assert out.exists(), done.stderr + done.stdout
+    return json.loads(out.read_text())["events"][0], done.returncode
+
+
+@pytest.fixture(scope="module")
+def running_lab(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    text = (REPO / "labs" / "topology1.yml").read_text()
+    old = text.split("\nname: ", 1)[1].split("\n", 1)[0]
+    topo = tmp_path_factory.mktemp("rerun") / f"{NAME}.yml"
+    topo.write_text(text.replace(f"name: {old}", f"name: {NAME}", 1))
+    lab("up", str(topo))
+    yield NAME
+    lab("down", "--lab", NAME, check=False)
+
+
+def test_a_held_sender_makes_the_run_not_judged_and_the_case_runs_again(running_lab: str, tmp_path: Path) -> None:
+    event, code = run(tmp_path, 1)
+    assert event["status"] == "passed" and code == 0, event.get("error")
+    reasons = event.get("runs_not_judged")
+    assert reasons and len(reasons) == 1, event.keys()
+    assert "the generator fell behind" in reasons[0] and "ms behind its schedule" in reasons[0]
+    assert all(s["max_lag_ms"] < HOLD_S * 1000 / 2 for s in event["senders"].values())  # the judged run's
+
+
+def test_without_reruns_the_held_run_is_an_error(running_lab: str, tmp_path: Path) -> None:
+    event, code = run(tmp_path, 0)
+    assert event["status"] == "error" and code == 3
+    assert "the generator fell behind" in event["error"] and event["runs_not_judged"] == []
+    held = event["result"]["senders"]
+    assert max(s["max_lag_ms"] for s in held.values()) >= HOLD_S * 1000 * 0.9

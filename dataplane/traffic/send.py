@@ -361,11 +361,13 @@ class Sender:
             if step:
                 after = mono()
                 lag = after - due_first
-                if lag > STEAL_LAG_NS or after >= steal_next:
-                    # steal read at most every STEAL_EVERY_NS, and after a long delay: what one CPU
+                worst = lag > STEAL_LAG_NS and lag > max_lag
+                if worst or after >= steal_next:
+                    # steal read every STEAL_EVERY_NS, and after a long delay that is the worst so
+                    # far (not again for each late batch while the sender catches up): what one CPU
                     # lost to the hypervisor since the reading before the delay
                     steal_now = read_steal()
-                    if lag > max_lag and lag > STEAL_LAG_NS:
+                    if worst:
                         max_lag_steal = steal.most(steal_last, steal_now)
                     steal_last, steal_next = steal_now, after + STEAL_EVERY_NS
                 if lag > 0:

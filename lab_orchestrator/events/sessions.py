@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import subprocess
 from dataclasses import dataclass
 
 from ..model.diagnostics import LabError
@@ -87,21 +88,47 @@ class ReadError(LabError):
     """A session table that could not be read whole."""
 
 
+# A dump of the table takes longer the more it holds (measured: about 500,000 entries did not come
+# out of `conntrack -L` within 10 s on a 2-CPU machine): the time allowed follows the table's size.
+READ_BASE_S = 10.0
+READ_S_PER_ENTRY = 1e-4
+
+
+def read_timeout(entries: int) -> float:
+    """Seconds allowed for one dump of a table of ENTRIES sessions: 10 s and 1 s per 10,000."""
+    return READ_BASE_S + max(0, entries) * READ_S_PER_ENTRY
+
+
+def _count(ns: str) -> int:
+    """The number of sessions in namespace NS (`conntrack -C`: the kernel's counter, no dump);
+    0 when it cannot be read, which leaves the base time for the dump."""
+    from labkit import netnsutil
+
+    try:
+        done = subprocess.run(["nsenter", f"--net={netnsutil.path(ns)}", "conntrack", "-C"],
+                              capture_output=True, text=True, timeout=READ_BASE_S)
+        return int(done.stdout.strip()) if done.returncode == 0 else 0
+    except (OSError, subprocess.TimeoutExpired, ValueError):
+        return 0
+
+
 def read_table(ns: str, attempts: int = 4) -> list[Session]:
     """The whole conntrack table of namespace NS (nsenter: safe to call from threads). A dump the
     kernel interrupts because the table changed under it (conntrackd writing the MNHA peer's
     sessions) fails with part of the table: it is read again; one that keeps failing raises
-    `ReadError`, never a table with holes."""
-    import subprocess
-
+    `ReadError`, never a table with holes. Each dump is given the time its table's size needs."""
     from labkit import netnsutil
 
     error = ""
     for _ in range(attempts):
+        timeout = read_timeout(_count(ns))
         try:
             done = subprocess.run(["nsenter", f"--net={netnsutil.path(ns)}", "conntrack", "-L"],
-                                  capture_output=True, text=True, timeout=10)
-        except (OSError, subprocess.TimeoutExpired) as exc:
+                                  capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            error = f"conntrack -L did not finish within {timeout:.0f} s"
+            continue
+        except OSError as exc:
             error = str(exc)
             continue
         if done.returncode == 0:

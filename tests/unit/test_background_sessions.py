@@ -148,3 +148,12 @@ def test_the_session_tool_opens_and_probes_every_session_on_loopback() -> None:
             if proc is not None:
                 proc.kill()
                 proc.wait(5)
+
+
+def test_a_table_dump_is_given_time_by_the_table_size() -> None:
+    from lab_orchestrator.events import sessions
+
+    assert sessions.read_timeout(0) == 10.0
+    assert sessions.read_timeout(-5) == 10.0
+    assert sessions.read_timeout(500_000) == 60.0
+    assert sessions.read_timeout(1_000_000) > sessions.read_timeout(500_000)

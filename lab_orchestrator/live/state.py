@@ -99,8 +99,10 @@ def roles(node: dict[str, Any]) -> str:
              f"CLB {node['clb']}" if node.get("clb") else "", str(node.get("mode") or "")]
     sync = node.get("sync")
     if sync:
-        parts.append(f"sync {'ok' if sync['ok'] else 'BROKEN'} {sync['sessions']} sessions "
-                     f"({sync['synced']} to peer, {sync['received']} from it)")
+        state = "ok" if sync["ok"] else "BROKEN (" + "; ".join(sync.get("problems") or []) + ")"
+        parts.append(f"sync {state} {sync['sessions']} sessions "
+                     f"({sync['synced']} to peer, {sync['received']} from it, "
+                     f"{sync.get('msgs_per_s', 0.0):g} msg/s, ICL {sync.get('icl_bytes_per_s', 0.0) / 1000:g} kB/s)")
     return ", ".join(p for p in parts if p)
 
 
@@ -129,6 +131,25 @@ def _rates(packets: dict[str, int], counted_at: float, now: float,
         else:
             out[name] = {**last, "pps": last["pps"] if now - last["at"] <= HOLD_RATE_S else 0.0}
     return out
+
+
+def _sync_row(name: str, sync: dict[str, Any], counted_at: float, now: float,
+              before: dict[str, dict[str, dict[str, float]]],
+              rates: dict[str, dict[str, dict[str, float]]]) -> dict[str, Any]:
+    """One SRX's session sync: sessions here, synced to the peer, received from it, sync messages and
+    ICL bytes per second (both ways, between the last two readings of its MNHA status), and what is
+    wrong with it, judged as `lab status` judges it (RATES gets this reading for the next picture)."""
+    from ..runtime.status import sync_problems
+
+    def total(*keys: str) -> int:
+        return sum(int(sync.get(k) or 0) for k in keys)
+
+    rates[name] = _rates({"msgs": total("sent_packets", "received_packets"),
+                          "bytes": total("sent_bytes", "received_bytes")}, counted_at, now, before.get(name, {}))
+    problems = sync_problems(sync, 0.0)
+    return {"sessions": sync.get("sessions"), "synced": sync.get("cache"), "received": sync.get("injected"),
+            "unacked": sync.get("resend_queue"), "msgs_per_s": rates[name]["msgs"]["pps"],
+            "icl_bytes_per_s": rates[name]["bytes"]["pps"], "problems": problems, "ok": not problems}
 
 
 def actions(node: dict[str, Any]) -> list[str]:
@@ -160,6 +181,7 @@ def picture(raw: dict[str, Any], previous: dict[str, Any] | None = None) -> dict
         row["pps"] = rates.get(name, {}).get("pps", 0.0)
     mnha = raw["redundancy"].get("mnha", {})
     srd = raw["redundancy"].get("srd", {})
+    sync_rates: dict[str, dict[str, dict[str, float]]] = {}
     nodes = []
     for node in status["nodes"]:
         name, kind = node["name"], node["kind"]
@@ -182,12 +204,8 @@ def picture(raw: dict[str, Any], previous: dict[str, Any] | None = None) -> dict
             row["srg1"] = (role.get("srg1") or {}).get("role") if role.get("mode") != "srg0" else None
             row["srg2"] = (role.get("srg2") or {}).get("role")
             sync = role.get("sync") or {}
-            # session sync: sessions here, synced to the peer, received from it; broken when conntrackd
-            # does not answer, errors or losses count, or the node waits for its peer's table
-            row["sync"] = {"sessions": sync.get("sessions"), "synced": sync.get("cache"),
-                           "received": sync.get("injected"), "unacked": sync.get("resend_queue"),
-                           "ok": bool(sync.get("daemon_answering")) and not sync.get("errors")
-                           and not sync.get("lost") and not sync.get("awaiting_peer")} if sync else None
+            row["sync"] = _sync_row(name, sync, float(role.get("updated_at") or raw["at"]), raw["at"],
+                                    (previous or {}).get("sync_rates", {}), sync_rates) if sync else None
             mine = members.get(name)
             if mine is not None:
                 row.update(buckets=mine["buckets"], share=mine["share"], pps=mine["pps"])
@@ -217,7 +235,7 @@ def picture(raw: dict[str, Any], previous: dict[str, Any] | None = None) -> dict
     return {"at": raw["at"], "lab": raw["lab"], "status": status["status"], "ready": status["ready"],
             "problems": status["problems"], "nodes": nodes, "links": links,
             "members": sorted(members.values(), key=lambda m: m["name"]), "packets": packets, "rates": rates,
-            "events": events}
+            "sync_rates": sync_rates, "events": events}
 
 
 def inspect(lab: Lab) -> dict[str, Any]:

@@ -594,3 +594,20 @@ def test_show_interfaces_gives_the_mtus_as_junos_counts_them() -> None:
     assert "    Protocol inet, MTU: 1500\n" in port.text
     assert port.data["interface-information"]["physical-interface"][0]["mtu"] == 1514
     assert "Link-level type: Unspecified, MTU: Unlimited\n" in junos.show_interfaces(snap, {"interface": "lo0"}).text
+
+
+def test_chassis_high_availability_shows_the_session_sync_counters_and_icl_bytes() -> None:
+    pair = {"nodes": ["srx1", "srx2"], "mode": "srg1"}
+    sync = {"sessions": 12, "cache": 7, "sent_packets": 40, "received_packets": 30, "sent_bytes": 4096,
+            "received_bytes": 2048, "injected": 5, "removed": 1, "errors": 0, "lost": 0, "stale": 0,
+            "resend_queue": 2, "daemon_answering": True, "refresh_s": 15.0, "refresh_tcp_s": 450.0,
+            "refreshes": 3, "awaiting_peer": False, "awaited_s": 1.25, "peer_awaiting": False, "sending": False,
+            "cold_syncs": 1, "last_cold_sync_s": 0.5, "last_cold_sync_sessions": 9}
+    text = junos.show_chassis_ha(srx_snapshot(mnha=pair, status={"mnha-status.json": {**MNHA_STATUS, "sync": sync}}),
+                                 {}).text
+    assert "  Cold Synchronization Status: COMPLETE, took 1.25 s" in text
+    assert "    Sessions: 12 in the table, 7 opened or carried here (synced to the peer)" in text
+    assert "    From the peer: 5 written, 1 removed" in text
+    assert "    Messages: sent 40, received 30, unacknowledged 2, lost 0, stale 0, errors 0" in text
+    assert "    Bytes over the ICL: sent 4096, received 2048" in text
+    assert "    Sent to the peer: 1 cold syncs, last 9 sessions in 0.5 s" in text

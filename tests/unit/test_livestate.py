@@ -198,3 +198,27 @@ def test_the_lab_wide_processes_are_not_a_node_of_the_views() -> None:
     raw = _raw(10.0, 100, [])
     raw["status"]["nodes"].append({"name": "_lab", "kind": "", "daemons": [], "bgp": []})
     assert "_lab" not in [n["name"] for n in livestate.picture(raw)["nodes"]]
+
+
+def test_session_sync_shows_messages_and_icl_bytes_per_second_and_is_judged_as_lab_status() -> None:
+    def at(view: float, counted: float, packets: int, sent_bytes: int, **more: Any) -> dict[str, Any]:
+        raw = _raw(view, 0, [])
+        sync = {"sessions": 10, "cache": 6, "injected": 4, "resend_queue": 0, "daemon_answering": True,
+                "sent_packets": packets, "received_packets": packets, "sent_bytes": sent_bytes,
+                "received_bytes": 0, **more}
+        raw["redundancy"]["mnha"]["srx1"].update(updated_at=counted, sync=sync)
+        return raw
+
+    state = livestate.picture(at(10.0, 9.9, 100, 5000))
+    state = livestate.picture(at(10.5, 10.9, 150, 9000), state)  # 100 messages, 4000 bytes in 1 s
+    srx1 = {n["name"]: n for n in state["nodes"]}["srx1"]
+    assert (srx1["sync"]["msgs_per_s"], srx1["sync"]["icl_bytes_per_s"], srx1["sync"]["ok"]) == (100.0, 4000.0, True)
+    assert "sync ok 10 sessions (6 to peer, 4 from it, 100 msg/s, ICL 4 kB/s)" in srx1["roles"]
+    # counters that stop moving: the last rate is held for a while (HOLD_RATE_S), then 0
+    state = livestate.picture(at(14.5, 14.4, 150, 9000, resend_queue=20000, stale=3), state)
+    srx1 = {n["name"]: n for n in state["nodes"]}["srx1"]
+    assert srx1["sync"]["msgs_per_s"] == 0.0 and not srx1["sync"]["ok"]
+    assert srx1["sync"]["problems"] == [
+        "3 sync messages from the peer dropped as older than the last accepted",
+        "20000 sync messages not acknowledged by the peer"]
+    assert "sync BROKEN (3 sync messages" in srx1["roles"]

@@ -114,6 +114,7 @@ def _session_sync(sync: object) -> list[str]:
         f"    From the peer: {num('injected')} written, {num('removed')} removed",
         f"    Messages: sent {num('sent_packets')}, received {num('received_packets')}, "
         f"unacknowledged {num('resend_queue')}, lost {num('lost')}, stale {num('stale')}, errors {num('errors')}",
+        f"    Bytes over the ICL: sent {num('sent_bytes')}, received {num('received_bytes')}",
         f"    Refresh: every {sync.get('refresh_s', '-')} s (TCP {sync.get('refresh_tcp_s', '-')} s), "
         f"{num('refreshes')} windows",
     ]

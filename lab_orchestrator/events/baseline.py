@@ -104,6 +104,15 @@ def behind(d: Direction, resolution_ms: float) -> bool:
     return d.sent < SENT_SHARE * d.due or bool(late("", d.max_lag_ms, d.lag_p99_ms, resolution_ms))
 
 
+def only_behind(carried: Carried) -> bool:
+    """Whether CARRIED was unclean only because a sender fell behind its schedule (`behind`), with no
+    packet lost and no flow silent: the machine's doing (busy, or paused by its hypervisor), not the
+    lab's, so the case may run again rather than be an error."""
+    directions = carried.directions.values()
+    return (any(behind(d, carried.resolution_ms) for d in directions)
+            and not any(d.lost or d.flows_silent for d in directions))
+
+
 def senders_late(senders: dict[str, dict[str, Any]], resolution_ms: float) -> list[str]:
     """`late` for each sender report of SENDERS (name -> the generator's sender report), with the
     steal time around the worst delay when the hypervisor took a CPU for at least half of it."""

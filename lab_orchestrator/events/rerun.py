@@ -1,4 +1,5 @@
-"""A case run again when its generator fell behind its schedule during the event.
+"""A case run again when its generator fell behind its schedule during the event (or in the
+baseline before it, with nothing else wrong: `baseline.only_behind`).
 
 Such a run is not judged (`EventError.again`): a packet due during the outage but sent after it was
 not lost, so its figures are short, and the cause is the machine (busy, or paused by its hypervisor),

@@ -247,3 +247,32 @@ def test_the_html_report_says_how_the_load_was_chosen() -> None:
            "labs": {}, "cases": []}
     assert "calibration on the first lab: 1/4 of the highest rate it carried loss-free and on schedule (40000 pps)" \
         in reportgen.to_html(doc)
+
+
+@pytest.mark.parametrize(("over", "only_behind"), [
+    ({"lag_p99_ms": 13.2, "max_lag_ms": 14.0}, True),  # late: the machine, the case may run again
+    ({"sent": 9000}, True),  # fell short of its schedule
+    ({"lag_p99_ms": 13.2, "max_lag_ms": 14.0, "lost": 3}, False),  # a loss may be the lab's
+    ({"sent": 9000, "flows_silent": 2}, False),
+    ({"lost": 3}, False),
+    ({}, False),  # clean
+])
+def test_a_baseline_unclean_only_by_a_late_sender_is_told_apart(over: dict[str, Any], only_behind: bool) -> None:
+    assert baseline.only_behind(carried(**over)) is only_behind
+
+
+def test_a_case_whose_baseline_only_found_a_late_sender_runs_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    from types import SimpleNamespace
+
+    from lab_orchestrator.events import run
+    from lab_orchestrator.events.result import CaseError, Check
+
+    spec = SimpleNamespace(flows=100, rate=10000.0)
+    event = SimpleNamespace(name="srx-power-off", title="SRX power off")
+    late = Check(name=run.BASELINE_CARRIED, ok=False, detail="forward: the sender was up to 14.0 ms behind")
+    for checks, behind, again in (([late], True, True), ([late], False, False),
+                                  ([late, Check(name="TCP baseline answered", ok=False)], True, False)):
+        monkeypatch.setattr(run, "preconditions", lambda *_a, _c=checks, _b=behind: (_c, _b))
+        with pytest.raises(CaseError) as raised:
+            run._checked_run(None, None, event, "srx1", spec, print, None, None, None, None)  # type: ignore[arg-type]
+        assert raised.value.error.again is again

@@ -113,9 +113,10 @@ def events_run(
                                  "nexthop-delete (the default budget sessions_lost_pct). 0: none."),
     reruns: int = typer.Option(1, "--reruns", min=0, max=5, metavar="N",
                                help="Run a case again, up to N times, when its generator fell behind its schedule "
-                               "during the event or in the baseline before it (a busy or paused machine: its figures cannot be trusted, so it "
-                               "was not judged). The first run judged is the verdict; the reasons of the runs "
-                               "before it are in the result (runs_not_judged). 0: report such a case as an error."),
+                               "during the event or in the baseline before it (a busy or paused machine: its "
+                               "figures cannot be trusted, so it was not judged). The first run judged is the "
+                               "verdict; the reasons of the runs before it are in the result (runs_not_judged). "
+                               "0: report such a case as an error."),
 ) -> None:
     """Run the JVD's failure events under UDP traffic and report convergence per event: flows
     affected, loss-derived convergence (lost / per-flow rate), longest gap, losses of unaffected

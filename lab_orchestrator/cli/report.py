@@ -88,8 +88,8 @@ def report(
                                         "plan's traffic.sessions; 0: none)."),
     reruns: int | None = typer.Option(None, "--reruns", min=0, max=5, metavar="N",
                                       help="Run a case again, up to N times, when its generator fell behind its "
-                                      "schedule during the event or its baseline, as `lab events run --reruns` (default: the plan's "
-                                      "traffic.reruns, 1; 0: report such a case as an error)."),
+                                      "schedule during the event or its baseline, as `lab events run --reruns` "
+                                      "(default: the plan's traffic.reruns, 1; 0: report such a case as an error)."),
 ) -> None:
     """Run a test plan (default: the JVD's: topologies 1-4, SFW and CGNAT, every applicable failure
     event with its restore) under two-way traffic, and write a self-contained HTML report (matrix

@@ -66,6 +66,17 @@ class NotOpened(LabError):
     """The path did not answer every background session before the event: the case is not judged."""
 
 
+class Ended(LabError):
+    """A process of the background sessions ended before the case was done with it: not judged."""
+
+
+def work_s(count: int) -> float:
+    """Seconds COUNT sessions keep their processes busy at the rates above: opening them (and waiting
+    for their echoes as long again), two probe rounds, and reading the tables around the event."""
+    tables = 2 * sessions.read_timeout(count)
+    return 2 * count / OPEN_RATE + 2 * count / PROBE_RATE + tables
+
+
 def port_base(count: int, source: IPv4Network, now: float) -> int:
     """The first source port of a run opened at NOW (seconds): each second of the clock its own block
     of ports, so that a run never reuses the 5-tuples of one a minute before (their sessions, still
@@ -206,8 +217,15 @@ class SessionLoad:
     @staticmethod
     def _tell(proc: subprocess.Popen[str] | None, command: str) -> None:
         assert proc is not None and proc.stdin is not None
-        proc.stdin.write(command + "\n")
-        proc.stdin.flush()
+        try:
+            proc.stdin.write(command + "\n")
+            proc.stdin.flush()
+        except OSError as exc:  # a broken pipe: the process has ended (its own time bound, or a crash)
+            code = proc.poll()
+            err = proc.stderr.read()[-300:].strip() if code is not None and proc.stderr else ""
+            args = [str(a) for a in proc.args] if isinstance(proc.args, list) else [str(proc.args)]
+            raise Ended(f"the background sessions' {' '.join(args[5:6]) or 'process'} ended before "
+                        f"'{command.split()[0]}' (exit status {code}; {err or exc.strerror})") from None
 
     def start(self, seconds: float) -> SessionLoad:
         """Start both processes for at most SECONDS; returns once both listen."""

@@ -64,7 +64,7 @@ ON_SCHEDULE = "senders on schedule"  # the check after the event: a failure make
 BASELINE_CARRIED = "baseline carried"  # the check before the event; failed by a late sender alone, the case runs again
 READY_S = 10.0  # before an event: selector members in their tables, MNHA pairs in step
 BGP_WHOLE_S = 20.0  # before an event: every BGP session up and no BIRD still in graceful-restart recovery
-TCP_SERVER_S = 600.0  # the TCP echo server's own bound (stopped with the event)
+TCP_SERVER_S = 600.0  # the TCP echo server's and the session processes' own bound, beyond the case's length
 LASTING = {"srx-link-failure", "srx-link-blackhole", "srx-power-off", "mnha-pair-power-off", "nexthop-delete",
            "srd-link-failure"}
 
@@ -150,14 +150,18 @@ def run_event(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target
         return CaseError(EventError(event=event.name, title=event.title, target=target, flows=spec.flows,
                                     rate=spec.rate, error=f"{what} cannot run: {exc}"))
 
+    # the helpers' own time bound (each is stopped with the case): the case's traffic, and as long as
+    # the background sessions' opening, probes and table reads take at their rates
+    bound = (TCP_SERVER_S + spec.warmup + spec.hold + spec.settle + spec.down_time + spec.baseline
+             + background.work_s(spec.sessions))
     try:
-        load = tcpmod.TcpLoad(plan, spec.tcp).serve(TCP_SERVER_S) if spec.tcp else None
+        load = tcpmod.TcpLoad(plan, spec.tcp).serve(bound) if spec.tcp else None
     except LabError as exc:
         raise cannot("the TCP connections", exc) from None
     held: background.SessionLoad | None = None
     try:
         try:
-            held = background.SessionLoad(plan, spec.sessions).start(TCP_SERVER_S) if spec.sessions else None
+            held = background.SessionLoad(plan, spec.sessions).start(bound) if spec.sessions else None
         except LabError as exc:
             raise cannot("the background sessions", exc) from None
         result = _checked_run(state, plan, event, target, spec, progress, daemon, injector, before_traffic, load,
@@ -200,7 +204,7 @@ def _checked_run(state: LabState, plan: LabPlan, event: eventsmod.EventKind, tar
         before_traffic()
     try:
         result = _run(state, plan, event, target, spec, progress, daemon, injector or Injector(), tcp, held)
-    except background.NotOpened as exc:
+    except (background.NotOpened, background.Ended) as exc:
         raise CaseError(EventError(event=event.name, title=event.title, target=target, flows=spec.flows,
                                    rate=spec.rate, checks=checks, error=str(exc))) from None
     except sessions.ReadError as exc:

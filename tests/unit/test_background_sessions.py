@@ -9,6 +9,7 @@ import sys
 from ipaddress import IPv4Network
 from typing import Any
 
+import pytest
 from test_eventresult import sample
 
 from dataplane.traffic import sessionload
@@ -157,3 +158,28 @@ def test_a_table_dump_is_given_time_by_the_table_size() -> None:
     assert sessions.read_timeout(-5) == 10.0
     assert sessions.read_timeout(500_000) == 60.0
     assert sessions.read_timeout(1_000_000) > sessions.read_timeout(500_000)
+
+
+def test_the_session_processes_live_as_long_as_their_work_takes_at_scale() -> None:
+    """At a million sessions the opening, two probe rounds and the table reads alone last longer
+    than a fixed bound of 600 s: the bound follows the count."""
+    assert background.work_s(0) == 2 * 10.0  # two table reads of an empty table
+    assert background.work_s(1_000_000) > 600
+    assert background.work_s(2_000_000) > background.work_s(1_000_000)
+
+
+def test_telling_a_session_process_that_has_ended_is_a_case_error_not_a_crash() -> None:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    proc.wait(10)
+    try:
+        with pytest.raises(background.Ended, match="ended before 'probe' .exit status 0"):
+            for _ in range(64):  # the pipe buffer takes the first writes; a closed reader breaks it
+                background.SessionLoad._tell(proc, "probe 5000 " + "x" * 4096)
+    finally:
+        for stream in (proc.stdin, proc.stdout, proc.stderr):
+            try:
+                if stream is not None:
+                    stream.close()
+            except OSError:
+                pass

@@ -20,8 +20,10 @@ Paths:
   paused (what session sync costs).
 Every run also gives the machine's busy CPUs (all CPUs, /proc/stat, from 1 s after the client started to
 its end) and so CPS per busy CPU, and the connections the server's kernel accepted (TcpPassiveOpens),
-which shows one connection per request. Then, on the first lab with MNHA, N long-lived connections (a
-request every second each) while the SRX carrying most of them is powered off, with their outcomes.
+which shows one connection per request. A lab's CPS is given against plain routing and against routing
+through as many routers as its path has (what its rules, conntrack, NAT and sync cost). Then, on the first
+lab with MNHA, N long-lived connections (a request every second each) while the SRX carrying most of them
+is powered off, with their outcomes.
 Writes docs/benchmarks-tcp.md.
 
 wrk and nginx come from Debian (`apt-get install wrk nginx`, or `make deps-bench`); without them,
@@ -317,6 +319,8 @@ def cell(value: Any, digits: int = 0) -> str:
 
 def report(rows: list[Row], long: dict[str, Any] | None, args: argparse.Namespace) -> str:
     plain = {tool: r for n, tool, r in rows if n.startswith("plain routing (")}
+    # the same number of forwarding namespaces as a lab's path, with no rule, conntrack or sync in them
+    hops = {tool: r for n, tool, r in rows if n.startswith("plain routing,") and "routers in a row" in n}
     lines = ["# Benchmarks: TCP through the firewalls", "",
              f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} by `bench/tcp_cps.py --labs "
              f"{' '.join(args.labs)} --tools {' '.join(args.tools)} --seconds {args.seconds} --rate {args.rate:g} "
@@ -335,15 +339,21 @@ def report(rows: list[Row], long: dict[str, Any] | None, args: argparse.Namespac
              "Accepted: connections the server's kernel accepted during the run (one per request or "
              "connection). conntrackd CPU: the CPUs the lab's conntrackd processes (MNHA session sync, all "
              "SRXs) used during the run; \"session sync paused\": the same run with them stopped (SIGSTOP) "
-             "and resumed after.", "",
-             "| path | tool | CPS | of plain routing | goal | busy CPUs | CPS per busy CPU | completed | accepted "
-             "| reset | failed | timed out | retried | conntrackd CPU |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "and resumed after. \"Of routing on as many routers\": against the same tool's row through "
+             f"{args.hops} routers in a row, as many namespaces as forward on a lab's path, so that what is "
+             "left is what the lab's rules, conntrack, NAT and session sync cost.", "",
+             "| path | tool | CPS | of plain routing | goal | of routing on as many routers | busy CPUs "
+             "| CPS per busy CPU | completed | accepted | reset | failed | timed out | retried | conntrackd CPU |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, tool, r in rows:
         base = plain.get(tool)
         share = f"{r['cps'] / base['cps']:.2f}" if base and base["cps"] else "-"
-        goal = "≥ 0.8" if not name.startswith(("plain", "ceiling")) and "paused" not in name else "-"
-        lines.append(f"| {name} | {tool} | {r['cps']:.0f} | {share} | {goal} | {cell(r.get('busy_cpus'), 2)} | "
+        lab_row = not name.startswith(("plain", "ceiling"))
+        goal = "≥ 0.8" if lab_row and "paused" not in name else "-"
+        same = hops.get(tool)
+        path_share = f"{r['cps'] / same['cps']:.2f}" if lab_row and same and same["cps"] else "-"
+        lines.append(f"| {name} | {tool} | {r['cps']:.0f} | {share} | {goal} | {path_share} | "
+                     f"{cell(r.get('busy_cpus'), 2)} | "
                      f"{cell(r.get('cps_per_cpu'))} | {r['completed']} | {cell(r.get('accepted'))} | {r['reset']} | "
                      f"{r['failed']} | {r['timed_out']} | {r['retried']} | {cell(r.get('sync_cpu'), 2)} |")
     lines += profile_tables([(f"{name} | {tool}", r["profile"]) for name, tool, r in rows if "profile" in r])

@@ -73,6 +73,7 @@ def test_the_report_compares_each_tool_with_its_own_plain_routing() -> None:
 
     rows = [("plain routing (client, router, server)", "tcpload", row(10000.0)),
             ("plain routing (client, router, server)", "wrk", row(20000.0)),
+            ("plain routing, 5 routers in a row", "tcpload", row(8000.0)),
             ("topology3 (MX, SRX)", "tcpload", row(5000.0)),
             ("topology3 (MX, SRX)", "wrk", row(5000.0))]
     args = argparse.Namespace(labs=["topology3"], tools=["tcpload", "wrk"], seconds=5, rate=20000.0,
@@ -80,8 +81,11 @@ def test_the_report_compares_each_tool_with_its_own_plain_routing() -> None:
                               long_open_rate=1000.0, long_seconds=30.0, hops=5,
                               profile=False)
     lines = tcp_cps.report(rows, None, args).splitlines()
-    assert any(x.startswith("| topology3 (MX, SRX) | tcpload | 5000 | 0.50 | ≥ 0.8 | 2.00 | 2500 |") for x in lines)
-    assert any(x.startswith("| topology3 (MX, SRX) | wrk | 5000 | 0.25 | ≥ 0.8 | 2.00 | 2500 |") for x in lines)
+    # against its own plain routing, and (tcpload) against routing through as many routers as the lab's path
+    assert any(x.startswith("| topology3 (MX, SRX) | tcpload | 5000 | 0.50 | ≥ 0.8 | 0.62 | 2.00 | 2500 |")
+               for x in lines)
+    assert any(x.startswith("| topology3 (MX, SRX) | wrk | 5000 | 0.25 | ≥ 0.8 | - | 2.00 | 2500 |") for x in lines)
+    assert any(x.startswith("| plain routing, 5 routers in a row | tcpload | 8000 | 0.80 | - | - |") for x in lines)
 
 
 class _OneByte(http.server.BaseHTTPRequestHandler):

@@ -137,7 +137,7 @@ def _sync_row(name: str, sync: dict[str, Any], counted_at: float, now: float,
               before: dict[str, dict[str, dict[str, float]]],
               rates: dict[str, dict[str, dict[str, float]]]) -> dict[str, Any]:
     """One SRX's session sync: sessions here, synced to the peer, received from it, sync messages and
-    ICL bytes per second (both ways, between the last two readings of its MNHA status), and what is
+    ICL bytes per second (sent and received together, between the last two readings of its MNHA status), and what is
     wrong with it, judged as `lab status` judges it (RATES gets this reading for the next picture)."""
     from ..runtime.status import sync_problems
 
@@ -146,7 +146,7 @@ def _sync_row(name: str, sync: dict[str, Any], counted_at: float, now: float,
 
     rates[name] = _rates({"msgs": total("sent_packets", "received_packets"),
                           "bytes": total("sent_bytes", "received_bytes")}, counted_at, now, before.get(name, {}))
-    problems = sync_problems(sync, 0.0)
+    problems = sync_problems(sync, max(0.0, now - counted_at))  # a status not rewritten for long is a problem
     return {"sessions": sync.get("sessions"), "synced": sync.get("cache"), "received": sync.get("injected"),
             "unacked": sync.get("resend_queue"), "msgs_per_s": rates[name]["msgs"]["pps"],
             "icl_bytes_per_s": rates[name]["bytes"]["pps"], "problems": problems, "ok": not problems}

@@ -222,3 +222,11 @@ def test_session_sync_shows_messages_and_icl_bytes_per_second_and_is_judged_as_l
         "3 sync messages from the peer dropped as older than the last accepted",
         "20000 sync messages not acknowledged by the peer"]
     assert "sync BROKEN (3 sync messages" in srx1["roles"]
+
+
+def test_a_session_sync_whose_status_is_not_rewritten_is_broken() -> None:
+    raw = _raw(100.0, 0, [])
+    sync = {"sessions": 1, "cache": 1, "injected": 0, "resend_queue": 0, "daemon_answering": True}
+    raw["redundancy"]["mnha"]["srx1"].update(updated_at=80.0, sync=sync)  # 20 s old: a hung mnhad
+    srx1 = {n["name"]: n for n in livestate.picture(raw)["nodes"]}["srx1"]
+    assert not srx1["sync"]["ok"] and srx1["sync"]["problems"] == ["MNHA status not updated for 20 s"]

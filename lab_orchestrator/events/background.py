@@ -21,6 +21,7 @@ runs the two processes.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -221,7 +222,10 @@ class SessionLoad:
             proc.stdin.write(command + "\n")
             proc.stdin.flush()
         except OSError as exc:  # a broken pipe: the process has ended (its own time bound, or a crash)
-            code = proc.poll()
+            try:
+                code: int | None = proc.wait(1.0)
+            except subprocess.TimeoutExpired:
+                code = None
             err = proc.stderr.read()[-300:].strip() if code is not None and proc.stderr else ""
             args = [str(a) for a in proc.args] if isinstance(proc.args, list) else [str(proc.args)]
             raise Ended(f"the background sessions' {' '.join(args[5:6]) or 'process'} ended before "
@@ -283,7 +287,8 @@ class SessionLoad:
                     proc.wait(5)
             for stream in (proc.stdin, proc.stdout, proc.stderr):
                 if stream is not None:
-                    stream.close()
+                    with contextlib.suppress(OSError):  # stdin of an ended process: its unsent command
+                        stream.close()
 
 
 def wait_synced(plan: LabPlan, opened: list[tuple[str, int]], timeout: float = SYNC_WAIT_S) -> tuple[

@@ -4,7 +4,8 @@ Before a failure event is injected, the runner sends the event's own traffic (sa
 sizes, both directions) through the lab for a short baseline period and judges it: every packet of
 every flow delivered and both senders on schedule (`judge`). A lab that drops packets or a sender
 that falls behind before anything failed would put the generator's or the path's limits into the
-event's figures, so such a case is an error ("cannot carry"), never a failed event.
+event's figures, so such a case is an error ("cannot carry"), never a failed event; when a late sender
+was the only fault (`only_behind`) the case runs again first (`rerun.py`).
 
 Without --flows/--rate the runner first calibrates: it measures the same baseline at rising rates
 (`LADDER`), and `choose` takes 1/HEADROOM (a quarter) of the highest rate carried cleanly (the event's control plane

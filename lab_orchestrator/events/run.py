@@ -350,8 +350,12 @@ def _run(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target: str
         during: dict[tuple[str, int], str] = {}
         if lasting:
             time.sleep(max(0.0, spec.hold - 0.5))
-            during = carriers(plan, keys=keys)
-            probe()  # the sessions asked while the event lasts: the node that took over answers
+            try:
+                during = carriers(plan, keys=keys)
+                probe()  # the sessions asked while the event lasts: the node that took over answers
+            except LabError:  # a case not judged still leaves the lab as it found it: restored
+                injector.restore(state, plan, target)
+                raise
             marks["restore"] = time.monotonic_ns() / 1e9
             restored = injector.restore(state, plan, target)
             summary += "; restored: " + ("; ".join(restored) or "nothing")

@@ -133,13 +133,17 @@ def cannot_carry(carried: Carried, reasons: list[str]) -> str:
     """The sentence of a case whose baseline failed. Flows that delivered nothing while their sender
     kept its schedule were dropped inside the lab (a path or a selector sending them nowhere): a
     lower rate would not bring them back, so the sentence names them instead of the load. Silent
-    flows of a sender that fell behind (`behind`) may never have been sent: the load is named."""
+    flows of a sender that fell behind (`behind`) may never have been sent: the load is named. A sender
+    that fell behind with nothing lost (`only_behind`) is named as such: the case runs again first."""
     silent = [f"{d.flows_silent} of {d.flows or carried.flows} {name} flows"
               for name, d in carried.directions.items()
               if d.flows_silent and not behind(d, carried.resolution_ms)]
     if silent:
         return (f"{' and '.join(silent)} delivered nothing in the baseline: dropped inside the lab, not a "
                 f"slow sender ({'; '.join(reasons)})")
+    if only_behind(carried):  # nothing lost: the machine was busy, the load may be right (`rerun.py`)
+        return (f"the generator fell behind its schedule in the baseline, nothing lost ({'; '.join(reasons)}): "
+                "the case runs again under --reruns; if it keeps falling behind, lower --rate/--flows")
     return (f"the generator or the path cannot carry {carried.flows} flows x 2 directions at "
             f"{carried.rate:.0f} pps here ({'; '.join(reasons)}): lower --rate/--flows")
 

@@ -56,6 +56,19 @@ def test_the_error_sentence_names_the_load_and_the_way_out() -> None:
     assert text.endswith("): lower --rate/--flows")
 
 
+def test_a_sender_late_with_nothing_lost_is_named_as_such_and_runs_again() -> None:
+    """Only a late sender: the sentence says so and that the case runs again, before the way out."""
+    load = carried(max_lag_ms=200.0, lag_p99_ms=15.0)
+    assert baseline.only_behind(load)
+    text = baseline.cannot_carry(load, baseline.judge(load))
+    assert text.startswith("the generator fell behind its schedule in the baseline, nothing lost (forward: ")
+    assert text.endswith("the case runs again under --reruns; if it keeps falling behind, lower --rate/--flows")
+    assert "cannot carry" not in text
+    lossy = carried(max_lag_ms=200.0, lag_p99_ms=15.0, lost=3)
+    assert not baseline.only_behind(lossy)
+    assert baseline.cannot_carry(lossy, baseline.judge(lossy)).startswith("the generator or the path cannot carry")
+
+
 def test_silent_flows_of_a_sender_on_schedule_are_named_as_drops_inside_the_lab() -> None:
     """Flows that delivered nothing while their sender kept its schedule were dropped in the lab: the
     sentence says how many of how many, in which direction, and does not blame the load."""

@@ -348,6 +348,20 @@ def test_session_sync_filters_tcp_states_in_the_kernel(plans: dict[str, LabPlan]
         assert "SYN_SENT" not in text and "SYN_RECV" not in text, where
 
 
+
+def test_session_sync_has_room_for_the_events_of_a_whole_table(plans: dict[str, LabPlan]) -> None:
+    """A cold sync writes the peer's whole table at once, and the kernel reports each write to
+    conntrackd's event socket: the buffer holds every session's event (the kernel doubles the size
+    asked), so the socket does not overflow and conntrackd does not take the copies for its own."""
+    from lab_orchestrator.plan.features.mnha import NETLINK_BUFFER_MAX, NETLINK_EVENT_BYTES, netlink_buffer
+
+    assert netlink_buffer(1024) == 8 << 20
+    assert 2 * netlink_buffer(262144) >= 262144 * NETLINK_EVENT_BYTES
+    assert 2 * netlink_buffer(1_400_000) >= 1_400_000 * NETLINK_EVENT_BYTES
+    assert netlink_buffer(16_777_216) == NETLINK_BUFFER_MAX < 2**31 // 2
+    configs = [text for plan in plans.values() for name, text in plan.files.items() if name.endswith("/conntrackd.conf")]
+    assert configs and all(f"NetlinkBufferSize {netlink_buffer(262144)}\n" in text for text in configs)
+
 # --- the device configurations a node shows -------------------------------------------------------
 
 _POLICY_USE = re.compile(r"^\s*(?:export|import|vrf-export|vrf-import)\s+(\[[^\]]*\]|\S+);", re.M)

@@ -117,6 +117,23 @@ def monitor_config(topo: Topology, plan: LabPlan, node: str) -> dict[str, object
             "destinations": destinations}
 
 
+# A node receiving its peer's table (cold sync) writes every session into its kernel, and the kernel
+# reports each write to conntrackd's event socket too (conntrackd skips its own changes only once it
+# has read them). A socket that overflows loses events, and conntrackd then reads the whole kernel
+# table back as its own sessions and sends them to the peer again: at 300,000 sessions a power-on
+# overflowed the 8 MiB buffer in seconds. The buffer holds a whole table's events instead: the kernel
+# charges about 1,280 bytes per queued event and doubles the size asked (SO_RCVBUFFORCE); memory is
+# used only while events wait, never reserved.
+NETLINK_EVENT_BYTES = 1280
+NETLINK_BUFFER_MIN = 8 << 20
+NETLINK_BUFFER_MAX = (1 << 30) - 1  # the kernel takes at most INT_MAX / 2 and doubles it
+
+
+def netlink_buffer(max_sessions: int) -> int:
+    """conntrackd's NetlinkBufferSize for a table of MAX_SESSIONS: every event of it queued at once."""
+    return max(NETLINK_BUFFER_MIN, min(NETLINK_BUFFER_MAX, max_sessions * NETLINK_EVENT_BYTES // 2))
+
+
 def plan_mnha(topo: Topology, plan: LabPlan, python: str = "python3") -> None:
     env = environment()
     for pair in topo.mnha:
@@ -137,6 +154,7 @@ def plan_mnha(topo: Topology, plan: LabPlan, python: str = "python3") -> None:
                 sync_port=CONNTRACKD_SYNC_PORT, hash_limit=topo.services.max_sessions,
                 hash_size=max(8192, topo.services.max_sessions // 4),
                 resend_queue=max(131072, topo.services.max_sessions // 4),
+                netlink_buffer=netlink_buffer(topo.services.max_sessions),
             )
             node_plan.files.append(name)
             # conntrackd refuses to start while its lock file exists, and a killed one leaves it.

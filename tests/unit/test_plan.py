@@ -359,7 +359,8 @@ def test_session_sync_has_room_for_the_events_of_a_whole_table(plans: dict[str, 
     assert 2 * netlink_buffer(262144) >= 262144 * NETLINK_EVENT_BYTES
     assert 2 * netlink_buffer(1_400_000) >= 1_400_000 * NETLINK_EVENT_BYTES
     assert netlink_buffer(16_777_216) == NETLINK_BUFFER_MAX < 2**31 // 2
-    configs = [text for plan in plans.values() for name, text in plan.files.items() if name.endswith("/conntrackd.conf")]
+    configs = [text for plan in plans.values() for name, text in plan.files.items()
+               if name.endswith("/conntrackd.conf")]
     assert configs and all(f"NetlinkBufferSize {netlink_buffer(262144)}\n" in text for text in configs)
 
 # --- the device configurations a node shows -------------------------------------------------------

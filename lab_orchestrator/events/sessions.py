@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import re
 import subprocess
-from collections.abc import Iterable
 from dataclasses import dataclass
-from ipaddress import IPv4Network, IPv6Network, ip_address
 
 from ..model.diagnostics import LabError
 
@@ -114,9 +112,8 @@ def _count(ns: str) -> int:
         return 0
 
 
-def read_table(ns: str, attempts: int = 4, source: str | None = None) -> list[Session]:
-    """The whole conntrack table of namespace NS (nsenter: safe to call from threads), or only the
-    sessions opened from SOURCE (a network: the kernel leaves the others out of the dump). A dump
+def read_table(ns: str, attempts: int = 4) -> list[Session]:
+    """The whole conntrack table of namespace NS (nsenter: safe to call from threads). A dump
     the kernel interrupts because the table changed under it (conntrackd writing the MNHA peer's
     sessions) fails with part of the table: it is read again; one that keeps failing raises
     `ReadError`, never a table with holes. Each dump is given the time its table's size needs."""
@@ -124,7 +121,7 @@ def read_table(ns: str, attempts: int = 4, source: str | None = None) -> list[Se
 
     error = ""
     timeout = read_timeout(_count(ns))  # counted once: a retry's table is about as large
-    command = ["nsenter", f"--net={netnsutil.path(ns)}", "conntrack", "-L", *(["-s", source] if source else [])]
+    command = ["nsenter", f"--net={netnsutil.path(ns)}", "conntrack", "-L"]
     for _ in range(attempts):
         try:
             done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
@@ -138,22 +135,6 @@ def read_table(ns: str, attempts: int = 4, source: str | None = None) -> list[Se
             return parse_conntrack(done.stdout)
         error = done.stderr.strip()[-300:] or f"exit status {done.returncode}"
     raise ReadError(f"the session table of {ns} could not be read whole ({attempts} tries): {error}")
-
-
-def covering(keys: Iterable[tuple[str, int]]) -> list[str]:
-    """The smallest network of each address family that holds every address of KEYS ((address,
-    port) pairs): a dump filtered to them leaves out the sessions of other sources (`read_table`)."""
-    out = []
-    for version in (4, 6):
-        numbers = [int(a) for a in (ip_address(k[0]) for k in keys) if a.version == version]
-        if not numbers:
-            continue
-        width = 32 if version == 4 else 128
-        low, high = min(numbers), max(numbers)
-        length = width - (low ^ high).bit_length()
-        network = IPv4Network if version == 4 else IPv6Network
-        out.append(str(network((low, length), strict=False)))
-    return out
 
 
 def udp_counts(tables: dict[str, list[Session]]) -> dict[tuple[str, int], dict[str, int]]:

@@ -110,21 +110,15 @@ class Sampler:
         return out
 
 
-def _session_counts(plan: LabPlan, within: list[str] | None = None) -> dict[tuple[str, int], dict[str, int]]:
-    """(subscriber address, its port) -> {srx: packets} from every SRX's conntrack, its sessions from
-    the networks WITHIN only when given (a million background sessions beside the flows would make
-    each reading a dump of the whole table: seconds of both CPUs while the flows are measured).
-    Every SRX is read at once, from threads (one after the other took ~0.5 s on an 8-SRX lab)."""
+def _session_counts(plan: LabPlan) -> dict[tuple[str, int], dict[str, int]]:
+    """(subscriber address, its port) -> {srx: packets} from every SRX's conntrack. Every SRX is
+    read at once, from threads (one after the other took ~0.5 s on an 8-SRX lab)."""
     from concurrent.futures import ThreadPoolExecutor
 
     srxs = [node for node in plan.nodes if kinds.get(node.kind).firewall]
-    reads = [(node, source) for node in srxs for source in (within if within is not None else [None])]
-    with ThreadPoolExecutor(max_workers=max(1, len(reads))) as pool:
-        tables = list(pool.map(lambda read: sessions.read_table(read[0].master_ns, source=read[1]), reads))
-    by_node: dict[str, list[sessions.Session]] = {node.name: [] for node in srxs}
-    for (node, _), table in zip(reads, tables, strict=True):
-        by_node[node.name] += table
-    return sessions.udp_counts(by_node)
+    with ThreadPoolExecutor(max_workers=max(1, len(srxs))) as pool:
+        tables = list(pool.map(lambda node: sessions.read_table(node.master_ns), srxs))
+    return sessions.udp_counts({node.name: table for node, table in zip(srxs, tables, strict=True)})
 
 
 def carriers(plan: LabPlan, gap: float = 0.4, keys: set[tuple[str, int]] | None = None,
@@ -134,11 +128,10 @@ def carriers(plan: LabPlan, gap: float = 0.4, keys: set[tuple[str, int]] | None 
     an MNHA pair's session sync rewrites its peer's copies, so one sample can miss a flow that is
     being carried."""
     out: dict[tuple[str, int], str] = {}
-    within = sessions.covering(keys) if keys else None  # the flows' sessions only, not the whole table
     for _ in range(rounds):
-        first = _session_counts(plan, within)
+        first = _session_counts(plan)
         time.sleep(gap)
-        for key, srx in sessions.growth_carriers(first, _session_counts(plan, within)).items():
+        for key, srx in sessions.growth_carriers(first, _session_counts(plan)).items():
             out.setdefault(key, srx)
         if keys is None or keys <= out.keys():
             break

@@ -353,7 +353,12 @@ def test_session_sync_has_room_for_the_events_of_a_whole_table(plans: dict[str, 
     """A cold sync writes the peer's whole table at once, and the kernel reports each write to
     conntrackd's event socket: the buffer holds every session's event (the kernel doubles the size
     asked), so the socket does not overflow and conntrackd does not take the copies for its own."""
-    from lab_orchestrator.plan.features.mnha import NETLINK_BUFFER_MAX, NETLINK_EVENT_BYTES, netlink_buffer
+    from lab_orchestrator.plan.features.mnha import (
+        NETLINK_BUFFER_MAX,
+        NETLINK_EVENT_BYTES,
+        SYNC_SOCKET_BUFFER,
+        netlink_buffer,
+    )
 
     assert netlink_buffer(1024) == 8 << 20
     assert 2 * netlink_buffer(262144) >= 262144 * NETLINK_EVENT_BYTES
@@ -362,6 +367,9 @@ def test_session_sync_has_room_for_the_events_of_a_whole_table(plans: dict[str, 
     configs = [text for plan in plans.values() for name, text in plan.files.items()
                if name.endswith("/conntrackd.conf")]
     assert configs and all(f"NetlinkBufferSize {netlink_buffer(262144)}\n" in text for text in configs)
+    # and the ICL's sockets room for a cold sync's burst of messages
+    assert all(f"SndSocketBuffer {SYNC_SOCKET_BUFFER}\n" in text and f"RcvSocketBuffer {SYNC_SOCKET_BUFFER}\n" in text
+               for text in configs)
 
 # --- the device configurations a node shows -------------------------------------------------------
 

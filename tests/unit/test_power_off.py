@@ -120,3 +120,27 @@ def test_daemons_started_before_one_that_cannot_start_are_in_the_record(
         ops.start_processes(state, old, recover=recover)
     pids = {r.name: r.pid for r in LabState.load(tmp_path).processes}
     assert pids == {"bird": 5001, "mnhad": 5002, "conntrackd": 102, "responder": 103}
+
+
+def test_emptying_a_large_table_gets_the_time_its_size_needs_and_a_timeout_is_a_lab_error(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """conntrack -F is given 10 s and 1 s per 10,000 sessions; one that still does not end is an error
+    that says what and where (the node is already recorded down), never a traceback."""
+    import subprocess
+
+    from lab_orchestrator.runtime import netns
+
+    calls: list[tuple[list[str], float]] = []
+
+    def run(ns: str, argv: list[str], stdin: str | None = None, timeout: float = 10.0) -> Any:
+        calls.append((argv, timeout))
+        if argv[-1] == "-C":
+            return subprocess.CompletedProcess(argv, 0, "2000000\n", "")
+        raise subprocess.TimeoutExpired(argv, timeout)
+
+    monkeypatch.setattr(netns, "run_in_namespace", run)
+    expected = r"l-srx1: emptying its 2000000 sessions \(conntrack -F\) did not end within 210 s"
+    with pytest.raises(LabError, match=expected):
+        ops.forget_node_state("l-srx1")
+    assert calls == [(["conntrack", "-C"], 10.0), (["conntrack", "-F"], 210.0)]
+    assert ops.flush_timeout(0) == 10.0

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import pytest
 
 from lab_orchestrator.events import watch as eventwatch
-from lab_orchestrator.events.sessions import Session, covering, growth_carriers, udp_counts
+from lab_orchestrator.events.sessions import Session, growth_carriers, udp_counts
 
 
 def session(src: str, sport: int, packets: int, protocol: str = "udp") -> Session:
@@ -35,40 +33,9 @@ def test_a_flow_seen_nowhere_is_looked_for_again(monkeypatch: pytest.MonkeyPatch
     readings = iter([{a: {"srx1": 10}, b: {"srx2": 10}}, {a: {"srx1": 20}, b: {"srx2": 10}},   # b missed
                      {a: {"srx1": 20}, b: {"srx2": 10}}, {a: {"srx3": 5}, b: {"srx2": 30}},    # b found
                      {a: {"srx1": 0}}, {a: {"srx1": 100}}])
-    monkeypatch.setattr(eventwatch, "_session_counts", lambda plan, within=None: next(readings))
+    monkeypatch.setattr(eventwatch, "_session_counts", lambda plan: next(readings))
     monkeypatch.setattr(eventwatch.time, "sleep", lambda s: None)
     assert eventwatch.carriers(None, keys={a, b}) == {a: "srx1", b: "srx2"}  # type: ignore[arg-type]
     assert next(readings) == {a: {"srx1": 0}}, "no third sample once every flow has a carrier"
     readings = iter([{a: {"srx1": 10}}, {a: {"srx1": 10}}] * 3)  # never growing
     assert eventwatch.carriers(None, keys={a}) == {}, "given up after three samples"  # type: ignore[arg-type]
-
-
-def test_the_smallest_network_of_each_family_holds_every_flow_source() -> None:
-    assert covering([("100.64.0.2", 1), ("100.64.0.101", 2)]) == ["100.64.0.0/25"]
-    assert covering([("100.64.0.5", 1)]) == ["100.64.0.5/32"]
-    assert covering([("2001:db8:1::2", 1), ("10.0.3.1", 5), ("2001:db8:1::65", 3), ("10.0.0.1", 5)]) == [
-        "10.0.0.0/22", "2001:db8:1::/121"]
-    assert covering([]) == []
-
-
-def test_the_flows_carriers_are_read_from_their_sources_only(monkeypatch: pytest.MonkeyPatch) -> None:
-    """With keys, each SRX's dump is filtered to the networks of the flows' sources (one dump per
-    family), so a table of a million background sessions is not read whole while the flows run."""
-    calls: list[tuple[str, str | None]] = []
-    plan = SimpleNamespace(nodes=[SimpleNamespace(name="srx1", kind="srx", master_ns="l-srx1"),
-                                  SimpleNamespace(name="mx1", kind="mx", master_ns="l-mx1")])
-
-    def read_table(ns: str, attempts: int = 4, source: str | None = None) -> list[Session]:
-        calls.append((ns, source))
-        packets = 10 * (len(calls) + 1)
-        return [session("100.64.0.1", 1024, packets)] if not (source or "").startswith("2001:") else [
-            session("2001:db8::1", 1025, packets)]
-
-    monkeypatch.setattr(eventwatch.sessions, "read_table", read_table)
-    monkeypatch.setattr(eventwatch.time, "sleep", lambda s: None)
-    keys = {("100.64.0.1", 1024), ("100.64.0.0", 9), ("2001:db8::1", 1025)}
-    assert eventwatch.carriers(plan, keys=keys) == {("100.64.0.1", 1024): "srx1", ("2001:db8::1", 1025): "srx1"}  # type: ignore[arg-type]
-    assert sorted(calls[:2], key=str) == [("l-srx1", "100.64.0.0/31"), ("l-srx1", "2001:db8::1/128")]
-    calls.clear()
-    eventwatch.carriers(plan, keys=None, rounds=1)  # type: ignore[arg-type]
-    assert calls == [("l-srx1", None), ("l-srx1", None)], "no keys: the whole table, twice"

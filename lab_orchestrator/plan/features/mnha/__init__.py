@@ -124,6 +124,7 @@ def monitor_config(topo: Topology, plan: LabPlan, node: str) -> dict[str, object
 # overflowed the 8 MiB buffer in seconds. The buffer holds a whole table's events instead: the kernel
 # charges about 1,280 bytes per queued event and doubles the size asked (SO_RCVBUFFORCE); memory is
 # used only while events wait, never reserved.
+SYNC_SOCKET_BUFFER = 64 << 20  # conntrackd's ICL socket, each way (SO_SNDBUFFORCE / SO_RCVBUFFORCE)
 NETLINK_EVENT_BYTES = 1280
 NETLINK_BUFFER_MIN = 8 << 20
 NETLINK_BUFFER_MAX = (1 << 30) - 1  # the kernel takes at most INT_MAX / 2 and doubles it
@@ -154,7 +155,7 @@ def plan_mnha(topo: Topology, plan: LabPlan, python: str = "python3") -> None:
                 sync_port=CONNTRACKD_SYNC_PORT, hash_limit=topo.services.max_sessions,
                 hash_size=max(8192, topo.services.max_sessions // 4),
                 resend_queue=max(131072, topo.services.max_sessions // 4),
-                netlink_buffer=netlink_buffer(topo.services.max_sessions),
+                netlink_buffer=netlink_buffer(topo.services.max_sessions), sync_socket_buffer=SYNC_SOCKET_BUFFER,
             )
             node_plan.files.append(name)
             # conntrackd refuses to start while its lock file exists, and a killed one leaves it.

@@ -87,16 +87,19 @@ def markdown(doc: dict[str, Any], command: str, seconds: float, sessions: int) -
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for event in doc["events"]:
-        if event.get("status") == "error":
+        # a case not judged (its flows' sender fell behind, say) may still have probed its sessions
+        judged = event if event.get("status") != "error" else (event.get("result") or {})
+        s = judged.get("sessions")
+        if not s:
             lines.append(f"| {event['event']} | {event['target']} | error: {event['error']} |" + " - |" * 9)
             continue
-        s = event["sessions"]
         target = event["target"]
+        verdict = event["status"] if event.get("status") != "error" else f"flows not judged: {event['error']}"
         lines.append(
-            f"| {event['event']} | {target} | {event['status']} | {s['opened']} | "
+            f"| {event['event']} | {target} | {verdict} | {s['opened']} | "
             f"{s['carried_before'].get(target, 0)} | {s['synced_before'].get(target, 0)} | "
             f"{s['failed_over']} / {s['survived']} | {s['lost']} / {s['judged']} | {s['expected_lost']} | "
-            f"{s['probe_at_s']} | {event['convergence_ms']['max']:.0f} | lost ≤ 0.01 % of judged |")
+            f"{s['probe_at_s']} | {judged['convergence_ms']['max']:.0f} | lost ≤ 0.01 % of judged |")
     return "\n".join(lines) + "\n"
 
 

@@ -1,0 +1,44 @@
+"""The scale benchmark's table (bench/scale_events.py): a judged event, and one whose flows were not
+judged but whose background sessions were probed."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "bench"))
+_spec = importlib.util.spec_from_file_location("bench_scale_events", REPO / "bench" / "scale_events.py")
+assert _spec is not None and _spec.loader is not None
+scale_events = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(scale_events)
+
+SESSIONS = {"opened": 1000, "carried_before": {"srx1": 480}, "synced_before": {"srx1": 480}, "failed_over": 480,
+            "survived": 1000, "lost": 0, "judged": 1000, "expected_lost": 0, "probe_at_s": 3.2}
+
+
+def _row(doc: dict[str, object], line: str) -> list[str]:
+    text = scale_events.markdown({"udp_timeout": 120, "exit_code": 0, **doc}, "lab events run", 60.0, 1000)
+    rows = [r for r in text.splitlines() if r.startswith(line)]
+    assert len(rows) == 1, text
+    return [cell.strip() for cell in rows[0].strip("|").split("|")]
+
+
+def test_a_judged_event_shows_its_sessions_and_verdict() -> None:
+    event = {"event": "srx-power-off", "target": "srx1", "status": "passed", "sessions": SESSIONS,
+             "convergence_ms": {"max": 412.4}}
+    cells = _row({"events": [event]}, "| srx-power-off")
+    assert cells[:4] == ["srx-power-off", "srx1", "passed", "1000"]
+    assert cells[6:8] == ["480 / 1000", "0 / 1000"] and cells[10] == "412"
+
+
+def test_flows_not_judged_still_show_the_sessions_that_were_probed() -> None:
+    """A sender that fell behind makes the flows' figures untrustworthy, not the sessions' probe."""
+    error = {"event": "srx-power-off", "target": "srx1", "status": "error", "error": "the generator fell behind",
+             "result": {"sessions": SESSIONS, "convergence_ms": {"max": 99.0}}}
+    cells = _row({"events": [error]}, "| srx-power-off")
+    assert cells[2] == "flows not judged: the generator fell behind"
+    assert cells[6:8] == ["480 / 1000", "0 / 1000"]
+    bare = {"event": "srx-power-off", "target": "srx1", "status": "error", "error": "no report"}
+    assert _row({"events": [bare]}, "| srx-power-off")[2:4] == ["error: no report", "-"]

@@ -332,8 +332,7 @@ def _run(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target: str
             if step[0][1] == "tx-forward":
                 time.sleep(0.3)  # the forward packets open the sessions the reverse flows need
         time.sleep(max(0.0, spec.warmup - 0.8))
-        keys = {(f.src, f.sport) for f in flows}
-        before = carriers(plan, keys=keys)
+        before = carriers(plan, flows=flows)
         if tcp is not None:
             time.sleep(max(0.0, tcp_open - time.monotonic()))
             tcp_before = tcpmod.carried(plan, tcp.port)
@@ -351,7 +350,7 @@ def _run(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target: str
         if lasting:
             time.sleep(max(0.0, spec.hold - 0.5))
             try:
-                during = carriers(plan, keys=keys)
+                during = carriers(plan, flows=flows)
                 probe()  # the sessions asked while the event lasts: the node that took over answers
             except LabError:  # a case not judged still leaves the lab as it found it: restored
                 injector.restore(state, plan, target)
@@ -362,7 +361,7 @@ def _run(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target: str
             progress("restored")
         marks["settled"], settled = wait_settled(state, plan, timeout=MAX_EXTRA_S - 5)
         time.sleep(max(0.0, spec.settle - 0.4))
-        after = carriers(plan, keys=keys)
+        after = carriers(plan, flows=flows)
         for (fam, name), child in children.items():
             if name.startswith("tx-"):
                 got[(fam, name)] = child.stop(timeout=30)

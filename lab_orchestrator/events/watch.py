@@ -8,9 +8,11 @@ before the traffic starts, quiet again after the event.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,7 +26,7 @@ from .. import kinds
 from ..plan.pipeline import LabPlan, NodePlan
 from ..runtime import readiness
 from ..runtime.state import LabState
-from . import movers, sessions
+from . import flowlookup, movers, sessions
 
 
 def load_balancers(plan: LabPlan) -> list[NodePlan]:
@@ -121,20 +123,36 @@ def _session_counts(plan: LabPlan) -> dict[tuple[str, int], dict[str, int]]:
     return sessions.udp_counts({node.name: table for node, table in zip(srxs, tables, strict=True)})
 
 
-def carriers(plan: LabPlan, gap: float = 0.4, keys: set[tuple[str, int]] | None = None,
+@contextlib.contextmanager
+def _flow_reader(plan: LabPlan, flows: Sequence[flowlookup.FlowTuple] | None
+                 ) -> Iterator[Callable[[], dict[tuple[str, int], dict[str, int]]]]:
+    """A reading of the flows' session counters on every SRX: each flow's own session looked up
+    (`flowlookup`: the cost follows the flows, never the tables' size), or every SRX's whole table
+    when no flows are named."""
+    if flows is None:
+        yield lambda: _session_counts(plan)
+        return
+    srxs = {node.name: node.master_ns for node in plan.nodes if kinds.get(node.kind).firewall}
+    with flowlookup.FlowCounters(srxs) as counters:
+        yield lambda: counters.read(flows)
+
+
+def carriers(plan: LabPlan, gap: float = 0.4, flows: Sequence[flowlookup.FlowTuple] | None = None,
              rounds: int = 3) -> dict[tuple[str, int], str]:
     """Which SRX carries each flow now: the one whose session counter grows over GAP seconds.
-    A flow of KEYS that no SRX was seen carrying is looked for again (up to ROUNDS samples in all):
+    A flow of FLOWS that no SRX was seen carrying is looked for again (up to ROUNDS samples in all):
     an MNHA pair's session sync rewrites its peer's copies, so one sample can miss a flow that is
-    being carried."""
+    being carried. Without FLOWS: every UDP session of every SRX's table, sampled once."""
+    keys = {(f.src, f.sport) for f in flows} if flows is not None else None
     out: dict[tuple[str, int], str] = {}
-    for _ in range(rounds):
-        first = _session_counts(plan)
-        time.sleep(gap)
-        for key, srx in sessions.growth_carriers(first, _session_counts(plan)).items():
-            out.setdefault(key, srx)
-        if keys is None or keys <= out.keys():
-            break
+    with _flow_reader(plan, flows) as read:
+        for _ in range(rounds):
+            first = read()
+            time.sleep(gap)
+            for key, srx in sessions.growth_carriers(first, read()).items():
+                out.setdefault(key, srx)
+            if keys is None or keys <= out.keys():
+                break
     return out
 
 

@@ -3,16 +3,9 @@ judged but whose background sessions were probed."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
+from benchmod import load
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "bench"))
-_spec = importlib.util.spec_from_file_location("bench_scale_events", REPO / "bench" / "scale_events.py")
-assert _spec is not None and _spec.loader is not None
-scale_events = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(scale_events)
+scale_events = load("scale_events")
 
 SESSIONS = {"opened": 1000, "carried_before": {"srx1": 480}, "synced_before": {"srx1": 480}, "failed_over": 480,
             "survived": 1000, "lost": 0, "judged": 1000, "expected_lost": 0, "probe_at_s": 3.2}

@@ -6,21 +6,15 @@ from __future__ import annotations
 
 import argparse
 import http.server
-import importlib.util
 import shutil
 import subprocess
-import sys
 import threading
 from pathlib import Path
 
 import pytest
+from benchmod import load
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "bench"))
-_spec = importlib.util.spec_from_file_location("bench_tcp_cps", REPO / "bench" / "tcp_cps.py")
-assert _spec is not None and _spec.loader is not None
-tcp_cps = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(tcp_cps)
+tcp_cps = load("tcp_cps")
 import cpu_window  # noqa: E402 (bench/, on the path above)
 import tcp_wrk  # noqa: E402
 

@@ -10,13 +10,18 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from .. import __version__
+from .. import __version__, api
 from ..model.diagnostics import LabError
 from .common import app, guarded, out
+from .completion import topology_names
 
 
 @app.command()
 def doctor(
+    topology: Path | None = typer.Argument(None, help="Topology file or shipped lab name whose "
+                                                      "services.max_sessions the kernel's conntrack limit must "
+                                                      "hold (without one: the default max_sessions).",
+                                           autocompletion=topology_names),
     json_out: bool = typer.Option(False, "--json", help="Print the checks and features as JSON."),
     labs: Path | None = typer.Option(None, "--labs", help="Folder of topology files to judge (which labs "
                                                           "use a feature that will not work); default: the "
@@ -24,13 +29,15 @@ def doctor(
 ) -> None:
     """Check this host for every kernel and tool feature the labs use (each kernel feature probed in a
     throwaway namespace), with a one-line fix for each failure and the labs/features that will not work.
-    Exit 0 when every feature works, 1 otherwise."""
+    With a topology, the kernel's conntrack limit is checked against that lab's session table. Exit 0 when
+    every feature works, 1 otherwise."""
     from ..runtime import doctor as doctormod
 
     def run() -> None:
         from ..model.shipped import labs_dir
 
-        checks, features = doctormod.run(labs_dir=labs or labs_dir())
+        need = doctormod.need_of(api.plan(topology, state_root=None)) if topology is not None else None
+        checks, features = doctormod.run(labs_dir=labs or labs_dir(), need=need)
         if json_out:
             sys.stdout.write(json.dumps(doctormod.to_json(checks, features), indent=2) + "\n")
         else:

@@ -19,6 +19,12 @@ import subprocess
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+from . import kernel_room
+
+if TYPE_CHECKING:
+    from ..plan.plantypes import LabPlan
 
 APT = "apt-get install -y {}"
 
@@ -276,8 +282,8 @@ NFT_PROBES = {
 }
 
 
-def probe_kernel(path: str | None = None) -> list[CheckResult]:
-    """Every kernel check, in one throwaway namespace (root)."""
+def probe_kernel(need: SessionNeed, path: str | None = None) -> list[CheckResult]:
+    """Every kernel check, in one throwaway namespace (root); the conntrack limit against NEED."""
     results: list[CheckResult] = []
     add = results.append
     if os.geteuid() != 0:
@@ -287,7 +293,7 @@ def probe_kernel(path: str | None = None) -> list[CheckResult]:
                 add(_result(check, False, "not probed (needs root)"))
         return results
     add(_result(BY_NAME["root"], True, "uid 0"))
-    add(conntrack_limit())
+    add(conntrack_limit(need))
     try:
         sandbox = _Sandbox(shutil.which("ip", path=path), shutil.which("nft", path=path))
         with sandbox as box:
@@ -303,21 +309,51 @@ def probe_kernel(path: str | None = None) -> list[CheckResult]:
     return results
 
 
-DEFAULT_MAX_SESSIONS = 262144  # services.max_sessions by default
+@dataclass(frozen=True)
+class SessionNeed:
+    """The sessions the conntrack table must hold, and whose need that is (said in the report)."""
+
+    max_sessions: int
+    why: str
 
 
-def conntrack_limit(base: Path = Path("/proc/sys/net/netfilter")) -> CheckResult:
-    """The kernel-wide conntrack limit and hash size: enough for the default services.max_sessions,
-    or writable here (`lab up` raises them to a lab's max_sessions)."""
-    try:
-        limit = int((base / "nf_conntrack_max").read_text())
-        buckets = int((base / "nf_conntrack_buckets").read_text())
-    except (OSError, ValueError) as exc:
-        return _result(BY_NAME["conntrack-limit"], False, f"cannot read the conntrack limit: {exc}")
-    writable = os.access(base / "nf_conntrack_max", os.W_OK)
-    detail = (f"nf_conntrack_max {limit}, nf_conntrack_buckets {buckets} (one value for every namespace"
-              f"{'; `lab up` raises them to services.max_sessions' if writable else '; not writable here'})")
-    return _result(BY_NAME["conntrack-limit"], limit >= DEFAULT_MAX_SESSIONS or writable, detail)
+def default_need() -> SessionNeed:
+    """Without a topology: what a lab needs when it leaves services.max_sessions at its default."""
+    from ..model.schema import Services
+
+    default = Services.model_fields["max_sessions"].default
+    return SessionNeed(default, "the default services.max_sessions; `lab doctor TOPOLOGY` checks a lab's own")
+
+
+def need_of(plan: LabPlan) -> SessionNeed:
+    return SessionNeed(plan.max_sessions, f"services.max_sessions of lab {plan.name}")
+
+
+def conntrack_limit(need: SessionNeed, base: Path = Path("/proc/sys/net/netfilter")) -> CheckResult:
+    """The kernel-wide conntrack limit and hash size against what `lab up` sets them to for NEED: enough
+    already, or writable here (`lab up` raises them; it never lowers them). Only a low limit fails:
+    past it the kernel drops new sessions, while a smaller hash only makes each lookup longer."""
+    check = BY_NAME["conntrack-limit"]
+    have: dict[str, int] = {}
+    stuck: list[str] = []  # below the need and not writable here: `lab up` cannot raise them
+    wanted = kernel_room.conntrack_room(need.max_sessions)
+    for name, value in wanted.items():
+        try:
+            have[name] = int((base / name).read_text())
+        except (OSError, ValueError) as exc:
+            return _result(check, False, f"cannot read the conntrack limit: {exc}")
+        if have[name] < value and not os.access(base / name, os.W_OK):
+            stuck.append(name)
+    values = ", ".join(f"{name} {have[name]}" + ("" if have[name] >= value else f" (needs {value})")
+                       for name, value in wanted.items())
+    low = any(have[name] < value for name, value in wanted.items())
+    then = "; not writable here" if stuck else "; `lab up` raises them" if low else ""
+    detail = (f"{values}: room for {need.max_sessions} sessions ({need.why}), a hash of a quarter as many "
+              f"buckets; one value for every namespace{then}")
+    ok = "nf_conntrack_max" not in stuck
+    fix = ("as root where /proc/sys is writable (a container's host): sysctl -w "
+           + " ".join(f"net.netfilter.{name}={wanted[name]}" for name in stuck))
+    return CheckResult(check.name, check.group, check.what, ok, detail, "" if ok else fix)
 
 
 def _probe_in(box: _Sandbox) -> list[CheckResult]:
@@ -372,9 +408,11 @@ def _probe_ebpf(box: _Sandbox, tc: str | None) -> str | None:
         box.run([tc, "qdisc", "add", "dev", "a0", "clsact"])
 
 
-def run(path: str | None = None, labs_dir: Path | None = None) -> tuple[list[CheckResult], list[FeatureResult]]:
-    """Probe everything; PATH is the environment's unless given (tests hide a tool this way)."""
-    checks = probe_kernel(path) + probe_tools(path)
+def run(path: str | None = None, labs_dir: Path | None = None,
+        need: SessionNeed | None = None) -> tuple[list[CheckResult], list[FeatureResult]]:
+    """Probe everything; PATH is the environment's unless given (tests hide a tool this way); the
+    conntrack limit against NEED (default: a lab with the default services.max_sessions)."""
+    checks = probe_kernel(need or default_need(), path) + probe_tools(path)
     order = {c.name: i for i, c in enumerate(CHECKS)}
     checks.sort(key=lambda r: order[r.name])
     lab_features = shipped_lab_features(labs_dir) if labs_dir and labs_dir.is_dir() else {}

@@ -25,12 +25,19 @@ def neighbours(plan: LabPlan, progress: Progress) -> None:
         except (OSError, ValueError):
             pass  # not writable here: a big lab may then miss neighbours, as without this step
 
+
+def conntrack_room(max_sessions: int) -> dict[str, int]:
+    """The conntrack knobs a lab of MAX_SESSIONS needs: as many entries, and a hash of a quarter as many
+    buckets (`lab doctor` checks the same values)."""
+    return {"nf_conntrack_max": max_sessions, "nf_conntrack_buckets": max_sessions // 4}
+
+
 def sessions(plan: LabPlan, progress: Progress) -> None:
     """The kernel's conntrack limit and hash size are one value for every namespace (read-only
     inside a namespace on this kernel): raise them (never lower them) to services.max_sessions,
     with a hash of a quarter as many buckets."""
     base = Path("/proc/sys/net/netfilter")
-    for name, wanted in (("nf_conntrack_max", plan.max_sessions), ("nf_conntrack_buckets", plan.max_sessions // 4)):
+    for name, wanted in conntrack_room(plan.max_sessions).items():
         knob = base / name
         try:
             if int(knob.read_text()) < wanted:

@@ -1,4 +1,5 @@
-"""`lab doctor`: feature verdicts from checks (pure), tool lookup on a PATH with a tool hidden."""
+"""`lab doctor`: feature verdicts from checks (pure), tool lookup on a PATH with a tool hidden, the conntrack
+limit against a lab's session table."""
 
 from __future__ import annotations
 
@@ -6,6 +7,11 @@ import os
 import shutil
 from pathlib import Path
 
+import pytest
+from typer.testing import CliRunner
+
+from lab_orchestrator import api
+from lab_orchestrator.cli import app
 from lab_orchestrator.model.validate import load_topology
 from lab_orchestrator.runtime import doctor
 from lab_orchestrator.runtime.doctor import CheckResult
@@ -106,3 +112,67 @@ def test_ebpf_selector_refused_names_only_the_labs_that_ask_for_it(tmp_path: Pat
     assert not broken.ok and broken.missing == ["ebpf-selector"] and broken.labs == ["ebpf.yml"]
     assert not {f.name: f for f in doctor.judge(_all_ok("tc"), labs)}[doctor.EBPF_SELECTOR].ok, "needs `tc` too"
     assert verdicts["MX selector (ECMP CHASH, ECMP, TLB)"].ok
+
+
+def _kernel(tmp_path: Path, limit: int, buckets: int) -> Path:
+    """A /proc/sys/net/netfilter stand-in with the two conntrack knobs."""
+    (tmp_path / "nf_conntrack_max").write_text(f"{limit}\n")
+    (tmp_path / "nf_conntrack_buckets").write_text(f"{buckets}\n")
+    return tmp_path
+
+
+def _big_lab(tmp_path: Path, max_sessions: int) -> Path:
+    source = (REPO / "labs" / "topology1.yml").read_text()
+    path = tmp_path / "big.yml"
+    path.write_text(source.replace("\nservices:\n", f"\nservices:\n  max_sessions: {max_sessions}\n", 1))
+    return path
+
+
+def test_conntrack_limit_is_judged_against_the_labs_max_sessions(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    kernel = _kernel(tmp_path, 262144, 65536)
+    monkeypatch.setattr(doctor.os, "access", lambda *_: False)  # a container's read-only /proc/sys
+    assert doctor.conntrack_limit(doctor.default_need(), kernel).ok
+    big = doctor.need_of(api.plan(_big_lab(tmp_path, 1048576), state_root=None))
+    checked = doctor.conntrack_limit(big, kernel)
+    assert not checked.ok
+    assert "nf_conntrack_max 262144 (needs 1048576), nf_conntrack_buckets 65536 (needs 262144)" in checked.detail
+    assert "room for 1048576 sessions (services.max_sessions of lab " in checked.detail
+    assert "not writable here" in checked.detail
+    assert checked.fix.endswith("sysctl -w net.netfilter.nf_conntrack_max=1048576 "
+                                "net.netfilter.nf_conntrack_buckets=262144")
+
+
+def test_conntrack_limit_without_a_topology_names_the_default(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    kernel = _kernel(tmp_path, 65536, 16384)
+    monkeypatch.setattr(doctor.os, "access", lambda *_: False)
+    checked = doctor.conntrack_limit(doctor.default_need(), kernel)
+    assert not checked.ok and "nf_conntrack_max 65536 (needs 262144)" in checked.detail
+    assert "the default services.max_sessions" in checked.detail
+    monkeypatch.setattr(doctor.os, "access", lambda *_: True)  # root on the host: `lab up` raises them
+    checked = doctor.conntrack_limit(doctor.default_need(), kernel)
+    assert checked.ok and checked.detail.endswith("`lab up` raises them") and checked.fix == ""
+
+
+def test_doctor_with_a_topology_checks_that_labs_need(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[doctor.SessionNeed | None] = []
+
+    def fake_run(labs_dir: Path | None = None,
+                 need: doctor.SessionNeed | None = None) -> tuple[list[CheckResult], list[doctor.FeatureResult]]:
+        seen.append(need)
+        checks = _all_ok()
+        return checks, doctor.judge(checks)
+
+    monkeypatch.setattr(doctor, "run", fake_run)
+    assert CliRunner().invoke(app, ["doctor", str(_big_lab(tmp_path, 2097152))]).exit_code == 0
+    assert CliRunner().invoke(app, ["doctor"]).exit_code == 0
+    assert seen[0] is not None and seen[0].max_sessions == 2097152 and seen[1] is None
+
+
+def test_a_small_conntrack_hash_alone_is_reported_not_failed(tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(doctor.os, "access", lambda *_: False)
+    checked = doctor.conntrack_limit(doctor.default_need(), _kernel(tmp_path, 262144, 16384))
+    assert checked.ok and "nf_conntrack_buckets 16384 (needs 65536)" in checked.detail
+    assert checked.detail.endswith("not writable here")

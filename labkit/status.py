@@ -178,6 +178,11 @@ class MnhaSrg1(StatusModel):
     transitions: list[RoleTransition]
 
 
+# How a node's wait for its peer's session table ended: the table arrived, no peer was heard (nothing to
+# wait for), or the wait's cap passed first (the node took up its activeness without the peer's sessions).
+ColdSyncEnd = Literal["received", "no peer", "timed out"]
+
+
 class MnhaSync(StatusModel):
     """MNHA session sync of one SRX: the kernel's sessions, conntrackd's counters (None: conntrackd
     not answering), the refresh windows and the cold-sync handshake."""
@@ -202,6 +207,7 @@ class MnhaSync(StatusModel):
     refreshes: int  # refresh windows begun
     awaiting_peer: bool  # this node holds its activeness until the peer's table has arrived
     awaited_s: float | None  # how long the last wait lasted
+    cold_sync_ended: ColdSyncEnd | None = None  # how the last wait ended (a timed-out one is not a complete one)
     peer_awaiting: bool
     sending: bool  # a cold sync to the peer runs
     cold_syncs: int  # cold syncs sent to the peer and acknowledged

@@ -24,6 +24,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from labkit.status import ColdSyncEnd
 
 
 class Role(StrEnum):
@@ -297,6 +301,7 @@ class SessionSync:
     awaiting: bool = False  # this node waits for the peer's table
     started: float = 0.0
     awaited_s: float | None = None  # how long the last wait lasted (None: not finished)
+    wait_ended: ColdSyncEnd | None = None  # how the last wait ended (None: not finished)
     sending: bool = False  # a cold sync to the peer runs
     done: bool = False  # the peer's current request has been answered
     cold_syncs: int = 0
@@ -310,7 +315,7 @@ class SessionSync:
     mutual: bool = False  # the wait began when the peer was heard again: the peer waits for this node too
 
     def start(self, now: float, awaiting: bool) -> None:
-        self.started, self.awaiting, self.awaited_s, self.mutual = now, awaiting, None, False
+        self.started, self.awaiting, self.awaited_s, self.wait_ended, self.mutual = now, awaiting, None, None, False
 
     def flags(self) -> int:
         return ((SYNC_AWAITING if self.awaiting else 0) | (SYNC_SENDING if self.sending else 0)
@@ -335,7 +340,7 @@ class SessionSync:
             self.icl_since = now
         if peer_alive and not self.peer_was_alive and self.heard_once:
             if peer_instance == self.peer_instance:
-                self.awaiting, self.started, self.awaited_s, self.mutual = True, now, None, True
+                self.awaiting, self.started, self.awaited_s, self.wait_ended, self.mutual = True, now, None, None, True
             else:
                 self.peer_empty = True  # its next cold sync: the whole table, the copies of its own too
         if peer_alive:
@@ -349,6 +354,7 @@ class SessionSync:
             if finished or alone or now - self.started > self.hold_cap:
                 self.awaiting = False
                 self.awaited_s = round(now - self.started, 3)
+                self.wait_ended = "received" if finished else "no peer" if alone else "timed out"
         if not peer_alive or not peer_flags & SYNC_AWAITING:
             self.done = False  # answered requests are forgotten; the next one gets a new cold sync
             return None

@@ -48,7 +48,6 @@ from ..core.mnha import (
     COLD_SYNC_WAIT_NOTE,
     ROUTES_WAIT_NOTE,
     SYNC_AWAITING,
-    SYNC_DONE,
     Destination,
     MonitorObject,
     PathReturn,
@@ -72,6 +71,8 @@ REFRESH_TABLE = "mnha_refresh"  # the nftables table (ip family) of the refresh 
 REFRESH_BITS = (0x20000000, 0x40000000)  # conntrack mark bits: UDP and others, TCP
 STATS_EVERY_S = 2.0  # how often conntrackd's counters are read for the status
 STATS_RETRY_S = 0.1  # how often while conntrackd does not answer yet (it starts beside this daemon)
+COLD_SYNC_LOG = {"received": "peer table received", "no peer": "no peer heard, no longer waiting",
+                 "timed out": "timed out, no longer waiting (activeness taken without the peer's sessions)"}
 SIOCGIFFLAGS = 0x8913
 IFF_UP, IFF_RUNNING = 0x1, 0x40
 
@@ -327,9 +328,8 @@ class Daemon:
         kind = self.sync.tick(now, self.peer.alive, self.peer.sync, self.interval * self.threshold,
                               self.link.instances, self.icl_up())
         if was_awaiting and not self.sync.awaiting:
-            print(f"{time.strftime('%H:%M:%S')} cold sync: "
-                  f"{'peer table received' if self.peer.alive and self.peer.sync & SYNC_DONE else 'no longer waiting'}"
-                  f" after {self.sync.awaited_s} s", flush=True)
+            ended = COLD_SYNC_LOG.get(self.sync.wait_ended or "", "no longer waiting")
+            print(f"{time.strftime('%H:%M:%S')} cold sync: {ended} after {self.sync.awaited_s} s", flush=True)
         if kind is not None:
             self.sync_thread = threading.Thread(target=self._cold_sync, args=(kind == "whole",), daemon=True)
             self.sync_thread.start()
@@ -467,7 +467,8 @@ class Daemon:
             lost=stats.get("lost"), stale=stats.get("before"), resend_queue=stats.get("rsqueue"),
             daemon_answering=bool(stats),
             refresh_s=sync.refresh, refresh_tcp_s=sync.refresh_tcp, refreshes=self.refreshes,
-            awaiting_peer=sync.awaiting, awaited_s=sync.awaited_s, peer_awaiting=bool(self.peer.sync & SYNC_AWAITING),
+            awaiting_peer=sync.awaiting, awaited_s=sync.awaited_s, cold_sync_ended=sync.wait_ended,
+            peer_awaiting=bool(self.peer.sync & SYNC_AWAITING),
             sending=sync.sending, cold_syncs=sync.cold_syncs, last_cold_sync_s=sync.last_cold_s,
             last_cold_sync_sessions=sync.last_cold_sessions)
 

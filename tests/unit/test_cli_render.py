@@ -611,3 +611,21 @@ def test_chassis_high_availability_shows_the_session_sync_counters_and_icl_bytes
     assert "    Messages: sent 40, received 30, unacknowledged 2, lost 0, stale 0, errors 0" in text
     assert "    Bytes over the ICL: sent 4096, received 2048" in text
     assert "    Sent to the peer: 1 cold syncs, last 9 sessions in 0.5 s" in text
+
+
+@pytest.mark.parametrize("ended, shown", [
+    ("received", "COMPLETE, took 60.5 s"),
+    ("timed out", "TIMED OUT after 60.5 s (activeness taken without the peer's sessions)"),
+    ("no peer", "NOT NEEDED (no peer heard in 60.5 s)"),
+])
+def test_chassis_high_availability_shows_how_the_cold_sync_ended(ended: str, shown: str) -> None:
+    pair = {"nodes": ["srx1", "srx2"], "mode": "srg1"}
+    sync = {"sessions": 0, "cache": 0, "sent_packets": 0, "received_packets": 0, "sent_bytes": 0,
+            "received_bytes": 0, "injected": 0, "removed": 0, "errors": 0, "lost": 0, "resend_queue": 0,
+            "daemon_answering": True, "refresh_s": 15.0, "refresh_tcp_s": 450.0, "refreshes": 0,
+            "awaiting_peer": False, "awaited_s": 60.5, "cold_sync_ended": ended, "peer_awaiting": False,
+            "sending": False, "cold_syncs": 0, "last_cold_sync_s": None, "last_cold_sync_sessions": None}
+    output = junos.show_chassis_ha(srx_snapshot(mnha=pair, status={"mnha-status.json": {**MNHA_STATUS, "sync": sync}}),
+                                   {})
+    assert f"  Cold Synchronization Status: {shown}\n" in output.text
+    assert output.data["mnha-information"]["sync"]["cold_sync_ended"] == ended

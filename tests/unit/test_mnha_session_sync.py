@@ -38,6 +38,7 @@ def test_a_starting_node_waits_until_the_peer_says_its_table_is_acknowledged() -
     assert sync.tick(101.0, True, SYNC_SENDING, 1.0) is None and sync.awaiting
     sync.tick(103.25, True, SYNC_DONE, 1.0)
     assert not sync.awaiting and sync.awaited_s == 3.25 and sync.flags() == 0
+    assert sync.wait_ended == "received"
 
 
 def test_a_starting_node_alone_or_waiting_too_long_stops_waiting() -> None:
@@ -47,13 +48,15 @@ def test_a_starting_node_alone_or_waiting_too_long_stops_waiting() -> None:
     alone.tick(0.5, False, 0, start_window=1.0)
     assert alone.awaiting, "the peer's heartbeats may not have arrived yet"
     alone.tick(1.5, False, 0, start_window=1.0)
-    assert not alone.awaiting
+    assert not alone.awaiting and alone.wait_ended == "no peer"
     slow = SessionSync(15.0, 450.0, hold_cap=60.0)
     slow.start(0.0, awaiting=True)
     slow.tick(59.0, True, SYNC_SENDING, 1.0)
     assert slow.awaiting
     slow.tick(60.5, True, SYNC_SENDING, 1.0)
-    assert not slow.awaiting and slow.awaited_s == 60.5
+    assert not slow.awaiting and slow.awaited_s == 60.5 and slow.wait_ended == "timed out", "not a complete one"
+    slow.start(70.0, awaiting=True)
+    assert slow.wait_ended is None, "a new wait has no outcome yet"
 
 
 def test_the_peer_gets_one_cold_sync_per_request() -> None:

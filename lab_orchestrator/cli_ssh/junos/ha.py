@@ -87,6 +87,22 @@ def _srg0_monitoring(srg0: MnhaSrg0) -> list[str]:
     return lines
 
 
+def _cold_sync_status(sync: dict[str, object]) -> str:
+    """How this node's last wait for its peer's table went: a wait that ran out is no complete cold sync
+    (the node carries traffic without the peer's sessions), nor is one that had no peer to hear."""
+    waited = sync.get("awaited_s")
+    if sync.get("awaiting_peer"):
+        return "IN PROGRESS (activeness held until the peer's sessions have arrived)"
+    if waited is None:
+        return "NOT NEEDED"
+    ended = sync.get("cold_sync_ended")
+    if ended == "timed out":
+        return f"TIMED OUT after {waited} s (activeness taken without the peer's sessions)"
+    if ended == "no peer":
+        return f"NOT NEEDED (no peer heard in {waited} s)"
+    return f"COMPLETE, took {waited} s"
+
+
 def _session_sync(sync: object) -> list[str]:
     """The pair's session sync: the cold sync (this node waiting for its peer's table, the last
     one sent to the peer) and conntrackd's counters; a sync daemon not answering is shown as such."""
@@ -97,14 +113,9 @@ def _session_sync(sync: object) -> list[str]:
         value = sync.get(key)
         return "-" if value is None else str(value)
 
-    if sync.get("awaiting_peer"):
-        cold = "IN PROGRESS (activeness held until the peer's sessions have arrived)"
-    else:
-        cold = "COMPLETE" if sync.get("awaited_s") is not None else "NOT NEEDED"
     lines = [
         "",
-        f"  Cold Synchronization Status: {cold}"
-        + (f", took {sync['awaited_s']} s" if sync.get("awaited_s") is not None else ""),
+        f"  Cold Synchronization Status: {_cold_sync_status(sync)}",
         f"    Sent to the peer: {num('cold_syncs')} cold syncs"
         + (f", last {sync['last_cold_sync_sessions']} sessions in {sync['last_cold_sync_s']} s"
            if sync.get("last_cold_sync_s") is not None else "")

@@ -81,7 +81,8 @@ def attach_current(name: str) -> None:
 
 
 def enter(name: str) -> None:
-    """Move this thread into namespace NAME for good (before an exec): OSError if it cannot."""
+    """Move this thread into namespace NAME for good (a child before its exec, or a thread that ends once
+    its sockets are open there): OSError if it cannot."""
     fd = os.open(path(name), os.O_RDONLY)
     try:
         _check(_libc.setns(fd, CLONE_NEWNET), f"setns into {name}")

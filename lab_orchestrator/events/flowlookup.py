@@ -14,7 +14,6 @@ stays in the namespace it was created in; the thread's move does not touch the r
 from __future__ import annotations
 
 import errno
-import os
 import socket
 import threading
 from collections.abc import Sequence
@@ -52,9 +51,9 @@ def packets_of(message: Any) -> int:
     return total
 
 
-def _open_in(ns_path: str) -> dict[int, Any]:
-    """NFCTSockets created inside the namespace at NS_PATH, one per address family (the request's
-    header names the family the kernel reads the tuple in)."""
+def _open_in(ns: str) -> dict[int, Any]:
+    """NFCTSockets created inside namespace NS, one per address family (the request's header names
+    the family the kernel reads the tuple in)."""
     from pyroute2.netlink.nfnetlink.nfctsocket import NFCTSocket
 
     from labkit import netnsutil
@@ -63,11 +62,7 @@ def _open_in(ns_path: str) -> dict[int, Any]:
 
     def enter_and_open() -> None:
         try:
-            fd = os.open(ns_path, os.O_RDONLY)
-            try:
-                netnsutil.setns_fd(fd, ns_path)
-            finally:
-                os.close(fd)
+            netnsutil.enter(ns)  # this thread only, and it ends here
             made["sockets"] = {family: NFCTSocket(nfgen_family=family)
                                for family in (socket.AF_INET, socket.AF_INET6)}
         except OSError as exc:
@@ -77,7 +72,7 @@ def _open_in(ns_path: str) -> dict[int, Any]:
     thread.start()
     thread.join()
     if "error" in made:
-        raise LabError(f"cannot open a conntrack socket in {ns_path}: {made['error']}")
+        raise LabError(f"cannot open a conntrack socket in {netnsutil.path(ns)}: {made['error']}")
     sockets: dict[int, Any] = made["sockets"]
     return sockets
 
@@ -86,12 +81,10 @@ class FlowCounters:
     """Per SRX (name -> namespace), the packets each flow's session has counted there."""
 
     def __init__(self, namespaces: dict[str, str]):
-        from labkit import netnsutil
-
         self.sockets: dict[str, dict[int, Any]] = {}
         try:
             for node, ns in namespaces.items():
-                self.sockets[node] = _open_in(str(netnsutil.path(ns)))
+                self.sockets[node] = _open_in(ns)
         except BaseException:
             self.close()
             raise

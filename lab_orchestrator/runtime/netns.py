@@ -374,14 +374,8 @@ def _nft(ruleset: str, check: bool = True) -> None:
 def run_in_namespace(ns: str, argv: list[str], stdin: str | None = None,
                      timeout: float = 10.0) -> subprocess.CompletedProcess[str]:
     """Run a short command inside namespace NS (setns in the child; no `ip netns exec`)."""
-    target = str(netnsutil.path(ns))
-
-    def enter() -> None:  # pragma: no cover - runs in the child
-        fd = os.open(target, os.O_RDONLY)
-        netnsutil.setns_fd(fd, target)
-        os.close(fd)
-
-    return subprocess.run(argv, input=stdin, text=True, capture_output=True, preexec_fn=enter, timeout=timeout)
+    return subprocess.run(argv, input=stdin, text=True, capture_output=True,
+                          preexec_fn=lambda: netnsutil.enter(ns), timeout=timeout)
 
 
 def _nft_has_table(table: str) -> bool:

@@ -205,9 +205,7 @@ def exec_in_namespace(argv: Sequence[str], ns: str | None, log: str, env: dict[s
     """Become ARGV inside namespace NS with stdout/stderr to LOG; report failure on ERR_FD."""
     try:
         if ns:
-            fd = os.open(netnsutil.path(ns), os.O_RDONLY)
-            netnsutil.setns_fd(fd, ns)
-            os.close(fd)
+            netnsutil.enter(ns)
         out = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)

@@ -99,19 +99,6 @@ def read_timeout(entries: int) -> float:
     return READ_BASE_S + max(0, entries) * READ_S_PER_ENTRY
 
 
-def _count(ns: str) -> int:
-    """The number of sessions in namespace NS (`conntrack -C`: the kernel's counter, no dump);
-    0 when it cannot be read, which leaves the base time for the dump."""
-    from labkit import netnsutil
-
-    try:
-        done = subprocess.run(["nsenter", f"--net={netnsutil.path(ns)}", "conntrack", "-C"],
-                              capture_output=True, text=True, timeout=READ_BASE_S)
-        return int(done.stdout.strip()) if done.returncode == 0 else 0
-    except (OSError, subprocess.TimeoutExpired, ValueError):
-        return 0
-
-
 def read_table(ns: str, attempts: int = 4) -> list[Session]:
     """The whole conntrack table of namespace NS (nsenter: safe to call from threads). A dump
     the kernel interrupts because the table changed under it (conntrackd writing the MNHA peer's
@@ -119,8 +106,10 @@ def read_table(ns: str, attempts: int = 4) -> list[Session]:
     `ReadError`, never a table with holes. Each dump is given the time its table's size needs."""
     from labkit import netnsutil
 
+    from ..runtime.netns import session_count
+
     error = ""
-    timeout = read_timeout(_count(ns))  # counted once: a retry's table is about as large
+    timeout = read_timeout(session_count(ns))  # counted once: a retry's table is about as large
     command = ["nsenter", f"--net={netnsutil.path(ns)}", "conntrack", "-L"]
     for _ in range(attempts):
         try:

@@ -378,6 +378,22 @@ def run_in_namespace(ns: str, argv: list[str], stdin: str | None = None,
                           preexec_fn=lambda: netnsutil.enter(ns), timeout=timeout)
 
 
+COUNT_TIMEOUT_S = 10.0
+
+
+def session_count(ns: str) -> int:
+    """The sessions in namespace NS (`conntrack -C`: the kernel's counter, no dump); 0 when it cannot be
+    read, as its callers only size a timeout with it and then get their base time. Through nsenter, not
+    run_in_namespace: session tables are read from threads, where a preexec_fn may deadlock the child."""
+    try:
+        done = subprocess.run(["nsenter", f"--net={netnsutil.path(ns)}", "conntrack", "-C"],
+                              capture_output=True, text=True, timeout=COUNT_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired):
+        return 0
+    counted = done.stdout.strip()
+    return int(counted) if done.returncode == 0 and counted.isdigit() else 0
+
+
 def _nft_has_table(table: str) -> bool:
     result = subprocess.run(["nft", "list", "table", "inet", table], capture_output=True, text=True)
     return result.returncode == 0

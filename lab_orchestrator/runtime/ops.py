@@ -170,10 +170,9 @@ def forget_node_state(ns: str) -> None:
     """A powered-off box keeps no sessions and no learned routes."""
     import subprocess
 
-    from .netns import run_in_namespace
+    from .netns import run_in_namespace, session_count
 
-    counted = run_in_namespace(ns, ["conntrack", "-C"])
-    entries = int(counted.stdout.strip()) if counted.returncode == 0 and counted.stdout.strip().isdigit() else 0
+    entries = session_count(ns)
     timeout = flush_timeout(entries)
     try:
         run_in_namespace(ns, ["conntrack", "-F"], timeout=timeout)

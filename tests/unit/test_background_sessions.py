@@ -160,6 +160,21 @@ def test_a_table_dump_is_given_time_by_the_table_size() -> None:
     assert sessions.read_timeout(1_000_000) > sessions.read_timeout(500_000)
 
 
+def test_a_table_dump_is_timed_by_the_namespace_s_session_count(monkeypatch: pytest.MonkeyPatch) -> None:
+    from lab_orchestrator.events import sessions
+    from lab_orchestrator.runtime import netns
+
+    dumps: list[float] = []
+
+    def run(argv: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
+        dumps.append(kwargs["timeout"])
+        return subprocess.CompletedProcess(argv, 0, "", "")
+
+    monkeypatch.setattr(netns, "session_count", lambda ns: 500_000)
+    monkeypatch.setattr(sessions.subprocess, "run", run)
+    assert sessions.read_table("l-srx1") == [] and dumps == [60.0]
+
+
 def test_the_session_processes_live_as_long_as_their_work_takes_at_scale() -> None:
     """At a million sessions the opening, two probe rounds and the table reads alone last longer
     than a fixed bound of 600 s: the bound follows the count."""

@@ -4,6 +4,7 @@ on again. The netns operations are fakes: no namespace, no supervisor."""
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -126,21 +127,41 @@ def test_emptying_a_large_table_gets_the_time_its_size_needs_and_a_timeout_is_a_
         monkeypatch: pytest.MonkeyPatch) -> None:
     """conntrack -F is given 10 s and 1 s per 10,000 sessions; one that still does not end is an error
     that says what and where (the node is already recorded down), never a traceback."""
-    import subprocess
-
     from lab_orchestrator.runtime import netns
 
     calls: list[tuple[list[str], float]] = []
 
     def run(ns: str, argv: list[str], stdin: str | None = None, timeout: float = 10.0) -> Any:
         calls.append((argv, timeout))
-        if argv[-1] == "-C":
-            return subprocess.CompletedProcess(argv, 0, "2000000\n", "")
         raise subprocess.TimeoutExpired(argv, timeout)
 
     monkeypatch.setattr(netns, "run_in_namespace", run)
+    monkeypatch.setattr(netns, "session_count", lambda ns: 2000000 if ns == "l-srx1" else 0)
     expected = r"l-srx1: emptying its 2000000 sessions \(conntrack -F\) did not end within 210 s"
     with pytest.raises(LabError, match=expected):
         ops.forget_node_state("l-srx1")
-    assert calls == [(["conntrack", "-C"], 10.0), (["conntrack", "-F"], 210.0)]
+    assert calls == [(["conntrack", "-F"], 210.0)]
     assert ops.flush_timeout(0) == 10.0
+
+
+@pytest.mark.parametrize("outcome, counted", [
+    ((0, "2000000\n"), 2000000),
+    ((1, "conntrack v1.4.7: Operation failed\n"), 0),
+    ((0, "not a number\n"), 0),
+    (subprocess.TimeoutExpired(["conntrack", "-C"], 10.0), 0),
+    (FileNotFoundError("nsenter"), 0),
+])
+def test_a_namespace_s_session_count_is_the_kernel_s_counter_or_0(monkeypatch: pytest.MonkeyPatch, outcome: Any,
+                                                                  counted: int) -> None:
+    """One count for the power-off's flush and the session reads: `conntrack -C` in the namespace, 0 when
+    it cannot be read (the caller then gets its base time)."""
+    from lab_orchestrator.runtime import netns
+
+    def run(argv: list[str], **_: Any) -> subprocess.CompletedProcess[str]:
+        assert argv == ["nsenter", "--net=/run/netns/l-srx1", "conntrack", "-C"]
+        if isinstance(outcome, Exception):
+            raise outcome
+        return subprocess.CompletedProcess(argv, outcome[0], outcome[1], "")
+
+    monkeypatch.setattr(netns.subprocess, "run", run)
+    assert netns.session_count("l-srx1") == counted

@@ -13,11 +13,13 @@ BENCH = REPO / "bench"
 
 
 def load(script: str) -> ModuleType:
-    """bench/SCRIPT.py as the module bench_SCRIPT."""
+    """bench/SCRIPT.py as the module bench_SCRIPT, registered under that name while it runs: a
+    dataclass looks its module up in sys.modules."""
     if str(BENCH) not in sys.path:
         sys.path.insert(0, str(BENCH))
     spec = importlib.util.spec_from_file_location(f"bench_{script}", BENCH / f"{script}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     return module

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
 import re
 from pathlib import Path
 
+from benchmod import load
+
 REPO = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location("bench_summary", REPO / "bench" / "summary.py")
-assert _spec is not None and _spec.loader is not None
-summary = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(summary)
+summary = load("summary")
 
 
 def test_the_summary_is_current() -> None:

@@ -7,22 +7,17 @@ of unrelated code elsewhere may age them, and `make results` renews them).
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from benchmod import load
 
 REPO = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location("bench_docfigures", REPO / "bench" / "docfigures.py")
-assert _spec is not None and _spec.loader is not None
-docfigures = importlib.util.module_from_spec(_spec)
-sys.modules[_spec.name] = docfigures  # its dataclass looks its module up
-_spec.loader.exec_module(docfigures)
+docfigures = load("docfigures")
 
 
 def test_every_block_is_what_its_result_gives() -> None:

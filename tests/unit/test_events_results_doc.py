@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 from typing import Any
 
+from benchmod import load
+
 REPO = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location("bench_events_results", REPO / "bench" / "events_results.py")
-assert _spec is not None and _spec.loader is not None
-er = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(er)
+er = load("events_results")
 
 
 def _flow(flow: int, lost_r: int = 0, expected: bool = False, carrier: str = "srx3") -> dict[str, Any]:

@@ -3,23 +3,20 @@ topology 3 is the shipped labs/topology3-mixed.yml."""
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from benchmod import load
 
 from lab_orchestrator.model import usecase
 from lab_orchestrator.model.schema import Topology
 from lab_orchestrator.model.validate import load_topology
 
 REPO = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location("bench_gen_topology", REPO / "bench" / "gen_topology.py")
-assert _spec is not None and _spec.loader is not None
-gen = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(gen)
+gen = load("gen_topology")
 
 
 def _load(tmp_path: Path, text: str) -> Topology:

@@ -201,11 +201,12 @@ def pin_cpu(cpu: int | None) -> None:
         os.sched_setaffinity(0, {cpu})  # 0: the calling thread
 
 
-def grow_rcvbuf(sock: socket.socket) -> None:
+def grow_rcvbuf(sock: socket.socket, size: int = RCVBUF) -> None:
+    """A receive queue of SIZE bytes: beyond net.core.rmem_max as root, capped by it otherwise."""
     try:
-        sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, RCVBUF)  # root: beyond rmem_max
+        sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, size)
     except OSError:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RCVBUF)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, size)
 
 
 def read_socket_drops(sock: socket.socket) -> dict[str, int]:

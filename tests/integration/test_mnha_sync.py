@@ -90,6 +90,18 @@ def test_a_live_flows_copy_outlives_its_timeout_and_carries_the_flow_after_a_pow
     assert isinstance(srg0, dict) and srg0["links_unrouted"] == [], srg0
 
 
+def test_conntrackd_runs_as_an_ordinary_process(short: RunningLab) -> None:
+    """Not conntrackd's own default (real time, priority 99), which starves the lab's other processes
+    on its CPU for as long as it writes a cold sync."""
+    import subprocess
+
+    for srx in PEER:
+        pids = subprocess.run(["ip", "netns", "pids", short.ns(srx)], capture_output=True, text=True).stdout.split()
+        daemons = [int(p) for p in pids if Path(f"/proc/{p}/comm").read_text().strip() == "conntrackd"]
+        assert daemons, f"{srx}: no conntrackd"
+        assert all(os.sched_getscheduler(pid) == os.SCHED_OTHER for pid in daemons), srx
+
+
 def test_the_sync_counters_are_in_lab_status(short: RunningLab) -> None:
     out = lab("status", "--lab", short.name, "--json").stdout
     nodes = {n["name"]: n for n in json.loads(out)[0]["nodes"]}

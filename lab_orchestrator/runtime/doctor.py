@@ -315,6 +315,7 @@ class SessionNeed:
 
     max_sessions: int
     why: str
+    tables: int = 1  # the session tables (SRXs) sharing the kernel's one hash
 
 
 def default_need() -> SessionNeed:
@@ -326,7 +327,8 @@ def default_need() -> SessionNeed:
 
 
 def need_of(plan: LabPlan) -> SessionNeed:
-    return SessionNeed(plan.max_sessions, f"services.max_sessions of lab {plan.name}")
+    tables = kernel_room.session_tables(plan)
+    return SessionNeed(plan.max_sessions, f"services.max_sessions of lab {plan.name}, {tables} SRX tables", tables)
 
 
 def conntrack_limit(need: SessionNeed, base: Path = Path("/proc/sys/net/netfilter")) -> CheckResult:
@@ -336,7 +338,7 @@ def conntrack_limit(need: SessionNeed, base: Path = Path("/proc/sys/net/netfilte
     check = BY_NAME["conntrack-limit"]
     have: dict[str, int] = {}
     stuck: list[str] = []  # below the need and not writable here: `lab up` cannot raise them
-    wanted = kernel_room.conntrack_room(need.max_sessions)
+    wanted = kernel_room.conntrack_room(need.max_sessions, need.tables)
     for name, value in wanted.items():
         try:
             have[name] = int((base / name).read_text())
@@ -348,8 +350,8 @@ def conntrack_limit(need: SessionNeed, base: Path = Path("/proc/sys/net/netfilte
                        for name, value in wanted.items())
     low = any(have[name] < value for name, value in wanted.items())
     then = "; not writable here" if stuck else "; `lab up` raises them" if low else ""
-    detail = (f"{values}: room for {need.max_sessions} sessions ({need.why}), a hash of a quarter as many "
-              f"buckets; one value for every namespace{then}")
+    detail = (f"{values}: room for {need.max_sessions} sessions per table ({need.why}), a hash of a quarter "
+              f"as many buckets as all tables hold; one value for every namespace{then}")
     ok = "nf_conntrack_max" not in stuck
     fix = ("as root where /proc/sys is writable (a container's host): sysctl -w "
            + " ".join(f"net.netfilter.{name}={wanted[name]}" for name in stuck))

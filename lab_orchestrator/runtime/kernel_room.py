@@ -26,18 +26,32 @@ def neighbours(plan: LabPlan, progress: Progress) -> None:
             pass  # not writable here: a big lab may then miss neighbours, as without this step
 
 
-def conntrack_room(max_sessions: int) -> dict[str, int]:
-    """The conntrack knobs a lab of MAX_SESSIONS needs: as many entries, and a hash of a quarter as many
-    buckets (`lab doctor` checks the same values)."""
-    return {"nf_conntrack_max": max_sessions, "nf_conntrack_buckets": max_sessions // 4}
+# 8 bytes a bucket: 128 MiB at most, whatever the lab asks for
+MAX_BUCKETS = 1 << 24
+
+
+def conntrack_room(max_sessions: int, tables: int = 1) -> dict[str, int]:
+    """The conntrack knobs a lab of MAX_SESSIONS per session table needs, TABLES tables in all (`lab
+    doctor` checks the same values). The limit counts each namespace's entries on its own; the hash
+    is ONE for the machine, every namespace's entries in it: a hash sized for one table, with a
+    million sessions per MNHA pair held on both nodes of both pairs, had chains of ~7 entries, and
+    writing a returning node's 500,000 sessions took twice as long as into an empty hash (measured).
+    So a quarter as many buckets as all tables can hold."""
+    buckets = min(MAX_BUCKETS, max_sessions * max(1, tables) // 4)
+    return {"nf_conntrack_max": max_sessions, "nf_conntrack_buckets": buckets}
+
+
+def session_tables(plan: LabPlan) -> int:
+    """The namespaces that keep sessions: the SRXs' (measured: no other node of a lab tracks any)."""
+    return sum(1 for node in plan.nodes if node.kind == "srx")
 
 
 def sessions(plan: LabPlan, progress: Progress) -> None:
     """The kernel's conntrack limit and hash size are one value for every namespace (read-only
-    inside a namespace on this kernel): raise them (never lower them) to services.max_sessions,
-    with a hash of a quarter as many buckets."""
+    inside a namespace on this kernel): raise them (never lower them) to services.max_sessions per
+    SRX, with a hash for every SRX's table."""
     base = Path("/proc/sys/net/netfilter")
-    for name, wanted in conntrack_room(plan.max_sessions).items():
+    for name, wanted in conntrack_room(plan.max_sessions, session_tables(plan)).items():
         knob = base / name
         try:
             if int(knob.read_text()) < wanted:

@@ -151,6 +151,23 @@ def test_the_session_tool_opens_and_probes_every_session_on_loopback() -> None:
                 proc.wait(5)
 
 
+def test_the_server_queue_holds_seconds_of_opening_beyond_rmem_max() -> None:
+    """A socket's queue past net.core.rmem_max as root (SO_RCVBUFFORCE), capped by it otherwise; the
+    server's holds seconds of sessions opening at the runner's rate (~1 KiB of queue a datagram)."""
+    import os
+    import socket
+    from pathlib import Path
+
+    from dataplane.traffic import netio
+
+    rmem_max = int(Path("/proc/sys/net/core/rmem_max").read_text())
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        netio.grow_rcvbuf(sock, rmem_max * 4)
+        granted = sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
+    assert granted == (rmem_max * 8 if os.geteuid() == 0 else rmem_max * 2)  # the kernel doubles it
+    assert sessionload.SERVER_RCVBUF * 2 / 1024 / background.OPEN_RATE >= 5
+
+
 def test_a_table_dump_is_given_time_by_the_table_size() -> None:
     from lab_orchestrator.events import sessions
 

@@ -136,11 +136,12 @@ def test_conntrack_limit_is_judged_against_the_labs_max_sessions(tmp_path: Path,
     big = doctor.need_of(api.plan(_big_lab(tmp_path, 1048576), state_root=None))
     checked = doctor.conntrack_limit(big, kernel)
     assert not checked.ok
-    assert "nf_conntrack_max 262144 (needs 1048576), nf_conntrack_buckets 65536 (needs 262144)" in checked.detail
-    assert "room for 1048576 sessions (services.max_sessions of lab " in checked.detail
-    assert "not writable here" in checked.detail
+    # topology1: four SRX tables in the one hash
+    assert "nf_conntrack_max 262144 (needs 1048576), nf_conntrack_buckets 65536 (needs 1048576)" in checked.detail
+    assert "room for 1048576 sessions per table (services.max_sessions of lab " in checked.detail
+    assert "4 SRX tables" in checked.detail and "not writable here" in checked.detail
     assert checked.fix.endswith("sysctl -w net.netfilter.nf_conntrack_max=1048576 "
-                                "net.netfilter.nf_conntrack_buckets=262144")
+                                "net.netfilter.nf_conntrack_buckets=1048576")
 
 
 def test_conntrack_limit_without_a_topology_names_the_default(tmp_path: Path,

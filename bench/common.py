@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import shutil
 import signal
 import statistics
@@ -44,7 +45,11 @@ def logger(prefix: str) -> Callable[[str], None]:
 
 
 def lab_cmd() -> list[str]:
-    """The installed `lab` command, or this checkout's CLI."""
+    """The `lab` command of the Python running the benchmark (a checkout's own virtualenv: its code,
+    not another checkout's installed on PATH), else the one on PATH, else the CLI module."""
+    beside = Path(sys.executable).parent / "lab"
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return [str(beside)]
     exe = shutil.which("lab")
     return [exe] if exe else [sys.executable, "-m", "lab_orchestrator.cli"]
 

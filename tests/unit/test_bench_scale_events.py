@@ -3,6 +3,9 @@ judged but whose background sessions were probed."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
 from benchmod import load
 
 scale_events = load("scale_events")
@@ -35,3 +38,17 @@ def test_flows_not_judged_still_show_the_sessions_that_were_probed() -> None:
     assert cells[6:8] == ["480 / 1000", "0 / 1000"]
     bare = {"event": "srx-power-off", "target": "srx1", "status": "error", "error": "no report"}
     assert _row({"events": [bare]}, "| srx-power-off")[2:4] == ["error: no report", "-"]
+
+
+def test_a_benchmark_runs_the_lab_command_of_its_own_checkout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Not another checkout's `lab` found first on PATH: the figures are of the code beside the script."""
+    common = load("common")
+    python = tmp_path / "bin" / "python3"
+    python.parent.mkdir()
+    python.write_text("")
+    monkeypatch.setattr(common.sys, "executable", str(python))
+    monkeypatch.setattr(common.shutil, "which", lambda name: "/usr/local/bin/lab")
+    assert common.lab_cmd() == ["/usr/local/bin/lab"], "no lab beside this Python: the one on PATH"
+    (tmp_path / "bin" / "lab").write_text("#!/bin/sh\n")
+    (tmp_path / "bin" / "lab").chmod(0o755)
+    assert common.lab_cmd() == [str(tmp_path / "bin" / "lab")]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from .. import kinds
 from ..plan.plantypes import LabPlan
 
 Progress = Callable[[str, str], None]
@@ -42,8 +43,8 @@ def conntrack_room(max_sessions: int, tables: int = 1) -> dict[str, int]:
 
 
 def session_tables(plan: LabPlan) -> int:
-    """The namespaces that keep sessions: the SRXs' (measured: no other node of a lab tracks any)."""
-    return sum(1 for node in plan.nodes if node.kind == "srx")
+    """The namespaces that keep sessions: the firewalls' (measured: no other node of a lab tracks any)."""
+    return sum(1 for node in plan.nodes if kinds.get(node.kind).firewall)
 
 
 def sessions(plan: LabPlan, progress: Progress) -> None:

@@ -99,9 +99,22 @@ def entered(name: str) -> Iterator[None]:
         _check(_libc.setns(target, CLONE_NEWNET), f"setns into {name}")
         yield
     finally:
+        try:
+            _return_home(home)
+        finally:
+            os.close(home)
+            os.close(target)
+
+
+def _return_home(home: int) -> None:
+    """setns back into HOME even when a signal handler raises while this runs (`lab up` turns Ctrl-C
+    into KeyboardInterrupt wherever the main thread is): a thread left in a lab's namespace would go
+    on, and clean up, in the wrong place. setns into the namespace one is in is harmless."""
+    try:
         _check(_libc.setns(home, CLONE_NEWNET), "setns back to the original namespace")
-        os.close(home)
-        os.close(target)
+    except KeyboardInterrupt:
+        _check(_libc.setns(home, CLONE_NEWNET), "setns back to the original namespace")
+        raise
 
 
 def _share_run_dir() -> None:
@@ -127,12 +140,12 @@ def create(name: str) -> None:
     os.close(fd)
     home = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
     try:
-        _check(_libc.unshare(CLONE_NEWNET), "unshare(CLONE_NEWNET)")
-        try:
+        try:  # back home whatever happens after the unshare (an interrupt included)
+            _check(_libc.unshare(CLONE_NEWNET), "unshare(CLONE_NEWNET)")
             _check(_libc.mount(b"/proc/thread-self/ns/net", str(target).encode(), b"none", MS_BIND, None),
                    f"bind-mount namespace {name}")
         finally:
-            _check(_libc.setns(home, CLONE_NEWNET), "setns back to the original namespace")
+            _return_home(home)
     except OSError:
         target.unlink(missing_ok=True)
         raise

@@ -25,6 +25,7 @@ from labkit.contracts import MNHA_STATUS, MXLB_CONFIG, MXLB_STATUS, SRD_STATUS
 from ..model.diagnostics import LabError, did_you_mean
 from ..runtime import hostcheck
 from ..runtime.state import STATE_ROOT, LabState, running_labs, state_dir
+from .interrupts import UpInterrupts
 from .running import Lab, Restarted, labs, pick, remove_state
 from .topology import (
     event_verdicts,
@@ -96,18 +97,6 @@ def _preflight_up(loaded: LoadedTopology) -> LabPlan:
     return built
 
 
-def quiet_own_interrupts(interrupts: list[int], previous: Callable[[Any], object]) -> Callable[[Any], None]:
-    """An unraisable-exception hook for `up`: Python cannot raise an exception in some places (an
-    at-fork hook such as logging's, when the signal lands during a fork) and prints "Exception
-    ignored ... Traceback" instead. Such a KeyboardInterrupt is `up`'s own signal handler's, already
-    in INTERRUPTS and honoured at the next step: it is not shown. Anything else goes to PREVIOUS."""
-    def hook(unraisable: Any) -> None:
-        if interrupts and unraisable.exc_type is not None and issubclass(unraisable.exc_type, KeyboardInterrupt):
-            return
-        previous(unraisable)
-    return hook
-
-
 def up(path: Path, timeout: float = UP_TIMEOUT, progress: Progress = _quiet) -> Lab:
     """Bring a lab up with the netns backend; returns once every BGP session and expected route is
     there. On any failure, Ctrl-C or SIGTERM everything this attempt created is removed (LabError)."""
@@ -115,30 +104,23 @@ def up(path: Path, timeout: float = UP_TIMEOUT, progress: Progress = _quiet) -> 
 
     loaded = load(path)
     built = _preflight_up(loaded)
-    interrupts: list[int] = []
-
-    def on_signal(signum: int, frame: object) -> NoReturn:
-        interrupts.append(signum)
-        raise KeyboardInterrupt
+    interrupts = UpInterrupts()
 
     def checked(step: str, detail: str) -> None:
-        # Python drops an exception raised in some places (an at-fork hook when a signal lands
-        # during fork()): a signal seen but not raised is honoured at the next step.
-        if interrupts:
-            raise KeyboardInterrupt
-        progress(step, detail)
+        interrupts.raise_if_seen()
+        with interrupts.whole():  # a progress line cut in the middle silences every later one
+            progress(step, detail)
 
     backend = NetnsBackend(checked)
     previous_hook = sys.unraisablehook
-    sys.unraisablehook = quiet_own_interrupts(interrupts, previous_hook)
-    signal.signal(signal.SIGTERM, on_signal)
+    sys.unraisablehook = interrupts.unraisable_hook(previous_hook)
+    signal.signal(signal.SIGTERM, interrupts.handler)
     # also when started with SIGINT ignored (a background job of a non-interactive shell, some CI
     # runners): a Ctrl-C or `kill -INT` still removes what this attempt created
-    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGINT, interrupts.handler)
     try:
         state = backend.up(built, ready_timeout=timeout)
-        if interrupts:
-            raise KeyboardInterrupt
+        interrupts.raise_if_seen()
     except BaseException as exc:
         sys.unraisablehook = previous_hook
         for signum in (signal.SIGINT, signal.SIGTERM):  # a second Ctrl-C must not stop the cleanup

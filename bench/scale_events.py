@@ -14,7 +14,6 @@ minutes an event at a million sessions.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import platform
@@ -22,7 +21,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -108,24 +106,6 @@ def markdown(doc: dict[str, Any], command: str, seconds: float, sessions: int) -
     return "\n".join(lines) + "\n"
 
 
-HASH = Path("/proc/sys/net/netfilter/nf_conntrack_buckets")
-
-
-@contextlib.contextmanager
-def hash_put_back() -> Iterator[None]:
-    """The machine's conntrack hash as this benchmark found it, once its lab is down. `lab up` raises
-    the hash for the lab's sessions and never lowers it (another lab may need it), and every full
-    dump of a session table walks every bucket with the CPU's softirqs held (12 ms a million buckets
-    here): a hash left sized for a million sessions would make the next labs' dumps that much slower."""
-    before = int(HASH.read_text())
-    try:
-        yield
-    finally:
-        if int(HASH.read_text()) != before:
-            HASH.write_text(str(before))
-            log(f"nf_conntrack_buckets put back to {before}")
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sessions", type=int, default=1_000_000)
@@ -135,7 +115,7 @@ def main() -> int:
     if os.geteuid() != 0:
         print("needs root (network namespaces)", file=sys.stderr)
         return 2
-    with tempfile.TemporaryDirectory() as tmp, hash_put_back():
+    with tempfile.TemporaryDirectory() as tmp:  # `lab down` gives the raised conntrack hash back
         doc, command, seconds = run(args.sessions, args.events.split(","), Path(tmp))
     text = markdown(doc, command, seconds, args.sessions)
     print(text)

@@ -109,12 +109,17 @@ def entered(name: str) -> Iterator[None]:
 def _return_home(home: int) -> None:
     """setns back into HOME even when a signal handler raises while this runs (`lab up` turns Ctrl-C
     into KeyboardInterrupt wherever the main thread is): a thread left in a lab's namespace would go
-    on, and clean up, in the wrong place. setns into the namespace one is in is harmless."""
-    try:
-        _check(_libc.setns(home, CLONE_NEWNET), "setns back to the original namespace")
-    except KeyboardInterrupt:
-        _check(_libc.setns(home, CLONE_NEWNET), "setns back to the original namespace")
-        raise
+    on, and clean up, in the wrong place. setns into the namespace one is in is harmless, so it is
+    tried again until it has been done; the first interrupt is raised then."""
+    interrupted: KeyboardInterrupt | None = None
+    while True:
+        try:
+            _check(_libc.setns(home, CLONE_NEWNET), "setns back to the original namespace")
+            break
+        except KeyboardInterrupt as exc:
+            interrupted = interrupted or exc
+    if interrupted is not None:
+        raise interrupted
 
 
 def _share_run_dir() -> None:

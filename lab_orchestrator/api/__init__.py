@@ -105,13 +105,7 @@ def up(path: Path, timeout: float = UP_TIMEOUT, progress: Progress = _quiet) -> 
     loaded = load(path)
     built = _preflight_up(loaded)
     interrupts = UpInterrupts()
-
-    def checked(step: str, detail: str) -> None:
-        interrupts.raise_if_seen()
-        with interrupts.whole():  # a progress line cut in the middle silences every later one
-            progress(step, detail)
-
-    backend = NetnsBackend(checked)
+    backend = NetnsBackend(interrupts.guard(progress))  # a progress line cut in the middle silences every later one
     previous_hook = sys.unraisablehook
     sys.unraisablehook = interrupts.unraisable_hook(previous_hook)
     signal.signal(signal.SIGTERM, interrupts.handler)

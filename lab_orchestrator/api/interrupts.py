@@ -39,6 +39,15 @@ class UpInterrupts:
         if not self._held:
             self.raise_if_seen()
 
+    def guard(self, progress: Callable[[str, str], None]) -> Callable[[str, str], None]:
+        """PROGRESS as `lab up`'s steps call it: a signal seen and not raised yet stops the next step
+        before it starts, and a line is printed whole."""
+        def checked(step: str, detail: str) -> None:
+            self.raise_if_seen()
+            with self.whole():
+                progress(step, detail)
+        return checked
+
     def unraisable_hook(self, previous: Callable[[Any], object]) -> Callable[[Any], None]:
         """Python cannot raise an exception in some places (an at-fork hook such as logging's, when the
         signal lands during a fork) and prints "Exception ignored ... Traceback" instead. Such a

@@ -282,7 +282,7 @@ class Services(Strict):
     # with BFD a restart of an MX's BIRD (restart routing, GRES) takes its peers' sessions down.
     bfd: Bfd | None = None
     # The session table: `lab up` raises the kernel's conntrack limit (one value for every
-    # namespace on this kernel) to max_sessions, never lowers it; the SRXs' session timeouts are
+    # namespace on this kernel) to max_sessions, `lab down` gives it back; the SRXs' session timeouts are
     # an SRX's: UDP 60 s of inactivity, established TCP 1800 s (Junos's defaults).
     max_sessions: int = Field(default=262144, ge=1024, le=16777216)
     udp_timeout: int = Field(default=60, ge=1, le=86400)

@@ -333,7 +333,7 @@ def need_of(plan: LabPlan) -> SessionNeed:
 
 def conntrack_limit(need: SessionNeed, base: Path = Path("/proc/sys/net/netfilter")) -> CheckResult:
     """The kernel-wide conntrack limit and hash size against what `lab up` sets them to for NEED: enough
-    already, or writable here (`lab up` raises them; it never lowers them). Only a low limit fails:
+    already, or writable here (`lab up` raises them, `lab down` gives them back). Only a low limit fails:
     past it the kernel drops new sessions, while a smaller hash only makes each lookup longer."""
     check = BY_NAME["conntrack-limit"]
     have: dict[str, int] = {}

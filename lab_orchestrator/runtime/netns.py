@@ -28,7 +28,7 @@ from labkit.files import is_secret, private_dir, write_secret
 from ..model.diagnostics import LabError
 from ..plan.pipeline import LabPlan, Route
 from . import credentials, kernel_room, netlinkcfg, supervisor, upwait
-from .state import LabState
+from .state import LabState, running_labs
 
 Progress = Callable[[str, str], None]  # (step, detail)
 
@@ -48,7 +48,7 @@ class NetnsBackend:
             name=plan.name, source=plan.source, state_dir=plan.state_dir, status="creating",
             namespaces=[ns.name for ns in plan.namespaces], bridge=plan.mgmt.bridge,
             host_ports=[p.host_port for p in plan.mgmt.ports], nft_table=plan.mgmt.nft_table,
-            mgmt_subnet=plan.mgmt.subnet, created_at=time.time(),
+            mgmt_subnet=plan.mgmt.subnet, created_at=time.time(), kernel_room=kernel_room.wanted(plan),
         )
         state.save()  # the journal first: a crash from here on is cleaned by `lab down`
         try:
@@ -56,8 +56,7 @@ class NetnsBackend:
             # the supervisor (a Python process of its own) gets ready while the namespaces are made
             state.supervisor_pid = supervisor.Supervisor(plan.state_dir).launch()
             state.save()
-            kernel_room.neighbours(plan, self.progress)
-            kernel_room.sessions(plan, self.progress)
+            kernel_room.KernelRoom().raise_to(plan.state_dir, state.kernel_room, self.progress)
             self._namespaces(plan)
             self._links(plan)
             self._addresses(plan)
@@ -296,11 +295,21 @@ class NetnsBackend:
             netnsutil.delete(ns)
         if _nft_has_table(state.nft_table):
             _nft(f"delete table inet {state.nft_table}\n")
+        try:
+            self._give_back_kernel_room(state)
+        except (OSError, ValueError, KeyError, TypeError) as exc:  # bookkeeping: never stops a removal
+            problems.append(f"kernel limits not given back ({type(exc).__name__}: {exc})")
         leftovers = [p for p in netnsutil.pids_in(inodes) if p != os.getpid()]
         leftovers += _supervisor_pids(state.state_dir)
         if leftovers:
             problems.append(f"processes still running: {leftovers}")
         return problems
+
+    def _give_back_kernel_room(self, gone: LabState) -> None:
+        """The knobs labs raised go back to what the labs still up need (all of it when none is). While a
+        lab recorded by a version of lab that did not say what it needs runs, none is lowered."""
+        unknown = [s for s in running_labs() if s.name != gone.name and not s.kernel_room]
+        kernel_room.KernelRoom().give_back(gone.state_dir, self.progress, lower=not unknown)
 
 
 def _supervisor_pids(state_dir: str) -> list[int]:

@@ -38,6 +38,8 @@ class LabState:
     created_at: float = 0.0
     ready_at: float = 0.0
     ready_for: list[str] = field(default_factory=list)  # what `lab up` waited for before it returned
+    # machine-wide knobs (paths under /proc/sys) and the value this lab needs: `lab down` gives back the rest
+    kernel_room: dict[str, int] = field(default_factory=dict)
 
     @property
     def path(self) -> Path:

@@ -148,6 +148,9 @@ def sync_problems(sync: dict[str, object], age_s: float) -> list[str]:
         found.append(f"{queue} sync messages not acknowledged by the peer")
     if sync.get("awaiting_peer"):
         found.append("waiting for the peer's cold sync")
+    elif sync.get("cold_sync_ended") == "timed out":  # until a later cold sync completes
+        found.append(f"the last cold sync timed out after {sync.get('awaited_s')} s: this node took over "
+                     f"without its peer's sessions")
     return found
 
 

@@ -264,3 +264,34 @@ def test_mgmt_subnet_overlapping_a_host_route_is_refused(owner: LabOwner, tmp_pa
     assert leftovers(facts_clash) == []
     assert daemon_pids(facts_running.name) == before
 
+
+
+# --------------------------------------------------------------------------- (d) machine-wide knobs
+NETFILTER = Path("/proc/sys/net/netfilter")
+
+
+def test_down_gives_back_the_conntrack_room_up_raised(owner: LabOwner, tmp_path: Path) -> None:
+    """A lab sized for more sessions raises the machine's conntrack limit and hash (one for every
+    namespace); once it is down they are as before, not left for every later lab to walk."""
+    from lab_orchestrator import api
+    from lab_orchestrator.runtime import kernel_room
+
+    before = {name: int((NETFILTER / name).read_text()) for name in ("nf_conntrack_max", "nf_conntrack_buckets")}
+    tables = kernel_room.session_tables(api.plan(TOPOLOGY1, state_root=None))
+    # more than both hold now, and a hash the kernel rounds up (to whole pages of buckets)
+    sessions = max(before["nf_conntrack_max"], before["nf_conntrack_buckets"] * 4 // tables) + 65536 + 4 * 100
+    topology = copy_lab(TOPOLOGY1, "it-room", tmp_path)
+    topology.write_text(topology.read_text().replace("services:\n", f"services:\n  max_sessions: {sessions}\n", 1))
+    facts = owner.claim(topology)
+
+    up = run_lab("up", str(topology))
+    assert up.returncode == 0, explain(up)
+    raised = {name: int((NETFILTER / name).read_text()) for name in before}
+    wanted = kernel_room.conntrack_room(sessions, tables)
+    assert raised["nf_conntrack_max"] == wanted["nf_conntrack_max"], explain(up)
+    assert wanted["nf_conntrack_buckets"] <= raised["nf_conntrack_buckets"] < wanted["nf_conntrack_buckets"] + 4096
+    down = run_lab("down", str(topology), timeout=60)
+
+    assert down.returncode == 0, explain(down)
+    assert {name: int((NETFILTER / name).read_text()) for name in before} == before
+    assert leftovers(facts) == []

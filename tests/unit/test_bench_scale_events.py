@@ -52,16 +52,3 @@ def test_a_benchmark_runs_the_lab_command_of_its_own_checkout(tmp_path: Path, mo
     (tmp_path / "bin" / "lab").write_text("#!/bin/sh\n")
     (tmp_path / "bin" / "lab").chmod(0o755)
     assert common.lab_cmd() == [str(tmp_path / "bin" / "lab")]
-
-
-def test_the_benchmark_puts_the_machine_s_conntrack_hash_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    knob = tmp_path / "nf_conntrack_buckets"
-    knob.write_text("262144\n")
-    monkeypatch.setattr(scale_events, "HASH", knob)
-    with scale_events.hash_put_back():
-        knob.write_text("2200064\n")  # what `lab up` of the million-session lab raises it to
-    assert knob.read_text() == "262144"
-    with pytest.raises(RuntimeError), scale_events.hash_put_back():
-        knob.write_text("2200064\n")
-        raise RuntimeError("the run failed")
-    assert knob.read_text() == "262144", "put back after a failed run too"

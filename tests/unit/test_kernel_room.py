@@ -1,11 +1,15 @@
-"""The kernel-wide limits `lab up` raises: the conntrack hash sized for every SRX's table."""
+"""The kernel-wide limits `lab up` raises (the conntrack hash sized for every SRX's table) and `lab down`
+gives back to what the labs still running need."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from lab_orchestrator import api
-from lab_orchestrator.runtime import kernel_room
+from lab_orchestrator.runtime import kernel_room, netns
+from lab_orchestrator.runtime.state import LabState
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -23,19 +27,159 @@ def test_the_session_tables_are_the_srxs() -> None:
     assert kernel_room.session_tables(api.plan(REPO / "labs" / "flexvpn.yml", state_root=None)) == 0
 
 
-def test_lab_up_raises_both_knobs_never_lowers_them(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    (tmp_path / "nf_conntrack_max").write_text("262144\n")
-    (tmp_path / "nf_conntrack_buckets").write_text("9999999\n")
+KNOBS = {"net/netfilter/nf_conntrack_max": 262144, "net/netfilter/nf_conntrack_buckets": 262144,
+         "net/ipv4/neigh/default/gc_thresh2": 512, "net/ipv4/neigh/default/gc_thresh3": 1024}
+
+
+class RoundingRoom(kernel_room.KernelRoom):
+    """The kernel rounds the hash up to whole pages of buckets (512 on x86_64)."""
+
+    def write(self, knob: str, value: int) -> int:
+        if knob.endswith("nf_conntrack_buckets"):
+            value = -(-value // 512) * 512
+        return super().write(knob, value)
+
+
+def machine(tmp_path: Path, values: dict[str, int] | None = None) -> kernel_room.KernelRoom:
+    """A /proc/sys of files under TMP_PATH/sys holding VALUES (this kernel's defaults otherwise)."""
+    for knob, value in (values or KNOBS).items():
+        (tmp_path / "sys" / knob).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "sys" / knob).write_text(f"{value}\n")
+    return RoundingRoom(tmp_path / "kernel-room.json", tmp_path / "sys")
+
+
+def lab(tmp_path: Path, name: str) -> str:
+    """A lab's state folder (with its record: a lab that is up)."""
+    (tmp_path / name).mkdir(exist_ok=True)
+    (tmp_path / name / "state.json").write_text("{}")
+    return str(tmp_path / name)
+
+
+def value(room: kernel_room.KernelRoom, knob: str) -> int:
+    return int((room.root / knob).read_text())
+
+
+def wants(max_sessions: int = 1_000_000) -> dict[str, int]:
     plan = api.plan(REPO / "labs" / "topology3.yml", state_root=None)
-    plan.max_sessions = 1_000_000
-    real = Path
+    plan.max_sessions = max_sessions
+    return kernel_room.wanted(plan)
 
-    def fake(path: str) -> Path:
-        return tmp_path if path == "/proc/sys/net/netfilter" else real(path)
 
-    monkeypatch.setattr(kernel_room, "Path", fake)
+def quiet(_step: str, _text: str) -> None:
+    pass
+
+
+def test_a_lab_wants_the_conntrack_room_of_its_tables_and_neighbours_for_its_ends() -> None:
+    plan = api.plan(REPO / "labs" / "topology3.yml", state_root=None)
+    room = kernel_room.wanted(plan)
+    assert room["net/netfilter/nf_conntrack_max"] == plan.max_sessions
+    assert room["net/netfilter/nf_conntrack_buckets"] == plan.max_sessions * 4 // 4
+    ends = 2 * (len(plan.veths) + len(plan.mgmt.ports))
+    assert room["net/ipv4/neigh/default/gc_thresh3"] == 4 * ends
+
+
+def test_lab_up_raises_what_is_too_low_and_never_lowers(tmp_path: Path) -> None:
+    room = machine(tmp_path, {**KNOBS, "net/netfilter/nf_conntrack_buckets": 9_999_999})
     said: list[str] = []
-    kernel_room.sessions(plan, lambda _step, text: said.append(text))
-    assert (tmp_path / "nf_conntrack_max").read_text() == "1000000"
-    assert (tmp_path / "nf_conntrack_buckets").read_text() == "9999999\n"
-    assert said == ["net.netfilter.nf_conntrack_max raised to 1000000"]
+    room.raise_to(lab(tmp_path, "big"), wants(), lambda _step, text: said.append(text))
+    assert value(room, "net/netfilter/nf_conntrack_max") == 1_000_000
+    assert value(room, "net/netfilter/nf_conntrack_buckets") == 9_999_999
+    assert "net.netfilter.nf_conntrack_max raised to 1000000" in said
+    assert not any("nf_conntrack_buckets" in line for line in said)
+
+
+def test_lab_down_puts_back_what_labs_raised_once_no_lab_needs_it(tmp_path: Path) -> None:
+    room = machine(tmp_path)
+    big = lab(tmp_path, "big")
+    room.raise_to(big, wants(1_000_100), quiet)
+    assert value(room, "net/netfilter/nf_conntrack_buckets") == 1_000_448, "rounded up to whole pages"
+    said: list[str] = []
+    room.give_back(big, lambda _step, text: said.append(text))
+    assert {knob: value(room, knob) for knob in KNOBS} == KNOBS
+    assert "net.netfilter.nf_conntrack_buckets put back to 262144" in said
+    assert not room.record.exists()
+
+
+def test_a_lab_still_up_keeps_what_it_needs(tmp_path: Path) -> None:
+    room = machine(tmp_path)
+    small, big = lab(tmp_path, "small"), lab(tmp_path, "big")
+    room.raise_to(small, wants(400_100), quiet)
+    room.raise_to(big, wants(1_000_000), quiet)
+    room.give_back(big, quiet)  # the big lab went, the small one is up
+    assert value(room, "net/netfilter/nf_conntrack_max") == 400_100
+    assert value(room, "net/netfilter/nf_conntrack_buckets") == 400_384
+    room.give_back(small, quiet)  # and then the small one
+    assert {knob: value(room, knob) for knob in KNOBS} == KNOBS
+    assert not room.record.exists()
+
+
+def test_a_lab_gone_without_lab_down_wants_nothing_any_more(tmp_path: Path) -> None:
+    room = machine(tmp_path)
+    crashed, other = lab(tmp_path, "crashed"), lab(tmp_path, "other")
+    room.raise_to(crashed, wants(1_000_000), quiet)
+    room.raise_to(other, wants(262_144), quiet)
+    (Path(crashed) / "state.json").unlink()  # its record gone (a reboot, a removed folder)
+    room.give_back(other, quiet)
+    assert {knob: value(room, knob) for knob in KNOBS} == KNOBS
+
+
+def test_a_knob_someone_else_set_meanwhile_is_left_alone(tmp_path: Path) -> None:
+    room = machine(tmp_path)
+    big = lab(tmp_path, "big")
+    room.raise_to(big, wants(), quiet)
+    (room.root / "net/netfilter/nf_conntrack_buckets").write_text("4194304\n")  # an operator's own value
+    room.give_back(big, quiet)
+    assert value(room, "net/netfilter/nf_conntrack_buckets") == 4_194_304
+    assert value(room, "net/netfilter/nf_conntrack_max") == 262_144
+    assert not room.record.exists()
+
+
+def test_an_operator_s_value_between_two_labs_is_the_one_given_back(tmp_path: Path) -> None:
+    room = machine(tmp_path)
+    first, second = lab(tmp_path, "first"), lab(tmp_path, "second")
+    room.raise_to(first, wants(400_000), quiet)
+    (room.root / "net/netfilter/nf_conntrack_max").write_text("500000\n")
+    room.raise_to(second, wants(1_000_000), quiet)
+    room.give_back(second, quiet)
+    room.give_back(first, quiet)
+    assert value(room, "net/netfilter/nf_conntrack_max") == 500_000
+
+
+def test_the_value_before_any_lab_survives_a_second_raise(tmp_path: Path) -> None:
+    room = machine(tmp_path)
+    first, second = lab(tmp_path, "first"), lab(tmp_path, "second")
+    room.raise_to(first, wants(400_000), quiet)
+    room.raise_to(second, wants(1_000_000), quiet)
+    room.give_back(first, quiet)
+    assert value(room, "net/netfilter/nf_conntrack_max") == 1_000_000, "the second lab still needs it"
+    room.give_back(second, quiet)
+    assert value(room, "net/netfilter/nf_conntrack_max") == 262_144
+
+
+def test_with_a_lab_of_unknown_needs_up_nothing_is_lowered(tmp_path: Path) -> None:
+    room = machine(tmp_path)
+    big = lab(tmp_path, "big")
+    room.raise_to(big, wants(), quiet)
+    room.give_back(big, quiet, lower=False)
+    assert value(room, "net/netfilter/nf_conntrack_max") == 1_000_000
+
+
+def _state(name: str, room: dict[str, int], root: Path) -> LabState:
+    return LabState(name, "t.yml", str(root / name), "ready", [], "", [], "", "", kernel_room=room)
+
+
+def test_lab_down_lowers_nothing_while_a_lab_of_unknown_needs_is_up(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[tuple[str, bool]] = []
+
+    class Recorder:
+        def give_back(self, lab: str, _progress: object, lower: bool = True) -> None:
+            calls.append((lab, lower))
+
+    monkeypatch.setattr(kernel_room, "KernelRoom", Recorder)
+    gone = _state("big", wants(), tmp_path)
+    monkeypatch.setattr(netns, "running_labs", lambda: [gone, _state("old", {}, tmp_path)])
+    netns.NetnsBackend()._give_back_kernel_room(gone)
+    monkeypatch.setattr(netns, "running_labs", lambda: [gone, _state("small", wants(400_000), tmp_path)])
+    netns.NetnsBackend()._give_back_kernel_room(gone)  # its own record is not one of the others
+    assert calls == [(gone.state_dir, False), (gone.state_dir, True)]

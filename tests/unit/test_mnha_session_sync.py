@@ -197,6 +197,18 @@ def test_messages_dropped_as_older_are_a_sync_problem() -> None:
         "7 sync messages from the peer dropped as older than the last accepted"]
 
 
+def test_a_cold_sync_that_timed_out_is_a_sync_problem_until_one_completes() -> None:
+    from lab_orchestrator.runtime.status import sync_problems
+
+    healthy = {"daemon_answering": True, "errors": 0, "lost": 0, "stale": 0, "resend_queue": 0}
+    timed_out = {**healthy, "awaited_s": 30.0, "cold_sync_ended": "timed out"}
+    assert sync_problems(timed_out, 1.0) == [
+        "the last cold sync timed out after 30.0 s: this node took over without its peer's sessions"]
+    assert sync_problems({**timed_out, "cold_sync_ended": "received"}, 1.0) == []
+    assert sync_problems({**timed_out, "cold_sync_ended": "no peer"}, 1.0) == []
+    assert sync_problems({**timed_out, "awaiting_peer": True}, 1.0) == ["waiting for the peer's cold sync"]
+
+
 def conntrackd_with(queues: list[int], updated: list[int], calls: list[tuple[str, ...]]) -> Any:
     """A fake conntrackd client whose queues (-s queue) and cache events (-s: 300 created, UPDATED
     updated, 0 destroyed) answer the given values in turn."""

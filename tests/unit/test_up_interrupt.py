@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -134,17 +135,51 @@ class FakeLibc:
         return 0
 
 
-def test_an_interrupt_while_returning_home_still_returns_home(monkeypatch: pytest.MonkeyPatch) -> None:
-    libc = FakeLibc()
-    monkeypatch.setattr(netnsutil, "_libc", libc)
-    checked: list[str] = []
+def interrupting_check(at: set[int]) -> Any:
+    """A `_check` during whose calls number AT (1 is the first) a signal handler raises."""
+    calls: list[str] = []
 
     def check(result: int, what: str) -> None:
-        checked.append(what)
-        if len(checked) == 1:
-            raise KeyboardInterrupt  # the handler ran just after the first setns returned... or before it
+        calls.append(what)
+        if len(calls) in at:
+            raise KeyboardInterrupt(len(calls))
+    return check
 
-    monkeypatch.setattr(netnsutil, "_check", check)
-    with pytest.raises(KeyboardInterrupt):
+
+def test_interrupts_while_returning_home_still_return_home(monkeypatch: pytest.MonkeyPatch) -> None:
+    libc = FakeLibc()
+    monkeypatch.setattr(netnsutil, "_libc", libc)
+    monkeypatch.setattr(netnsutil, "_check", interrupting_check({1, 2}))  # Ctrl-C twice
+    with pytest.raises(KeyboardInterrupt) as raised:
         netnsutil._return_home(7)
-    assert libc.setns_calls == [7, 7]  # once more: setns into the namespace one is in is harmless
+    assert libc.setns_calls == [7, 7, 7]  # until one was not cut: setns into where one is is harmless
+    assert raised.value.args == (1,), "the first interrupt is the one raised"
+
+
+def test_a_body_interrupted_in_a_namespace_returns_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "lab-r1").touch()
+    monkeypatch.setattr(netnsutil, "NETNS_RUN_DIR", tmp_path)
+    libc = FakeLibc()
+    monkeypatch.setattr(netnsutil, "_libc", libc)
+    monkeypatch.setattr(netnsutil, "_check", interrupting_check({2}))  # as the thread leaves
+    with pytest.raises(KeyboardInterrupt), netnsutil.entered("lab-r1"):
+        pass
+    target, home, again = libc.setns_calls
+    assert home == again != target, "back home once more after the interrupted return"
+
+
+def test_lab_up_s_progress_lines_are_printed_whole() -> None:
+    interrupts = UpInterrupts()
+    printed: list[str] = []
+
+    def progress(step: str, detail: str) -> None:
+        interrupts.handler(signal.SIGINT, None)  # Ctrl-C in the middle of the line
+        printed.append(f"{step} {detail}")
+
+    checked = interrupts.guard(progress)
+    with pytest.raises(KeyboardInterrupt):
+        checked("namespaces", "10 namespaces")
+    assert printed == ["namespaces 10 namespaces"]
+    with pytest.raises(KeyboardInterrupt):
+        checked("links", "20 links")  # the next step does not start
+    assert printed == ["namespaces 10 namespaces"]

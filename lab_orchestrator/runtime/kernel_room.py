@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from labkit.files import write_json
+from labkit.files import write_atomic
 
 from .. import kinds
 from ..plan.plantypes import LabPlan
@@ -30,7 +30,6 @@ Progress = Callable[[str, str], None]
 PROC_SYS = Path("/proc/sys")
 NEIGH = "net/ipv4/neigh/default"
 NETFILTER = "net/netfilter"
-RECORD_NAME = "kernel-room.json"  # in the state root, beside the labs' folders
 
 
 def neighbour_room(plan: LabPlan) -> dict[str, int]:
@@ -72,6 +71,15 @@ def wanted(plan: LabPlan) -> dict[str, int]:
 RECORD = Path("/run/lab-kernel-room.json")
 
 
+# The kernel rounds the hash up to whole pages of buckets (512 of 8 bytes on x86_64).
+ROUNDING = 511
+
+
+def _left_by_a_lab(current: int, ours: dict[str, int]) -> bool:
+    """Whether CURRENT is the value a lab last wrote (as the kernel holds it: rounded up at most)."""
+    return ours["set"] <= current <= ours["set"] + ROUNDING
+
+
 def _sysctl_name(knob: str) -> str:
     return knob.replace("/", ".")
 
@@ -86,21 +94,31 @@ class KernelRoom:
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[dict[str, Any]]:
-        """The record, read and written back whole under an exclusive lock on its folder (removed when
-        it holds nothing)."""
+        """The record under an exclusive lock on its folder, written back whole (removed when it holds
+        nothing) however the body ends: a knob written before an interrupt is still recorded. A record
+        that is not one (damaged, from elsewhere) counts as empty."""
         fd = os.open(self.record.parent, os.O_RDONLY | os.O_DIRECTORY)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             try:
                 data = json.loads(self.record.read_text())
             except (OSError, ValueError):
-                data = {}
-            record: dict[str, Any] = {"knobs": dict(data.get("knobs") or {}), "labs": dict(data.get("labs") or {})}
-            yield record
-            if record["knobs"] or record["labs"]:
-                write_json(self.record, record, sort_keys=True)
-            else:
-                self.record.unlink(missing_ok=True)
+                data = None
+            record: dict[str, Any] = {"knobs": {}, "labs": {}}
+            if isinstance(data, dict):
+                for part in record:
+                    found = data.get(part)
+                    if isinstance(found, dict):
+                        record[part] = {k: v for k, v in found.items() if isinstance(v, dict)}
+                record["knobs"] = {k: v for k, v in record["knobs"].items()
+                                   if isinstance(v.get("before"), int) and isinstance(v.get("set"), int)}
+            try:
+                yield record
+            finally:
+                if record["knobs"] or record["labs"]:
+                    write_atomic(self.record, json.dumps(record, indent=2, sort_keys=True) + "\n", mode=0o600)
+                else:
+                    self.record.unlink(missing_ok=True)
         finally:
             os.close(fd)  # and with it the lock
 
@@ -113,52 +131,67 @@ class KernelRoom:
         return self.read(knob)
 
     def raise_to(self, lab: str, room: dict[str, int], progress: Progress) -> None:
-        """LAB (its state folder) wants ROOM: raise each knob that is lower (never lower one)."""
+        """LAB (its state folder) wants ROOM: raise each knob that is lower (never lower one). What was
+        done is said once the record is written and unlocked."""
+        said: list[tuple[str, str]] = []
         with self._locked() as record:
-            record["labs"][lab] = room
+            record["labs"][os.path.abspath(lab)] = room
             knobs = record["knobs"]
             for knob, value in room.items():
                 step = "sessions" if knob.startswith(NETFILTER) else "neighbours"
                 try:
                     current = self.read(knob)
                     ours = knobs.get(knob)
-                    if ours is not None and current != ours["set"]:
+                    if ours is not None and not _left_by_a_lab(current, ours):
                         ours = None  # set by someone else since: that is the value to give back to
                         knobs.pop(knob)
                     if current >= value:
                         continue
-                    held = self.write(knob, value)
-                    knobs[knob] = {"before": current if ours is None else ours["before"], "set": held}
-                    progress(step, f"{_sysctl_name(knob)} raised to {held}")
+                    # recorded before the write (an interrupt between the two still leaves a record),
+                    # then as the kernel holds it
+                    knobs[knob] = {"before": current if ours is None else ours["before"], "set": value}
+                    try:
+                        knobs[knob]["set"] = self.write(knob, value)
+                    except (OSError, ValueError):
+                        knobs.pop(knob)
+                        if ours is not None:
+                            knobs[knob] = ours
+                        raise
+                    said.append((step, f"{_sysctl_name(knob)} raised to {knobs[knob]['set']}"))
                 except (OSError, ValueError):
-                    progress(step, f"{_sysctl_name(knob)} could not be raised to {value}: "
-                                   f"`lab doctor` shows the limit")
+                    said.append((step, f"{_sysctl_name(knob)} could not be raised to {value}: "
+                                       f"`lab doctor` shows the limit"))
+        for step, text in said:
+            progress(step, text)
 
     def give_back(self, lab: str, progress: Progress, lower: bool = True) -> None:
         """LAB has gone: each knob a lab raised goes back to the larger of its value before and what the
         labs still up want (a lab whose state folder has gone without `lab down` wants nothing). A knob
         whose value is no longer the one a lab left (someone else set it) is left alone and forgotten.
         With LOWER false only LAB's wants are dropped (a lab the record does not know is still up)."""
+        said: list[str] = []
         with self._locked() as record:
             labs = record["labs"]
-            labs.pop(lab, None)
+            labs.pop(os.path.abspath(lab), None)
             for gone in [name for name in labs if not (Path(name) / "state.json").exists()]:
                 labs.pop(gone)
             if not lower:
                 return
             for knob, ours in list(record["knobs"].items()):
-                target = max([ours["before"], *(wants.get(knob, 0) for wants in labs.values())])
+                target = max([ours["before"], *(int(wants.get(knob, 0)) for wants in labs.values())])
                 try:
                     current = self.read(knob)
-                    if current != ours["set"]:
+                    if not _left_by_a_lab(current, ours):
                         record["knobs"].pop(knob)
                         continue
                     if current > target:
-                        current = self.write(knob, target)
-                        progress("kernel", f"{_sysctl_name(knob)} put back to {current}")
+                        lowered = self.write(knob, target)
+                        if lowered != current:
+                            said.append(f"{_sysctl_name(knob)} put back to {lowered}")
+                        current = ours["set"] = lowered
                 except (OSError, ValueError):
                     continue
                 if current <= ours["before"]:
                     record["knobs"].pop(knob)
-                else:
-                    ours["set"] = current
+        for text in said:
+            progress("kernel", text)

@@ -294,4 +294,5 @@ def test_down_gives_back_the_conntrack_room_up_raised(owner: LabOwner, tmp_path:
 
     assert down.returncode == 0, explain(down)
     assert {name: int((NETFILTER / name).read_text()) for name in before} == before
+    assert not Path("/run/lab-kernel-room.json").exists(), "no lab needs anything from the record"
     assert leftovers(facts) == []

@@ -93,6 +93,7 @@ def test_lab_down_puts_back_what_labs_raised_once_no_lab_needs_it(tmp_path: Path
     big = lab(tmp_path, "big")
     room.raise_to(big, wants(1_000_100), quiet)
     assert value(room, "net/netfilter/nf_conntrack_buckets") == 1_000_448, "rounded up to whole pages"
+    assert room.record.stat().st_mode & 0o777 == 0o600
     said: list[str] = []
     room.give_back(big, lambda _step, text: said.append(text))
     assert {knob: value(room, knob) for knob in KNOBS} == KNOBS
@@ -183,3 +184,84 @@ def test_lab_down_lowers_nothing_while_a_lab_of_unknown_needs_is_up(tmp_path: Pa
     monkeypatch.setattr(netns, "running_labs", lambda: [gone, _state("small", wants(400_000), tmp_path)])
     netns.NetnsBackend()._give_back_kernel_room(gone)  # its own record is not one of the others
     assert calls == [(gone.state_dir, False), (gone.state_dir, True)]
+
+
+class InterruptedRoom(RoundingRoom):
+    """Ctrl-C lands once the knob is written, before the kernel's value is read back."""
+
+    def write(self, knob: str, value: int) -> int:
+        super().write(knob, value)
+        raise KeyboardInterrupt
+
+
+def test_an_interrupt_after_a_write_still_leaves_it_recorded(tmp_path: Path) -> None:
+    machine(tmp_path)
+    room = InterruptedRoom(tmp_path / "kernel-room.json", tmp_path / "sys")
+    big = lab(tmp_path, "big")
+    with pytest.raises(KeyboardInterrupt):
+        room.raise_to(big, wants(1_000_100), quiet)
+    back = RoundingRoom(room.record, room.root)
+    back.give_back(big, quiet)  # the cleanup of the interrupted `lab up`
+    assert value(back, "net/netfilter/nf_conntrack_max") == 262_144
+
+
+def test_an_interrupt_while_a_line_is_said_still_leaves_the_record(tmp_path: Path) -> None:
+    room = machine(tmp_path)
+    big = lab(tmp_path, "big")
+
+    def interrupted(_step: str, _text: str) -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        room.raise_to(big, wants(), interrupted)
+    room.give_back(big, quiet)
+    assert {knob: value(room, knob) for knob in KNOBS} == KNOBS
+
+
+def test_a_knob_that_cannot_be_written_keeps_the_earlier_lab_s_record(tmp_path: Path) -> None:
+    room = machine(tmp_path)
+    first, second = lab(tmp_path, "first"), lab(tmp_path, "second")
+    room.raise_to(first, wants(400_000), quiet)
+
+    class Refusing(RoundingRoom):
+        def write(self, knob: str, value: int) -> int:
+            raise OSError(12, "Cannot allocate memory")
+
+    said: list[str] = []
+    Refusing(room.record, room.root).raise_to(second, wants(16_000_000), lambda _s, text: said.append(text))
+    assert "net.netfilter.nf_conntrack_max could not be raised to 16000000: `lab doctor` shows the limit" in said
+    room.give_back(first, quiet)
+    room.give_back(second, quiet)
+    assert value(room, "net/netfilter/nf_conntrack_max") == 262_144
+
+
+def test_a_damaged_record_counts_as_empty(tmp_path: Path) -> None:
+    room = machine(tmp_path)
+    for text in ("[]", "null", '{"knobs": [1], "labs": {"x": 3}}', '{"knobs": {"a": {"before": "x"}}}', "{"):
+        room.record.write_text(text)
+        room.raise_to(lab(tmp_path, "big"), wants(), quiet)
+        room.give_back(str(tmp_path / "big"), quiet)
+        assert {knob: value(room, knob) for knob in KNOBS} == KNOBS, text
+        assert not room.record.exists()
+
+
+def test_lab_up_goes_on_when_the_record_cannot_be_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    class Broken:
+        def raise_to(self, *_: object) -> None:
+            raise OSError(30, "Read-only file system")
+
+    monkeypatch.setattr(kernel_room, "KernelRoom", Broken)
+    said: list[str] = []
+    plan = api.plan(REPO / "labs" / "topology1.yml", state_root=None)
+    netns.NetnsBackend(lambda _step, text: said.append(text))._raise_kernel_room(plan, _state("t1", {}, tmp_path))
+    assert said == ["kernel limits not raised (OSError: [Errno 30] Read-only file system): `lab doctor` shows them"]
+
+
+def test_a_lab_key_is_its_absolute_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    room = machine(tmp_path)
+    lab(tmp_path, "big")
+    monkeypatch.chdir(tmp_path)
+    room.raise_to("big", wants(), quiet)
+    monkeypatch.chdir("/")
+    room.give_back(str(tmp_path / "other"), quiet)  # another lab goes: "big" (relative when written) is still up
+    assert value(room, "net/netfilter/nf_conntrack_max") == 1_000_000

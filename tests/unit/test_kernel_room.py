@@ -59,6 +59,11 @@ def value(room: kernel_room.KernelRoom, knob: str) -> int:
     return int((room.root / knob).read_text())
 
 
+def knobs_now(room: kernel_room.KernelRoom) -> dict[str, int]:
+    """Every knob of the fake machine as it holds it now."""
+    return {knob: value(room, knob) for knob in KNOBS}
+
+
 def wants(max_sessions: int = 1_000_000) -> dict[str, int]:
     plan = api.plan(REPO / "labs" / "topology3.yml", state_root=None)
     plan.max_sessions = max_sessions
@@ -96,7 +101,7 @@ def test_lab_down_puts_back_what_labs_raised_once_no_lab_needs_it(tmp_path: Path
     assert room.record.stat().st_mode & 0o777 == 0o600
     said: list[str] = []
     room.give_back(big, lambda _step, text: said.append(text))
-    assert {knob: value(room, knob) for knob in KNOBS} == KNOBS
+    assert knobs_now(room) == KNOBS
     assert "net.netfilter.nf_conntrack_buckets put back to 262144" in said
     assert not room.record.exists()
 
@@ -110,7 +115,7 @@ def test_a_lab_still_up_keeps_what_it_needs(tmp_path: Path) -> None:
     assert value(room, "net/netfilter/nf_conntrack_max") == 400_100
     assert value(room, "net/netfilter/nf_conntrack_buckets") == 400_384
     room.give_back(small, quiet)  # and then the small one
-    assert {knob: value(room, knob) for knob in KNOBS} == KNOBS
+    assert knobs_now(room) == KNOBS
     assert not room.record.exists()
 
 
@@ -121,7 +126,7 @@ def test_a_lab_gone_without_lab_down_wants_nothing_any_more(tmp_path: Path) -> N
     room.raise_to(other, wants(262_144), quiet)
     (Path(crashed) / "state.json").unlink()  # its record gone (a reboot, a removed folder)
     room.give_back(other, quiet)
-    assert {knob: value(room, knob) for knob in KNOBS} == KNOBS
+    assert knobs_now(room) == KNOBS
 
 
 def test_a_knob_someone_else_set_meanwhile_is_left_alone(tmp_path: Path) -> None:
@@ -215,7 +220,7 @@ def test_an_interrupt_while_a_line_is_said_still_leaves_the_record(tmp_path: Pat
     with pytest.raises(KeyboardInterrupt):
         room.raise_to(big, wants(), interrupted)
     room.give_back(big, quiet)
-    assert {knob: value(room, knob) for knob in KNOBS} == KNOBS
+    assert knobs_now(room) == KNOBS
 
 
 def test_a_knob_that_cannot_be_written_keeps_the_earlier_lab_s_record(tmp_path: Path) -> None:
@@ -241,7 +246,7 @@ def test_a_damaged_record_counts_as_empty(tmp_path: Path) -> None:
         room.record.write_text(text)
         room.raise_to(lab(tmp_path, "big"), wants(), quiet)
         room.give_back(str(tmp_path / "big"), quiet)
-        assert {knob: value(room, knob) for knob in KNOBS} == KNOBS, text
+        assert knobs_now(room) == KNOBS, text
         assert not room.record.exists()
 
 

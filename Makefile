@@ -10,7 +10,7 @@ PYTHON := $(VENV)/bin/python
 LINK ?= /usr/local/bin/lab
 # netbase: /etc/protocols, without which conntrackd's protocol filter (TCP, UDP, ICMP) is empty and MNHA
 # syncs no session (minimal images such as debootstrap minbase lack it)
-APT_PACKAGES = python3 python3-venv iproute2 nftables bird2 conntrack conntrackd netbase iputils-ping graphviz tshark iperf3 openssh-client sshpass procps strongswan-charon strongswan-swanctl libcharon-extra-plugins libstrongswan-standard-plugins
+APT_PACKAGES = python3 python3-venv iproute2 nftables bird2 conntrack conntrackd tayga netbase iputils-ping graphviz tshark iperf3 openssh-client sshpass procps strongswan-charon strongswan-swanctl libcharon-extra-plugins libstrongswan-standard-plugins
 # used only by the live-view tests (`lab web` in headless Chromium, `lab top` in tmux); they skip without them
 TEST_APT_PACKAGES = chromium tmux
 # used only by `make bench` (bench/tcp_cps.py: connections per second with Debian's wrk against nginx, beside

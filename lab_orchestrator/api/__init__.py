@@ -77,6 +77,7 @@ def _preflight_up(loaded: LoadedTopology) -> LabPlan:
     hostcheck.require_tools()
     topo = loaded.topology
     hostcheck.require_selector(topo)
+    hostcheck.require_nat64(topo)
     mgmt = None
     if topo.addressing.mgmt is None and not any(n.mgmt_ip for n in topo.nodes.values()):
         try:

@@ -248,6 +248,20 @@ class Bfd(Strict):
     multiplier: int = Field(default=3, ge=1, le=255)
 
 
+class Nat64(Strict):
+    """NAT64 on the SRXs (the JVD's srx-nat64.conf): an IPv6 client of `source` that sends to `address`
+    reaches the IPv4 server `server` (destination NAT, `nat_64_dest_rule`), its source translated into
+    a NAT64 pool (`nat_64_source_ipv4_pool`: one per MNHA pair, from addressing.nat). The translator
+    maps each client address 1:1 to an address of `mapped` (the same on every SRX, so the pair's
+    synchronised sessions fit either node) before the pool's address-and-port translation."""
+
+    source: IPv6Network  # the clients translated (NAT64_CLIENT_V6): a /112 or longer (one mapped address each)
+    address: IPv6Address  # the IPv6 address the clients send to (NAT64_DST_V6, 2001:db8:1::1 in the JVD)
+    server: IPv4Address  # the IPv4 server it stands for (NAT64_DST_V4, 172.16.10.3 in the JVD)
+    # the translator's private IPv4 range for the clients (never leaves an SRX: translated into the pool)
+    mapped: IPv4Network = IPv4Network("10.255.0.0/16")
+
+
 class Services(Strict):
     load_balancing: LoadBalancing = "ecmp-chash"
     use_case: UseCase = "sfw"
@@ -287,6 +301,8 @@ class Services(Strict):
     max_sessions: int = Field(default=262144, ge=1024, le=16777216)
     udp_timeout: int = Field(default=60, ge=1, le=86400)
     tcp_timeout: int = Field(default=1800, ge=10, le=432000)
+    # NAT64 beside the lab's use case (dual-stack labs): IPv6 clients reaching an IPv4 server
+    nat64: Nat64 | None = None
 
 
 class SshUser(Strict):

@@ -18,6 +18,7 @@ from . import naming
 from .diagnostics import Diagnostic, TopologyInvalid, YamlPath, did_you_mean, dotted
 from .modelpass import caused_by_drop, model_pass, pydantic_diagnostics
 from .modelpass import normalise as _normalise
+from .nat64 import check_nat64
 from .schema import NAME_PATTERN, Topology
 from .usecase import check_nat_pool_scope, check_use_case, pair_pools
 from .validate6 import check_v6
@@ -78,6 +79,7 @@ def check(topo: Topology, src: SourceMap,
     yield from _check_gateways(topo, src)
     yield from check_use_case(topo, src)
     yield from check_nat_pool_scope(topo, src)
+    yield from check_nat64(topo, src)
 
 
 def _check_nodes(topo: Topology, src: SourceMap) -> Iterable[Diagnostic]:

@@ -20,7 +20,7 @@ from ..model import naming, usecase
 from ..model.naming import default_mgmt_subnet, free_mgmt_subnet
 from ..model.schema import Link, Node, Topology
 from . import render, sshplan
-from .features import flexvpn, ipv6, mnha, mxlb, srd
+from .features import flexvpn, ipv6, mnha, mxlb, nat64, srd
 from .plantypes import (
     BgpSession,
     Bridge,
@@ -246,6 +246,7 @@ PHASES: tuple[tuple[str, Phase], ...] = (
     ("static routes", _static_routes),      # host AnyIP prefixes and default routes, static routes
     ("bgp", _bgp),                          # eBGP sessions on point-to-point links between speakers
     ("ipv6", ipv6.plan_ipv6),               # dual stack: IPv6 addresses, host routes, sessions' IPv6 twins
+    ("nat64", nat64.plan_nat64),            # NAT64 pools and translators of the SRXs (services.nat64)
     ("configs", render.configs),            # BIRD configs + processes, device configs, SRX nft rulesets
     ("readiness", render.readiness),        # routes each gateway must learn before `lab up` returns
     ("mnha", mnha.plan_mnha),               # mnhad + conntrackd per SRX of an MNHA pair

@@ -146,6 +146,7 @@ class NodePlan:
     mgmt_address: str
     loopbacks: dict[str, str] = field(default_factory=dict)  # instance ("" = master) -> address
     nat_pool: str | None = None
+    nat64_pool: str | None = None  # services.nat64: the SRX's NAT64 pool (its MNHA pair's)
     files: list[str] = field(default_factory=list)
     # SRX lo0 units beyond lo0.0 ("1" -> address): the TLB real-service address of its MNHA pair,
     # configured on both nodes (the JVD's lo0.1); "2": the SRG2 real-service of an srg1+srg2 pair

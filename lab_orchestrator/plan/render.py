@@ -12,6 +12,7 @@ from labkit.contracts import CONNTRACKD_SYNC_PORT, MNHA_PORT
 
 from .. import kinds
 from ..model import naming, usecase
+from ..model import nat64 as nat64_facts
 from ..model.schema import Topology
 from .features import ipv6, mnha, srd
 from .plantypes import BgpSession, ExpectedRoute, Interface, LabPlan, NodePlan, Process, Ruleset
@@ -44,6 +45,8 @@ def _statics(topo: Topology, plan: LabPlan, node: NodePlan) -> list[StaticRoute]
                 out.append(StaticRoute("0.0.0.0/0", "blackhole"))
     if kind.firewall and node.nat_pool:
         out.append(StaticRoute(node.nat_pool, "blackhole"))
+    if kind.firewall and node.nat64_pool:  # the JVD's VR-1 `route 100.64.2.0/24 discard`
+        out.append(StaticRoute(node.nat64_pool, "blackhole"))
     return out
 
 
@@ -112,6 +115,7 @@ def _b_nets(topo: Topology, plan: LabPlan, node: NodePlan) -> tuple[str, ...]:
         return ()
     nets = [f"{address}/32" for _, address in sorted(node.lo_units.items())]
     nets += [str(node.nat_pool)] if node.nat_pool else []
+    nets += [str(node.nat64_pool)] if node.nat64_pool else []
     return tuple(nets + _peer_pools(plan, node))
 
 
@@ -170,6 +174,8 @@ def _exports(kind: str, use_case: str, sessions: list[BgpSession], srg1: bool = 
             out[s.protocol] = ipv6.export6(policy(s.protocol, s.zone, s.local_as, "sfw"))
         else:
             out[s.protocol] = policy(s.protocol, s.zone, s.local_as, use_case, nat_sources)
+            if node is not None and node.nat64_pool and s.zone == "untrust":
+                out[s.protocol] = _with_nat64_pool(out[s.protocol])
             if not peer_pool:
                 out[s.protocol] = out[s.protocol].replace(PEER_POOL_ACCEPT.format(asn=s.local_as) + " ", "")
         if srg1:
@@ -180,6 +186,16 @@ def _exports(kind: str, use_case: str, sessions: list[BgpSession], srg1: bool = 
         if srd:
             out[s.protocol] = _prepend_unless(out[s.protocol], s.local_as, "SRD_MASTER")
     return out
+
+
+def _with_nat64_pool(export: str) -> str:
+    """An SRX's untrust export that also announces its NAT64 pool (the `originated` static): as a
+    CGNAT SRX announces its NAPT44 pool (the JVD's untrust_export_policy terms 3 and 4)."""
+    if 'proto = "originated"' in export:
+        return export  # CGNAT, mixed: every originated route already
+    if not export.startswith("where "):
+        raise ValueError(f"cannot add the NAT64 pool to the export {export!r}")
+    return f'where proto = "originated" || {export[len("where "):]}'
 
 
 def _bird_files(topo: Topology, plan: LabPlan, node: NodePlan, env: jinja2.Environment) -> None:
@@ -300,9 +316,21 @@ def _srx_ruleset(topo: Topology, plan: LabPlan, node: NodePlan, env: jinja2.Envi
         pool_first=pool.network_address if pool else "", pool_last=pool.broadcast_address if pool else "",
         # mixed: only these sources are translated (the JVD's rule match source-address); else every one
         nat_sources=[str(p) for p in topo.services.nat_sources] if plan.use_case == "mixed" else [],
+        nat64=_nat64_context(topo, node),
     )
     node.files.append(name)
     plan.rulesets.append(Ruleset(node.name, node.master_ns, name))
+
+
+def _nat64_context(topo: Topology, node: NodePlan) -> dict[str, str] | None:
+    """What srx.nft.j2 needs of NAT64 (services.nat64): None without it."""
+    nat64 = topo.services.nat64
+    if nat64 is None or node.nat64_pool is None:
+        return None
+    pool = IPv4Network(node.nat64_pool)
+    return {"device": nat64_facts.DEVICE, "source": str(nat64.source), "address": str(nat64.address),
+            "server": str(nat64.server), "clients": str(nat64_facts.mapped_clients(nat64)),
+            "pool_first": str(pool.network_address), "pool_last": str(pool.broadcast_address)}
 
 
 def _expected_routes(topo: Topology, plan: LabPlan) -> list[ExpectedRoute]:

@@ -101,6 +101,7 @@ CHECKS: tuple[Check, ...] = (
     Check("bird", "tool", "BIRD 2 (BGP)", APT.format("bird2")),
     Check("conntrack-tool", "tool", "`conntrack` (session tables)", APT.format("conntrack")),
     Check("conntrackd", "tool", "`conntrackd` (MNHA session sync, FTFW)", APT.format("conntrackd")),
+    Check("tayga", "tool", "`tayga` (the NAT64 translator, `services.nat64`)", APT.format("tayga")),
     Check("ssh", "tool", "OpenSSH client (`lab ssh`)", APT.format("openssh-client")),
     Check("dot", "tool", "Graphviz `dot` (`lab graph` SVG/PNG)", APT.format("graphviz")),
     Check("tshark", "tool", "tshark (decodes HSRP and IKEv2 in the FlexVPN tests)", APT.format("tshark")),
@@ -123,6 +124,7 @@ FEATURES: tuple[Feature, ...] = (
             "labs with an srx"),
     Feature("CGNAT source NAT", (("nat",),), "use_case cgnat or mixed"),
     Feature("MNHA session sync", (("conntrackd",), ("conntrack",)), "labs with MNHA pairs"),
+    Feature("NAT64 (`services.nat64`)", (("tayga",), ("tun",), ("nat",)), "labs with services.nat64"),
     Feature("FlexVPN HSRP virtual IP", (("macvlan",),), "labs with HSRP"),
     Feature("FlexVPN real IKEv2 clients", (("strongswan",),), "labs with an IKEv2 cluster"),
     Feature("FlexVPN data plane (CHILD_SA traffic)", (("strongswan",), ("esp", "tun"), ("libipsec", "esp")),
@@ -193,7 +195,7 @@ def shipped_lab_features(labs_dir: Path) -> dict[str, set[str]]:
 
 CHARON = Path("/usr/lib/ipsec/charon")
 LIBIPSEC = Path("/usr/lib/ipsec/plugins/libstrongswan-kernel-libipsec.so")
-TOOL_BINARIES = {"ip": "ip", "nft": "nft", "bird": "bird", "conntrack-tool": "conntrack", "conntrackd": "conntrackd",
+TOOL_BINARIES = {"ip": "ip", "nft": "nft", "bird": "bird", "conntrack-tool": "conntrack", "conntrackd": "conntrackd", "tayga": "tayga",
                  "ssh": "ssh", "dot": "dot", "tshark": "tshark", "iperf3": "iperf3", "tc": "tc"}
 
 

@@ -44,6 +44,16 @@ def require_kernel() -> None:
         raise LabError("this kernel has no network namespaces (CONFIG_NET_NS); the lab cannot run here")
 
 
+def require_nat64(topo: Topology) -> None:
+    """`services.nat64` needs the tayga translator and a TUN device on this host."""
+    if topo.services.nat64 is None:
+        return
+    if shutil.which("tayga") is None:
+        raise LabError("services.nat64 needs tayga (the NAT64 translator); " + INSTALL_HINT.format(pkgs="tayga"))
+    if not Path("/dev/net/tun").exists():
+        raise LabError("services.nat64 needs TUN devices (/dev/net/tun), which this kernel does not offer")
+
+
 def require_selector(topo: Topology) -> None:
     """`services.selector: ebpf` needs bpf(2), cls_bpf and tc on this host: refuse the lab before
     anything is built, naming what is missing."""

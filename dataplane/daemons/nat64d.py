@@ -1,0 +1,67 @@
+"""NAT64 translator of one SRX: prepare its TUN device and routes, then become `tayga`.
+
+    python -m dataplane.daemons.nat64d TAYGA.CONF --route PREFIX [--route PREFIX ...]
+
+The device is made persistent (`tayga --mktun`) and the routes into it (the NAT64 address, the
+mapped clients, the translator's own IPv4 address) are added before tayga runs, and both outlive
+it: a translator that the supervisor restarts finds them in place, and the SRX's sessions, NAT
+bindings and routes are untouched by the restart (only packets in flight through the translator
+during it are lost). This process then replaces itself with tayga, which the supervisor watches.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+
+DEVICE_LINE = "tun-device "
+
+
+def device_of(conf: str) -> str:
+    for line in conf.splitlines():
+        if line.startswith(DEVICE_LINE):
+            return line[len(DEVICE_LINE):].strip()
+    raise ValueError("no tun-device line")
+
+
+def _ip(*args: str) -> None:
+    subprocess.run(["ip", *args], check=True, capture_output=True, text=True)
+
+
+def prepare(conf_path: str, routes: list[str]) -> str:
+    """The persistent device, up, and the routes into it (replaced: a restart finds them present)."""
+    with open(conf_path, encoding="utf-8") as f:
+        device = device_of(f.read())
+    if not os.path.exists(f"/sys/class/net/{device}"):
+        subprocess.run(["tayga", "-c", conf_path, "--mktun"], check=True, capture_output=True, text=True)
+    _ip("link", "set", device, "up")
+    for prefix in routes:
+        _ip("-6" if ":" in prefix else "-4", "route", "replace", prefix, "dev", device)
+    return device
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="nat64d", description=__doc__.split("\n\n")[0])
+    parser.add_argument("conf")
+    parser.add_argument("--route", action="append", default=[], help="a prefix routed into the translator")
+    args = parser.parse_args(argv[1:])
+    tayga = shutil.which("tayga")
+    if tayga is None:
+        print("nat64d: tayga is not installed (apt-get install -y tayga; `make deps`)", file=sys.stderr)
+        return 1
+    try:
+        device = prepare(args.conf, args.route)
+    except (OSError, ValueError, subprocess.CalledProcessError) as exc:
+        detail = getattr(exc, "stderr", "") or exc
+        print(f"nat64d: cannot prepare the translator's device: {detail}", file=sys.stderr)
+        return 1
+    print(f"nat64d: {device} up, {len(args.route)} routes; starting tayga", flush=True)
+    os.execv(tayga, [tayga, "-c", args.conf, "--nodetach"])
+    return 1  # not reached: execv replaces this process
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,116 @@
+"""NAT64 (`services.nat64`) planned without root: the pools per MNHA pair, the translator's
+configuration and process, the SRX's rules and announcements, and the topology checks."""
+
+from __future__ import annotations
+
+from ipaddress import IPv4Network, IPv6Network
+from pathlib import Path
+
+import pytest
+
+from lab_orchestrator.model import nat64 as facts
+from lab_orchestrator.model.diagnostics import TopologyInvalid
+from lab_orchestrator.model.validate import load_topology
+from lab_orchestrator.plan import pipeline as planmod
+from lab_orchestrator.plan.plantypes import LabPlan
+
+REPO = Path(__file__).resolve().parents[2]
+DUAL = REPO / "labs" / "topology3-dualstack.yml"
+NAT64 = '  nat64: {source: "2001:db8:172:80::/112", address: "2001:db8:64::1", server: 203.0.113.64}\n'
+
+
+def _plan(path: Path = DUAL) -> LabPlan:
+    return planmod.build(load_topology(path).topology, str(path), "/run/lab")
+
+
+def _variant(tmp_path: Path, old: str, new: str, base: Path = DUAL) -> Path:
+    text = base.read_text()
+    assert old in text
+    path = tmp_path / "lab.yml"
+    path.write_text(text.replace(old, new, 1))
+    return path
+
+
+def _problems(path: Path) -> str:
+    with pytest.raises(TopologyInvalid) as caught:
+        load_topology(path)
+    return str(caught.value)
+
+
+def test_one_pool_per_pair_after_the_other_pools() -> None:
+    plan = _plan()
+    pools = {n.name: n.nat64_pool for n in plan.nodes if n.kind == "srx"}
+    assert pools["srx1"] == pools["srx2"] == "198.51.100.0/28"
+    assert pools["srx3"] == pools["srx4"] == "198.51.100.16/28"
+    assert all(n.nat64_pool is None for n in plan.nodes if n.kind != "srx")
+
+
+def test_the_translator_maps_clients_one_to_one_and_the_address_to_the_server() -> None:
+    plan = _plan()
+    conf = plan.files["nodes/srx3/tayga.conf"]
+    assert "tun-device nat64\n" in conf and f"ipv4-addr {facts.TRANSLATOR_V4}\n" in conf
+    assert "map 203.0.113.64 2001:db8:64::1\n" in conf
+    assert "map 10.255.0.0/16 2001:db8:172:80::/112\n" in conf
+    assert f"ipv6-addr {plan.node('srx3').loopbacks6['']}\n" in conf
+    process = next(p for p in plan.processes if p.node == "srx3" and p.name == "nat64")
+    assert process.argv[2] == "dataplane.daemons.nat64d"
+    routes = [process.argv[i + 1] for i, a in enumerate(process.argv) if a == "--route"]
+    assert routes == ["2001:db8:64::1/128", "10.255.0.0/16", "192.0.0.1/32"]
+
+
+def test_the_srx_permits_translates_and_announces_the_pool() -> None:
+    plan = _plan()
+    nft = plan.files["nodes/srx2/srx.nft"]
+    assert 'oifname "nat64" ip6 saddr 2001:db8:172:80::/112 ip6 daddr 2001:db8:64::1 ct state new' in nft
+    assert 'iifname "nat64" oifname { "ge-0-0-1" } ip saddr 10.255.0.0/16 ip daddr 203.0.113.64 ct state new' in nft
+    assert "snat to 198.51.100.0-198.51.100.15 persistent" in nft
+    bird = plan.files["nodes/srx2/bird.conf"]
+    assert "route 198.51.100.0/28 blackhole;" in bird
+    untrust = next(line for line in bird.splitlines() if "export filter" in line and "trust_*" in line
+                   and 'proto = "originated"' in line)
+    # the B node prepends the pool as the pair's lo0.1 (2x / 4x): the MX prefers the A node
+    assert "198.51.100.0/28 ]" in untrust
+
+
+def test_without_nat64_nothing_of_it_is_planned() -> None:
+    plan = _plan(REPO / "labs" / "topology3.yml")
+    assert not any(name.endswith("tayga.conf") for name in plan.files)
+    assert not any(p.name == "nat64" for p in plan.processes)
+    assert "nat64" not in plan.files["nodes/srx1/srx.nft"]
+    assert all(n.nat64_pool is None for n in plan.nodes)
+
+
+def test_mapped_clients_are_as_many_as_the_source() -> None:
+    topo = load_topology(DUAL).topology
+    assert topo.services.nat64 is not None
+    assert facts.mapped_clients(topo.services.nat64) == IPv4Network("10.255.0.0/16")
+    narrow = topo.services.nat64.model_copy(update={"source": IPv6Network("2001:db8:172:80::/120")})
+    assert facts.mapped_clients(narrow) == IPv4Network("10.255.0.0/24")
+
+
+def test_an_ipv4_lab_is_refused(tmp_path: Path) -> None:
+    path = _variant(tmp_path, "  use_case: sfw\n", "  use_case: sfw\n" + NAT64, REPO / "labs" / "topology3.yml")
+    assert "IPv4 only" in _problems(path)
+
+
+def test_a_source_wider_than_a_112_is_refused(tmp_path: Path) -> None:
+    path = _variant(tmp_path, '"2001:db8:172:80::/112"', '"2001:db8:172:80::/96"')
+    problems = _problems(path)
+    assert "services.nat64.source" in problems and "/112 or longer" in problems
+
+
+def test_a_mapped_range_inside_the_lab_is_refused(tmp_path: Path) -> None:
+    path = _variant(tmp_path, "server: 203.0.113.64}", "server: 203.0.113.64, mapped: 198.18.0.0/16}")
+    problems = _problems(path)
+    assert "services.nat64.mapped" in problems and "addressing.p2p" in problems
+
+
+def test_an_address_of_the_lab_is_refused_as_the_nat64_address(tmp_path: Path) -> None:
+    path = _variant(tmp_path, 'address: "2001:db8:64::1"', 'address: "2001:db8:1::1"')
+    problems = _problems(path)
+    assert "services.nat64.address" in problems and "addressing.v6.p2p" in problems
+
+
+def test_pairs_that_translate_on_both_nodes_are_refused(tmp_path: Path) -> None:
+    path = _variant(tmp_path, "  load_balancing: tlb\n", "  load_balancing: tlb\n  tlb_real_service: srx\n")
+    assert "would translate on both nodes at once" in _problems(path)

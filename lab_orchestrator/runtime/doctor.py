@@ -195,8 +195,8 @@ def shipped_lab_features(labs_dir: Path) -> dict[str, set[str]]:
 
 CHARON = Path("/usr/lib/ipsec/charon")
 LIBIPSEC = Path("/usr/lib/ipsec/plugins/libstrongswan-kernel-libipsec.so")
-TOOL_BINARIES = {"ip": "ip", "nft": "nft", "bird": "bird", "conntrack-tool": "conntrack", "conntrackd": "conntrackd", "tayga": "tayga",
-                 "ssh": "ssh", "dot": "dot", "tshark": "tshark", "iperf3": "iperf3", "tc": "tc"}
+TOOL_BINARIES = {"ip": "ip", "nft": "nft", "bird": "bird", "conntrack-tool": "conntrack", "conntrackd": "conntrackd",
+                 "tayga": "tayga", "ssh": "ssh", "dot": "dot", "tshark": "tshark", "iperf3": "iperf3", "tc": "tc"}
 
 
 def probe_tools(path: str | None = None) -> list[CheckResult]:

@@ -31,11 +31,17 @@ def _ip(*args: str) -> None:
     subprocess.run(["ip", *args], check=True, capture_output=True, text=True)
 
 
+def _has_device(device: str) -> bool:
+    """Whether DEVICE exists in this process's network namespace (`ip` asks netlink here; /sys may
+    still show the namespace it was mounted in)."""
+    return subprocess.run(["ip", "link", "show", "dev", device], capture_output=True).returncode == 0
+
+
 def prepare(conf_path: str, routes: list[str]) -> str:
     """The persistent device, up, and the routes into it (replaced: a restart finds them present)."""
     with open(conf_path, encoding="utf-8") as f:
         device = device_of(f.read())
-    if not os.path.exists(f"/sys/class/net/{device}"):
+    if not _has_device(device):
         subprocess.run(["tayga", "-c", conf_path, "--mktun"], check=True, capture_output=True, text=True)
     _ip("link", "set", device, "up")
     for prefix in routes:
@@ -55,11 +61,14 @@ def main(argv: list[str]) -> int:
     try:
         device = prepare(args.conf, args.route)
     except (OSError, ValueError, subprocess.CalledProcessError) as exc:
-        detail = getattr(exc, "stderr", "") or exc
+        # tayga --mktun says why on stdout, ip on stderr
+        detail = " ".join(str(getattr(exc, name, "") or "").strip() for name in ("stdout", "stderr")).strip() or exc
         print(f"nat64d: cannot prepare the translator's device: {detail}", file=sys.stderr)
         return 1
     print(f"nat64d: {device} up, {len(args.route)} routes; starting tayga", flush=True)
-    os.execv(tayga, [tayga, "-c", args.conf, "--nodetach"])
+    # -d: in the foreground, its messages (fatal ones included) on stderr, i.e. in the node's log,
+    # where without it they would go to a syslog the lab does not read
+    os.execv(tayga, [tayga, "-c", args.conf, "-d"])
     return 1  # not reached: execv replaces this process
 
 

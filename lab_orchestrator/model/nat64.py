@@ -15,6 +15,8 @@ from .yamlsrc import SourceMap
 # The translator's own IPv4 address (the source of the ICMPv4 errors it sends): the first address of
 # 192.0.0.0/29, which RFC 7335 reserves for IPv4 service continuity (translators' own addresses).
 TRANSLATOR_V4 = IPv4Address("192.0.0.1")
+TRANSLATORS = IPv4Network("192.0.0.0/29")
+MGMT_DEFAULTS = IPv4Network("198.19.0.0/16")  # where a lab's management /24 comes from without addressing.mgmt
 DEVICE = "nat64"  # the translator's TUN device on each SRX
 MIN_SOURCE_PREFIXLEN = 112  # one mapped IPv4 address per client: at most 65,536 clients
 
@@ -48,9 +50,23 @@ def check_nat64(topo: Topology, src: SourceMap) -> Iterable[Diagnostic]:
     if TRANSLATOR_V4 in nat64.mapped or nat64.server in nat64.mapped:
         yield src.diag(base + ("mapped",), f"{nat64.mapped} holds the translator's own {TRANSLATOR_V4} or the "
                        "server", "choose another private range")
+    if nat64.server in TRANSLATORS:
+        yield src.diag(base + ("server",), f"{nat64.server} is in {TRANSLATORS}, the translator's own range",
+                       "give the IPv4 server's address")
+    if nat64.address in nat64.source:
+        yield src.diag(base + ("address",), f"{nat64.address} is one of the clients ({nat64.source})",
+                       "choose an address outside the source prefix")
+    clients6 = [p for n in topo.nodes.values() for p in n.prefixes6]
+    if not any(nat64.source.subnet_of(p) for p in clients6):
+        yield src.diag(base + ("source",), f"{nat64.source} is inside no host's prefixes6: no client would be "
+                       "translated", "give a part of the client host's IPv6 prefix")
     taken = [(topo.addressing.p2p, "addressing.p2p"), (topo.addressing.loopback, "addressing.loopback"),
-             (topo.addressing.lan, "addressing.lan"), (topo.addressing.nat, "addressing.nat")]
+             (topo.addressing.lan, "addressing.lan"), (topo.addressing.nat, "addressing.nat"),
+             (topo.addressing.mgmt or MGMT_DEFAULTS, "addressing.mgmt")]
     taken += [(p, f"nodes.{name}.prefixes") for name, n in topo.nodes.items() for p in n.prefixes]
+    taken += [(n.nat_pool, f"nodes.{name}.nat_pool") for name, n in topo.nodes.items() if n.nat_pool]
+    taken += [(IPv4Network(n.loopback), f"nodes.{name}.loopback") for name, n in topo.nodes.items() if n.loopback]
+    taken += [(p, f"nodes.{name}.bgp.announce") for name, n in topo.nodes.items() if n.bgp for p in n.bgp.announce]
     for net, where in taken:
         if net.overlaps(nat64.mapped):
             yield src.diag(base + ("mapped",), f"{nat64.mapped} overlaps {where} ({net}): the translated "

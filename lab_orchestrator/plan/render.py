@@ -354,6 +354,7 @@ def _expected_routes(topo: Topology, plan: LabPlan) -> list[ExpectedRoute]:
             [p for t in sides["trust"] for p in originated[t.name] if p not in translated]
         if plan.use_case == "mixed":
             wanted = pools + wanted  # NAPT44 clients come back by the pools, SFW ones by their prefixes
+        wanted += list(dict.fromkeys(n.nat64_pool for n in plan.nodes if n.nat64_pool))  # NAT64 answers, too
         out += [ExpectedRoute(gw.master_ns, p) for p in wanted]
     return out + ipv6.expected_routes6(topo, plan, sides)
 

@@ -124,7 +124,6 @@ FEATURES: tuple[Feature, ...] = (
             "labs with an srx"),
     Feature("CGNAT source NAT", (("nat",),), "use_case cgnat or mixed"),
     Feature("MNHA session sync", (("conntrackd",), ("conntrack",)), "labs with MNHA pairs"),
-    Feature("NAT64 (`services.nat64`)", (("tayga",), ("tun",), ("nat",)), "labs with services.nat64"),
     Feature("FlexVPN HSRP virtual IP", (("macvlan",),), "labs with HSRP"),
     Feature("FlexVPN real IKEv2 clients", (("strongswan",),), "labs with an IKEv2 cluster"),
     Feature("FlexVPN data plane (CHILD_SA traffic)", (("strongswan",), ("esp", "tun"), ("libipsec", "esp")),
@@ -136,6 +135,7 @@ FEATURES: tuple[Feature, ...] = (
             (("iperf3",), ("nft-fib",), ("resilient-nexthop",)), "bench/"),
     Feature(EBPF_SELECTOR := "MX eBPF selector (`services.selector: ebpf`)", (("ebpf-selector",), ("tc",)),
             "labs with selector: ebpf"),
+    Feature(NAT64 := "NAT64 (`services.nat64`)", (("tayga",), ("tun",), ("nat",)), "labs with services.nat64"),
 )
 
 
@@ -174,6 +174,8 @@ def features_of(topology: object) -> set[str]:
         used.update({FEATURES[6].name, FEATURES[7].name})
     if any(k.ssh_vendor for k in facts) and (topology.ssh is None or topology.ssh.enabled):
         used.add(FEATURES[8].name)
+    if topology.services.nat64 is not None:
+        used.add(NAT64)
     return used
 
 

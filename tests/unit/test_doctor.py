@@ -69,6 +69,9 @@ def test_features_of_shipped_labs() -> None:
     assert "MNHA session sync" in found["topology3.yml"] and "MNHA session sync" not in found["topology1.yml"]
     assert "FlexVPN HSRP virtual IP" in found["flexvpn.yml"]
     assert "MX selector (ECMP CHASH, ECMP, TLB)" not in found["flexvpn.yml"]
+    assert doctor.NAT64 in found["topology3-dualstack.yml"] and doctor.NAT64 not in found["topology3-mixed.yml"]
+    assert "FlexVPN data plane (CHILD_SA traffic)" not in found["topology3-dualstack.yml"]
+    assert "SSH CLI (`lab ssh`)" in found["topology3-dualstack.yml"]
 
 
 def test_hidden_tool_is_named_with_its_fix_and_the_labs(tmp_path: Path) -> None:

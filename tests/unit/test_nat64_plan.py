@@ -40,8 +40,11 @@ def _problems(path: Path) -> str:
 def test_one_pool_per_pair_after_the_other_pools() -> None:
     plan = _plan()
     pools = {n.name: n.nat64_pool for n in plan.nodes if n.kind == "srx"}
-    assert pools["srx1"] == pools["srx2"] == "198.51.100.0/28"
-    assert pools["srx3"] == pools["srx4"] == "198.51.100.16/28"
+    # after the NAPT44 pools of the pairs (198.51.100.0/28 and .16/28): adding NAT64 moves none of them
+    assert {n.name: n.nat_pool for n in plan.nodes if n.kind == "srx"} == {
+        "srx1": "198.51.100.0/28", "srx2": "198.51.100.0/28", "srx3": "198.51.100.16/28", "srx4": "198.51.100.16/28"}
+    assert pools["srx1"] == pools["srx2"] == "198.51.100.32/28"
+    assert pools["srx3"] == pools["srx4"] == "198.51.100.48/28"
     assert all(n.nat64_pool is None for n in plan.nodes if n.kind != "srx")
 
 
@@ -63,13 +66,12 @@ def test_the_srx_permits_translates_and_announces_the_pool() -> None:
     nft = plan.files["nodes/srx2/srx.nft"]
     assert 'oifname "nat64" ip6 saddr 2001:db8:172:80::/112 ip6 daddr 2001:db8:64::1 ct state new' in nft
     assert 'iifname "nat64" oifname { "ge-0-0-1" } ip saddr 10.255.0.0/16 ip daddr 203.0.113.64 ct state new' in nft
-    assert "snat to 198.51.100.0-198.51.100.15 persistent" in nft
+    assert "ip saddr 10.255.0.0/16 counter snat to 198.51.100.32-198.51.100.47 persistent" in nft
     bird = plan.files["nodes/srx2/bird.conf"]
-    assert "route 198.51.100.0/28 blackhole;" in bird
-    untrust = next(line for line in bird.splitlines() if "export filter" in line and "trust_*" in line
-                   and 'proto = "originated"' in line)
+    assert "route 198.51.100.32/28 blackhole;" in bird
+    untrust = next(line for line in bird.splitlines() if "export filter" in line and 'proto = "originated"' in line)
     # the B node prepends the pool as the pair's lo0.1 (2x / 4x): the MX prefers the A node
-    assert "198.51.100.0/28 ]" in untrust
+    assert "198.51.100.32/28 ]" in untrust
 
 
 def test_without_nat64_nothing_of_it_is_planned() -> None:
@@ -114,3 +116,40 @@ def test_an_address_of_the_lab_is_refused_as_the_nat64_address(tmp_path: Path) -
 def test_pairs_that_translate_on_both_nodes_are_refused(tmp_path: Path) -> None:
     path = _variant(tmp_path, "  load_balancing: tlb\n", "  load_balancing: tlb\n  tlb_real_service: srx\n")
     assert "would translate on both nodes at once" in _problems(path)
+
+
+def test_an_sfw_lab_announces_the_nat64_pool_toward_untrust(tmp_path: Path) -> None:
+    path = _variant(tmp_path, "  use_case: mixed\n  nat_sources: [100.64.128.0/17]\n", "  use_case: sfw\n")
+    plan = _plan(path)
+    bird = plan.files["nodes/srx1/bird.conf"]
+    assert "route 198.51.100.0/28 blackhole;" in bird  # the NAT64 pool is the first (no NAPT44 pools)
+    # the IPv4 untrust session announces it; the IPv6 one (no IPv4 route to carry) is as before
+    exports = [line for line in bird.splitlines() if "export" in line and 'proto ~ "trust_*"' in line]
+    assert len(exports) == 2 and ['proto = "originated"' in line for line in exports].count(True) == 1
+    assert "table ip srx_nat " not in plan.files["nodes/srx1/srx.nft"]
+
+
+@pytest.mark.parametrize(("old", "new", "message"), [
+    ('address: "2001:db8:64::1"', 'address: "2001:db8:172:80::9"', "is one of the clients"),
+    ("server: 203.0.113.64}", "server: 192.0.0.1}", "the translator's own range"),
+    ('source: "2001:db8:172:80::/112"', 'source: "2001:db8:99::/112"', "inside no host's prefixes6"),
+    ("server: 203.0.113.64}", "server: 203.0.113.64, mapped: 198.19.0.0/16}", "addressing.mgmt"),
+])
+def test_what_would_break_the_translator_is_refused(tmp_path: Path, old: str, new: str, message: str) -> None:
+    assert message in _problems(_variant(tmp_path, old, new))
+
+
+def test_the_readiness_waits_for_the_nat64_pools_at_the_untrust_gateway() -> None:
+    plan = _plan()
+    wanted = {e.prefix for e in plan.expected_routes if e.ns.endswith("gw-untrust")}
+    assert {"198.51.100.32/28", "198.51.100.48/28"} <= wanted
+
+
+def test_an_export_that_cannot_take_the_pool_is_refused() -> None:
+    from lab_orchestrator.plan import render
+
+    assert render._with_nat64_pool('where proto ~ "trust_*"') == 'where proto = "originated" || proto ~ "trust_*"'
+    same = 'filter { if proto = "originated" then accept; reject; }'
+    assert render._with_nat64_pool(same) == same
+    with pytest.raises(ValueError, match="cannot add the NAT64 pool"):
+        render._with_nat64_pool('filter { reject; }')

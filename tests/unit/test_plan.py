@@ -248,12 +248,15 @@ def test_cgnat_pools_per_pair_where_one_node_translates_else_per_srx(lab: Path, 
     assert srxs
     assert all(n.nat_pool for n in srxs), f"every srx of a {plan.use_case} lab has a NAT pool"
     pair_of = {name: tuple(pair) for pair in plan.mnha for name in pair}
-    shared = plan.load_balancing == "tlb" and lab.stem in ("topology3-cgnat", "topology4-cgnat", "topology3-mixed")
+    shared = plan.load_balancing == "tlb" and lab.stem in ("topology3-cgnat", "topology4-cgnat", "topology3-mixed",
+                                                           "topology3-dualstack")
     for pair in plan.mnha:
         a, b = (plan.node(n).nat_pool for n in pair)
         assert (a == b) == shared, (pair, a, b)
     owners = {(pair_of.get(n.name) if shared else None) or n.name: IPv4Network(n.nat_pool) for n in srxs}
     pools = list(owners.values())
+    # NAT64 pools (services.nat64): one per pair, apart from every NAPT44 pool
+    pools += list({IPv4Network(n.nat64_pool) for n in srxs if n.nat64_pool})
     for i, pool in enumerate(pools):
         for other in pools[:i]:
             assert not pool.overlaps(other), (pool, other)

@@ -47,7 +47,8 @@ def plan_nat64(topo: Topology, plan: LabPlan, python: str) -> None:
 
 def _pools(topo: Topology, plan: LabPlan, srxs: list[str]) -> None:
     """One pool per MNHA pair (both nodes announce it, the B node prepended), one per SRX outside a
-    pair; from addressing.nat after every CGNAT pool, so adding NAT64 moves no other address."""
+    pair; from addressing.nat, the first free ones once every NAPT44 pool is given out (planned or
+    set on a node), so adding NAT64 moves no other address."""
     taken = [IPv4Network(n.nat_pool) for n in plan.nodes if n.nat_pool]
     taken += [n.nat_pool for n in topo.nodes.values() if n.nat_pool]
     pools = topo.addressing.nat.subnets(new_prefix=topo.addressing.nat_prefixlen)

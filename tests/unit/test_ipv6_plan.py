@@ -170,10 +170,10 @@ def test_junos_configs_have_the_ipv6_sessions_in_their_own_groups(dual: LabPlan)
                 twin = kind.peer_group(s.protocol, s.zone)
                 options = {line.split(f" group {group} ", 1)[1] for line in lines if f" group {group} " in line
                            and " neighbor " not in line}
-                # IPv6 has no NAPT44 pool: the twin's NAT-POOL term is the IPv4 group's alone
+                # IPv6 has no IPv4 pool: the twin's NAT-POOL and NAT64-POOL are the IPv4 group's alone
                 assert options and options == {line.split(f" group {twin} ", 1)[1] for line in lines
                                                if f" group {twin} " in line and " neighbor " not in line} - \
-                    {"export NAT-POOL"}
+                    {"export NAT-POOL", "export NAT64-POOL"}
             if s.instance:  # the instance's AS is the session's local AS (BIRD's `local as`)
                 assert f"set routing-instances {s.instance} routing-options autonomous-system {s.local_as}" in lines
         for line in lines:

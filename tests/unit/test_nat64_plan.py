@@ -153,3 +153,14 @@ def test_an_export_that_cannot_take_the_pool_is_refused() -> None:
     assert render._with_nat64_pool(same) == same
     with pytest.raises(ValueError, match="cannot add the NAT64 pool"):
         render._with_nat64_pool('filter { reject; }')
+
+
+def test_the_rendered_configuration_has_the_jvds_nat64_stanzas() -> None:
+    plan = _plan()
+    conf = plan.files["nodes/srx2/juniper.conf"]
+    for line in ("pool nat_64_source_ipv4_pool {", "198.51.100.32/28;", "rule srx_nat64_rule2 {",
+                 "source-address 2001:db8:172:80::/112;", "destination-address 203.0.113.64/32;",
+                 "rule-set nat_64_dest_rule {", "destination-address 2001:db8:64::1/128;",
+                 "route 198.51.100.32/28 discard;", "export [ MNHA-PREPEND NAT-POOL TRUST-TO-UNTRUST NAT64-POOL ];"):
+        assert line in conf, line
+    assert "NAT64-POOL" not in plan.files["nodes/srx2/juniper.conf"].split("group IPv6_MX-UNTRUST", 1)[1].split("}", 1)[0]

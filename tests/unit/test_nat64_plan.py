@@ -163,4 +163,5 @@ def test_the_rendered_configuration_has_the_jvds_nat64_stanzas() -> None:
                  "rule-set nat_64_dest_rule {", "destination-address 2001:db8:64::1/128;",
                  "route 198.51.100.32/28 discard;", "export [ MNHA-PREPEND NAT-POOL TRUST-TO-UNTRUST NAT64-POOL ];"):
         assert line in conf, line
-    assert "NAT64-POOL" not in plan.files["nodes/srx2/juniper.conf"].split("group IPv6_MX-UNTRUST", 1)[1].split("}", 1)[0]
+    ipv6_untrust = conf.split("group IPv6_MX-UNTRUST", 1)[1].split("}", 1)[0]
+    assert "export" in ipv6_untrust and "NAT64-POOL" not in ipv6_untrust  # an IPv4 pool: not over IPv6

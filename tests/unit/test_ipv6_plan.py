@@ -6,6 +6,7 @@ must be topology3's, and every IPv6 fact is checked here by what it must be (not
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from ipaddress import IPv6Interface, IPv6Network
 from pathlib import Path
@@ -218,3 +219,24 @@ def test_ipv4_only_configs_have_no_ipv6(single: LabPlan) -> None:
     for name, text in single.files.items():
         if name.endswith(("juniper.conf", "running-config")):
             assert "inet6" not in text and "ipv6" not in text and "IPv6_" not in text, name
+
+
+def test_a_dual_stack_cgnat_lab_hashes_back_only_the_ipv6_answers(tmp_path: Path) -> None:
+    """CGNAT: IPv4 answers come back by each pair's pool route; IPv6 (no pool) by the untrust selector's
+    hash of the destination, the SRXs in service while the MX learns their pools."""
+    text = (REPO / "labs" / "topology3-cgnat.yml").read_text()
+    text = text.replace("\nservices:\n", "\naddressing:\n  v6: {}\nservices:\n", 1).replace(
+        "prefixes: [100.64.0.0/16]}", 'prefixes: [100.64.0.0/16], prefixes6: ["2001:db8:172:80::/96"]}', 1).replace(
+        "prefixes: [203.0.113.0/24]}", 'prefixes: [203.0.113.0/24], prefixes6: ["2001:db8:203::/64"]}', 1)
+    path = tmp_path / "cgnat6.yml"
+    path.write_text(text)
+    plan = planmod.build(load_topology(path).topology, str(path), "/run/lab")
+    untrust = plan.files["nodes/mx1/selector-untrust.nft"]
+    assert 'ip6 daddr { 2001:db8:172:80::/96 } meta mark set 0x100' in untrust
+    assert " ip daddr {" not in untrust  # no IPv4 rule: the pools route those answers
+    config = json.loads(plan.files["nodes/mx1/mxlb.json"])
+    side = next(s for s in config["selectors"] if s["side"] == "untrust")
+    assert side["match_prefixes"] == ["2001:db8:172:80::/96"]
+    assert side["watch_prefixes"] == sorted({n.nat_pool for n in plan.nodes if n.nat_pool})
+    v4 = planmod.build(load_topology(REPO / "labs" / "topology3-cgnat.yml").topology, "x", "/run/lab")
+    assert "nodes/mx1/selector-untrust.nft" not in v4.files  # IPv4 only: no untrust selector at all

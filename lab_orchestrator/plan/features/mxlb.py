@@ -78,10 +78,15 @@ def plan_selectors(topo: Topology, plan: LabPlan, python: str) -> None:
             continue
         selectors = []
         for instance, side, field in SIDES:
-            if side == "untrust" and topo.services.use_case == "cgnat":
-                continue  # return traffic follows each SRX's NAT pool route, not a hash
             watch = ("0.0.0.0/0",) if side == "trust" else clients
             match = clients + clients6 if mode == "tlb" else ()
+            if side == "untrust" and topo.services.use_case == "cgnat":
+                if not clients6:
+                    continue  # return traffic follows each SRX's NAT pool route, not a hash
+                # IPv6 has no NAT pool: its answers are hashed back by destination, as in an SFW lab; an
+                # SRX is routed while the MX learns a pool from it (the IPv4 answers' routes)
+                pools = tuple(dict.fromkeys(str(n.nat_pool) for n in plan.nodes if n.nat_pool))
+                watch, match = pools, clients6
             if side == "untrust" and topo.services.use_case == "mixed":
                 # only the SFW clients' answers are hashed back (the JVD's MX_TLB_LB_UNTRUST matches
                 # the client prefixes by destination); the NAPT44 ones follow the pool routes, which

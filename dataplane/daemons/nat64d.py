@@ -66,9 +66,14 @@ def main(argv: list[str]) -> int:
         print(f"nat64d: cannot prepare the translator's device: {detail}", file=sys.stderr)
         return 1
     print(f"nat64d: {device} up, {len(args.route)} routes; starting tayga", flush=True)
-    # -d: in the foreground, its messages (fatal ones included) on stderr, i.e. in the node's log,
-    # where without it they would go to a syslog the lab does not read
-    os.execv(tayga, [tayga, "-c", args.conf, "-d"])
+    # -d: in the foreground, its messages (fatal ones included) on stdout, i.e. in the node's log, where
+    # without it they would go to a syslog the lab does not read; line-buffered (stdbuf), so that a
+    # message is in the log when it is said, not when a buffer fills or never (a killed translator)
+    stdbuf = shutil.which("stdbuf")
+    argv = [tayga, "-c", args.conf, "-d"]
+    if stdbuf is not None:
+        os.execv(stdbuf, [stdbuf, "-oL", *argv])
+    os.execv(tayga, argv)
     return 1  # not reached: execv replaces this process
 
 

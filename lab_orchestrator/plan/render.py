@@ -350,7 +350,7 @@ def _expected_routes(topo: Topology, plan: LabPlan) -> list[ExpectedRoute]:
         out += [ExpectedRoute(gw.master_ns, p) for u in sides["untrust"] for p in originated[u.name]]
     translated = {str(p) for p in usecase.nat_sources(topo)} if plan.use_case == "mixed" else set()
     for gw in sides["untrust"]:
-        wanted = pools if plan.use_case == "cgnat" else \
+        wanted = list(pools) if plan.use_case == "cgnat" else \
             [p for t in sides["trust"] for p in originated[t.name] if p not in translated]
         if plan.use_case == "mixed":
             wanted = pools + wanted  # NAPT44 clients come back by the pools, SFW ones by their prefixes

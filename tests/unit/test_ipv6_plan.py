@@ -221,10 +221,12 @@ def test_ipv4_only_configs_have_no_ipv6(single: LabPlan) -> None:
             assert "inet6" not in text and "ipv6" not in text and "IPv6_" not in text, name
 
 
-def test_a_dual_stack_cgnat_lab_hashes_back_only_the_ipv6_answers(tmp_path: Path) -> None:
+@pytest.mark.parametrize("stem", ["topology3-cgnat", "topology2-cgnat"])  # TLB; ECMP CHASH with two MXs
+def test_a_dual_stack_cgnat_lab_hashes_back_only_the_ipv6_answers(tmp_path: Path, stem: str) -> None:
     """CGNAT: IPv4 answers come back by each pair's pool route; IPv6 (no pool) by the untrust selector's
-    hash of the destination, the SRXs in service while the MX learns their pools."""
-    text = (REPO / "labs" / "topology3-cgnat.yml").read_text()
+    hash of the destination; its route gate watches the pools (ECMP, CHASH: an SRX is routed while the
+    MX learns a pool from it)."""
+    text = (REPO / "labs" / f"{stem}.yml").read_text()
     text = text.replace("\nservices:\n", "\naddressing:\n  v6: {}\nservices:\n", 1).replace(
         "prefixes: [100.64.0.0/16]}", 'prefixes: [100.64.0.0/16], prefixes6: ["2001:db8:172:80::/96"]}', 1).replace(
         "prefixes: [203.0.113.0/24]}", 'prefixes: [203.0.113.0/24], prefixes6: ["2001:db8:203::/64"]}', 1)
@@ -238,5 +240,5 @@ def test_a_dual_stack_cgnat_lab_hashes_back_only_the_ipv6_answers(tmp_path: Path
     side = next(s for s in config["selectors"] if s["side"] == "untrust")
     assert side["match_prefixes"] == ["2001:db8:172:80::/96"]
     assert side["watch_prefixes"] == sorted({n.nat_pool for n in plan.nodes if n.nat_pool})
-    v4 = planmod.build(load_topology(REPO / "labs" / "topology3-cgnat.yml").topology, "x", "/run/lab")
+    v4 = planmod.build(load_topology(REPO / "labs" / f"{stem}.yml").topology, "x", "/run/lab")
     assert "nodes/mx1/selector-untrust.nft" not in v4.files  # IPv4 only: no untrust selector at all

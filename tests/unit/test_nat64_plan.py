@@ -161,7 +161,38 @@ def test_the_rendered_configuration_has_the_jvds_nat64_stanzas() -> None:
     for line in ("pool nat_64_source_ipv4_pool {", "198.51.100.32/28;", "rule srx_nat64_rule2 {",
                  "source-address 2001:db8:172:80::/112;", "destination-address 203.0.113.64/32;",
                  "rule-set nat_64_dest_rule {", "destination-address 2001:db8:64::1/128;",
-                 "route 198.51.100.32/28 discard;", "export [ MNHA-PREPEND NAT-POOL TRUST-TO-UNTRUST NAT64-POOL ];"):
+                 "route 198.51.100.32/28 discard;", "export [ MNHA-PREPEND NAT64-POOL NAT-POOL TRUST-TO-UNTRUST ];"):
         assert line in conf, line
     ipv6_untrust = conf.split("group IPv6_MX-UNTRUST", 1)[1].split("}", 1)[0]
     assert "export" in ipv6_untrust and "NAT64-POOL" not in ipv6_untrust  # an IPv4 pool: not over IPv6
+
+
+def _ends_in_reject(conf: str) -> set[str]:
+    """The policy-statements of CONF whose last term rejects whatever reaches it."""
+    out = set()
+    for part in conf.split("    policy-statement ")[1:]:
+        name, body = part.split(" {", 1)
+        body = body.split("\n    }\n", 1)[0]
+        last = body.rsplit("term ", 1)[-1]
+        if "from" not in last and "then reject;" in last:
+            out.add(name.strip())
+    return out
+
+
+@pytest.mark.parametrize("use_case", ["mixed", "sfw", "cgnat"])
+def test_no_export_policy_follows_one_that_rejects_everything_left(tmp_path: Path, use_case: str) -> None:
+    """Junos evaluates an export chain in order and stops at the first reject: a policy after one that
+    ends in `then reject` announces nothing. The NAT64 pool's must come before such a policy."""
+    new = {"mixed": "  use_case: mixed\n  nat_sources: [100.64.128.0/17]\n", "sfw": "  use_case: sfw\n",
+           "cgnat": "  use_case: cgnat\n"}[use_case]
+    plan = _plan(_variant(tmp_path, "  use_case: mixed\n  nat_sources: [100.64.128.0/17]\n", new))
+    for srx in ("srx1", "srx2"):
+        conf = plan.files[f"nodes/{srx}/juniper.conf"]
+        final = _ends_in_reject(conf)
+        assert {"TRUST-TO-UNTRUST", "UNTRUST-TO-TRUST"} & final  # the check sees the rejecting policies
+        exports = [line.split("export", 1)[1].strip(" [];").split() for line in conf.splitlines()
+                   if line.strip().startswith("export ")]
+        assert any("NAT64-POOL" in chain for chain in exports), exports
+        for chain in exports:
+            for i, policy in enumerate(chain[:-1]):
+                assert policy not in final, f"{srx}: {chain[i + 1:]} after {policy}, which rejects the rest"

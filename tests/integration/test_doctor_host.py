@@ -43,7 +43,7 @@ def test_doctor_passes_here_and_leaves_nothing() -> None:
 def test_doctor_names_a_tool_hidden_from_path(tmp_path: Path) -> None:
     folder = tmp_path / "bin"
     folder.mkdir()
-    for tool in ("ip", "nft", "bird", "conntrack", "conntrackd", "ssh", "dot", "iperf3", "swanctl", "tc"):
+    for tool in ("ip", "nft", "bird", "conntrack", "conntrackd", "tayga", "ssh", "dot", "iperf3", "swanctl", "tc"):
         found = shutil.which(tool)
         if found:
             os.symlink(found, folder / tool)

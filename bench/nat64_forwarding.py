@@ -115,7 +115,7 @@ def markdown(results: dict[int, dict[str, list[dict[str, float]]]], seconds: flo
     lines = [
         "# NAT64 (tayga) against the SRX's kernel forwarding",
         "",
-        f"Measured {when} by `python3 bench/nat64_forwarding.py {' '.join(sys.argv[1:])}`. Machine: "
+        f"Measured {when} by `{' '.join(['python3', 'bench/nat64_forwarding.py', *sys.argv[1:]])}`. Machine: "
         f"{os.cpu_count()} CPUs, kernel {platform.release()}.",
         "",
         f"One UDP flow at full speed (iperf3 `-b 0`, {seconds:g} s, {repeats} runs per path and size, the order "

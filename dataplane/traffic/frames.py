@@ -25,6 +25,7 @@ PAYLOAD_OFFSET6 = ETH_LEN + IP6_LEN + UDP_LEN  # 62: the same in an IPv6 frame
 MIN_SIZE = PAYLOAD_OFFSET + HEADER_LEN + FCS_LEN  # 64
 MIN_SIZE6 = PAYLOAD_OFFSET6 + HEADER_LEN + FCS_LEN  # 84: the smallest IPv6 frame that holds the header
 UDP6_CHECKSUM = ETH_LEN + IP6_LEN + 6  # 60: the UDP checksum's offset in an IPv6 frame
+UDP4_CHECKSUM = ETH_LEN + 20 + 6  # 40: the same in an IPv4 frame (no IP options)
 MASK32 = 0xFFFFFFFF
 IMIX: tuple[tuple[int, int], ...] = ((64, 8), (127, 36), (255, 11), (511, 4), (1024, 2), (1518, 39))
 CYCLE_SEED = 0x1C5A
@@ -152,10 +153,14 @@ def flow_packet_sizes(cycle: Sequence[int], index: int, packets: int) -> int:
 
 
 # --------------------------------------------------------------------------- frames
-def build_frame(flow: Flow, size: int, src_mac: str, dst_mac: str, seq: int = 0, timestamp: int = 0) -> bytearray:
+def build_frame(flow: Flow, size: int, src_mac: str, dst_mac: str, seq: int = 0, timestamp: int = 0,
+                host_stack: bool = False) -> bytearray:
     """The Ether/IP/UDP (or Ether/IPv6/UDP) frame of FLOW, SIZE bytes with FCS (SIZE - 4 built),
-    sequence SEQ and send time TIMESTAMP (low 32 bits) in its header. IPv4: UDP checksum 0 (none);
-    IPv6 must carry one (RFC 8200), computed over this sequence and time."""
+    sequence SEQ and send time TIMESTAMP (low 32 bits) in its header. IPv4: UDP checksum 0 (none)
+    and DF clear, unless HOST_STACK: then both as a Linux host's UDP socket sends them (a NAT64
+    translator drops IPv4 UDP without a checksum, RFC 7915 4.5, and splits a packet without DF
+    into IPv6 fragments of 1280 bytes). IPv6 must carry a checksum (RFC 8200). A checksum is
+    computed over this sequence and time."""
     from scapy.layers.inet import IP, UDP
     from scapy.layers.inet6 import IPv6
     from scapy.layers.l2 import Ether
@@ -167,10 +172,10 @@ def build_frame(flow: Flow, size: int, src_mac: str, dst_mac: str, seq: int = 0,
         raise ValueError(f"frame size {size} is below {offset + HEADER_LEN + FCS_LEN}" + (" for IPv6" if v6 else ""))
     payload = HEADER.pack(MAGIC, flow.flow_id, seq, timestamp & MASK32).ljust(size - FCS_LEN - offset, b"\0")
     network: Packet = (IPv6(src=flow.src, dst=flow.dst, hlim=64, nh=17, fl=0) if v6
-                       else IP(src=flow.src, dst=flow.dst, ttl=64, id=0, proto=17))
+                       else IP(src=flow.src, dst=flow.dst, ttl=64, id=0, proto=17, flags="DF" if host_stack else 0))
     packet = (Ether(src=src_mac, dst=dst_mac, type=ETH_P_IPV6 if v6 else ETH_P_IP)
               / network
-              / UDP(sport=flow.sport, dport=flow.dport, chksum=None if v6 else 0)
+              / UDP(sport=flow.sport, dport=flow.dport, chksum=None if v6 or host_stack else 0)
               / Raw(payload))
     frame = bytearray(bytes(packet))
     if len(frame) != size - FCS_LEN:
@@ -205,23 +210,37 @@ def udp6_checksum(frame: bytes | bytearray) -> int:
     return value or 0xFFFF
 
 
-def patch_checksum6(frame: bytearray, at: int, seq: int, timestamp32: int) -> None:
-    """Bring the UDP checksum of the IPv6 frame at AT in FRAME, pre-built with sequence 0 and time 0
-    (`build_frame`), up to date with SEQ and TIMESTAMP32 written in: the words added to the sum
-    are those of the two fields (RFC 1624's incremental update; what the sender does per packet)."""
-    base = ~(frame[at + UDP6_CHECKSUM] << 8 | frame[at + UDP6_CHECKSUM + 1]) & 0xFFFF
+def udp4_checksum(frame: bytes | bytearray) -> int:
+    """The UDP checksum of an Ether/IPv4/UDP FRAME (no IP options), its checksum field taken as
+    zero; a result of 0 is sent as 0xFFFF."""
+    length = len(frame) - ETH_LEN - IP_LEN
+    body = bytes(frame[ETH_LEN + IP_LEN:])
+    body = body[:6] + b"\0\0" + body[8:] + b"\0" * (length & 1)
+    pseudo = bytes(frame[ETH_LEN + 12:ETH_LEN + 20]) + struct.pack("!xBH", 17, length)
+    data = pseudo + body
+    value = ~fold(sum(struct.unpack(f"!{len(data) // 2}H", data))) & 0xFFFF
+    return value or 0xFFFF
+
+
+def patch_checksum6(frame: bytearray, at: int, seq: int, timestamp32: int, where: int = UDP6_CHECKSUM) -> None:
+    """Bring the UDP checksum (at WHERE: UDP6_CHECKSUM, UDP4_CHECKSUM) of the frame at AT in FRAME,
+    pre-built with sequence 0 and time 0 (`build_frame`), up to date with SEQ and TIMESTAMP32
+    written in: the words added to the sum are those of the two fields (RFC 1624's incremental
+    update; what the sender does per packet)."""
+    base = ~(frame[at + where] << 8 | frame[at + where + 1]) & 0xFFFF
     total = (base + (seq >> 48) + (seq >> 32 & 0xFFFF) + (seq >> 16 & 0xFFFF) + (seq & 0xFFFF)
              + (timestamp32 >> 16) + (timestamp32 & 0xFFFF))
     total = (total & 0xFFFF) + (total >> 16)
     total = (total & 0xFFFF) + (total >> 16)
     value = ~total & 0xFFFF
-    frame[at + UDP6_CHECKSUM] = (value or 0xFFFF) >> 8
-    frame[at + UDP6_CHECKSUM + 1] = (value or 0xFFFF) & 0xFF
+    frame[at + where] = (value or 0xFFFF) >> 8
+    frame[at + where + 1] = (value or 0xFFFF) & 0xFF
 
 
 def derive_frame(template: bytearray, flow: Flow) -> bytearray:
     """TEMPLATE (a `build_frame` of any flow of the same family, same size and MACs) rewritten for
-    FLOW: addresses, ports, flow id and the IP header checksum (IPv6: the UDP checksum).
+    FLOW: addresses, ports, flow id and the IP header checksum (and the UDP checksum where the
+    template has one: IPv6, or IPv4 built with one).
     Byte-identical to `build_frame(flow, ...)` and ~100 times faster than scapy, so large flow
     counts start at once."""
     frame = bytearray(template)
@@ -238,6 +257,8 @@ def derive_frame(template: bytearray, flow: Flow) -> bytearray:
     struct.pack_into("!H", frame, 24, ipv4_checksum(frame[ETH_LEN:ETH_LEN + IP_LEN]))
     struct.pack_into("!HH", frame, 34, flow.sport, flow.dport)
     struct.pack_into("!I", frame, PAYLOAD_OFFSET + 2, flow.flow_id)
+    if frame[UDP4_CHECKSUM:UDP4_CHECKSUM + 2] != b"\0\0":  # a checksum is never 0 (0xFFFF instead)
+        struct.pack_into("!H", frame, UDP4_CHECKSUM, udp4_checksum(frame))
     return frame
 
 
@@ -250,6 +271,8 @@ def patch(frame: bytearray, seq: int, timestamp_ns: int) -> None:
         struct.pack_into("!H", frame, UDP6_CHECKSUM, udp6_checksum(frame))
         return
     PATCH.pack_into(frame, PAYLOAD_OFFSET + PATCH_OFFSET, seq, timestamp_ns & MASK32)
+    if frame[UDP4_CHECKSUM:UDP4_CHECKSUM + 2] != b"\0\0":
+        struct.pack_into("!H", frame, UDP4_CHECKSUM, udp4_checksum(frame))
 
 
 class FrameSet:
@@ -258,10 +281,12 @@ class FrameSet:
     ``cycles[i]`` is None while flow i is withheld (its destination not known yet, see `rebind`)."""
 
     def __init__(self, flows: Sequence[Flow], sizes: Sequence[tuple[int, int]], src_mac: str, dst_mac: str,
-                 seed: int = CYCLE_SEED):
+                 seed: int = CYCLE_SEED, host_stack: bool = False):
         self.flows = list(flows)
         self.family = flows_family(self.flows)
         self.payload_offset = payload_offset(self.family)
+        # where the sender brings the UDP checksum up to date per packet (None: IPv4 without one)
+        self.checksum_at: int | None = UDP6_CHECKSUM if self.family == 6 else UDP4_CHECKSUM if host_stack else None
         sizes = family_sizes(sizes, self.family)
         self.sizes = sizes
         self.cycle = size_cycle(sizes, seed)
@@ -269,7 +294,8 @@ class FrameSet:
         self.cycles: list[list[bytearray] | None] = []
         # scapy builds one frame per size; every other flow's frame is that one with its own
         # addresses, ports, flow id and IP checksum written in (identical bytes, see derive_frame)
-        self.templates = {s: build_frame(self.flows[0], s, src_mac, dst_mac) for s in distinct}
+        self.templates = {s: build_frame(self.flows[0], s, src_mac, dst_mac, host_stack=host_stack)
+                          for s in distinct}
         for i, flow in enumerate(self.flows):
             self.cycles.append(self._cycle(i, flow, derive=bool(i)))
 

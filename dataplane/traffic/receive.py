@@ -77,6 +77,8 @@ class Receiver:
     learn_fd: int | None = None  # bindings pipe (write end): publish each flow's binding and its changes
     learn_path: str | None = None  # or a FIFO (see `binding.open_fifo`)
     family: int = 4
+    # count only flow ids in [lo, hi) (another family's receiver on the same interface gets the rest)
+    ids: tuple[int, int] | None = None
     accounting: Accounting = field(default_factory=Accounting, repr=False)
     ready: threading.Event = field(default_factory=threading.Event, repr=False)
     bound_port: int | None = field(default=None, init=False)  # UDP mode: the port bound (PORT 0: any)
@@ -92,12 +94,18 @@ class Receiver:
             raise ValueError(f"IP family {self.family}: 4 or 6")
         if self.family == 6 and (self.learn_fd is not None or self.learn_path is not None):
             raise ValueError("NAT bindings are IPv4 only")
+        if self.ids is not None:
+            lo, hi = self.ids
+            if not 0 <= lo < hi:
+                raise ValueError(f"flow ids {lo}..{hi}: give 0 <= first < end")
+            self.ids = (int(lo), int(hi))
 
     def config(self) -> dict[str, Any]:
         return {"port": self.port, "bind": self.bind, "iface": self.iface, "ns": self.ns,
                 "duration": self.duration, "idle": self.idle, "rate_per_flow": self.rate_per_flow,
                 "poll_interval": self.poll_interval, "cpu": self.cpu, "realtime": self.realtime,
-                "learn_fd": self.learn_fd, "learn_path": self.learn_path, "family": self.family}
+                "learn_fd": self.learn_fd, "learn_path": self.learn_path, "family": self.family,
+                "ids": list(self.ids) if self.ids is not None else None}
 
     @classmethod
     def from_config(cls, data: dict[str, Any]) -> Receiver:
@@ -195,6 +203,8 @@ class Receiver:
         first_rx = 0
         last_rx = 0
         foreign = 0
+        others = 0  # packets of flows outside IDS: another receiver's
+        first_id, end_id = self.ids or (0, 1 << 32)
         packets = 0
         fixed_offset = mode >= 0
         v6 = mode == -6  # packet mode, IPv6: the header at a fixed offset behind IPv6 + UDP
@@ -250,6 +260,9 @@ class Receiver:
                 if magic != MAGIC:
                     foreign += 1
                     continue
+                if not first_id <= flow_id < end_id:
+                    others += 1
+                    continue
                 stats = flows.get(flow_id)
                 if stats is None:
                     stats = flows[flow_id] = FlowStats(flow_id)
@@ -271,6 +284,8 @@ class Receiver:
                 elif rx >= stop_at:
                     break
         acc.foreign += foreign
+        if self.ids is not None:
+            self._counters["other_flows_packets"] = others
         if publisher is not None:
             self._counters["bindings_dropped"] = publisher.dropped
             publisher.close()

@@ -101,6 +101,7 @@ class Sender:
     learn_path: str | None = None  # or a FIFO the receiver writes to
     learn_offset: int = 0  # this sender's flow id = forward flow id + LEARN_OFFSET
     learn_wait: float = 3.0
+    host_stack: bool = False  # IPv4: a UDP checksum and DF, as a host's stack (a NAT64 translator needs them)
     quantum_ms: float = 0.25  # paced: send what is due in batches about this long apart
     _rebinds: int = field(default=0, init=False, repr=False)
     _stop: bool = field(default=False, init=False, repr=False)
@@ -129,7 +130,7 @@ class Sender:
                 "ns": self.ns, "dst_mac": self.dst_mac, "qdisc_bypass": self.qdisc_bypass, "seed": self.seed,
                 "cpu": self.cpu, "realtime": self.realtime, "learn_fd": self.learn_fd,
                 "learn_path": self.learn_path, "learn_offset": self.learn_offset, "learn_wait": self.learn_wait,
-                "quantum_ms": self.quantum_ms}
+                "quantum_ms": self.quantum_ms, "host_stack": self.host_stack}
 
     @classmethod
     def from_config(cls, data: dict[str, Any]) -> Sender:
@@ -193,7 +194,7 @@ class Sender:
                 with contextlib.suppress(OSError):
                     sock.setsockopt(SOL_PACKET, PACKET_QDISC_BYPASS, 1)
             built = time.monotonic()
-            frames = FrameSet(self.flows, sizes, src_mac, dst_mac, self.seed)
+            frames = FrameSet(self.flows, sizes, src_mac, dst_mac, self.seed, host_stack=self.host_stack)
             build_s = time.monotonic() - built
             learned = self._learn(frames) if self.learn_fd is not None or self.learn_path is not None else None
             # The frames (a few hundred ms of CPU) are built before the thread turns realtime: a
@@ -289,8 +290,8 @@ class Sender:
         flush = batch.send
         pack = PATCH.pack_into
         offset = frames.payload_offset + PATCH_OFFSET
-        v6 = frames.family == 6  # the UDP checksum follows the sequence and time
-        checksum6 = patch_checksum6
+        summed = frames.checksum_at  # the UDP checksum follows the sequence and time
+        checksum = patch_checksum6
         mono = time.monotonic_ns
         sleep = time.sleep
         errors = 0
@@ -341,8 +342,8 @@ class Sender:
                     at = j * slot
                     stage[at:at + size] = buf
                     pack(stage, at + offset, seq, ts)
-                    if v6:
-                        checksum6(stage, at, seq, ts)
+                    if summed:
+                        checksum(stage, at, seq, ts, summed)
                     set_length(j, size)
                     j += 1
                     seqs[i] = seq + 1

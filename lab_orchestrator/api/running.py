@@ -425,7 +425,7 @@ class Lab:
     def traffic_start(self, flows: int, rate: float, sizes: str, duration: float, reverse: bool,
                       family: str | None = None) -> dict[str, Any]:
         from ..events import traffic as traffic_cli
-        hostcheck.require_root()  # FAMILY "4", "6" or "both" (None: both on a dual-stack lab, else 4)
+        hostcheck.require_root()  # FAMILY "4", "6", "64", "both" or "all" (None: every family of the lab)
         return traffic_cli.start(self.state, flows, rate, sizes, duration, reverse, family)
 
     def traffic_stop(self) -> dict[str, Any]:
@@ -473,7 +473,7 @@ class Lab:
         return baseline.traffic(flows, rate)
 
     def traffic_families(self, family: str | None = None, flows: int | None = None) -> list[int]:
-        """FAMILY's IP families (None: both if dual-stack, else 4); BadInput if FLOWS cannot be shared."""
+        """FAMILY's families (None: every family of the lab); BadInput if FLOWS cannot be shared."""
         from ..plan import trafficsetup
         fams = trafficsetup.families(self.plan(), family)
         return fams if flows is None else list(trafficsetup.shares(flows, fams))

@@ -13,7 +13,9 @@ from rich.table import Table
 
 from .. import api
 from ..events import budgets as budgetsmod
-from ..model.diagnostics import BadInput, LabError, NotJudged
+from ..model.diagnostics import LabError, NotJudged
+from ..model.ipfamily import check_spec as check_family
+from ..model.ipfamily import name as family_name
 from .common import JsonOption, app, err, guarded, out, print_json, progress_printer, write_file
 from .lifecycle import print_down, print_up
 
@@ -87,9 +89,10 @@ def events_run(
     baseline: float = typer.Option(1.0, "--baseline", help="Seconds of the event's traffic that must arrive "
                                    "whole and on schedule before each event (0: no check); if not, the case is "
                                    "an error (exit 3), not a failed event."),
-    family: str | None = typer.Option(None, "--family", help="IP families of the flows: 4, 6 or both (default: "
-                                      "both on a dual-stack lab, 4 otherwise). With both, half the flows of each "
-                                      "family at half the rate, side by side; each family is judged on its own."),
+    family: str | None = typer.Option(None, "--family", help="IP families of the flows: 4, 6, 64 (NAT64: IPv6 "
+                                      "clients reaching the IPv4 server), both (4 and 6) or all (default: every "
+                                      "family of the lab). The flows and the rate are shared between the families, "
+                                      "side by side; each family is judged on its own."),
     budget: list[str] = typer.Option([], "--budget", help="Budget [EVENT:]METRIC=LIMIT (repeatable), e.g. "
                                      "srx-power-off:convergence_ms=300; metrics: convergence_ms, unaffected_loss, "
                                      "longest_gap_ms, flows_moved_excess; with --tcp also tcp_reset_pct, tcp_reset, "
@@ -136,8 +139,7 @@ def events_run(
             raise budgetsmod.BudgetError("a tcp_* budget needs --tcp (the TCP connections it judges)")
         if not sessions and any(b.metric.startswith("sessions_") for b in budgets):
             raise budgetsmod.BudgetError("a sessions_* budget needs --sessions (the sessions it judges)")
-        if family not in (None, "4", "6", "both"):
-            raise BadInput(f"--family {family}: give 4, 6 or both")
+        check_family(family)
         if topology is not None and lab is None:  # a wrong event or node name, before the lab is brought up
             api.file_events_to_run(topology, event, target)
         started = time.monotonic()
@@ -161,7 +163,7 @@ def events_run(
                                     warmup=warmup, hold=hold, down_time=down_time, realtime=realtime,
                                     baseline=baseline, tcp=tcp_connections if tcp else 0, sessions=sessions,
                                     reruns=reruns,
-                                    family="both" if len(fams) > 1 else str(fams[0]))
+                                    family=family)
             for name in names:
                 node = running.event_target(name, target)
                 result: EventResult | EventError
@@ -227,7 +229,8 @@ def print_event(r: EventResult) -> None:
                   "[green]yes[/]" if r.recovered else "[red]no[/]", "[green]pass[/]" if r.passed else "[red]FAIL[/]")
     for name, fam in (r.families or {}).items():
         c = fam.convergence_ms
-        table.add_row(f"IPv{name}", str(fam.flows), str(fam.affected_flows), f"{c.max:.1f} / {c.median:.1f} ms",
+        table.add_row(family_name(int(name)), str(fam.flows), str(fam.affected_flows),
+                      f"{c.max:.1f} / {c.median:.1f} ms",
                       f"{fam.longest_gap_ms:.1f} ms", str(fam.packets_lost_by_unaffected_flows), str(fam.flows_moved),
                       "[green]yes[/]" if fam.recovered else "[red]no[/]",
                       "[green]pass[/]" if fam.passed else "[red]FAIL[/]")

@@ -8,7 +8,8 @@ import typer
 from rich.table import Table
 
 from .. import api
-from ..model.diagnostics import BadInput
+from ..model.ipfamily import check_spec as check_family
+from ..model.ipfamily import name as family_name
 from .common import JsonOption, LabOption, app, guarded, out, print_json
 
 REVERSE_HELP = "Also server -> client (CGNAT: to each flow's NAT binding, as the server sees it)."
@@ -18,8 +19,9 @@ traffic_app = typer.Typer(help="Traffic by hand on a running lab (the generator 
 app.add_typer(traffic_app, name="traffic")
 
 
-FAMILY_HELP = ("IP families of the flows: 4, 6 or both (default: both on a dual-stack lab, 4 otherwise). With both, "
-               "half the flows of each family at half the rate, side by side, as `lab events run` sends them.")
+FAMILY_HELP = ("IP families of the flows: 4, 6, 64 (NAT64: IPv6 clients reaching the IPv4 server), both (4 and 6) "
+               "or all (default: every family of the lab). The flows and the rate are shared between the families, "
+               "side by side, as `lab events run` sends them.")
 
 
 @traffic_app.command("start")
@@ -35,11 +37,11 @@ def traffic_start(
     json_out: bool = JsonOption,
 ) -> None:
     """Start UDP traffic client -> server (and back) in the background. On a dual-stack lab IPv4 and
-    IPv6 flows run side by side (the IPv6 processes named `...-ipv6`; --json gives each one's family)."""
+    IPv6 flows run side by side, and NAT64 ones on a lab with NAT64 (the processes named `...-ipv6`,
+    `...-nat64`; --json gives each one's family)."""
 
     def run() -> None:
-        if family not in (None, "4", "6", "both"):
-            raise BadInput(f"--family {family}: give 4, 6 or both")
+        check_family(family)
         api.require_root()
         started = api.pick(lab).traffic_start(flows, rate, sizes, duration, reverse, family)
         if json_out:
@@ -57,7 +59,7 @@ def started_line(started: dict[str, Any]) -> str:
     for fam in started["families"]:
         procs = [p for p in started["processes"] if p["family"] == fam]
         sender = next(p for p in procs if p["role"] == "send")
-        parts.append(f"IPv{fam} {sender['flows']} flows x {sender['rate_pps']:g} pps per direction "
+        parts.append(f"{family_name(fam)} {sender['flows']} flows x {sender['rate_pps']:g} pps per direction "
                      f"({', '.join(p['name'] for p in procs)})")
     return "; ".join(parts)
 
@@ -80,7 +82,7 @@ def traffic_stop(lab: str | None = LabOption, json_out: bool = JsonOption) -> No
             return
         view = Table("process", "family", "report")
         for name, report in reports.items():
-            view.add_row(name, f"IPv{report.get('family', 4)}",
+            view.add_row(name, family_name(report.get('family', 4)),
                          _scalars({k: v for k, v in report.items() if k != "family"}))
         out.print(view)
 

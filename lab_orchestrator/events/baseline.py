@@ -21,7 +21,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..model.schema import NAT_USE_CASES
+from ..model import ipfamily
 from ..plan.pipeline import LabPlan
 
 BASELINE_S = 1.0  # seconds of traffic judged before each event
@@ -214,10 +214,8 @@ def measure(plan: LabPlan, flows: int, rate: float, sizes: str, seconds: float =
     from ..plan import trafficsetup
 
     fams = families or [4]
-    nat = plan.use_case in NAT_USE_CASES
-    scratch = tempfile.mkdtemp(prefix="lab-baseline-") if nat and reverse else None
-    setups = trafficsetup.by_family(plan, fams, flows, rate, sizes, seconds, reverse=reverse, nat=nat,
-                                    bindings=trafficsetup.bindings_fifo(scratch) if scratch else None,
+    scratch = tempfile.mkdtemp(prefix="lab-baseline-") if trafficsetup.needs_bindings(plan, fams, reverse) else None
+    setups = trafficsetup.by_family(plan, fams, flows, rate, sizes, seconds, reverse=reverse, fifo_dir=scratch,
                                     realtime=realtime, cpu=cpu)
     children: dict[tuple[int, str], Any] = {}
     got: dict[tuple[int, str], dict[str, Any]] = {}
@@ -247,7 +245,7 @@ def measure(plan: LabPlan, flows: int, rate: float, sizes: str, seconds: float =
         for name, sender in (("forward", setup.tx_forward), ("reverse", setup.tx_reverse)):
             sent, report = got.get((fam, f"tx-{name}")), got.get((fam, f"rx-{name}"))
             if sender is not None and sent is not None and report is not None:
-                out.directions[name + ("" if fam == 4 else f" IPv{fam}")] = _direction(
+                out.directions[name + ("" if fam == 4 else f" {ipfamily.name(fam)}")] = _direction(
                     sent, report, sender.count, len(sender.flows))
     return out
 

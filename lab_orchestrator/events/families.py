@@ -1,4 +1,4 @@
-"""IPv4 and IPv6 flows side by side in one event (`lab events run --family`).
+"""IPv4, IPv6 and NAT64 flows side by side in one event (`lab events run --family`).
 
 Each family has its own senders and receivers (`trafficsetup.by_family`); the event is judged on all
 flows together (`verdict.analyse` on the merged reports: the figures of the run) and on each family's
@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..model.ipfamily import name as family_name
 from .result import EventResult, FamilyVerdict
 
 SUMMED = ("flows", "received", "lost", "duplicates", "reordered", "foreign", "flows_with_loss", "flows_never_seen",
@@ -80,4 +81,4 @@ def attach(result: EventResult, per_family: Mapping[int, EventResult]) -> EventR
 
 
 def label(families: Sequence[int]) -> str:
-    return " and ".join(f"IPv{f}" for f in families)
+    return " and ".join(family_name(f) for f in families)

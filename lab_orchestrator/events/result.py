@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from ..model import ipfamily
 from ..model.diagnostics import LabError
 from . import budgets as budgetsmod
 
@@ -171,7 +172,7 @@ class Check(_Model):
 
 
 class FamilyVerdict(_Model):
-    """One IP family's share of an event run with IPv4 and IPv6 flows side by side: its own flows,
+    """One family's share of an event run with IPv4, IPv6 or NAT64 flows side by side: its own flows,
     senders and receivers, judged alone by the same rules (`verdict.analyse`)."""
 
     family: int
@@ -302,9 +303,10 @@ class EventResult(_Model):
             why.append(f"unaffected flows lost {self.packets_lost_by_unaffected_flows} packets")
         for name, fam in (self.families or {}).items():
             if not fam.passed:
-                why.append(f"IPv{name}: " + (f"{fam.packets_lost_by_unaffected_flows} packets lost by unaffected "
-                                             "flows" if fam.packets_lost_by_unaffected_flows else
-                                             "not every flow recovered" if not fam.recovered else "failed"))
+                lost = fam.packets_lost_by_unaffected_flows
+                why.append(f"{ipfamily.name(int(name))}: " + (f"{lost} packets lost by unaffected flows" if lost else
+                                                              "not every flow recovered" if not fam.recovered
+                                                              else "failed"))
         why += [c.detail for c in self.checks or [] if not c.ok]
         if self.daemon_crash and not self.daemon_crash.returned:
             why.append(f"{self.daemon_crash.daemon} was not running again within {DAEMON_RETURN_S:.0f} s")

@@ -22,8 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..model import ipfamily
 from ..model.diagnostics import LabError
-from ..model.schema import NAT_USE_CASES
 from ..plan import trafficsetup
 from ..plan.pipeline import LabPlan
 from ..runtime import bgpready, ops
@@ -102,8 +102,8 @@ class TrafficSpec:
     baseline: float = baseline.BASELINE_S  # seconds of the traffic judged before the event (0: none)
     tcp: int = 0  # long-lived TCP connections beside the flows (0: none; `lab events run --tcp`)
     sessions: int = 0  # idle UDP sessions opened before the event, probed after it (0: none; `--sessions`)
-    # IP families: "4", "6" or "both" (the flows and the rate shared, see `trafficsetup.by_family`);
-    # None: both on a dual-stack lab, 4 otherwise
+    # families: "4", "6", "64" (NAT64), "both" (4 and 6) or "all" (the flows and the rate shared, see
+    # `trafficsetup.by_family`); None: every family of the lab
     family: str | None = None
     # runs again of a case the generator could not keep on schedule (its figures cannot be trusted:
     # a busy or paused machine, not the lab): the first run judged is the verdict, the earlier
@@ -291,11 +291,10 @@ def _run(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target: str
     mx_ns = [ns for n in load_balancers(plan) for ns in n.namespaces if ns.endswith("-trust-vr")]
     # CGNAT: the server sees each flow's NAT binding, not the subscriber; the forward receiver
     # publishes the bindings on a FIFO and the reverse sender answers them (and follows a re-bind).
-    nat = plan.use_case in NAT_USE_CASES
-    scratch = tempfile.mkdtemp(prefix="lab-events-") if nat and spec.reverse else None
+    scratch = tempfile.mkdtemp(prefix="lab-events-") if trafficsetup.needs_bindings(plan, fams, spec.reverse) \
+        else None
     setups = trafficsetup.by_family(plan, fams, spec.flows, spec.rate, spec.sizes, total, reverse=spec.reverse,
-                                    nat=nat, bindings=trafficsetup.bindings_fifo(scratch) if scratch else None,
-                                    socket_mode=spec.receiver == "socket", realtime=spec.realtime,
+                                    fifo_dir=scratch, socket_mode=spec.receiver == "socket", realtime=spec.realtime,
                                     cpu=spec.sender_cpu)
     flows = [f for setup in setups.values() for f in setup.flows]
     sampler = Sampler(mx_ns, selector_configs(plan)).start()
@@ -403,11 +402,13 @@ def _run(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target: str
         return analyse(event, target, summary, [f for fam in fams_judged for f in setups[fam].flows], before,
                        during or after, merged("rx-forward") or {}, merged("rx-reverse"), merged("tx-forward") or {},
                        per_flow, marks, sampler, pair, moved_back, merged("tx-reverse"), involved=involved,
-                       nat=plan.use_case in NAT_USE_CASES, expected=expected, carriers_after=after if during else None,
-                       pools=nat_pools({n.name: n.nat_pool for n in plan.nodes}, plan.mnha))
+                       nat=any(trafficsetup.translated(plan, f) for f in fams_judged), expected=expected,
+                       carriers_after=after if during else None,
+                       pools=nat_pools([(n.name, n.nat_pool) for n in plan.nodes]
+                                       + [(n.name, n.nat64_pool) for n in plan.nodes], plan.mnha))
 
     result = judge(fams)
-    if fams != [4]:  # IPv6 in the run: each family judged on its own flows too
+    if fams != [4]:  # IPv6 or NAT64 in the run: each family judged on its own flows too
         families.attach(result, {fam: judge([fam]) for fam in fams})
     if crash:
         # The supervisor's own account: how long the daemon was down before it ran again.
@@ -422,7 +423,8 @@ def _run(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target: str
         result.daemon_crash = DaemonCrash(**crash)
         result.passed = result.passed and bool(crash["returned"])
     # how well the senders kept their schedule (a late packet due during an outage is not lost)
-    result.senders = {name + ("" if fam == 4 else f" IPv{fam}"): {k: v for k, v in sent.items() if k != "per_flow_sent"}
+    result.senders = {name + ("" if fam == 4 else f" {ipfamily.name(fam)}"):
+                      {k: v for k, v in sent.items() if k != "per_flow_sent"}
                       for fam in fams for name in ("forward", "reverse")
                       if (sent := got.get((fam, f"tx-{name}"))) is not None}
     result.checks = [Check(name="settled after the event", ok=settled, when="after",

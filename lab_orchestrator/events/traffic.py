@@ -2,8 +2,9 @@
 
 The same flows, senders and receivers as `lab events run`, set up by the same builder
 (`trafficsetup.by_family`: on a dual-stack lab IPv4 and IPv6 flows side by side, the IPv6 processes
-named `...-ipv6`; on a CGNAT lab the reverse sender answers the NAT bindings the forward
-receiver sees, through a FIFO in the lab's `traffic/` folder), started as daemons of a pseudo node
+named `...-ipv6`, and NAT64 ones `...-nat64`; behind source NAT (CGNAT, NAT64) the reverse sender
+answers the NAT bindings the forward receiver sees, through a FIFO per family in the lab's
+`traffic/` folder), started as daemons of a pseudo node
 `_traffic` (`python -m dataplane.traffic ROLE --config FILE`), so they outlive the command, show in
 the lab's record and die with the lab. Each prints its JSON report into its log when it stops (at
 the end of --duration, or on `stop`); `stop` counts each receiver against its sender's counts.
@@ -21,7 +22,6 @@ from dataplane.traffic import Accounting, Receiver, Sender
 
 from .. import kinds
 from ..model.diagnostics import LabError
-from ..model.schema import NAT_USE_CASES
 from ..plan import trafficsetup
 from ..runtime import supervisor
 from ..runtime.ops import load_plan
@@ -38,18 +38,16 @@ def folder(state: LabState) -> Path:
 
 def start(state: LabState, flows: int, rate: float, sizes: str, duration: float, reverse: bool,
           family: str | None = None) -> dict[str, Any]:
-    """Start the traffic daemons; FAMILY "4", "6" or "both" (None: both on a dual-stack lab, else 4),
+    """Start the traffic daemons; FAMILY "4", "6", "64", "both" or "all" (None: every family of the lab),
     the flows and the rate shared between the families as `lab events run` shares them. Returns
     {"started": process names, "families", "processes": one entry per process with its family}."""
     if any(r.node == NODE and supervisor.alive(r) for r in state.processes):
         raise LabError("traffic is already running in this lab (`lab traffic stop` first)")
     plan = load_plan(state)
     fams = trafficsetup.families(plan, family)
-    nat = plan.use_case in NAT_USE_CASES  # mixed: the SFW flows' bindings are their own addresses
     where = folder(state)
     where.mkdir(exist_ok=True)
-    setups = trafficsetup.by_family(plan, fams, flows, rate, sizes, duration, reverse=reverse, nat=nat,
-                                    bindings=trafficsetup.bindings_fifo(where) if nat and reverse else None,
+    setups = trafficsetup.by_family(plan, fams, flows, rate, sizes, duration, reverse=reverse, fifo_dir=where,
                                     receive_duration=duration + 3)
     client = supervisor.Supervisor(state.state_dir)
     state.processes = [r for r in state.processes if r.node != NODE]
@@ -114,7 +112,8 @@ def reports(state: LabState) -> dict[str, Any]:
         if data is None:
             out[record.name] = {"family": trafficsetup.family_of(record.name), "running": supervisor.alive(record)}
             continue
-        data = {"family": trafficsetup.family_of(record.name), **data}
+        # the traffic family (a NAT64 sender's own report says the IP version it sends: 6 or 4)
+        data = {**data, "family": trafficsetup.family_of(record.name)}
         saved = data.pop("state", None)
         sent = found.get(record.name.replace("rx-", "tx-")) if record.name.startswith("rx-") else None
         if saved is not None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import statistics
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from ipaddress import IPv4Address, IPv4Network
 from pathlib import Path
 from typing import Any
@@ -25,23 +25,25 @@ def _since(ns: int | None, marks: dict[str, float]) -> float | None:
 
 
 
-def nat_pools(pools: Mapping[str, str | None], mnha: list[list[str]]) -> dict[str, str]:
-    """CGNAT: SRX -> its NAT pool, each MNHA pair's A node (its first) before the B node: where a pair
-    shares one pool, its return traffic is routed to the A node while the pair is healthy (the B node
-    announces the pool with the longer AS path), so `pool_owner` names the A node."""
+def nat_pools(pools: Iterable[tuple[str, str | None]], mnha: list[list[str]]) -> dict[str, str]:
+    """Translated flows: each pool (POOLS: (SRX, pool or None), an SRX may have a NAPT44 pool and a
+    NAT64 one) -> the SRX whose pool it is. A pool an MNHA pair shares is its A node's (the pair's
+    first): its return traffic is routed to the A node while the pair is healthy (the B node
+    announces the pool with the longer AS path)."""
     b_nodes = {pair[1] for pair in mnha if len(pair) == 2}
-    order = sorted(pools, key=lambda srx: srx in b_nodes)  # stable: otherwise in plan order
-    return {srx: str(pools[srx]) for srx in order if pools[srx]}
+    out: dict[str, str] = {}
+    for srx, pool in sorted(pools, key=lambda item: item[0] in b_nodes):  # stable: otherwise in plan order
+        if pool:
+            out.setdefault(str(pool), srx)
+    return out
 
 
 def pool_owner(binding: str | None, pools: Mapping[str, str]) -> str | None:
-    """CGNAT: the SRX whose NAT pool holds BINDING ("address:port"), None if no pool does. A pool two
-    SRXs share (an MNHA pair's): the first of them in POOLS, the pair's A node as `nat_pools` orders
-    them, the one the MX's route to the pool prefers before the event."""
+    """The SRX whose pool (POOLS of `nat_pools`) holds BINDING ("address:port"), None if no pool does."""
     if not binding:
         return None
     address = IPv4Address(binding.rsplit(":", 1)[0])
-    return next((srx for srx, pool in pools.items() if address in IPv4Network(pool)), None)
+    return next((srx for pool, srx in pools.items() if address in IPv4Network(pool)), None)
 
 
 def analyse(event: eventsmod.EventKind, target: str, summary: str, flows: list[Any],  # noqa: PLR0913

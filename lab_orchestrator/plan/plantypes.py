@@ -155,6 +155,16 @@ class NodePlan:
     lo_units6: dict[str, str] = field(default_factory=dict)  # dual stack: lo0.1 / lo0.2 inet6 addresses
 
 
+@dataclass(frozen=True)
+class Nat64Flows:
+    """What the traffic of a NAT64 lab needs (services.nat64): IPv6 clients of SOURCE send to
+    ADDRESS and reach the IPv4 SERVER, which answers their bindings in the SRXs' NAT64 pools."""
+
+    source: str
+    address: str
+    server: str
+
+
 @dataclass
 class LabPlan:
     name: str
@@ -179,6 +189,7 @@ class LabPlan:
     bfd: bool = False  # BFD on every eBGP session (services.bfd)
     dual_stack: bool = False  # IPv6 beside IPv4 (addressing.v6)
     max_sessions: int = 262144  # the kernel's conntrack limit this lab needs (services.max_sessions)
+    nat64: Nat64Flows | None = None  # services.nat64, for the traffic of its flows
     files: dict[str, str] = field(default_factory=dict)  # path relative to state_dir -> content
 
     def node(self, name: str) -> NodePlan:
@@ -242,5 +253,6 @@ class LabPlan:
             mnha=[list(p) for p in d.get("mnha", [])], spares=list(d.get("spares", [])),
             srd=list(d.get("srd", [])), bfd=bool(d.get("bfd", False)), dual_stack=bool(d.get("dual_stack", False)),
             max_sessions=int(d.get("max_sessions", 262144)),
+            nat64=Nat64Flows(**d["nat64"]) if d.get("nat64") else None,
             files=dict(files or {}),
         )

@@ -128,25 +128,26 @@ def test_generator_ipv6_flows_both_ways_each_on_one_srx(dual: RunningLab) -> Non
     assert len({where[0][0] for where in counted.values()}) >= 2  # the flows spread over the SRXs
 
 
-def test_traffic_by_hand_sends_both_families(dual: RunningLab) -> None:
-    """`lab traffic start` on the dual-stack lab: IPv4 and IPv6 flows side by side (half the flows each),
-    every process reported with its family, the IPv6 flows delivered both ways as the IPv4 ones."""
-    started = json.loads(lab("traffic", "start", "--lab", dual.name, "--flows", "20", "--rate", "1000",
+def test_traffic_by_hand_sends_every_family(dual: RunningLab) -> None:
+    """`lab traffic start` on the dual-stack lab: IPv4, IPv6 and NAT64 flows side by side (a third of the
+    flows each), every process reported with its family, each family's flows delivered both ways."""
+    started = json.loads(lab("traffic", "start", "--lab", dual.name, "--flows", "21", "--rate", "1050",
                              "--duration", "30", "--json").stdout)
+    suffixes = ((4, ""), (6, "-ipv6"), (64, "-nat64"))
     try:
-        assert started["families"] == [4, 6]
+        assert started["families"] == [4, 6, 64]
         assert {p["name"]: p["family"] for p in started["processes"]} == {
-            f"{role}-{way}{suffix}": fam for fam, suffix in ((4, ""), (6, "-ipv6"))
+            f"{role}-{way}{suffix}": fam for fam, suffix in suffixes
             for role in ("rx", "tx") for way in ("forward", "reverse")}
-        assert {p["flows"] for p in started["processes"]} == {10}
+        assert {p["flows"] for p in started["processes"]} == {7}
         time.sleep(2.0)
     finally:
         reports = json.loads(lab("traffic", "stop", "--lab", dual.name, "--json").stdout)
     assert {name: r["family"] for name, r in reports.items()} == {p["name"]: p["family"] for p in started["processes"]}
-    for suffix in ("", "-ipv6"):
+    for _, suffix in suffixes:
         sent = reports[f"tx-forward{suffix}"]["sent"]
         assert sent > 500 and reports[f"rx-forward{suffix}"]["received"] == sent, reports
-        assert reports[f"rx-reverse{suffix}"]["lost"] == 0, reports
+        assert reports[f"rx-reverse{suffix}"]["lost"] == 0 and reports[f"rx-reverse{suffix}"]["received"] > 0, reports
 
 
 def test_ssh_cli_shows_the_ipv6_routes_and_sessions(dual: RunningLab) -> None:

@@ -13,6 +13,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from ipaddress import IPv4Address, IPv4Network, IPv6Address
+from pathlib import Path
 
 import pytest
 from running import REPO, SRX, RunningLab, lab
@@ -135,3 +136,25 @@ def test_the_translator_is_restarted_and_keeps_its_routes(ds: RunningLab) -> Non
     assert NAT64_ADDRESS in after
     result = _probe(ds)
     assert result["missing"] == [], f"{len(result['missing'])} clients unanswered after the translator's restart"
+
+
+def test_events_judge_nat64_flows_both_ways_through_a_power_off(ds: RunningLab, tmp_path: Path) -> None:
+    """`lab events run --family 64`: the generator's NAT64 flows (IPv6 from the clients, IPv4 at the server,
+    which answers each flow's binding) are judged on their own; the flows of the powered-off SRX go on
+    through its peer with the pool address and port they had, and every flow is answered."""
+    report = tmp_path / "events.json"
+    result = lab("events", "run", "--lab", ds.name, "-e", "srx-power-off", "--target", "srx1", "--family", "64",
+                 "--flows", "60", "--rate", "3000", "--warmup", "1.5", "--hold", "1.5", "--duration", "2.5",
+                 "--json-out", str(report), check=False)
+    assert report.exists(), result.stderr + result.stdout
+    event = json.loads(report.read_text())["events"][0]
+    assert result.returncode == 0 and event["passed"], (event.get("reasons"), result.stderr[-2000:])
+    assert list(event["families"]) == ["64"] and event["families"]["64"]["flows"] == 60
+    assert event["reverse"]["flows_never_seen"] == 0 and event["reverse"]["received"] > 0
+    pools = {srx: _pool(ds, srx) for srx in SRX}
+    rows = event["per_flow"]
+    assert all(":" in r["src"] and r["bindings"] for r in rows)
+    for row in rows:  # each binding in the NAT64 pool of the pair that carried the flow, kept through the event
+        assert IPv4Address(row["bindings"][0].split(":")[0]) in pools[row["srx_before"]], row
+        assert not row["rebound"], row
+    assert any(r["srx_before"] == "srx1" and r["srx_after"] == "srx2" for r in rows), "no flow moved to the peer"

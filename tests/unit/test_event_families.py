@@ -27,18 +27,23 @@ def _plan(name: str) -> Any:
     return planmod.build(load_topology(REPO / "labs" / f"{name}.yml").topology, f"labs/{name}.yml", "/run/lab")
 
 
-def test_families_default_to_both_on_a_dual_stack_lab_only() -> None:
+def test_families_default_to_every_family_of_the_lab() -> None:
     dual, v4 = _plan("topology3-dualstack"), _plan("topology3")
-    assert trafficsetup.families(dual) == [4, 6] and trafficsetup.families(dual, "6") == [6]
-    assert trafficsetup.families(v4) == [4]
+    assert trafficsetup.families(dual) == [4, 6, 64] == trafficsetup.families(dual, "all")
+    assert trafficsetup.families(dual, "both") == [4, 6] and trafficsetup.families(dual, "6") == [6]
+    assert trafficsetup.families(dual, "64") == [64]
+    assert trafficsetup.families(v4) == [4] == trafficsetup.families(v4, "all")
     with pytest.raises(LabError, match="IPv4 only"):
         trafficsetup.families(v4, "both")
-    with pytest.raises(LabError, match="4, 6 or both"):
+    with pytest.raises(LabError, match="no NAT64"):
+        trafficsetup.families(v4, "64")
+    with pytest.raises(BadInput, match="4, 6, 64, both or all"):
         trafficsetup.families(dual, "7")
 
 
-def test_both_families_share_the_flows_and_the_rate_at_the_same_per_flow_rate() -> None:
-    setups = trafficsetup.by_family(_plan("topology3-dualstack"), [4, 6], 100, 10000.0, "imix", 5.0)
+def test_both_families_share_the_flows_and_the_rate_at_the_same_per_flow_rate(tmp_path: Path) -> None:
+    setups = trafficsetup.by_family(_plan("topology3-dualstack"), [4, 6], 100, 10000.0, "imix", 5.0,
+                                    fifo_dir=tmp_path)
     v4, v6 = setups[4], setups[6]
     assert len(v4.flows) == len(v6.flows) == 50
     assert v4.tx_forward.rate == v6.tx_forward.rate == 5000.0  # 100 pps per flow, as with one family
@@ -48,8 +53,8 @@ def test_both_families_share_the_flows_and_the_rate_at_the_same_per_flow_rate() 
     assert v6.tx_reverse is not None and v6.tx_reverse.flows[0].flow_id == V6_ID_OFFSET + REVERSE_ID_OFFSET
 
 
-def test_an_odd_flow_count_is_shared_without_losing_a_flow() -> None:
-    setups = trafficsetup.by_family(_plan("topology3-dualstack"), [4, 6], 7, 700.0, "imix", 5.0)
+def test_an_odd_flow_count_is_shared_without_losing_a_flow(tmp_path: Path) -> None:
+    setups = trafficsetup.by_family(_plan("topology3-dualstack"), [4, 6], 7, 700.0, "imix", 5.0, fifo_dir=tmp_path)
     assert {f: len(s.flows) for f, s in setups.items()} == {4: 4, 6: 3}
     assert {f: s.tx_forward.rate for f, s in setups.items()} == {4: 400.0, 6: 300.0}  # 100 pps per flow each
     assert trafficsetup.shares(101, [4, 6]) == {4: 51, 6: 50} and trafficsetup.shares(5, [6]) == {6: 5}
@@ -83,7 +88,7 @@ def test_events_run_with_fewer_flows_than_families_exits_2(monkeypatch: pytest.M
     monkeypatch.setattr(api, "running", lambda *a, **k: contextlib.nullcontext(lab))
     result = CliRunner().invoke(app, ["events", "run", "--lab", "t3d", "-e", "srx-power-off", "--flows", "1"])
     assert result.exit_code == 2, result.output
-    assert "IPv4 and IPv6 need at least one flow each" in result.output
+    assert "IPv4 and IPv6 and NAT64 need at least one flow each" in result.output
 
 
 def _reports(flows: list[Any], lost: dict[int, int]) -> tuple[dict[str, Any], dict[str, Any]]:

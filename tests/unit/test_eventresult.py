@@ -139,7 +139,7 @@ def test_cgnat_return_traffic_is_carried_by_the_owner_of_the_binding_s_pool() ->
     from dataplane.traffic import make_flows
     from lab_orchestrator.events.catalog import BY_NAME
 
-    pools = {"srx1": "198.51.100.0/28", "srx2": "198.51.100.16/28", "srx3": "198.51.100.32/28"}
+    pools = {"198.51.100.0/28": "srx1", "198.51.100.16/28": "srx2", "198.51.100.32/28": "srx3"}
     flows = make_flows(3, "100.64.0.0/16", "203.0.113.10")
     keys = [(f.src, f.sport) for f in flows]
     bindings = ["198.51.100.12:1415", "198.51.100.40:40000", "198.51.100.20:40000"]
@@ -174,11 +174,12 @@ def test_a_pool_an_mnha_pair_shares_is_returned_to_its_a_node() -> None:
 
     plan_order = {"srx2": "198.51.100.0/28", "srx1": "198.51.100.0/28", "srx3": "198.51.100.16/28",
                   "srx4": "198.51.100.16/28", "srx5": None}
-    pools = eventverdict.nat_pools(plan_order, [["srx1", "srx2"], ["srx3", "srx4"]])
-    assert pools == {"srx1": "198.51.100.0/28", "srx3": "198.51.100.16/28", "srx2": "198.51.100.0/28",
-                     "srx4": "198.51.100.16/28"}
+    nat64 = [("srx2", "198.51.100.32/28"), ("srx1", "198.51.100.32/28")]  # a second pool of the same nodes
+    pools = eventverdict.nat_pools(list(plan_order.items()) + nat64, [["srx1", "srx2"], ["srx3", "srx4"]])
+    assert pools == {"198.51.100.0/28": "srx1", "198.51.100.16/28": "srx3", "198.51.100.32/28": "srx1"}
     assert eventverdict.pool_owner("198.51.100.7:2000", pools) == "srx1"
     assert eventverdict.pool_owner("198.51.100.20:2000", pools) == "srx3"
+    assert eventverdict.pool_owner("198.51.100.40:2000", pools) == "srx1"
     assert eventverdict.pool_owner("192.0.2.1:2000", pools) is None
     flows = make_flows(1, "100.64.0.0/16", "203.0.113.10")
     keys = [(f.src, f.sport) for f in flows]

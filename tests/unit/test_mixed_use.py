@@ -68,17 +68,17 @@ def test_the_mx_hashes_back_only_the_sfw_answers(plan: LabPlan) -> None:
     assert f"ip daddr {{ {SFW} }} meta mark" in untrust  # NAPT44 answers come back by the pool routes
 
 
-def test_the_generator_sends_from_both_prefixes(plan: LabPlan) -> None:
-    flows = trafficsetup.by_family(plan, [4], 7, 700.0, "imix", 1.0, nat=True, bindings="/dev/null")[4].flows
+def test_the_generator_sends_from_both_prefixes(plan: LabPlan, tmp_path: Path) -> None:
+    flows = trafficsetup.by_family(plan, [4], 7, 700.0, "imix", 1.0, fifo_dir=tmp_path)[4].flows
     assert [f.flow_id for f in flows] == list(range(7))
     inside = [NAT if ip_address(f.src) in IPv4Network(NAT) else SFW for f in flows]
     assert inside == [SFW, NAT, SFW, NAT, SFW, NAT, SFW]
     assert len({f.src for f in flows}) == 7
 
 
-def test_other_labs_send_from_their_one_prefix_as_before() -> None:
+def test_other_labs_send_from_their_one_prefix_as_before(tmp_path: Path) -> None:
     for stem in ("topology3", "topology3-cgnat"):
-        flows = trafficsetup.by_family(_plan(stem), [4], 5, 500.0, "imix", 1.0)[4].flows
+        flows = trafficsetup.by_family(_plan(stem), [4], 5, 500.0, "imix", 1.0, fifo_dir=tmp_path)[4].flows
         assert [f.src for f in flows] == [f"100.64.0.{i}" for i in range(1, 6)], stem
 
 

@@ -229,3 +229,29 @@ def test_two_way_setup_is_the_same_for_events_and_traffic_by_hand(tmp_path: Path
     assert one_way.rx_reverse is None and one_way.tx_reverse is None and one_way.rx_forward.learn_path is None
     with pytest.raises(ValueError, match="bindings FIFO"):
         two_way(ends, 4, 400, "imix", 10, nat=True)
+
+
+def test_a_receiver_with_ids_counts_only_its_flows_and_learns_only_their_bindings() -> None:
+    """Two IPv4 receivers on one interface (a lab's NAPT44 flows and its NAT64 flows): each counts
+    and publishes only the flow ids it was given; the other's packets are counted apart, not foreign."""
+    mine = Flow(75000, "198.51.100.33", "203.0.113.64", 40064, 7000)
+    other = Flow(3, "198.51.100.1", "203.0.113.10", 1024, 7000)
+    frames = []
+    for seq in range(3):
+        for flow in (mine, other):
+            frame = build_frame(flow, 64, SRC_MAC, DST_MAC)
+            HEADER.pack_into(frame, PAYLOAD_OFFSET, 0x5447, flow.flow_id, seq, time.monotonic_ns() & 0xFFFFFFFF)
+            frames.append(bytes(frame))
+    read_end, write_end = os.pipe()
+    receiver = Receiver(iface="fake", learn_fd=write_end, poll_interval=0.0001, ids=(75000, 100000))
+    fake = FakePacketSocket(frames, receiver)
+    receiver._loop(fake, -1, LoopBatch(fake, 2048))  # type: ignore[arg-type]
+    published = list(bmod.decode(os.read(read_end, 4096)))
+    os.close(read_end)
+    assert published == [(75000, bmod.key("198.51.100.33", 40064))]
+    report = receiver.report()
+    assert [f["flow"] for f in report["per_flow"]] == [75000] and report["per_flow"][0]["received"] == 3
+    assert report["other_flows_packets"] == 3 and report["foreign"] == 0
+    with pytest.raises(ValueError, match="flow ids"):
+        Receiver(iface="fake", ids=(5, 5))
+    assert Receiver.from_config(receiver.config()).ids == (75000, 100000)

@@ -186,3 +186,31 @@ def test_udp_receiver_counts_ipv6_datagrams_on_loopback() -> None:
     finally:
         report = receiver.stop()
     assert report["per_flow"][0]["received"] == 5 and report["per_flow"][0]["lost"] == 0
+
+
+def test_ipv4_frames_with_a_host_stack_for_a_nat64_translator() -> None:
+    """A NAT64 translator drops IPv4 UDP without a checksum and fragments a large one without DF (tayga
+    does): the server's answers to NAT64 flows carry both, the checksum correct for every flow,
+    sequence and time, as scapy computes it."""
+    from dataplane.traffic.frames import PAYLOAD_OFFSET, UDP4_CHECKSUM, udp4_checksum
+
+    flows = [Flow(175000 + i, "203.0.113.64", f"198.51.100.{33 + i}", 7000, 40064 + i) for i in range(5)]
+    template = build_frame(flows[0], 127, SRC_MAC, DST_MAC, host_stack=True)
+    plain = build_frame(flows[0], 127, SRC_MAC, DST_MAC)
+    assert plain[UDP4_CHECKSUM:UDP4_CHECKSUM + 2] == b"\0\0" and not plain[20] & 0x40  # the default: neither
+    assert template[20] & 0x40, "DF, or the translator splits a large answer into IPv6 fragments"
+    for flow in flows:
+        assert derive_frame(template, flow) == build_frame(flow, 127, SRC_MAC, DST_MAC, host_stack=True)
+    for seq, ts in [(0, 0), (1, 2), (2**40 + 5, 0x5678_9ABC), (2**64 - 1, 0xFFFF_FFFF)]:
+        frame = bytearray(template)
+        struct.pack_into("!QI", frame, PAYLOAD_OFFSET + 6, seq, ts)
+        patch_checksum6(frame, 0, seq, ts, UDP4_CHECKSUM)
+        assert frame == build_frame(flows[0], 127, SRC_MAC, DST_MAC, seq=seq, timestamp=ts, host_stack=True)
+        assert struct.unpack_from("!H", frame, UDP4_CHECKSUM)[0] == udp4_checksum(frame)
+        assert _scapy_checksum_ok(frame)
+    sender = Sender(iface="fake", flows=flows, rate=5000, sizes="127", duration=0.01, host_stack=True)
+    fake = FakeSocket()
+    sender._loop(fake, FrameSet(flows, [(127, 1)], SRC_MAC, DST_MAC, host_stack=True),  # type: ignore[arg-type]
+                 LoopBatch(fake, 2048))  # type: ignore[arg-type]
+    assert fake.frames and all(struct.unpack_from("!H", d, UDP4_CHECKSUM)[0] == udp4_checksum(d) for d in fake.frames)
+    assert Sender.from_config(sender.config()).host_stack

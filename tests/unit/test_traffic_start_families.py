@@ -51,8 +51,8 @@ def started(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
     return start
 
 
-def test_a_dual_stack_lab_sends_both_families_by_default(started: Any, tmp_path: Path) -> None:
-    answer, state = started("topology3-dualstack", None)
+def test_both_families_on_a_dual_stack_lab_side_by_side(started: Any, tmp_path: Path) -> None:
+    answer, state = started("topology3-dualstack", "both")
     assert answer["families"] == [4, 6]
     names = [name for name, _, _ in Recorder.spawned]
     # every receiver before any sender, every forward sender before the reverse ones
@@ -75,6 +75,45 @@ def test_a_dual_stack_lab_sends_both_families_by_default(started: Any, tmp_path:
     receiver = json.loads((tmp_path / "traffic" / "rx-forward-ipv6.json").read_text())
     assert receiver["family"] == 6
     assert json.loads((tmp_path / "traffic" / "rx-forward.json").read_text())["family"] == 4
+
+
+def test_a_lab_with_nat64_sends_nat64_flows_beside_by_default(started: Any, tmp_path: Path) -> None:
+    """The NAT64 family: IPv6 from the NAT64 source to the NAT64 address; the server hears IPv4 and
+    answers the bindings (its own FIFO) from the IPv4 server address; the client hears IPv6; each
+    receiver counts only its family's ids (two IPv4 receivers share the server's interface)."""
+    from dataplane.traffic import Receiver, Sender
+    from lab_orchestrator.plan.trafficsetup import NAT64_ID_OFFSET, NAT64_SPORT
+
+    answer, _ = started("topology3-dualstack", None, flows=9)
+    assert answer["families"] == [4, 6, 64]
+    assert [p["name"] for p in answer["processes"] if p["family"] == 64] == [
+        "rx-forward-nat64", "rx-reverse-nat64", "tx-forward-nat64", "tx-reverse-nat64"]
+    folder = tmp_path / "traffic"
+
+    def config(name: str) -> dict[str, Any]:
+        data: dict[str, Any] = json.loads((folder / f"{name}.json").read_text())
+        return data
+
+    forward = Sender.from_config(config("tx-forward-nat64"))
+    assert {(f.dst, f.sport) for f in forward.flows} == {("2001:db8:64::1", NAT64_SPORT)}
+    assert [f.flow_id for f in forward.flows] == [NAT64_ID_OFFSET + i for i in range(3)]
+    assert all(f.src.startswith("2001:db8:172:80::") for f in forward.flows)
+    heard = Receiver.from_config(config("rx-forward-nat64"))
+    assert heard.family == 4 and heard.ids == (NAT64_ID_OFFSET, REVERSE_ID_OFFSET)
+    assert heard.learn_path == str(folder / "bindings-nat64.fifo") and (folder / "bindings-nat64.fifo").is_fifo()
+    assert Receiver.from_config(config("rx-forward")).learn_path == str(folder / "bindings.fifo")  # NAPT44's own
+    assert Receiver.from_config(config("rx-forward")).ids == (0, V6_ID_OFFSET)
+    answers = Sender.from_config(config("tx-reverse-nat64"))
+    assert {f.src for f in answers.flows} == {"203.0.113.64"} and answers.learn_path == heard.learn_path
+    assert answers.host_stack  # the translator drops IPv4 UDP without one
+    assert [f.flow_id for f in answers.flows] == [NAT64_ID_OFFSET + REVERSE_ID_OFFSET + i for i in range(3)]
+    # translated into IPv6 (20 bytes more) the largest answer is a 1518-byte frame again
+    from dataplane.traffic.frames import parse_sizes
+
+    assert max(size for size, _ in parse_sizes(answers.sizes)) == 1498
+    assert min(size for size, _ in parse_sizes(answers.sizes)) == 64  # IPv6's smallest (84) less 20
+    back = Receiver.from_config(config("rx-reverse-nat64"))
+    assert back.family == 6 and back.ids == (NAT64_ID_OFFSET + REVERSE_ID_OFFSET, 2 * REVERSE_ID_OFFSET)
 
 
 def test_one_family_on_a_dual_stack_lab_takes_all_the_flows(started: Any) -> None:
@@ -126,4 +165,4 @@ def test_cli_prints_each_family_and_refuses_a_wrong_one(monkeypatch: pytest.Monk
     as_json = CliRunner().invoke(app, ["traffic", "start", "--lab", "t3d", "--json"])
     assert json.loads(as_json.output)["processes"][1]["family"] == 6 and asked[-1][-1] is None
     wrong = CliRunner().invoke(app, ["traffic", "start", "--lab", "t3d", "--family", "5"])
-    assert wrong.exit_code == 2 and "give 4, 6 or both" in wrong.output
+    assert wrong.exit_code == 2 and "give 4, 6, 64, both or all" in wrong.output

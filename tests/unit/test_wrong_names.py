@@ -127,6 +127,6 @@ def test_ssh_to_a_node_without_a_cli_is_bad_input(lab: Lab) -> None:
 def test_usage_mistakes_are_bad_input(never_up: CliRunner) -> None:
     runner = never_up
     family = runner.invoke(app, ["events", "run", "topology1", "--family", "5"])
-    assert family.exit_code == 2 and "--family 5: give 4, 6 or both" in family.output, family.output
+    assert family.exit_code == 2 and "--family 5: give 4, 6, 64, both or all" in family.output, family.output
     no_command = runner.invoke(app, ["exec", "srx1"])
     assert no_command.exit_code == 2 and "give a command after --" in no_command.output, no_command.output

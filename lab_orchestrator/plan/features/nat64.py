@@ -15,7 +15,7 @@ from ipaddress import IPv4Network
 from ... import kinds
 from ...model import nat64 as facts
 from ...model.schema import Topology
-from ..plantypes import LabPlan, Process
+from ..plantypes import LabPlan, Nat64Flows, Process
 
 
 def plan_nat64(topo: Topology, plan: LabPlan, python: str) -> None:
@@ -23,6 +23,7 @@ def plan_nat64(topo: Topology, plan: LabPlan, python: str) -> None:
     if nat64 is None:
         return
     srxs = [n for n in plan.nodes if kinds.get(n.kind).firewall]
+    plan.nat64 = Nat64Flows(str(nat64.source), str(nat64.address), str(nat64.server))
     _pools(topo, plan, [n.name for n in srxs])
     clients = facts.mapped_clients(nat64)
     for node in srxs:

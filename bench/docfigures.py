@@ -183,6 +183,7 @@ def render_results(doc: dict[str, Any]) -> str:
     out += ["", "### Matrix", "",
             "Cell: verdict, convergence max / median (ms), unaffected-flow loss (packets), flows moved / "
             "expected, recovered.", "", *sidematrices.matrix(cases, labs, events, _case_cell)]
+    out += sidematrices.families_matrix(cases, labs, events)
     out += sidematrices.tcp_matrix(cases, labs, events)
     out += sidematrices.sessions_matrix(cases, labs, events)
     bad = [c for c in cases if c.get("status") != "passed"]

@@ -70,3 +70,41 @@ def sessions_matrix(cases: list[dict[str, Any]], labs: list[str], events: list[s
             "session but the expected lost), and the expected lost (an SRX taken out with its peer, or without "
             "one). The default budget: at most 0.01 % of the judged lost for the events that take SRXs out.", "",
             *matrix(cases, labs, events, sessions_cell)]
+
+
+def family_cell(figures: dict[str, Any] | None) -> str:
+    """One family's figures of a case (`report.families.of`): verdict, convergence max / median (ms),
+    unaffected loss, recovered."""
+    if figures is None:
+        return "–"
+    verdict = "pass" if figures["passed"] else "**FAIL**"
+    return (f"{verdict} {ms(figures['convergence_max_ms'])} / {ms(figures['convergence_median_ms'])}, "
+            f"{figures['unaffected_loss'] if figures['unaffected_loss'] is not None else '–'}, "
+            f"{'rec' if figures['recovered'] else '**not rec**'}")
+
+
+def families_matrix(cases: list[dict[str, Any]], labs: list[str], events: list[str]) -> list[str]:
+    """The cases of a lab that ran IPv4, IPv6 and NAT64 flows side by side: a column per lab and family,
+    each family judged on its own flows (the lab's column in the matrix above judges all of them)."""
+    from lab_orchestrator.model import ipfamily
+    from lab_orchestrator.report import families
+
+    judged = [c for c in cases if c.get("status") != "error" and (c.get("result") or {}).get("families")]
+    if not judged:
+        return []
+    columns = [(lab, fam) for lab in labs
+               for fam in sorted({int(f) for c in judged if c["lab"] == lab for f in c["result"]["families"]})]
+    by_key = {(c["lab"], c["event"]): families.of(c["result"]) for c in judged}
+    rows = ["", "### Per family", "",
+            "The labs that ran IPv4, IPv6 and NAT64 flows side by side (the flows shared between the families, "
+            "each family's flows judged on their own by the rules of the whole event; events.md, \"IPv4, IPv6 and "
+            "NAT64\"). Cell: verdict, convergence max / median (ms), unaffected-flow loss (packets), recovered.", "",
+            "| event | " + " | ".join(f"{lab} {ipfamily.name(fam)}" for lab, fam in columns) + " |",
+            "|---|" + "---|" * len(columns)]
+    for event in events:
+        if not any((lab, event) in by_key for lab, _ in columns):
+            continue
+        rows.append(f"| {event} | " + " | ".join(
+            family_cell(by_key[(lab, event)].get(fam)) if (lab, event) in by_key else "n/a"
+            for lab, fam in columns) + " |")
+    return rows

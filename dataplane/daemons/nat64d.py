@@ -7,6 +7,13 @@ mapped clients, the translator's own IPv4 address) are added before tayga runs, 
 it: a translator that the supervisor restarts finds them in place, and the SRX's sessions, NAT
 bindings and routes are untouched by the restart (only packets in flight through the translator
 during it are lost). This process then replaces itself with tayga, which the supervisor watches.
+
+tayga runs SCHED_FIFO (TRANSLATOR_PRIORITY, above the traffic generator's senders): it is part of the
+SRX's forwarding path, which for every other packet is the kernel's softirq work that no thread can
+delay. At normal priority a busy moment of the machine (a BGP reconvergence, a returning node's sync,
+the generator's realtime threads) kept it off the CPU for up to a second, and the NAT64 flows of SRXs
+that no event touched lost their packets in its full TUN queue. It blocks in read() between packets,
+so the priority costs the others nothing while it has nothing to translate.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ import subprocess
 import sys
 
 DEVICE_LINE = "tun-device "
+TRANSLATOR_PRIORITY = 20  # SCHED_FIFO; the generator's senders and receivers run at 10
 
 
 def device_of(conf: str) -> str:
@@ -49,6 +57,17 @@ def prepare(conf_path: str, routes: list[str]) -> str:
     return device
 
 
+def realtime(priority: int) -> bool:
+    """SCHED_FIFO at PRIORITY for this process and what it execs; False (said in the log) when the
+    system refuses it: tayga then runs at normal priority."""
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
+    except OSError as exc:
+        print(f"nat64d: tayga at normal priority (SCHED_FIFO refused: {exc.strerror or exc})", flush=True)
+        return False
+    return True
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="nat64d", description=__doc__.split("\n\n")[0])
     parser.add_argument("conf")
@@ -69,6 +88,7 @@ def main(argv: list[str]) -> int:
     # -d: in the foreground, its messages (fatal ones included) on stdout, i.e. in the node's log, where
     # without it they would go to a syslog the lab does not read; line-buffered (stdbuf), so that a
     # message is in the log when it is said, not when a buffer fills or never (a killed translator)
+    realtime(TRANSLATOR_PRIORITY)
     stdbuf = shutil.which("stdbuf")
     argv = [tayga, "-c", args.conf, "-d"]
     if stdbuf is not None:

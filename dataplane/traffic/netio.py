@@ -178,15 +178,18 @@ def bind_socket(sock: socket.socket, address: tuple[str, int], ns: str | None) -
         raise OSError(exc.errno, f"cannot bind to {address[0]}:{address[1]}{where}: {exc.strerror}") from None
 
 
+REALTIME_PRIORITY = 10  # SCHED_FIFO of the generator's threads (a NAT64 translator runs above it)
+
+
 @contextlib.contextmanager
 def set_realtime(enabled: bool) -> Iterator[bool]:
-    """SCHED_FIFO (priority 10) for the calling thread for the body; yields whether it was granted
+    """SCHED_FIFO (REALTIME_PRIORITY) for the calling thread for the body; yields whether it was granted
     (without the privilege the body runs at normal priority)."""
     if not enabled:
         yield False
         return
     try:
-        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(10))  # 0: the calling thread
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(REALTIME_PRIORITY))  # 0: the calling thread
     except PermissionError:
         yield False
         return

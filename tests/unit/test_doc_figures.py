@@ -111,6 +111,33 @@ def test_a_plan_with_tcp_gets_its_tcp_table() -> None:
     assert "99/100, 0, 1, 0, 812" in row
 
 
+def test_a_lab_with_families_gets_a_column_per_family() -> None:
+    """docs/results.md's per-family table: a column per lab and family for the cases run with IPv4, IPv6
+    and NAT64 flows side by side (each family's own verdict), none when no case has families."""
+    import copy
+
+    doc = json.loads((REPO / "docs" / "results" / "jvd-report.json").read_text())
+    for case in doc["cases"]:
+        (case.get("result") or {}).pop("families", None)
+    assert "### Per family" not in docfigures.render_results(doc)
+    with_families = copy.deepcopy(doc)
+    case = next(c for c in with_families["cases"] if c.get("status") == "passed")
+
+    def family(number: int, passed: bool, worst: float) -> dict[str, object]:
+        return {"family": number, "flows": 33, "affected_flows": 16, "unaffected_flows": 17,
+                "convergence_ms": {"max": worst, "median": worst / 2}, "longest_gap_ms": worst,
+                "packets_lost_by_unaffected_flows": 0 if passed else 7, "flows_moved": 16, "recovered": True,
+                "passed": passed, "received": 1000, "lost": 10}
+
+    case["result"]["families"] = {"4": family(4, True, 80.0), "6": family(6, True, 90.0),
+                                  "64": family(64, False, 120.0)}
+    page = docfigures.render_results(with_families)
+    lab = case["lab"]
+    assert f"| event | {lab} IPv4 | {lab} IPv6 | {lab} NAT64 |" in page
+    row = next(line for line in page.split("### Per family")[1].splitlines() if line.startswith(f"| {case['event']} |"))
+    assert row == f"| {case['event']} | pass 80 / 40, 0, rec | pass 90 / 45, 0, rec | **FAIL** 120 / 60, 7, rec |"
+
+
 def test_the_workflow_command_is_one_the_cli_takes() -> None:
     """Each matrix entry of the convergence workflow, put into its `lab events run` step, is a command line
     the CLI parses as it stands (no old spelling), whose budgets parse and name events that apply to the lab."""

@@ -67,3 +67,29 @@ def test_without_tayga_it_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setattr(nat64d.shutil, "which", lambda _name: None)
     assert nat64d.main(["nat64d", "/nonexistent"]) == 1
     assert "apt-get install -y tayga" in capsys.readouterr().err
+
+
+def test_tayga_is_started_realtime_above_the_generator(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The translator is on the SRX's forwarding path: it asks SCHED_FIFO above the generator's threads
+    before it becomes tayga (inherited through exec); refused, tayga still starts, and the log says so."""
+    from dataplane.traffic import netio
+
+    conf = tmp_path / "tayga.conf"
+    conf.write_text(CONF)
+    asked: list[tuple[int, int]] = []
+    execs: list[list[str]] = []
+    monkeypatch.setattr(nat64d, "prepare", lambda *_a: "nat64")
+    monkeypatch.setattr(nat64d.shutil, "which", lambda name: f"/usr/bin/{name}")
+    monkeypatch.setattr(nat64d.os, "sched_setscheduler", lambda pid, policy, param: asked.append((policy,
+                                                                                            param.sched_priority)))
+    monkeypatch.setattr(nat64d.os, "execv", lambda path, argv: execs.append(argv))
+    nat64d.main(["nat64d", str(conf)])
+    assert asked == [(nat64d.os.SCHED_FIFO, nat64d.TRANSLATOR_PRIORITY)]
+    assert nat64d.TRANSLATOR_PRIORITY > netio.REALTIME_PRIORITY  # the senders' and receivers' priority
+    assert execs[0][-4:] == ["/usr/bin/tayga", "-c", str(conf), "-d"]
+
+    def refuse(*_a: Any) -> None:
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(nat64d.os, "sched_setscheduler", refuse)
+    assert nat64d.realtime(20) is False

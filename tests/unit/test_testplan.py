@@ -31,12 +31,15 @@ def _applicable(file: Path) -> list[str]:
 def test_jvd_plan_runs_every_applicable_event_of_every_shipped_topology() -> None:
     loaded = testplan.load_plan(testplan.DEFAULT_PLAN)
     cases = testplan.expand(loaded)
-    # SFW and CGNAT of each topology (the SRG1 variants are MNHA modes the JVD does not run its events on)
+    # SFW and CGNAT of each topology (the SRG1 variants are MNHA modes the JVD does not run its events on),
+    # and topology 3 dual stack as the JVD's test bed runs (IPv4, IPv6 and NAT64 flows, SFW and NAT side by side)
     files = [REPO / f"labs/topology{n}{suffix}.yml" for n in range(1, 5) for suffix in ("", "-cgnat")]
+    files.append(REPO / "labs/topology3-dualstack.yml")
     for file in files:
         lab = load_topology(file).topology.name
         assert [c.event for c in cases if c.lab == lab] == _applicable(file), lab
-    assert {c.use_case for c in cases} == {"sfw", "cgnat"}
+    assert {c.use_case for c in cases} == {"sfw", "cgnat", "mixed"}
+    assert len({c.lab for c in cases}) == len(files)
     assert "daemon-crash" not in {c.event for c in cases}, "not in the JVD's list: run only when named"
     assert [c.index for c in cases] == list(range(len(cases)))
     # grouped by lab: a lab is brought up once
@@ -48,7 +51,8 @@ def test_filters_pick_topologies_labs_and_events() -> None:
     loaded = testplan.load_plan(testplan.DEFAULT_PLAN)
     three = testplan.expand(loaded, topologies=["3"], events=["srx-power-off", "gres"])
     assert [(c.lab, c.event) for c in three] == [("t3", "srx-power-off"), ("t3", "gres"),
-                                                  ("t3-nat", "srx-power-off"), ("t3-nat", "gres")]
+                                                  ("t3-nat", "srx-power-off"), ("t3-nat", "gres"),
+                                                  ("t3d", "srx-power-off"), ("t3d", "gres")]
     only = testplan.expand(loaded, labs=["t2-nat"], events=["srd-switchover"])
     assert [(c.lab, c.event) for c in only] == [("t2-nat", "srd-switchover")]
     assert testplan.expand(loaded, topologies=["topology4-cgnat.yml"], events=["gres"])[0].lab == "t4-nat"

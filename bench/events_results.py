@@ -32,19 +32,20 @@ DOC = ROOT / "docs" / "events-results.md"
 KEPT = ROOT / "docs" / "events-results"
 NOTES_MARKER = "<!-- notes below this line are kept when bench/events_results.py rewrites this file -->"
 
-# Topologies 1-4 as shipped (SFW, the JVD's SRG0 files), their CGNAT files, the SRG1 variants and topology 3
-# with SFW and NAPT44 side by side.
+# Topologies 1-4 as shipped (SFW, the JVD's SRG0 files), their CGNAT files, the SRG1 variants, topology 3
+# with SFW and NAPT44 side by side, and topology 3 dual stack (IPv4, IPv6 and NAT64 flows, each family judged).
 LABS = ("topology1", "topology2", "topology3", "topology4", "topology1-cgnat", "topology2-cgnat",
         "topology3-cgnat", "topology4-cgnat", "topology2-srg1", "topology3-srg1", "topology4-srg1",
-        "topology3-mixed")
+        "topology3-mixed", "topology3-dualstack")
 OPTIONS = ("--flows", "60", "--rate", "3000", "--warmup", "1.5", "--hold", "1.5", "--duration", "3",
            "--down-time", "1", "--sessions", "2000")
 EVENT_KEYS = ("event", "target", "passed", "recovered", "flows", "affected_flows", "unaffected_flows",
               "convergence_ms", "longest_gap_ms", "packets_lost_by_unaffected_flows", "flows_moved",
               "flows_moved_ideal", "flows_rebound", "phases", "verdict_from", "tables_missed",
-              "daemon_crash", "resolution_ms", "sessions")
+              "daemon_crash", "resolution_ms", "sessions", "families")
 FLOW_KEYS = ("flow", "src", "carrier_before", "carrier_during", "carrier_after", "lost_forward",
-             "lost_reverse", "gap_at_s", "expected_mover", "moved", "rebound")
+             "lost_reverse", "gap_at_s", "expected_mover", "moved", "rebound", "bindings")
+TRANSLATED = ("cgnat", "mixed", "dualstack")  # labs whose flows may re-bind (a NAT pool in the path)
 
 
 def failure_reasons(event: dict[str, Any]) -> list[str]:
@@ -100,20 +101,31 @@ def _ms(value: float) -> str:
     return f"{value:.0f}"
 
 
-def event_row(event: dict[str, Any], cgnat: bool) -> str:
+def _families(event: dict[str, Any]) -> str:
+    """Each family's verdict and worst convergence: "IPv4 pass 80, IPv6 pass 90, NAT64 **FAIL** 120"."""
+    from lab_orchestrator.model import ipfamily
+
+    return ", ".join(f"{ipfamily.name(int(name))} {'pass' if fam['passed'] else '**FAIL**'} "
+                     f"{_ms(fam['convergence_ms']['max'])}"
+                     for name, fam in sorted((event.get("families") or {}).items(), key=lambda kv: int(kv[0])))
+
+
+def event_row(event: dict[str, Any], cgnat: bool, families: bool = False) -> str:
     phases = event.get("phases") or {}
     first = next(iter(phases.values()), None)
     movers = f"{first['expected_movers']} / {first['movers']} / {first['unexpected_movers']}" if first else "-"
     cross = str(first.get("cross_mx_movers", 0)) if first else "-"
     if "passed" not in event:  # not judged: a precondition failed (the reasons are listed below the table)
         return "| " + " | ".join([event["event"], event["target"], "error (not judged)"] + ["-"] * 7
-                                 + (["-"] if cgnat else [])) + " |"
+                                 + (["-"] if cgnat else []) + (["-"] if families else [])) + " |"
     verdict = "pass" if event["passed"] else "**FAIL**"
     cells = [event["event"], event["target"], verdict, f"{event['affected_flows']} / {event['flows']}",
              _ms(event["convergence_ms"]["max"]), str(event["packets_lost_by_unaffected_flows"]),
              f"{event['flows_moved']} ({event['flows_moved_ideal']})", movers, cross, _sessions(event.get("sessions"))]
     if cgnat:
         cells.append(str(event.get("flows_rebound", 0)))
+    if families:
+        cells.append(_families(event) or "-")
     return "| " + " | ".join(cells) + " |"
 
 
@@ -128,7 +140,8 @@ def _sessions(held: dict[str, Any] | None) -> str:
 def lab_section(lab: str, kept: dict[str, Any]) -> list[str]:
     events = kept["events"]
     passed = sum(1 for e in events if e.get("passed"))
-    cgnat = "cgnat" in lab
+    cgnat = any(word in lab for word in TRANSLATED)
+    families = any(e.get("families") for e in events)
     lines = [f"## {lab}: {passed} / {len(events)} passed", "",
              f"{kept.get('description', '')}. Run {kept['started']} to {kept['ended']} UTC, commit "
              f"`{kept['commit']}`, exit code {kept['rc']}." + (f" {kept['error']}" if kept.get("error") else ""),
@@ -139,8 +152,10 @@ def lab_section(lab: str, kept: dict[str, Any]) -> list[str]:
               "moved (ideal)", "movers expected / observed / unexpected", "cross-MX", "sessions"]
     if cgnat:
         header.append("re-bound")
+    if families:
+        header.append("per family: verdict, convergence max ms")
     lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += [event_row(e, cgnat) for e in events]
+    lines += [event_row(e, cgnat, families) for e in events]
     failed = [e for e in events if not e.get("passed")]
     if failed:
         lines.append("")

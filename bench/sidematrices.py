@@ -83,6 +83,14 @@ def family_cell(figures: dict[str, Any] | None) -> str:
             f"{'rec' if figures['recovered'] else '**not rec**'}")
 
 
+def _family_cell(by_key: dict[tuple[str, str], dict[int, dict[str, Any]] | None], lab: str, event: str,
+                 fam: int) -> str:
+    if (lab, event) not in by_key:
+        return "n/a"
+    figures = by_key[(lab, event)]
+    return "**error**" if figures is None else family_cell(figures.get(fam))
+
+
 def families_matrix(cases: list[dict[str, Any]], labs: list[str], events: list[str]) -> list[str]:
     """The cases of a lab that ran IPv4, IPv6 and NAT64 flows side by side: a column per lab and family,
     each family judged on its own flows (the lab's column in the matrix above judges all of them)."""
@@ -94,7 +102,10 @@ def families_matrix(cases: list[dict[str, Any]], labs: list[str], events: list[s
         return []
     columns = [(lab, fam) for lab in labs
                for fam in sorted({int(f) for c in judged if c["lab"] == lab for f in c["result"]["families"]})]
-    by_key = {(c["lab"], c["event"]): families.of(c["result"]) for c in judged}
+    by_key: dict[tuple[str, str], dict[int, dict[str, Any]] | None] = {
+        (c["lab"], c["event"]): families.of(c["result"]) for c in judged}
+    by_key.update({(c["lab"], c["event"]): None for c in cases  # not judged: "error", not "n/a"
+                   if c.get("status") == "error" and any(c["lab"] == lab for lab, _ in columns)})
     rows = ["", "### Per family", "",
             "The labs that ran IPv4, IPv6 and NAT64 flows side by side (the flows shared between the families, "
             "each family's flows judged on their own by the rules of the whole event; events.md, \"IPv4, IPv6 and "
@@ -104,7 +115,5 @@ def families_matrix(cases: list[dict[str, Any]], labs: list[str], events: list[s
     for event in events:
         if not any((lab, event) in by_key for lab, _ in columns):
             continue
-        rows.append(f"| {event} | " + " | ".join(
-            family_cell(by_key[(lab, event)].get(fam)) if (lab, event) in by_key else "n/a"
-            for lab, fam in columns) + " |")
+        rows.append(f"| {event} | " + " | ".join(_family_cell(by_key, lab, event, fam) for lab, fam in columns) + " |")
     return rows

@@ -28,7 +28,7 @@ IPv6
     smallest size that does (``family_sizes``; IMIX then averages 713.43 bytes with FCS instead of
     711.83). IPv6 forbids a zero UDP checksum (RFC 8200), so each pre-built frame carries the checksum of sequence 0 and
     time 0, and per packet the sender adds the words of the two fields to it (RFC 1624's
-    incremental update, ``patch_checksum6``; unit-tested against scapy builds). A sender sends one
+    incremental update, ``patch_udp_checksum``; unit-tested against scapy builds). A sender sends one
     family; the receiver is told its family (``Receiver(family=6)``: an IPv6 UDP socket, or
     AF_PACKET for IPv6 frames). The next hop's MAC comes from the IPv6 routes and the neighbour
     table, or the kernel's neighbour discovery. NAT bindings (below) are IPv4 only.
@@ -153,7 +153,7 @@ from .frames import (
     make_flows,
     parse_sizes,
     patch,
-    patch_checksum6,
+    patch_udp_checksum,
     reverse_flows,
     size_cycle,
     udp6_checksum,
@@ -169,6 +169,6 @@ __all__ = [
     "MIN_SIZE", "MIN_SIZE6", "PATCH", "PATCH_OFFSET", "PAYLOAD_OFFSET", "PAYLOAD_OFFSET6", "UDP_LEN", "Accounting",
     "Flow", "FlowStats", "FrameSet", "Receiver", "Sender", "Spawned", "arp_resolve", "average_size", "build_frame",
     "derive_frame", "family_sizes", "flow_packet_sizes", "flows_family", "in_netns", "interface_address",
-    "ipv4_checksum", "main", "make_flows", "neighbour_mac", "next_hop", "parse_sizes", "patch", "patch_checksum6",
+    "ipv4_checksum", "main", "make_flows", "neighbour_mac", "next_hop", "parse_sizes", "patch", "patch_udp_checksum",
     "resolve_dst_mac", "restore_timestamp", "reverse_flows", "size_cycle", "udp6_checksum",
 ]

@@ -222,7 +222,7 @@ def udp4_checksum(frame: bytes | bytearray) -> int:
     return value or 0xFFFF
 
 
-def patch_checksum6(frame: bytearray, at: int, seq: int, timestamp32: int, where: int = UDP6_CHECKSUM) -> None:
+def patch_udp_checksum(frame: bytearray, at: int, seq: int, timestamp32: int, where: int = UDP6_CHECKSUM) -> None:
     """Bring the UDP checksum (at WHERE: UDP6_CHECKSUM, UDP4_CHECKSUM) of the frame at AT in FRAME,
     pre-built with sequence 0 and time 0 (`build_frame`), up to date with SEQ and TIMESTAMP32
     written in: the words added to the sum are those of the two fields (RFC 1624's incremental

@@ -27,7 +27,7 @@ from .frames import (
     flow_packet_sizes,
     flows_family,
     parse_sizes,
-    patch_checksum6,
+    patch_udp_checksum,
 )
 from .netio import bind_socket, in_netns, mac_text, pin_cpu, resolve_dst_mac, set_realtime
 from .spawn import Spawned
@@ -291,7 +291,7 @@ class Sender:
         pack = PATCH.pack_into
         offset = frames.payload_offset + PATCH_OFFSET
         summed = frames.checksum_at  # the UDP checksum follows the sequence and time
-        checksum = patch_checksum6
+        checksum = patch_udp_checksum
         mono = time.monotonic_ns
         sleep = time.sleep
         errors = 0

@@ -240,7 +240,7 @@ class EventResult(_Model):
     checks: list[Check] | None = None  # what the runner checked before (and after) the event
     tcp: TcpFigures | None = None  # with --tcp: the long-lived TCP connections beside the flows
     sessions: SessionFigures | None = None  # with --sessions: the background sessions beside the flows
-    families: dict[str, FamilyVerdict] | None = None  # "4", "6": each family's verdict (IPv6 in the run)
+    families: dict[str, FamilyVerdict] | None = None  # "4", "6", "64": each family's verdict (IPv6 or NAT64 in the run)
     routes_changed: dict[str, int] | None = None  # namespace -> route changes during the case
     routes_unmonitored: list[str] | None = None  # namespaces whose route monitor had ended by itself
     route_changes: list[RouteChange] | None = None  # the changes themselves (the first 80 from 1 s before

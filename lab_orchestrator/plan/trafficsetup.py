@@ -162,12 +162,12 @@ def two_way(ends: Endpoints, flows: int, rate: float, sizes: str, duration: floa
     if nat and reverse and bindings is None:
         raise ValueError("reverse traffic through source NAT needs a bindings FIFO")
     lo, hi = ID_RANGE[family]
-    if flows > hi - lo:
-        raise BadInput(f"--flows: at most {hi - lo} {family_name(family)} flows (their ids are {lo}..{hi - 1})")
     learn = bindings if nat and reverse else None
     forward = client_flows(flows, ends, first_id=lo, sport=NAT64_SPORT if family == NAT64 else 40000)
     per_flow = rate / flows
-    packet_forward = not socket_mode or learn is not None
+    # packet mode behind NAT (the binding is in the frame) and for NAT64 always: a socket would share
+    # the server's port with the IPv4 family's and take its datagrams
+    packet_forward = not socket_mode or learn is not None or family == NAT64
     back = 6 if family == NAT64 else family  # the client's family, which the answers reach
     rx_f = Receiver(iface=ends.server_iface if packet_forward else None,
                     port=None if packet_forward else forward[0].dport, ns=ends.server_ns,
@@ -227,7 +227,13 @@ def shares(flows: int, fams: list[int]) -> dict[int, int]:
         raise BadInput(f"--flows {flows}: {names} need at least one flow each; give --flows {len(fams)} or "
                        f"more, or one family (--family 4, 6 or 64)")
     each, left = divmod(flows, len(fams))
-    return {f: each + (1 if i < left else 0) for i, f in enumerate(fams)}
+    out = {f: each + (1 if i < left else 0) for i, f in enumerate(fams)}
+    for fam, count in out.items():
+        lo, hi = ID_RANGE[fam]
+        if count > hi - lo:
+            raise BadInput(f"--flows {flows}: {count} {family_name(fam)} flows; at most {hi - lo} per run "
+                           f"(a family's flow ids are {hi - lo} wide)")
+    return out
 
 
 STEPS = ("rx-forward", "rx-reverse", "tx-forward", "tx-reverse")

@@ -58,7 +58,7 @@ def figures(case: Case) -> dict[str, Any]:
                                  default=None),
         "sender_max_lag_from_event_s": _worst_lag_when(r),
         **({f"tcp_{k}": r["tcp"][k] for k in TCP_KEYS} if r.get("tcp") else {}),  # run with --tcp
-        **familiesmod.flat(r),  # IPv4 and IPv6 side by side: each family's figures (ipv4_..., ipv6_...)
+        **familiesmod.flat(r),  # IPv4, IPv6, NAT64 side by side: each family's figures (ipv4_..., ipv6_..., nat64_...)
     }
 
 
@@ -295,7 +295,7 @@ def to_html(doc: Doc) -> str:
             "<p class='small'>Per cell: verdict; convergence max / median over the flows that lost packets "
             "(lost packets ÷ per-flow rate, RFC 6412's packet-loss duration, in ms); packets lost by flows "
             "whose SRX the event did not touch; flows moved between SRXs / flows expected to move; whether "
-            "every flow was passing again at the end; with IPv4 and IPv6 flows side by side, the same per "
+            "every flow was passing again at the end; with IPv4, IPv6 or NAT64 flows side by side, the same per "
             "family, each judged on its own flows.</p>",
             matrix_html(doc),
             "<h2>Parameters</h2>", _kv_table(params),
@@ -371,7 +371,8 @@ def to_markdown(doc: Doc, html_link: str | None = None) -> str:
     if html_link:
         lines += [f"Full report with the evidence per case: [{html_link}]({html_link}).", ""]
     lines.append("Cell: verdict, convergence max / median (ms), unaffected-flow loss (packets), flows moved / "
-                 "expected, recovered; with IPv6 flows beside, each family's convergence max / median and loss.")
+                 "expected, recovered; with IPv6 or NAT64 flows beside, each family's convergence max / median "
+                 "and loss.")
     lines.append("")
     lines.append("| event | " + " | ".join(labs) + " |")
     lines.append("|---|" + "---|" * len(labs))

@@ -163,3 +163,22 @@ def test_each_flow_recovered_against_its_own_family_s_senders() -> None:
     assert not result.recovered  # against the last sender's end the IPv4 flows look silent
     families.attach(result, {4: judge(v4, fwd4, rev4, end4), 6: judge(v6, fwd6, rev6, end6)})
     assert result.recovered and result.passed and all(row.recovered for row in result.per_flow)
+
+
+def test_each_familys_flow_ids_bound_its_flow_count() -> None:
+    """A family's flows take ids from its own range (IPv4 50,000 wide, IPv6 and NAT64 25,000): a wider
+    --flows is a wrong argument before anything starts, not ids that run into another family's."""
+    assert trafficsetup.shares(75000, [4, 6, 64]) == {4: 25000, 6: 25000, 64: 25000}
+    with pytest.raises(BadInput, match="25001 IPv6 flows; at most 25000"):
+        trafficsetup.shares(50002, [4, 6])
+    with pytest.raises(BadInput, match="at most 50000"):
+        trafficsetup.shares(50001, [4])
+
+
+def test_the_nat64_forward_receiver_reads_frames_even_in_socket_mode(tmp_path: Path) -> None:
+    """With `receiver: socket` and no reverse traffic the IPv4 family's forward receiver is a socket on
+    the server's port; the NAT64 one, arriving at the same port, reads frames so neither takes the other's."""
+    setups = trafficsetup.by_family(_plan("topology3-dualstack"), [4, 64], 10, 1000.0, "imix", 5.0,
+                                    fifo_dir=tmp_path, reverse=False, socket_mode=True)
+    assert setups[4].rx_forward.port == 7000 and setups[4].rx_forward.iface is None
+    assert setups[64].rx_forward.port is None and setups[64].rx_forward.iface == "eth1"

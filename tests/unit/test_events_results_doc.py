@@ -99,3 +99,29 @@ def test_a_case_not_judged_keeps_the_runners_sentence() -> None:
     kept = er.trim({"events": [error]})[0]
     assert "passed" not in kept and kept["error"] == error["error"]
     assert kept["failure_reasons"] == [error["error"]]
+
+
+def test_a_dual_stack_lab_keeps_each_familys_verdict_and_shows_it() -> None:
+    """The kept report of a dual-stack lab has each family's verdict; its table a column for them (and the
+    re-bound column, its flows being translated), naming the family that failed."""
+    def family(number: int, passed: bool, worst: float) -> dict[str, Any]:
+        return {"family": number, "flows": 20, "affected_flows": 10, "unaffected_flows": 10,
+                "convergence_ms": {"max": worst, "median": worst}, "longest_gap_ms": worst,
+                "packets_lost_by_unaffected_flows": 0 if passed else 3, "flows_moved": 10, "recovered": True,
+                "passed": passed, "received": 100, "lost": 1}
+
+    event = _event("srx-power-off", False, [_flow(75001, 3)], 3)
+    event["families"] = {"4": family(4, True, 80.0), "6": family(6, True, 90.0), "64": family(64, False, 120.0)}
+    event["per_flow"][0]["bindings"] = ["198.51.100.40:40064"]
+    (kept,) = er.trim({"events": [event]})
+    assert kept["families"]["64"]["passed"] is False
+    assert kept["lossy_flows"][0]["bindings"] == ["198.51.100.40:40064"]
+    lines = er.lab_section("topology3-dualstack", {"description": "dual stack", "started": "s", "ended": "e",
+                                                   "commit": "c", "rc": 1, "events": [kept]})
+    header = next(line for line in lines if line.startswith("| event |"))
+    assert header.endswith("| re-bound | per family: verdict, convergence max ms |")
+    row = next(line for line in lines if line.startswith("| srx-power-off |"))
+    assert row.endswith("| 0 | IPv4 pass 80, IPv6 pass 90, NAT64 **FAIL** 120 |")
+    plain = er.lab_section("topology1", {"description": "v4", "started": "s", "ended": "e", "commit": "c", "rc": 0,
+                                         "events": er.trim({"events": [_event("srx-power-off", True, [])]})})
+    assert not any("per family" in line or "re-bound" in line for line in plain)

@@ -19,7 +19,7 @@ from dataplane.traffic.frames import (
     average_size,
     family_sizes,
     flows_family,
-    patch_checksum6,
+    patch_udp_checksum,
     reverse_flows,
     udp6_checksum,
 )
@@ -73,7 +73,7 @@ def test_per_packet_checksum_update_matches_a_full_build() -> None:
     for seq, ts in [(0, 0), (1, 2), (2**40 + 5, 0x5678_9ABC), (2**64 - 1, 0xFFFF_FFFF), (0xFFFF, 0x1_0000)]:
         frame = bytearray(template)
         struct.pack_into("!QI", frame, PAYLOAD_OFFSET6 + 6, seq, ts)
-        patch_checksum6(frame, 0, seq, ts)
+        patch_udp_checksum(frame, 0, seq, ts)
         assert frame == build_frame(FLOW6, 127, SRC_MAC, DST_MAC, seq=seq, timestamp=ts)
         assert _scapy_checksum_ok(frame)
     patched = bytearray(template)
@@ -204,7 +204,7 @@ def test_ipv4_frames_with_a_host_stack_for_a_nat64_translator() -> None:
     for seq, ts in [(0, 0), (1, 2), (2**40 + 5, 0x5678_9ABC), (2**64 - 1, 0xFFFF_FFFF)]:
         frame = bytearray(template)
         struct.pack_into("!QI", frame, PAYLOAD_OFFSET + 6, seq, ts)
-        patch_checksum6(frame, 0, seq, ts, UDP4_CHECKSUM)
+        patch_udp_checksum(frame, 0, seq, ts, UDP4_CHECKSUM)
         assert frame == build_frame(flows[0], 127, SRC_MAC, DST_MAC, seq=seq, timestamp=ts, host_stack=True)
         assert struct.unpack_from("!H", frame, UDP4_CHECKSUM)[0] == udp4_checksum(frame)
         assert _scapy_checksum_ok(frame)

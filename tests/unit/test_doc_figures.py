@@ -12,6 +12,7 @@ import os
 import re
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 from benchmod import load
@@ -92,16 +93,19 @@ def test_no_result_is_older_than_the_code_it_describes() -> None:
     assert not stale, "\n".join(stale) + "\n(make results; make events-results)"
 
 
-def test_a_plan_with_tcp_gets_its_tcp_table() -> None:
-    """docs/results.md's TCP table: one cell per case that ran TCP beside its flows, none without."""
-    import copy
-
+def _kept_report_without(key: str, section: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The kept plan report with KEY taken out of every case's result (its page then has no SECTION),
+    and a passed case of it to give KEY back to."""
     doc = json.loads((REPO / "docs" / "results" / "jvd-report.json").read_text())
     for case in doc["cases"]:
-        (case.get("result") or {}).pop("tcp", None)
-    assert "### TCP beside the flows" not in docfigures.render_results(doc)
-    with_tcp = copy.deepcopy(doc)
-    case = next(c for c in with_tcp["cases"] if c.get("status") == "passed")
+        (case.get("result") or {}).pop(key, None)
+    assert section not in docfigures.render_results(doc)
+    return doc, next(c for c in doc["cases"] if c.get("status") == "passed")
+
+
+def test_a_plan_with_tcp_gets_its_tcp_table() -> None:
+    """docs/results.md's TCP table: one cell per case that ran TCP beside its flows, none without."""
+    with_tcp, case = _kept_report_without("tcp", "### TCP beside the flows")
     case["result"]["tcp"] = {"connections": 100, "completed": 99, "reset": 1, "failed": 0, "timed_out": 0,
                              "stuck": 0, "retried": 2, "longest_gap_ms": 812.4, "stalled": 0, "stall_ms": 1000.0,
                              "interval_ms": 100.0, "carried_before": {}, "stalls": []}
@@ -114,14 +118,7 @@ def test_a_plan_with_tcp_gets_its_tcp_table() -> None:
 def test_a_lab_with_families_gets_a_column_per_family() -> None:
     """docs/results.md's per-family table: a column per lab and family for the cases run with IPv4, IPv6
     and NAT64 flows side by side (each family's own verdict), none when no case has families."""
-    import copy
-
-    doc = json.loads((REPO / "docs" / "results" / "jvd-report.json").read_text())
-    for case in doc["cases"]:
-        (case.get("result") or {}).pop("families", None)
-    assert "### Per family" not in docfigures.render_results(doc)
-    with_families = copy.deepcopy(doc)
-    case = next(c for c in with_families["cases"] if c.get("status") == "passed")
+    with_families, case = _kept_report_without("families", "### Per family")
 
     def family(number: int, passed: bool, worst: float) -> dict[str, object]:
         return {"family": number, "flows": 33, "affected_flows": 16, "unaffected_flows": 17,

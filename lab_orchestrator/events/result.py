@@ -229,7 +229,9 @@ class EventResult(_Model):
     passed: bool
     forward: dict[str, Any]  # the forward receiver's report (dataplane.traffic)
     reverse: dict[str, Any]  # the reverse receiver's ({} without reverse traffic)
-    marks: dict[str, float]  # event, restore, settled: CLOCK_MONOTONIC seconds
+    # event, restore, settled; traffic (the senders started), readings (the carriers read before the event):
+    # CLOCK_MONOTONIC seconds
+    marks: dict[str, float]
     timeline: list[tuple[float, dict[str, float]]]  # (time, pps per SRX from the MX counters)
     per_flow: list[FlowRow]
     daemon_crash: DaemonCrash | None = None

@@ -60,7 +60,12 @@ from .watch import (
 )
 
 MAX_EXTRA_S = 30.0
+# the senders' bound also allows this long for the readings between the warm-up and the event (which
+# SRX carries each flow and each TCP connection): they are quick on a quiet machine and have taken 30 s
+# on a loaded one. A case whose traffic ran out before the runner stopped it is not judged (`COVERED`).
+READINGS_S = 90.0
 ON_SCHEDULE = "senders on schedule"  # the check after the event: a failure makes the case an error
+COVERED = "traffic covered the case"  # every sender still sending when the runner stopped it
 BASELINE_CARRIED = "baseline carried"  # the check before the event; failed by a late sender alone, the case runs again
 READY_S = 10.0  # before an event: selector members in their tables, MNHA pairs in step
 BGP_WHOLE_S = 20.0  # before an event: every BGP session up and no BIRD still in graceful-restart recovery
@@ -210,10 +215,18 @@ def _checked_run(state: LabState, plan: LabPlan, event: eventsmod.EventKind, tar
     except sessions.ReadError as exc:
         raise CaseError(EventError(event=event.name, title=event.title, target=target, flows=spec.flows,
                                    rate=spec.rate, checks=checks, error=f"cannot judge the event: {exc}")) from None
+    short = ran_out(result.senders, result.marks)
     late = baseline.senders_late(result.senders, result.resolution_ms)
-    result.checks = checks + (result.checks or []) + [Check(
-        name=ON_SCHEDULE, ok=not late, when="after",
-        detail="; ".join(late) if late else "both senders kept their schedule during the event")]
+    result.checks = checks + (result.checks or []) + [
+        Check(name=COVERED, ok=not short, when="after", detail="; ".join(short) if short else
+              "every sender sent from before the event until the runner stopped it"),
+        Check(name=ON_SCHEDULE, ok=not late, when="after",
+              detail="; ".join(late) if late else "both senders kept their schedule during the event")]
+    if short:  # the flows stopped before the case ended: a loss after their end cannot be seen
+        raise CaseError(EventError(event=event.name, title=event.title, target=target, flows=spec.flows,
+                                   rate=spec.rate, checks=result.checks, result=result, again=True,
+                                   error=f"the traffic did not cover the case ({'; '.join(short)}): "
+                                         "nothing after its end was measured, so there is no verdict"))
     if late:  # a packet due during the outage and sent after it was not lost: the figures are short
         raise CaseError(EventError(event=event.name, title=event.title, target=target, flows=spec.flows,
                                    rate=spec.rate, checks=result.checks, result=result, again=True,
@@ -224,6 +237,26 @@ def _checked_run(state: LabState, plan: LabPlan, event: eventsmod.EventKind, tar
     if not all(c.ok for c in result.checks):
         result.passed = False
     return result
+
+
+def ran_out(senders: dict[str, dict[str, Any]], marks: dict[str, float]) -> list[str]:
+    """Why the traffic of a case did not cover it ([] when it did), from SENDERS (name -> the
+    generator's sender report) and the case's MARKS (CLOCK_MONOTONIC seconds): a sender that reached
+    the end of its bound before the runner stopped it, or one that had ended before the event. Such
+    a case measured nothing after the sender's end: a flow that never recovered would look whole."""
+    event = marks.get("event")
+    why = []
+    for name, sent in senders.items():
+        end = sent.get("end_ns")
+        ended_at = f"{end / 1e9 - event:+.1f} s from the event" if end and event is not None else "before its end"
+        if not sent.get("stopped"):
+            ready = marks.get("readings")
+            took = (f"; the readings before the event took {ready - marks['traffic']:.1f} s"
+                    if ready is not None and "traffic" in marks else "")
+            why.append(f"the {name} sender ran out of its time at {ended_at}, before the runner stopped it{took}")
+        elif end and event is not None and end / 1e9 < event:
+            why.append(f"the {name} sender had ended {event - end / 1e9:.1f} s before the event")
+    return why
 
 
 def preconditions(state: LabState, plan: LabPlan, spec: TrafficSpec, progress: Progress,
@@ -284,10 +317,10 @@ def _run(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target: str
     fams = trafficsetup.families(plan, spec.family)
     per_flow = spec.rate / spec.flows
     lasting = event.name in LASTING
-    # The senders run until stopped (bounded by MAX_EXTRA_S): the traffic goes on until the
+    # The senders run until stopped (bounded by MAX_EXTRA_S and READINGS_S): the traffic goes on until the
     # selectors have settled after the event (and its restore), then for spec.settle more seconds.
     total = spec.warmup + (spec.hold if lasting else 0) + spec.settle + \
-        (spec.down_time if event.name.endswith("reboot") else 0) + MAX_EXTRA_S
+        (spec.down_time if event.name.endswith("reboot") else 0) + MAX_EXTRA_S + READINGS_S
     mx_ns = [ns for n in load_balancers(plan) for ns in n.namespaces if ns.endswith("-trust-vr")]
     # CGNAT: the server sees each flow's NAT binding, not the subscriber; the forward receiver
     # publishes the bindings on a FIFO and the reverse sender answers them (and follows a re-bind).
@@ -330,11 +363,13 @@ def _run(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target: str
                 children[(fam, name)] = job.spawn().wait_ready()
             if step[0][1] == "tx-forward":
                 time.sleep(0.3)  # the forward packets open the sessions the reverse flows need
+        marks["traffic"] = time.monotonic_ns() / 1e9
         time.sleep(max(0.0, spec.warmup - 0.8))
         before = carriers(plan, flows=flows)
         if tcp is not None:
             time.sleep(max(0.0, tcp_open - time.monotonic()))
             tcp_before = tcpmod.carried(plan, tcp.port)
+        marks["readings"] = time.monotonic_ns() / 1e9
         crash: dict[str, Any] = {}
         involved: set[str] | None = None
         if event.name == "daemon-crash":

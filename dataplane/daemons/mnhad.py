@@ -67,7 +67,8 @@ PORT = MNHA_PORT
 # end; the daemon flips a mark bit of the sessions here once per refresh window (the kernel reports
 # the change on each live session's next packet, conntrackd sends it: the peer's copy is refreshed),
 # and answers a returning peer's request for the whole table (cold sync, acknowledged).
-REFRESH_TABLE = "mnha_refresh"  # the nftables table (ip family) of the refresh rule
+REFRESH_TABLE = "mnha_refresh"  # the nftables table of the refresh rule: inet, IPv4 and IPv6 sessions alike
+REFRESH_FAMILY = "inet"
 REFRESH_BITS = (0x20000000, 0x40000000)  # conntrack mark bits: UDP and others, TCP
 STATS_EVERY_S = 2.0  # how often conntrackd's counters are read for the status
 STATS_RETRY_S = 0.1  # how often while conntrackd does not answer yet (it starts beside this daemon)
@@ -142,7 +143,7 @@ def refresh_rules(udp_bit: int, tcp_bit: int) -> str:
     parity on its next packet (a change makes the kernel report the session, conntrackd sends it)."""
     def statement(bit: int, parity: int) -> str:
         return f"ct mark set ct mark or {bit:#x}" if parity else f"ct mark set ct mark and {0xFFFFFFFF ^ bit:#x}"
-    return (f"table ip {REFRESH_TABLE} {{\n  chain pre {{\n"
+    return (f"table {REFRESH_FAMILY} {REFRESH_TABLE} {{\n  chain pre {{\n"
             f"    type filter hook prerouting priority -150; policy accept;\n"
             f"    ct state established meta l4proto tcp {statement(REFRESH_BITS[1], tcp_bit)}\n"
             f"    ct state established meta l4proto != tcp {statement(REFRESH_BITS[0], udp_bit)}\n"
@@ -151,7 +152,8 @@ def refresh_rules(udp_bit: int, tcp_bit: int) -> str:
 
 def set_refresh(udp_bit: int, tcp_bit: int) -> bool:
     """Replace the refresh table atomically (one nft transaction)."""
-    text = f"table ip {REFRESH_TABLE}\ndelete table ip {REFRESH_TABLE}\n" + refresh_rules(udp_bit, tcp_bit)
+    text = (f"table {REFRESH_FAMILY} {REFRESH_TABLE}\ndelete table {REFRESH_FAMILY} {REFRESH_TABLE}\n"
+            + refresh_rules(udp_bit, tcp_bit))
     done = subprocess.run(["nft", "-f", "-"], input=text, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         print(f"{time.strftime('%H:%M:%S')} session refresh: nft failed: {done.stderr.strip()[-200:]}", flush=True)

@@ -94,6 +94,8 @@ def test_the_refresh_rule_sets_each_protocols_bit_to_its_parity() -> None:
     assert f"meta l4proto != tcp ct mark set ct mark or {udp_bit:#x}" in text
     assert f"meta l4proto tcp ct mark set ct mark and {0xFFFFFFFF ^ tcp_bit:#x}" in text
     assert "ct state established" in text and "hook prerouting priority -150" in text
+    # one table for both families: an IPv6 session's copy (and a NAT64 session's IPv6 side) is kept too
+    assert text.startswith("table inet mnha_refresh {")
 
 
 def test_heartbeat_version_3_carries_the_sync_flags_and_older_versions_none() -> None:

@@ -152,8 +152,10 @@ def refresh_rules(udp_bit: int, tcp_bit: int) -> str:
 
 def set_refresh(udp_bit: int, tcp_bit: int) -> bool:
     """Replace the refresh table atomically (one nft transaction)."""
+    # the table of the ip family too, as the daemon of an older lab left it: two rules flipping the
+    # same bit to opposite parities would report every packet's session to conntrackd
     text = (f"table {REFRESH_FAMILY} {REFRESH_TABLE}\ndelete table {REFRESH_FAMILY} {REFRESH_TABLE}\n"
-            + refresh_rules(udp_bit, tcp_bit))
+            f"table ip {REFRESH_TABLE}\ndelete table ip {REFRESH_TABLE}\n" + refresh_rules(udp_bit, tcp_bit))
     done = subprocess.run(["nft", "-f", "-"], input=text, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         print(f"{time.strftime('%H:%M:%S')} session refresh: nft failed: {done.stderr.strip()[-200:]}", flush=True)

@@ -239,6 +239,17 @@ def _checked_run(state: LabState, plan: LabPlan, event: eventsmod.EventKind, tar
     return result
 
 
+def senders_bound(spec: TrafficSpec, event: str) -> float:
+    """The senders' own time bound for EVENT's case (the runner stops them before it): the case's
+    phases, MAX_EXTRA_S for the selectors to settle, READINGS_S for the readings before the event, and
+    for a lasting event with background sessions, their probe while it lasts (before the restore) and
+    the table reads around it (`background.work_s`)."""
+    lasting = event in LASTING
+    return (spec.warmup + (spec.hold if lasting else 0) + spec.settle
+            + (spec.down_time if event.endswith("reboot") else 0) + MAX_EXTRA_S + READINGS_S
+            + (background.work_s(spec.sessions) if lasting and spec.sessions else 0.0))
+
+
 def ran_out(senders: dict[str, dict[str, Any]], marks: dict[str, float]) -> list[str]:
     """Why the traffic of a case did not cover it ([] when it did), from SENDERS (name -> the
     generator's sender report) and the case's MARKS (CLOCK_MONOTONIC seconds): a sender that reached
@@ -248,12 +259,12 @@ def ran_out(senders: dict[str, dict[str, Any]], marks: dict[str, float]) -> list
     why = []
     for name, sent in senders.items():
         end = sent.get("end_ns")
-        ended_at = f"{end / 1e9 - event:+.1f} s from the event" if end and event is not None else "before its end"
+        ended_at = f" at {end / 1e9 - event:+.1f} s from the event" if end and event is not None else ""
         if not sent.get("stopped"):
             ready = marks.get("readings")
             took = (f"; the readings before the event took {ready - marks['traffic']:.1f} s"
                     if ready is not None and "traffic" in marks else "")
-            why.append(f"the {name} sender ran out of its time at {ended_at}, before the runner stopped it{took}")
+            why.append(f"the {name} sender ran out of its time{ended_at}, before the runner stopped it{took}")
         elif end and event is not None and end / 1e9 < event:
             why.append(f"the {name} sender had ended {event - end / 1e9:.1f} s before the event")
     return why
@@ -319,8 +330,7 @@ def _run(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target: str
     lasting = event.name in LASTING
     # The senders run until stopped (bounded by MAX_EXTRA_S and READINGS_S): the traffic goes on until the
     # selectors have settled after the event (and its restore), then for spec.settle more seconds.
-    total = spec.warmup + (spec.hold if lasting else 0) + spec.settle + \
-        (spec.down_time if event.name.endswith("reboot") else 0) + MAX_EXTRA_S + READINGS_S
+    total = senders_bound(spec, event.name)
     mx_ns = [ns for n in load_balancers(plan) for ns in n.namespaces if ns.endswith("-trust-vr")]
     # CGNAT: the server sees each flow's NAT binding, not the subscriber; the forward receiver
     # publishes the bindings on a FIFO and the reverse sender answers them (and follows a re-bind).

@@ -336,3 +336,17 @@ def test_a_case_whose_traffic_ran_out_is_not_judged_and_runs_again(monkeypatch: 
         assert raised.value.error.again is True
         assert "the traffic did not cover the case (the forward sender ran out of its time" in raised.value.error.error
         assert [c.ok for c in raised.value.error.checks or [] if c.name == run.COVERED] == [False]
+
+
+def test_the_senders_bound_covers_a_lasting_event_s_session_probe() -> None:
+    from lab_orchestrator.events import background, run
+
+    spec = run.TrafficSpec(warmup=1.0, hold=1.5, settle=1.0, down_time=1.5)
+    fixed = run.MAX_EXTRA_S + run.READINGS_S
+    assert run.senders_bound(spec, "restart-tlb") == 2.0 + fixed
+    assert run.senders_bound(spec, "srx-reboot") == 3.5 + fixed
+    assert run.senders_bound(spec, "srx-power-off") == 3.5 + fixed
+    spec.sessions = 1_000_000  # probed while the power-off lasts: hundreds of seconds before the restore
+    assert run.senders_bound(spec, "srx-power-off") == 3.5 + fixed + background.work_s(1_000_000)
+    assert background.work_s(1_000_000) > 300
+    assert run.senders_bound(spec, "restart-tlb") == 2.0 + fixed  # probed after the traffic: not in its bound

@@ -596,3 +596,17 @@ def _keep_empty_role(write: Any) -> Any:
             return write(self, "", *args, **kwargs)
         return write(self, text, *args, **kwargs)
     return wrapped
+
+
+def test_a_refresh_swap_also_removes_the_ip_table_an_older_daemon_left(monkeypatch: pytest.MonkeyPatch) -> None:
+    given: list[str] = []
+
+    def nft(argv: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
+        given.append(str(kwargs["input"]))
+        return subprocess.CompletedProcess(argv, 0, "", "")
+
+    monkeypatch.setattr(mnhad.subprocess, "run", nft)
+    assert mnhad.set_refresh(1, 0)
+    text = given[0]
+    assert "delete table ip mnha_refresh\n" in text and "delete table inet mnha_refresh\n" in text
+    assert text.rstrip().endswith(mnhad.refresh_rules(1, 0).rstrip())  # only the inet table is left

@@ -93,12 +93,16 @@ def topology(tmp: Path, total: int, udp_timeout: int) -> Path:
     return path
 
 
-def spawn(gen: Generator) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [*lab_cmd(), "exec", "--lab", LAB, "client", "--", sys.executable, "-m", "dataplane.traffic", "send",
-         "--iface", "eth1", "--flows", str(gen.count), "--sources", SOURCES, "--dst", SERVER, "--dport", str(PORT),
-         "--sport", str(gen.sport), "--rate", f"{gen.rate:.3f}", "--count", str(gen.count), "--sizes", "64"],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def spawn(gen: Generator, out: Path) -> subprocess.Popen[str]:
+    """GEN's generator, its report written to the file OUT (a report of a million flows' counts is
+    larger than a pipe holds: read from a pipe only at the end, the generator would block on it)."""
+    with out.open("w") as report:
+        return subprocess.Popen(
+            [*lab_cmd(), "exec", "--lab", LAB, "client", "--", sys.executable, "-m", "dataplane.traffic", "send",
+             "--iface", "eth1", "--flows", str(gen.count), "--sources", SOURCES, "--dst", SERVER, "--dport",
+             str(PORT), "--sport", str(gen.sport), "--rate", f"{gen.rate:.3f}", "--count", str(gen.count),
+             "--sizes", "64"],
+            cwd=ROOT, stdout=report, stderr=subprocess.PIPE, text=True)
 
 
 def lookup(counters: flowlookup.FlowCounters, flows: list[Flow]) -> dict[tuple[str, int], set[str]]:
@@ -124,7 +128,7 @@ def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         with flowlookup.FlowCounters(srxs) as counters:
             log(f"opening {total} sessions at {args.rate:g}/s with {len(gens)} generator(s)")
             launched = time.monotonic()
-            procs = {g.index: spawn(g) for g in gens}
+            procs = {g.index: spawn(g, tmp / f"generator-{g.index}.json") for g in gens}
             # the frames are built before a generator starts sending: until its report, its start is
             # estimated (the lookups of sessions not yet sent are dropped once it is known)
             build_guess = 3.0 + max(g.count for g in gens) / 100000
@@ -141,7 +145,8 @@ def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
                 log(f"sampled {len(picked)} ({time.monotonic() - at:.1f} s)")
             reports = {}
             for index, proc in procs.items():
-                out, err = proc.communicate()
+                _, err = proc.communicate()
+                out = (tmp / f"generator-{index}.json").read_text()
                 if proc.returncode != 0 or not out.strip():
                     raise BenchError(f"generator {index} failed ({proc.returncode}): {err.strip()[-500:]}")
                 reports[index] = json.loads(out.strip().splitlines()[-1])

@@ -157,6 +157,14 @@ def summary(values: list[float], digits: int = 1) -> dict[str, Any]:
             "max": round(max(values), digits)}
 
 
+def publish(text: str, path: Path, keep: bool = True) -> int:
+    """A benchmark's end: its markdown TEXT printed and, with KEEP, written to PATH (`write_doc`); 0."""
+    print(text)
+    if keep:
+        write_doc(text, path)
+    return 0
+
+
 def write_doc(text: str, path: Path) -> None:
     """Write a benchmark's markdown, keeping the notes below NOTES_MARKER of the previous file."""
     notes = ""

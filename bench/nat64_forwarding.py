@@ -30,7 +30,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from common import ROOT, BenchLab, logger, topology_text, write_doc
+from common import ROOT, BenchLab, logger, publish, topology_text
 
 LAB = "bn64"
 DOC = ROOT / "docs" / "benchmarks-nat64.md"
@@ -150,10 +150,7 @@ def main() -> int:
         raise SystemExit("root is needed (network namespaces)")
     sizes = [int(s) for s in args.sizes.split(",")]
     text = markdown(run(args.seconds, args.repeats, sizes), args.seconds, args.repeats)
-    print(text)
-    if not args.no_doc:
-        write_doc(text, DOC)
-    return 0
+    return publish(text, DOC, keep=not args.no_doc)
 
 
 if __name__ == "__main__":

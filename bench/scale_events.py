@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from common import ROOT, lab_cmd, logger, topology_text, write_doc
+from common import ROOT, lab_cmd, logger, publish, topology_text
 
 LAB = "se3"
 DOC = ROOT / "docs" / "benchmarks-scale-events.md"
@@ -118,10 +118,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:  # `lab down` gives the raised conntrack hash back
         doc, command, seconds = run(args.sessions, args.events.split(","), Path(tmp))
     text = markdown(doc, command, seconds, args.sessions)
-    print(text)
-    if not args.no_doc:
-        write_doc(text, DOC)
-    return 0
+    return publish(text, DOC, keep=not args.no_doc)
 
 
 if __name__ == "__main__":

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from common import ROOT, BenchError, BenchLab, lab_cmd, logger, topology_text, write_doc
+from common import ROOT, BenchError, BenchLab, lab_cmd, logger, publish, topology_text
 
 from dataplane.traffic.frames import Flow, make_flows
 from lab_orchestrator.events import flowlookup
@@ -222,10 +222,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         result = run(args, Path(tmp))
     text = markdown(result, "python3 bench/scale_lag.py " + " ".join(sys.argv[1:]), time.monotonic() - started)
-    print(text)
-    if not args.no_doc:
-        write_doc(text, DOC)
-    return 0
+    return publish(text, DOC, keep=not args.no_doc)
 
 
 if __name__ == "__main__":

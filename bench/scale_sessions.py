@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from common import ROOT, BenchError, BenchLab, lab, lab_cmd, logger, topology_text, write_doc
+from common import ROOT, BenchError, BenchLab, lab, lab_cmd, logger, publish, topology_text
 
 from lab_orchestrator.events import sessions as sessionsmod
 
@@ -192,10 +192,7 @@ def main() -> int:
         with tempfile.TemporaryDirectory() as tmp:
             results.append(run(argparse.Namespace(**{**vars(args), "sessions": count}), Path(tmp)))
     text = markdown(results, "python3 bench/scale_sessions.py " + " ".join(sys.argv[1:]))
-    print(text)
-    if not args.no_doc:
-        write_doc(text, DOC)
-    return 0
+    return publish(text, DOC, keep=not args.no_doc)
 
 
 if __name__ == "__main__":

@@ -40,3 +40,13 @@ def test_the_table_shares_the_peer_s_copies_among_the_sessions_on_a_node() -> No
     text = scale_lag.markdown(result, "python3 bench/scale_lag.py", 180.0)
     assert "| while opening, ≥ 2 s old | 4000 | 3990 | 6 | 4 | 99.850 % | ≥ 99.99 % |" in text
     assert "| 2 s after the last | 10000 | 9999 | 1 | 0 | 99.990 % | ≥ 99.99 % |" in text
+
+
+def test_a_benchmark_prints_its_table_and_keeps_it_unless_told_not_to(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    import common  # bench/ is on the path once a benchmark is loaded
+
+    doc = tmp_path / "benchmarks-x.md"
+    assert common.publish("| a |", doc, keep=False) == 0
+    assert not doc.exists() and "| a |" in capsys.readouterr().out
+    assert common.publish("| a |", doc) == 0
+    assert doc.read_text().startswith("| a |\n")

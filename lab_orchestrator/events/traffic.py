@@ -52,20 +52,62 @@ def start(state: LabState, flows: int, rate: float, sizes: str, duration: float,
     client = supervisor.Supervisor(state.state_dir)
     state.processes = [r for r in state.processes if r.node != NODE]
     started: list[dict[str, Any]] = []
-    for step in trafficsetup.start_steps(setups):
-        for fam, step_name, role, job in step:
-            name = trafficsetup.process_name(fam, step_name)
-            config = where / f"{name}.json"
-            config.write_text(json.dumps(job.config()) + "\n")
-            log = Path(state.state_dir) / "logs" / f"traffic-{name}.log"
-            log.write_text("")
-            argv = [sys.executable, "-m", "dataplane.traffic", role, "--config", str(config)]
-            state.processes.append(client.spawn(NODE, name, job.ns or "", argv, str(log)))
-            started.append(describe(name, fam, role, job, setups[fam]))
-        if step[0][1] == "tx-forward":
-            time.sleep(0.3)  # forward packets open the sessions first
-    state.save()
+    try:
+        for step in trafficsetup.start_steps(setups):
+            spawned = []
+            for fam, step_name, role, job in step:
+                name = trafficsetup.process_name(fam, step_name)
+                config = where / f"{name}.json"
+                config.write_text(json.dumps(job.config()) + "\n")
+                log = Path(state.state_dir) / "logs" / f"traffic-{name}.log"
+                log.write_text("")
+                argv = [sys.executable, "-m", "dataplane.traffic", role, "--config", str(config)]
+                spawned.append(client.spawn(NODE, name, job.ns or "", argv, str(log)))
+                state.processes.append(spawned[-1])
+                started.append(describe(name, fam, role, job, setups[fam]))
+            # a step starts when the one before it is under way (a process is ready once it has said
+            # so in its log), not when it was only forked: a busy machine takes longer than any fixed
+            # pause to start Python, and a reverse sender ahead of its forward flows would meet no session
+            wait_ready(spawned)
+            if step[0][1] == "tx-forward":
+                time.sleep(0.3)  # the forward packets open the sessions the reverse flows need
+    except BaseException:  # nothing half-started stays behind
+        client.stop([r.pid for r in state.processes if r.node == NODE], timeout=5)
+        state.processes = [r for r in state.processes if r.node != NODE]
+        raise
+    finally:
+        state.save()
     return {"started": [p["name"] for p in started], "families": fams, "processes": started}
+
+
+READY_S = 20.0  # a traffic process's start (Python and its imports) on a loaded two-CPU machine
+
+
+def wait_ready(records: list[supervisor.ProcessRecord], timeout: float = READY_S) -> None:
+    """Until each of RECORDS has printed {"ready": true} into its log; LabError (with the log's last
+    line) when one dies first or is not ready within TIMEOUT seconds."""
+    left = {r.name: r for r in records}
+    deadline = time.monotonic() + timeout
+    while left:
+        for name, record in list(left.items()):
+            text = Path(record.log).read_text() if Path(record.log).exists() else ""
+            if any(_is_ready(line) for line in text.splitlines()):
+                del left[name]
+            elif not supervisor.alive(record):
+                last = text.strip().splitlines()[-1:] or ["(its log is empty)"]
+                raise LabError(f"traffic process {name} ended before it was ready: {last[0]}")
+        if left and time.monotonic() > deadline:
+            raise LabError(f"traffic processes not ready after {timeout:.0f} s: {', '.join(sorted(left))}")
+        if left:
+            time.sleep(0.02)
+
+
+def _is_ready(line: str) -> bool:
+    try:
+        data = json.loads(line)
+    except ValueError:
+        return False
+    return isinstance(data, dict) and data.get("ready") is True
 
 
 def describe(name: str, family: int, role: str, job: Receiver | Sender, setup: trafficsetup.TwoWay) -> dict[str, Any]:

@@ -249,7 +249,7 @@ def test_cgnat_pools_per_pair_where_one_node_translates_else_per_srx(lab: Path, 
     assert all(n.nat_pool for n in srxs), f"every srx of a {plan.use_case} lab has a NAT pool"
     pair_of = {name: tuple(pair) for pair in plan.mnha for name in pair}
     shared = plan.load_balancing == "tlb" and lab.stem in ("topology3-cgnat", "topology4-cgnat", "topology3-mixed",
-                                                           "topology3-dualstack")
+                                                           "topology3-dualstack", "topology4-dualstack")
     for pair in plan.mnha:
         a, b = (plan.node(n).nat_pool for n in pair)
         assert (a == b) == shared, (pair, a, b)

@@ -29,13 +29,18 @@ class Recorder:
     """A supervisor that records what it was asked to start."""
 
     spawned: list[tuple[str, str, list[str]]] = []
+    stopped: list[int] = []
 
     def __init__(self, state_dir: str | Path):
         pass
 
     def spawn(self, node: str, name: str, ns: str, argv: list[str], log: str, **_: Any) -> ProcessRecord:
         Recorder.spawned.append((name, ns, list(argv)))
+        Path(log).write_text('{"ready": true}\n')  # what a traffic process prints once it is under way
         return ProcessRecord(node, name, ns, 0, 0, log, list(argv))
+
+    def stop(self, pids: list[int], timeout: float = 2.0) -> None:
+        Recorder.stopped.extend(pids)
 
 
 @pytest.fixture
@@ -47,6 +52,7 @@ def started(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
         monkeypatch.setattr(traffic.supervisor, "Supervisor", Recorder)
         monkeypatch.setattr(traffic.time, "sleep", lambda _s: None)
         Recorder.spawned = []
+        Recorder.stopped = []
         return traffic.start(state, flows, 1000.0, "imix", 30.0, reverse, family), state
     return start
 
@@ -166,3 +172,28 @@ def test_cli_prints_each_family_and_refuses_a_wrong_one(monkeypatch: pytest.Monk
     assert json.loads(as_json.output)["processes"][1]["family"] == 6 and asked[-1][-1] is None
     wrong = CliRunner().invoke(app, ["traffic", "start", "--lab", "t3d", "--family", "5"])
     assert wrong.exit_code == 2 and "give 4, 6, 64, both or all" in wrong.output
+
+
+def test_a_process_that_never_gets_ready_stops_every_one_started(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """The reverse sender of a family dies at its start: nothing is left running or recorded, and the
+    error names it."""
+    class Dying(Recorder):
+        def spawn(self, node: str, name: str, ns: str, argv: list[str], log: str, **_: Any) -> ProcessRecord:
+            record = super().spawn(node, name, ns, argv, log)
+            if name == "tx-reverse":
+                Path(log).write_text("OSError: [Errno 19] No such device\n")
+            return record
+
+    (tmp_path / "logs").mkdir()
+    state = LabState("t3", "labs/topology3.yml", str(tmp_path), "ready", [], "br", [], "t", "10.0.0.0/24")
+    monkeypatch.setattr(traffic, "load_plan", lambda _state: _plan("topology3"))
+    monkeypatch.setattr(traffic.supervisor, "Supervisor", Dying)
+    monkeypatch.setattr(traffic.supervisor, "alive", lambda record: False)
+    Recorder.spawned, Recorder.stopped = [], []
+    with pytest.raises(traffic.LabError, match="tx-reverse ended before it was ready: OSError"):
+        traffic.start(state, 4, 100.0, "imix", 5.0, True)
+    assert [name for name, _, _ in Recorder.spawned] == ["rx-forward", "rx-reverse", "tx-forward", "tx-reverse"]
+    assert len(Recorder.stopped) == 4
+    assert not [r for r in state.processes if r.node == traffic.NODE]
+    assert not [r for r in LabState.load(tmp_path).processes if r.node == traffic.NODE]

@@ -55,6 +55,7 @@ REPORT = ROOT / "docs" / "results" / "jvd-report.json"
 EVENTS_KEPT = ROOT / "docs" / "events-results"
 WORKFLOW = ROOT / ".github" / "workflows" / "convergence.yml"
 
+HAND_TRAFFIC = "lab_orchestrator/events/traffic.py"
 DEVICE_CONFIG_TEMPLATES = ("junos-mx.conf.j2", "junos-srx.conf.j2", "ios.conf.j2")
 # The paths a run's figures depend on (see the module's docstring), as git pathspecs.
 PACKET_PATH = ("dataplane", "labs", "templates", "lab_orchestrator",
@@ -62,6 +63,10 @@ PACKET_PATH = ("dataplane", "labs", "templates", "lab_orchestrator",
                ":(exclude)lab_orchestrator/api", ":(exclude)lab_orchestrator/live",
                ":(exclude)lab_orchestrator/importer", ":(exclude)lab_orchestrator/clab",
                ":(exclude)lab_orchestrator/__init__.py",
+               # `lab traffic start|stop|stats` (traffic by hand, reached only through the API): no kept
+               # run starts it (`lab events run` and `lab report` start their own senders;
+               # tests/unit/test_doc_figures.py checks that nothing else imports it)
+               f":(exclude){HAND_TRAFFIC}",
                # the Junos-like and IOS-like configurations a node shows (nodes/NODE/juniper.conf,
                # running-config): only the SSH CLI and the containerlab export read them. A vendor node
                # of a containerlab export boots from that file, but kept results are namespace runs

@@ -12,6 +12,7 @@ the end of --duration, or on `stop`); `stop` counts each receiver against its se
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import time
@@ -48,10 +49,12 @@ def start(state: LabState, flows: int, rate: float, sizes: str, duration: float,
     where = folder(state)
     where.mkdir(exist_ok=True)
     setups = trafficsetup.by_family(plan, fams, flows, rate, sizes, duration, reverse=reverse, fifo_dir=where,
-                                    receive_duration=duration + 3)
+                                    receive_duration=duration + 3 + START_MARGIN_S)
     client = supervisor.Supervisor(state.state_dir)
     state.processes = [r for r in state.processes if r.node != NODE]
     started: list[dict[str, Any]] = []
+    tried: list[str] = []
+    began = time.monotonic()
     try:
         for step in trafficsetup.start_steps(setups):
             spawned = []
@@ -62,18 +65,29 @@ def start(state: LabState, flows: int, rate: float, sizes: str, duration: float,
                 log = Path(state.state_dir) / "logs" / f"traffic-{name}.log"
                 log.write_text("")
                 argv = [sys.executable, "-m", "dataplane.traffic", role, "--config", str(config)]
+                tried.append(name)
                 spawned.append(client.spawn(NODE, name, job.ns or "", argv, str(log)))
                 state.processes.append(spawned[-1])
+                state.save()  # `lab traffic stop` finds what runs, even while the start goes on
                 started.append(describe(name, fam, role, job, setups[fam]))
             # a step starts when the one before it is under way (a process is ready once it has said
             # so in its log), not when it was only forked: a busy machine takes longer than any fixed
             # pause to start Python, and a reverse sender ahead of its forward flows would meet no session
             wait_ready(spawned)
             if step[0][1] == "tx-forward":
-                time.sleep(0.3)  # the forward packets open the sessions the reverse flows need
-    except BaseException:  # nothing half-started stays behind
-        client.stop([r.pid for r in state.processes if r.node == NODE], timeout=5)
-        state.processes = [r for r in state.processes if r.node != NODE]
+                # a sender says it is ready before it opens its socket and builds its frames (a few
+                # hundred ms of CPU on a busy machine): the forward packets open the sessions the
+                # reverse flows need
+                time.sleep(FORWARD_LEAD_S)
+        spent = time.monotonic() - began
+        if spent > START_MARGIN_S:
+            raise LabError(f"the traffic took {spent:.1f} s to start (the machine is too busy): its receivers, "
+                           f"bound to --duration + {3 + START_MARGIN_S:.0f} s, would stop before the senders' last "
+                           "packets and count them lost; nothing was left running")
+    except BaseException:  # nothing half-started stays behind, whatever the supervisor answers
+        with contextlib.suppress(OSError, LabError):
+            client.stop(procs=[(NODE, name) for name in tried], timeout=5)
+        state.processes = [r for r in state.processes if r.node != NODE or supervisor.alive(r)]
         raise
     finally:
         state.save()
@@ -81,6 +95,8 @@ def start(state: LabState, flows: int, rate: float, sizes: str, duration: float,
 
 
 READY_S = 20.0  # a traffic process's start (Python and its imports) on a loaded two-CPU machine
+FORWARD_LEAD_S = 1.0  # from the forward senders' ready to the reverse senders' start
+START_MARGIN_S = 10.0  # the receivers' bound beyond --duration + 3 s: the time the steps may take to start
 
 
 def wait_ready(records: list[supervisor.ProcessRecord], timeout: float = READY_S) -> None:
@@ -90,16 +106,24 @@ def wait_ready(records: list[supervisor.ProcessRecord], timeout: float = READY_S
     deadline = time.monotonic() + timeout
     while left:
         for name, record in list(left.items()):
-            text = Path(record.log).read_text() if Path(record.log).exists() else ""
+            living = supervisor.alive(record)  # asked before the log is read: a process that said it was
+            text = _read(record.log)           # ready and then ended is not taken for one that never was
             if any(_is_ready(line) for line in text.splitlines()):
                 del left[name]
-            elif not supervisor.alive(record):
+            elif not living:
                 last = text.strip().splitlines()[-1:] or ["(its log is empty)"]
                 raise LabError(f"traffic process {name} ended before it was ready: {last[0]}")
         if left and time.monotonic() > deadline:
             raise LabError(f"traffic processes not ready after {timeout:.0f} s: {', '.join(sorted(left))}")
         if left:
             time.sleep(0.02)
+
+
+def _read(path: str) -> str:
+    try:
+        return Path(path).read_text(errors="replace")
+    except FileNotFoundError:
+        return ""
 
 
 def _is_ready(line: str) -> bool:

@@ -29,7 +29,7 @@ class Recorder:
     """A supervisor that records what it was asked to start."""
 
     spawned: list[tuple[str, str, list[str]]] = []
-    stopped: list[int] = []
+    stopped: list[str] = []
 
     def __init__(self, state_dir: str | Path):
         pass
@@ -39,8 +39,9 @@ class Recorder:
         Path(log).write_text('{"ready": true}\n')  # what a traffic process prints once it is under way
         return ProcessRecord(node, name, ns, 0, 0, log, list(argv))
 
-    def stop(self, pids: list[int], timeout: float = 2.0) -> None:
-        Recorder.stopped.extend(pids)
+    def stop(self, pids: list[int] = [], timeout: float = 2.0,  # noqa: B006 - never changed
+             procs: list[tuple[str, str]] = []) -> None:  # noqa: B006
+        Recorder.stopped.extend(name for _, name in procs)
 
 
 @pytest.fixture
@@ -194,6 +195,17 @@ def test_a_process_that_never_gets_ready_stops_every_one_started(tmp_path: Path,
     with pytest.raises(traffic.LabError, match="tx-reverse ended before it was ready: OSError"):
         traffic.start(state, 4, 100.0, "imix", 5.0, True)
     assert [name for name, _, _ in Recorder.spawned] == ["rx-forward", "rx-reverse", "tx-forward", "tx-reverse"]
-    assert len(Recorder.stopped) == 4
+    assert Recorder.stopped == ["rx-forward", "rx-reverse", "tx-forward", "tx-reverse"]  # by name: every one tried
     assert not [r for r in state.processes if r.node == traffic.NODE]
     assert not [r for r in LabState.load(tmp_path).processes if r.node == traffic.NODE]
+
+
+def test_a_start_slower_than_the_receivers_margin_is_refused(started: Any, monkeypatch: pytest.MonkeyPatch,
+                                                             tmp_path: Path) -> None:
+    """Receivers are bound to --duration + 3 s + START_MARGIN_S: a start that took longer (a busy
+    machine) would have them stop before the senders' last packets, which would count as lost."""
+    clock = iter(range(0, 1000, 4))  # every reading of the clock 4 s later than the one before
+    monkeypatch.setattr(traffic.time, "monotonic", lambda: float(next(clock)))
+    with pytest.raises(traffic.LabError, match=r"took \d+\.\d s to start .*nothing was left running"):
+        started("topology3", None, flows=4)
+    assert len(Recorder.stopped) == 4

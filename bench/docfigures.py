@@ -392,8 +392,31 @@ def result_commits() -> dict[str, str]:
     return out
 
 
-def older_than_code(recorded: str, head: str = "HEAD") -> str | None:
-    """Why a result recorded on `recorded` (git describe output) is older than the code at `head`, or None."""
+def result_labs() -> dict[str, set[str]]:
+    """{result file: the shipped labs it ran (file stems)}: the plan report's labs, an events result's own."""
+    out: dict[str, set[str]] = {}
+    report = _load(REPORT)
+    out[str(REPORT.relative_to(ROOT))] = {Path(str(lab.get("topology", ""))).stem
+                                         for lab in (report.get("labs") or {}).values()}
+    for path in sorted(EVENTS_KEPT.glob("*.json")):
+        out[str(path.relative_to(ROOT))] = {path.stem}
+    return out
+
+
+LAB_FOLDERS = ("labs/", "lab_orchestrator/labs/")
+
+
+def _about(changed: str, labs: set[str] | None) -> bool:
+    """Whether CHANGED (a file of the packet path) can change a result that ran LABS (None: any file):
+    a shipped lab's file only for a result that ran that lab."""
+    if labs is None or not changed.startswith(LAB_FOLDERS):
+        return True
+    return Path(changed).stem in labs
+
+
+def older_than_code(recorded: str, head: str = "HEAD", labs: set[str] | None = None) -> str | None:
+    """Why a result recorded on `recorded` (git describe output) is older than the code at `head`, or None.
+    LABS: the shipped labs the result ran (a change to another lab's file leaves it as it was)."""
     if not recorded:
         return "it records no commit"
     if recorded.endswith("-dirty"):
@@ -401,7 +424,8 @@ def older_than_code(recorded: str, head: str = "HEAD") -> str | None:
     commit = _commit(recorded)
     if _git("merge-base", "--is-ancestor", commit, head).returncode != 0:
         return f"its commit {commit} is not in this checkout's history"
-    changed = _git("diff", "--name-only", commit, head, "--", *PACKET_PATH).stdout.split()
+    changed = [f for f in _git("diff", "--name-only", commit, head, "--", *PACKET_PATH).stdout.split()
+               if _about(f, labs)]
     if changed:
         shown = ", ".join(changed[:5]) + (f" and {len(changed) - 5} more" if len(changed) > 5 else "")
         return f"{len(changed)} file(s) of the packet path changed since its commit {commit}: {shown}"
@@ -412,8 +436,9 @@ def stale_results() -> list[str]:
     if _git("rev-parse", "--git-dir").returncode != 0:
         return ["not a git checkout: a result's age cannot be told"]
     out = []
+    labs = result_labs()
     for path, recorded in result_commits().items():
-        why = older_than_code(recorded)
+        why = older_than_code(recorded, labs=labs.get(path))
         if why:
             out.append(f"{path} is older than the code it describes: {why}")
     return out

@@ -86,6 +86,33 @@ def test_the_age_rule(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert "not in this checkout's history" in (docfigures.older_than_code("deadbee") or "")
 
 
+def test_a_lab_file_ages_only_the_results_that_ran_that_lab(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A new or changed shipped lab makes a result older than the code only if the result ran it."""
+    repo = tmp_path / "r"
+    (repo / "lab_orchestrator" / "labs").mkdir(parents=True)
+    (repo / "lab_orchestrator" / "labs" / "topology3.yml").write_text("name: t3\n")
+    _git(repo, "init", "-q")
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-qm", "one")
+    ran_on = _git(repo, "rev-parse", "--short", "HEAD")
+    monkeypatch.setattr(docfigures, "ROOT", repo)
+    (repo / "lab_orchestrator" / "labs" / "topology4-dualstack.yml").write_text("name: t4d\n")
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-qm", "a new lab")
+    assert docfigures.older_than_code(ran_on, labs={"topology3"}) is None
+    assert "topology4-dualstack.yml" in (docfigures.older_than_code(ran_on, labs={"topology4-dualstack"}) or "")
+    assert "topology4-dualstack.yml" in (docfigures.older_than_code(ran_on) or ""), "no labs named: every file counts"
+    (repo / "lab_orchestrator" / "labs" / "topology3.yml").write_text("name: t3\ndescription: changed\n")
+    _git(repo, "commit", "-qam", "topology3 changed")
+    assert "topology3.yml" in (docfigures.older_than_code(ran_on, labs={"topology3"}) or "")
+
+
+def test_each_kept_result_names_the_labs_it_ran() -> None:
+    labs = docfigures.result_labs()
+    assert labs["docs/results/jvd-report.json"] >= {"topology1", "topology3"}
+    assert labs["docs/events-results/topology3.json"] == {"topology3"}
+
+
 @pytest.mark.skipif(os.environ.get("LAB_RESULTS_AGE") != "check",
                     reason="the results' age is checked by make test (LAB_RESULTS_AGE=check)")
 def test_no_result_is_older_than_the_code_it_describes() -> None:

@@ -3,6 +3,7 @@ judged but whose background sessions were probed."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -23,19 +24,21 @@ def _row(doc: dict[str, object], line: str) -> list[str]:
 
 def test_a_judged_event_shows_its_sessions_and_verdict() -> None:
     event = {"event": "srx-power-off", "target": "srx1", "status": "passed", "sessions": SESSIONS,
-             "convergence_ms": {"max": 412.4}}
+             "convergence_ms": {"max": 412.4}, "packets_lost_by_unaffected_flows": 0}
     cells = _row({"events": [event]}, "| srx-power-off")
     assert cells[:4] == ["srx-power-off", "srx1", "passed", "1000"]
-    assert cells[6:8] == ["480 / 1000", "0 / 1000"] and cells[10] == "412"
+    assert cells[6:8] == ["480 / 1000", "0 / 1000"] and cells[10] == "412" and cells[11] == "0"
 
 
 def test_flows_not_judged_still_show_the_sessions_that_were_probed() -> None:
     """A sender that fell behind makes the flows' figures untrustworthy, not the sessions' probe."""
     error = {"event": "srx-power-off", "target": "srx1", "status": "error", "error": "the generator fell behind",
-             "result": {"sessions": SESSIONS, "convergence_ms": {"max": 99.0}}}
+             "result": {"sessions": SESSIONS, "convergence_ms": {"max": 99.0},
+                        "packets_lost_by_unaffected_flows": 3}}
     cells = _row({"events": [error]}, "| srx-power-off")
     assert cells[2] == "flows not judged: the generator fell behind"
     assert cells[6:8] == ["480 / 1000", "0 / 1000"]
+    assert cells[11] == "3"  # lost packets are counted whatever the sender's lateness
     bare = {"event": "srx-power-off", "target": "srx1", "status": "error", "error": "no report"}
     assert _row({"events": [bare]}, "| srx-power-off")[2:4] == ["error: no report", "-"]
 
@@ -52,3 +55,24 @@ def test_a_benchmark_runs_the_lab_command_of_its_own_checkout(tmp_path: Path, mo
     (tmp_path / "bin" / "lab").write_text("#!/bin/sh\n")
     (tmp_path / "bin" / "lab").chmod(0o755)
     assert common.lab_cmd() == [str(tmp_path / "bin" / "lab")]
+
+
+def test_each_event_runs_on_a_lab_of_its_own(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Three events: three `lab events run`, one event each, the results in one document (a second
+    event on the same lab would meet the first one's sessions still in the tables)."""
+    calls: list[list[str]] = []
+
+    def fake_run(argv: list[str], **_: object) -> object:
+        calls.append(argv)
+        event = argv[argv.index("-e") + 1]
+        Path(argv[argv.index("--json-out") + 1]).write_text(
+            json.dumps({"events": [{"event": event, "target": "srx1", "status": "passed"}]}))
+        return type("Done", (), {"returncode": 1 if event == "srx-reboot" else 0, "stdout": "", "stderr": ""})()
+
+    monkeypatch.setattr(scale_events.subprocess, "run", fake_run)
+    monkeypatch.setattr(scale_events, "lab_cmd", lambda: ["lab"])
+    doc, command, _ = scale_events.run(1000, ["srx-power-off", "mnha-pair-power-off", "srx-reboot"], tmp_path)
+    assert [c[c.index("-e") + 1] for c in calls] == ["srx-power-off", "mnha-pair-power-off", "srx-reboot"]
+    assert all(c.count("-e") == 1 for c in calls)
+    assert [e["event"] for e in doc["events"]] == ["srx-power-off", "mnha-pair-power-off", "srx-reboot"]
+    assert doc["exit_code"] == 1 and command.count("lab events run") == 3

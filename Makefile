@@ -139,6 +139,7 @@ bench: deps deps-bench
 	$(VENV_PATH) $(PYTHON) bench/esp.py --rounds 3 --seconds 3
 	$(VENV_PATH) $(PYTHON) bench/flexvpn_failover.py --rounds 3
 	$(VENV_PATH) $(PYTHON) bench/nat64_forwarding.py
+	$(VENV_PATH) $(PYTHON) bench/nat64_translators.py
 	$(VENV_PATH) $(PYTHON) bench/bfd_detection.py --runs 5
 	$(VENV_PATH) $(PYTHON) bench/tcp_cps.py --labs topology3 topology1
 	$(PYTHON) bench/summary.py   # docs/benchmarks.md from the detail files the scripts wrote

@@ -14,7 +14,8 @@ server, four ways in turn (each repeated, the order rotated):
   interfaces, in the kernel's receive path.
 
 Figures: packets/s received by the server (iperf3's count), each translator's as a ratio of IPv6
-routing in the same run, and tayga's CPU time per packet. Each program is first checked on one
+routing in the same run, and tayga's CPU time per packet it was handed. A run fails if the server's
+stack refused a packet for its checksum. Each program is first checked on one
 packet of each kind (BPF_PROG_TEST_RUN: addresses, lengths and both checksums). Root; about a minute
 and a half. Nothing is left behind: the namespaces are deleted at the end, whatever happened.
 """
@@ -73,8 +74,14 @@ def build() -> None:
         _ip(ns, "addr", "add", v4, "dev", dev)
         _ip(ns, "-6", "addr", "add", v6, "dev", dev, "nodad")
         _ip(ns, "link", "set", dev, "up")
-    for name, value in (("net.ipv4.ip_forward", "1"), ("net.ipv6.conf.all.forwarding", "1")):
-        _in(x, "sysctl", "-qw", f"{name}={value}")
+    # forwarding; no reverse-path filter (a namespace starts with the host's, and in the eBPF runs the
+    # translated packets come in on x0 from pool addresses the namespace routes nowhere)
+    for name, value in (("net.ipv4.ip_forward", "1"), ("net.ipv6.conf.all.forwarding", "1"),
+                        ("net.ipv4.conf.all.rp_filter", "0"), ("net.ipv4.conf.default.rp_filter", "0"),
+                        ("net.ipv4.conf.x0.rp_filter", "0"), ("net.ipv4.conf.x1.rp_filter", "0")):
+        done = _in(x, "sysctl", "-qw", f"{name}={value}")
+        if done.returncode != 0:
+            raise SystemExit(f"sysctl {name}={value} in {x}: {done.stderr.strip()}")
     _ip(c, "route", "add", "default", "via", "198.18.64.1")
     _ip(c, "-6", "route", "add", "default", "via", "2001:db8:c::1")
     _ip(s, "route", "add", "default", "via", "198.51.100.1")
@@ -101,7 +108,9 @@ class Tayga:
 
     def start(self) -> None:
         x = NS["xlat"]
-        _in(x, "tayga", "-c", str(self.conf), "--mktun")
+        made = _in(x, "tayga", "-c", str(self.conf), "--mktun")
+        if made.returncode != 0:
+            raise SystemExit(f"tayga --mktun: {made.stdout.strip()} {made.stderr.strip()}")
         _ip(x, "link", "set", "nat64", "up")
         _ip(x, "-6", "route", "replace", PREFIX6, "dev", "nat64")
         _ip(x, "route", "replace", POOL4, "dev", "nat64")
@@ -121,6 +130,13 @@ class Tayga:
         x = NS["xlat"]
         subprocess.run(["ip", "-n", x, "link", "del", "nat64"], capture_output=True)
 
+    def packets(self) -> int:
+        """Packets the kernel handed tayga so far (its device's transmit count: what it was to translate)."""
+        if self.proc is None:
+            return 0
+        out = _in(NS["xlat"], "cat", "/sys/class/net/nat64/statistics/tx_packets")
+        return int(out.stdout.strip() or 0)
+
     def cpu_s(self) -> float:
         """tayga's CPU seconds so far (user + system)."""
         if self.proc is None:
@@ -139,7 +155,8 @@ class Ebpf:
 
         from labkit import netnsutil
 
-        programs = {"x0": nat64prog.six_to_four(PREFIX6, POOL4), "x1": nat64prog.four_to_six(PREFIX6, POOL4, CLIENTS6)}
+        programs = {"x0": nat64prog.six_to_four(PREFIX6, POOL4, CLIENTS6),
+                    "x1": nat64prog.four_to_six(PREFIX6, POOL4, CLIENTS6)}
         with netnsutil.entered(NS["xlat"]):
             ipr = IPRoute()
         try:
@@ -158,6 +175,9 @@ class Ebpf:
     def stop(self) -> None:
         for dev in ("x0", "x1"):
             subprocess.run(["tc", "-n", NS["xlat"], "qdisc", "del", "dev", dev, "clsact"], capture_output=True)
+        shown = subprocess.run(["tc", "-n", NS["xlat"], "qdisc", "show"], capture_output=True, text=True).stdout
+        if "clsact" in shown:  # else the next tayga run would measure the program
+            raise SystemExit(f"the eBPF programs could not be taken off: {shown}")
 
 
 # ------------------------------------------------------------------ the programs checked on one packet
@@ -231,7 +251,8 @@ def self_check() -> list[str]:
     """Each program on one UDP and one TCP packet: what is wrong (empty: nothing)."""
     wrong = []
     for proto in (17, 6):
-        ret, out = test_run(nat64prog.six_to_four(PREFIX6, POOL4), frame6(CLIENT6, TARGET["eBPF"], proto, b"x" * 11))
+        ret, out = test_run(nat64prog.six_to_four(PREFIX6, POOL4, CLIENTS6),
+                            frame6(CLIENT6, TARGET["eBPF"], proto, b"x" * 11))
         got = check(out)
         if ret != nat64prog.TC_ACT_OK or got != {"family": 4, "src": "192.0.2.2", "dst": SERVER4,
                                                  "length": len(out) - 14, "header_ok": True, "l4_ok": True}:
@@ -242,25 +263,53 @@ def self_check() -> list[str]:
         if ret != nat64prog.TC_ACT_OK or got != {"family": 6, "src": TARGET["eBPF"], "dst": CLIENT6,
                                                  "length": len(out) - 54, "header_ok": True, "l4_ok": True}:
             wrong.append(f"4->6 protocol {proto}: {ret} {got}")
+    # what is not for the translator passes unchanged; a UDP datagram without a checksum is dropped
+    stranger = frame6("2001:db8:d::2", TARGET["eBPF"], 17, b"z")
+    if test_run(nat64prog.six_to_four(PREFIX6, POOL4, CLIENTS6), stranger) != (nat64prog.TC_ACT_OK, stranger):
+        wrong.append("6->4 translated a source outside the mapped clients")
+    bare = bytearray(frame4(SERVER4, "192.0.2.2", 17, b"w"))
+    bare[40:42] = b"\0\0"
+    if test_run(nat64prog.four_to_six(PREFIX6, POOL4, CLIENTS6), bytes(bare))[0] != nat64prog.TC_ACT_SHOT:
+        wrong.append("4->6 passed a UDP datagram without a checksum")
     return wrong
 
 
 # ------------------------------------------------------------------ the measurement
+def csum_errors(ns: str) -> int:
+    """Datagrams and segments the namespace's stack refused for a bad checksum (/proc/net/snmp)."""
+    text = _in(ns, "cat", "/proc/net/snmp").stdout.splitlines()
+    total = 0
+    for head, values in zip(text[::2], text[1::2], strict=False):
+        fields = dict(zip(head.split()[1:], values.split()[1:], strict=False))
+        total += int(fields.get("InCsumErrors", 0))
+    return total
+
+
 def measure(path: str, size: int, seconds: float, tayga: Tayga) -> dict[str, float]:
     server = subprocess.Popen(["ip", "netns", "exec", NS["server"], "iperf3", "-s", "-1", "-J"],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(0.4)
-    cpu = tayga.cpu_s()
-    client = _in(NS["client"], "iperf3", "-c", TARGET[path], "-u", "-l", str(size), "-b", "0", "-t", str(seconds),
-                 "-J", timeout=seconds + 30)
-    cpu = tayga.cpu_s() - cpu
-    out, err = server.communicate(timeout=seconds + 30)
-    if client.returncode != 0 or server.returncode != 0:
-        raise SystemExit(f"{path}: iperf3 failed: {client.stdout[-400:]} {err[-400:]}")
+    try:
+        time.sleep(0.4)
+        cpu, translated, errors = tayga.cpu_s(), tayga.packets(), csum_errors(NS["server"])
+        client = _in(NS["client"], "iperf3", "-c", TARGET[path], "-u", "-l", str(size), "-b", "0", "-t",
+                     str(seconds), "-J", timeout=seconds + 30)
+        cpu, translated = tayga.cpu_s() - cpu, tayga.packets() - translated
+        if client.returncode != 0:
+            raise SystemExit(f"{path}: the iperf3 client failed: {client.stdout[-400:]} {client.stderr[-400:]}")
+        out, err = server.communicate(timeout=seconds + 30)
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+    if server.returncode != 0:
+        raise SystemExit(f"{path}: the iperf3 server failed: {err[-400:]}")
+    errors = csum_errors(NS["server"]) - errors
+    if errors:
+        raise SystemExit(f"{path}: the server refused {errors} packets for a bad checksum")
     end = json.loads(out)["end"]["sum"]
     received = end["packets"] - end["lost_packets"]
     return {"pps": received / end["seconds"], "loss_pct": 100.0 * end["lost_packets"] / max(1, end["packets"]),
-            "cpu_us_per_packet": 1e6 * cpu / max(1, received) if path == "tayga" else 0.0}
+            "cpu_us_per_packet": 1e6 * cpu / max(1, translated) if path == "tayga" else 0.0}
 
 
 def run(seconds: float, repeats: int, sizes: list[int]) -> dict[int, dict[str, list[dict[str, float]]]]:

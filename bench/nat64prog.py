@@ -4,12 +4,14 @@ measured against tayga by bench/nat64_translators.py.
 It does, in the kernel's receive path, what tayga does on its TUN device for one address mapping
 (RFC 7915's header translation, UDP and TCP only):
 
-- `six_to_four` (on the ingress of the interface toward the IPv6 clients): an IPv6 packet to PREFIX6
-  (a /96 NAT64 prefix, RFC 6052) whose next header is UDP or TCP becomes an IPv4 packet to the
-  address in the prefix's last 32 bits, from POOL4 (a /24) plus the client address's last byte;
+- `six_to_four` (on the ingress of the interface toward the IPv6 clients): an IPv6 packet from
+  CLIENTS6 (a /120) to PREFIX6 (a /96 NAT64 prefix, RFC 6052) whose next header is UDP or TCP becomes
+  an IPv4 packet to the address in the prefix's last 32 bits, from POOL4 (a /24) plus the client
+  address's last byte;
 - `four_to_six` (on the ingress of the interface toward the IPv4 servers): an unfragmented IPv4
   packet without options, UDP or TCP, to an address of POOL4 becomes an IPv6 packet from PREFIX6 plus
-  its source, to CLIENTS6 (a /120) plus the pool address's last byte.
+  its source, to CLIENTS6 plus the pool address's last byte; a UDP datagram without a checksum is
+  dropped (RFC 7915, 4.5: IPv6 requires one).
 
 Each reads the header with `bpf_skb_load_bytes`, builds the other family's on the stack, changes the
 packet's protocol with `bpf_skb_change_proto` (which removes or makes the 20 bytes of difference
@@ -35,6 +37,7 @@ HELPER_L4_CSUM_REPLACE = 11
 HELPER_SKB_LOAD_BYTES = 26
 HELPER_CSUM_DIFF = 28
 HELPER_SKB_CHANGE_PROTO = 31
+BPF_F_RECOMPUTE_CSUM = 0x01  # skb_store_bytes: keep skb->csum (CHECKSUM_COMPLETE) true to the new bytes
 BPF_F_PSEUDO_HDR = 0x10
 BPF_F_MARK_MANGLED_0 = 0x20
 TC_ACT_OK, TC_ACT_SHOT = 0, 2
@@ -101,7 +104,8 @@ def _finish(asm: Asm, ethertype: int, header: int, header_len: int) -> None:
         asm.mov_reg(R3, R10)
         asm.alu_imm("add", R3, off, wide=True)
         asm.mov32_imm(R4, length)
-        asm.mov32_imm(R5, 0)
+        # the EtherType is outside what skb->csum covers at ingress; the L3 header is inside
+        asm.mov32_imm(R5, BPF_F_RECOMPUTE_CSUM if off == header else 0)
         asm.call(HELPER_SKB_STORE_BYTES)
         asm.jmp_imm("jne", R0, 0, "drop")
     for proto, label in ((UDP, "udp"), (TCP, "tcp")):
@@ -114,6 +118,7 @@ def _finish(asm: Asm, ethertype: int, header: int, header_len: int) -> None:
         asm.mov_reg(R4, R8)
         asm.mov32_imm(R5, BPF_F_PSEUDO_HDR | (BPF_F_MARK_MANGLED_0 if proto == UDP else 0))
         asm.call(HELPER_L4_CSUM_REPLACE)
+        asm.jmp_imm("jne", R0, 0, "drop")
         asm.goto("pass")
     asm.label("drop")  # a packet half rewritten is not passed on
     asm.mov32_imm(R0, TC_ACT_SHOT)
@@ -141,10 +146,10 @@ def _udp_or_tcp(asm: Asm, off: int) -> None:
     asm.label("translate")
 
 
-def six_to_four(prefix6: str, pool4: str) -> bytes:
-    prefix, pool = IPv6Network(prefix6), IPv4Network(pool4)
-    if prefix.prefixlen != 96 or pool.prefixlen != 24:
-        raise ValueError("a /96 NAT64 prefix and a /24 pool")
+def six_to_four(prefix6: str, pool4: str, clients6: str) -> bytes:
+    prefix, pool, clients = IPv6Network(prefix6), IPv4Network(pool4), IPv6Network(clients6)
+    if prefix.prefixlen != 96 or pool.prefixlen != 24 or clients.prefixlen != 120:
+        raise ValueError("a /96 NAT64 prefix, a /24 pool and a /120 of clients")
     asm = Asm()
     asm.mov_reg(R6, R1)
     asm.load("w", R2, R6, SKB_PROTOCOL)
@@ -154,6 +159,13 @@ def six_to_four(prefix6: str, pool4: str) -> bytes:
     for i in range(3):  # the destination's first 96 bits are the prefix
         asm.load("w", R2, R10, V6 + 24 + 4 * i)
         asm.jmp_imm("jne", R2, _le32(prefix.network_address.packed[4 * i:4 * i + 4]), "pass", wide=False)
+    for i in range(4):  # and the source is one of the mapped clients (its first 120 bits)
+        asm.load("w", R2, R10, V6 + 8 + 4 * i)
+        word = clients.network_address.packed[4 * i:4 * i + 4]
+        if i == 3:
+            asm.alu_imm("and", R2, 0x00FFFFFF)
+            word = word[:3] + b"\0"
+        asm.jmp_imm("jne", R2, _le32(word), "pass", wide=False)
     # version 4, IHL 5, total length = payload length + 20
     asm.load("h", R2, R10, V6 + 4)
     _swap16(asm, R2, R3)
@@ -205,6 +217,18 @@ def four_to_six(prefix6: str, pool4: str, clients6: str) -> bytes:
     asm.alu_imm("and", R2, 0xFF3F)  # more fragments, fragment offset (as a little-endian load reads them)
     asm.jmp_imm("jne", R2, 0, "pass")
     _udp_or_tcp(asm, V4 + 9)
+    # RFC 7915 4.5: an IPv4 UDP datagram without a checksum has none to mend, and IPv6 requires one
+    asm.jmp_imm("jne", R7, UDP, "checked")
+    asm.mov_reg(R1, R6)
+    asm.mov32_imm(R2, ETH_HLEN + 20 + CSUM_OFFSET[UDP])
+    asm.mov_reg(R3, R10)
+    asm.alu_imm("add", R3, ETYPE, wide=True)
+    asm.mov32_imm(R4, 2)
+    asm.call(HELPER_SKB_LOAD_BYTES)
+    asm.jmp_imm("jne", R0, 0, "pass")
+    asm.load("h", R2, R10, ETYPE)
+    asm.jmp_imm("jeq", R2, 0, "drop")
+    asm.label("checked")
     asm.load("w", R2, R10, V4 + 16)
     asm.alu_imm("and", R2, 0x00FFFFFF)
     asm.jmp_imm("jne", R2, _le32(pool.network_address.packed[:3] + b"\0"), "pass", wide=False)

@@ -60,29 +60,47 @@ def run_one(sessions: int, event: str, tmp: Path) -> tuple[dict[str, Any], str]:
             # UDP timeout outlasts the run), so it would judge twice the load asked for
             "--reruns", "0"]
     log(f"lab events run {' '.join(args)}")
-    done = subprocess.run([*lab_cmd(), "events", "run", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=600 + 120 + 4 * busy)
+    report.unlink(missing_ok=True)
+    shown = " ".join(args[1:-2]).replace(str(report), "EVENT.json")
+    command = "lab events run labs/topology3.yml (see above) " + shown
+    try:
+        done = subprocess.run([*lab_cmd(), "events", "run", *args], cwd=ROOT, capture_output=True, text=True,
+                              timeout=600 + 120 + 4 * busy)
+    except subprocess.TimeoutExpired:
+        subprocess.run([*lab_cmd(), "down", "--lab", LAB], cwd=ROOT, capture_output=True, timeout=300)
+        return _error(event, udp_timeout, "timed out (its lab taken down)"), command
     log(done.stdout[-3000:])
     if not report.exists():
-        raise SystemExit(f"no report for {event} (exit {done.returncode}): {done.stderr[-1000:]}")
+        return _error(event, udp_timeout, f"no report (exit {done.returncode}): {done.stderr[-300:]}"), command
     doc: dict[str, Any] = json.loads(report.read_text())
     doc["exit_code"] = done.returncode
     doc["udp_timeout"] = udp_timeout
-    shown = " ".join(args[1:-2]).replace(str(report), "EVENT.json")
-    return doc, "lab events run labs/topology3.yml (see above) " + shown
+    return doc, command
+
+
+def _error(event: str, udp_timeout: int, why: str) -> dict[str, Any]:
+    """A row for EVENT that gave no result, so that the events measured before and after it stay."""
+    return {"events": [{"event": event, "target": "-", "status": "error", "error": why}], "exit_code": 2,
+            "udp_timeout": udp_timeout}
+
+
+def exit_code(codes: list[int]) -> int:
+    """One exit code for the runs: 1 if an event failed, else the first other that is not 0."""
+    return 1 if 1 in codes else next((c for c in codes if c != 0), 0)
 
 
 def run(sessions: int, events: list[str], tmp: Path) -> tuple[dict[str, Any], str, float]:
     """Each of EVENTS on its own lab (`run_one`); one document of them all."""
     started = time.monotonic()
-    merged: dict[str, Any] = {"events": [], "exit_code": 0, "udp_timeout": 0}
-    commands = []
+    merged: dict[str, Any] = {"events": [], "udp_timeout": 0}
+    commands, codes = [], []
     for event in events:
         doc, command = run_one(sessions, event, tmp)
         merged["events"] += doc["events"]
-        merged["exit_code"] = max(merged["exit_code"], doc["exit_code"])
+        codes.append(doc["exit_code"])
         merged["udp_timeout"] = doc["udp_timeout"]
         commands.append(command)
+    merged["exit_code"] = exit_code(codes)
     return merged, "`, `".join(commands), time.monotonic() - started
 
 

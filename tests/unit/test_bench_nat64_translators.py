@@ -14,10 +14,10 @@ nat64prog = load("nat64prog")
 
 
 def test_the_programs_assemble_for_the_benchmark_s_mapping_and_refuse_other_lengths() -> None:
-    assert len(nat64prog.six_to_four("2001:db8:64::/96", "192.0.2.0/24")) % 8 == 0
+    assert len(nat64prog.six_to_four("2001:db8:64::/96", "192.0.2.0/24", "2001:db8:c::/120")) % 8 == 0
     assert len(nat64prog.four_to_six("2001:db8:64::/96", "192.0.2.0/24", "2001:db8:c::/120")) % 8 == 0
     with pytest.raises(ValueError, match="/96"):
-        nat64prog.six_to_four("2001:db8:64::/64", "192.0.2.0/24")
+        nat64prog.six_to_four("2001:db8:64::/64", "192.0.2.0/24", "2001:db8:c::/120")
     with pytest.raises(ValueError, match="/120"):
         nat64prog.four_to_six("2001:db8:64::/96", "192.0.2.0/24", "2001:db8:c::/112")
 
@@ -38,7 +38,8 @@ def test_each_program_translates_udp_and_tcp_both_ways() -> None:
     assert translators.self_check() == []
     # a packet the program is not for passes unchanged: IPv6 to another prefix
     other = translators.frame6("2001:db8:c::2", "2001:db8:203::9", 17, b"x")
-    ret, out = translators.test_run(nat64prog.six_to_four("2001:db8:64::/96", "192.0.2.0/24"), other)
+    ret, out = translators.test_run(nat64prog.six_to_four("2001:db8:64::/96", "192.0.2.0/24", "2001:db8:c::/120"),
+                                    other)
     assert ret == nat64prog.TC_ACT_OK and out == other
 
 

@@ -76,3 +76,32 @@ def test_each_event_runs_on_a_lab_of_its_own(tmp_path: Path, monkeypatch: pytest
     assert all(c.count("-e") == 1 for c in calls)
     assert [e["event"] for e in doc["events"]] == ["srx-power-off", "mnha-pair-power-off", "srx-reboot"]
     assert doc["exit_code"] == 1 and command.count("lab events run") == 3
+
+
+def test_an_event_without_a_report_is_a_row_and_the_others_stay(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    downs: list[list[str]] = []
+
+    def fake_run(argv: list[str], **_: object) -> object:
+        if "down" in argv:
+            downs.append(argv)
+            return type("Done", (), {"returncode": 0, "stdout": "", "stderr": ""})()
+        event = argv[argv.index("-e") + 1]
+        if event == "srx-reboot":
+            raise scale_events.subprocess.TimeoutExpired(argv, 1.0)
+        if event == "mnha-pair-power-off":  # ended without writing its report
+            return type("Done", (), {"returncode": 2, "stdout": "", "stderr": "lab t3 broke"})()
+        Path(argv[argv.index("--json-out") + 1]).write_text(
+            json.dumps({"events": [{"event": event, "target": "srx1", "status": "passed"}]}))
+        return type("Done", (), {"returncode": 0, "stdout": "", "stderr": ""})()
+
+    monkeypatch.setattr(scale_events.subprocess, "run", fake_run)
+    monkeypatch.setattr(scale_events, "lab_cmd", lambda: ["lab"])
+    doc, _, _ = scale_events.run(1000, ["srx-power-off", "mnha-pair-power-off", "srx-reboot"], tmp_path)
+    rows = {e["event"]: e for e in doc["events"]}
+    assert rows["srx-power-off"]["status"] == "passed"
+    assert rows["mnha-pair-power-off"]["error"].startswith("no report (exit 2): lab t3 broke")
+    assert rows["srx-reboot"]["error"] == "timed out (its lab taken down)"
+    assert downs == [["lab", "down", "--lab", scale_events.LAB]]
+    assert doc["exit_code"] == 2
+    assert scale_events.exit_code([0, 3, 1]) == 1 and scale_events.exit_code([0, -9, 3]) == -9

@@ -79,7 +79,9 @@ def run_one(sessions: int, event: str, tmp: Path) -> tuple[dict[str, Any], str]:
 
 
 def _error(event: str, udp_timeout: int, why: str) -> dict[str, Any]:
-    """A row for EVENT that gave no result, so that the events measured before and after it stay."""
+    """A row for EVENT that gave no result, so that the events measured before and after it stay (WHY
+    on one line: a table cell)."""
+    why = " ".join(why.replace("|", "/").split())
     return {"events": [{"event": event, "target": "-", "status": "error", "error": why}], "exit_code": 2,
             "udp_timeout": udp_timeout}
 

@@ -63,9 +63,9 @@ PACKET_PATH = ("dataplane", "labs", "templates", "lab_orchestrator",
                ":(exclude)lab_orchestrator/api", ":(exclude)lab_orchestrator/live",
                ":(exclude)lab_orchestrator/importer", ":(exclude)lab_orchestrator/clab",
                ":(exclude)lab_orchestrator/__init__.py",
-               # `lab traffic start|stop|stats` (traffic by hand, reached only through the API): no kept
-               # run starts it (`lab events run` and `lab report` start their own senders;
-               # tests/unit/test_doc_figures.py checks that nothing else imports it)
+               # `lab traffic start|stop|stats` (traffic by hand, reached only through the API's
+               # traffic_* methods): no kept run starts it (`lab events run` and `lab report` start their
+               # own senders; tests/unit/test_architecture.py checks that nothing else imports it)
                f":(exclude){HAND_TRAFFIC}",
                # the Junos-like and IOS-like configurations a node shows (nodes/NODE/juniper.conf,
                # running-config): only the SSH CLI and the containerlab export read them. A vendor node
@@ -392,14 +392,16 @@ def result_commits() -> dict[str, str]:
     return out
 
 
-def result_labs() -> dict[str, set[str]]:
-    """{result file: the shipped labs it ran (file stems)}: the plan report's labs, an events result's own."""
-    out: dict[str, set[str]] = {}
+def result_labs() -> dict[str, set[str] | None]:
+    """{result file: the shipped labs it ran (file stems)}: the plan report's labs, an events result's own
+    (its `lab`); None where a result does not say (then every lab file counts)."""
+    out: dict[str, set[str] | None] = {}
     report = _load(REPORT)
-    out[str(REPORT.relative_to(ROOT))] = {Path(str(lab.get("topology", ""))).stem
-                                         for lab in (report.get("labs") or {}).values()}
+    stems = {Path(str(lab.get("topology", ""))).stem for lab in (report.get("labs") or {}).values()}
+    out[str(REPORT.relative_to(ROOT))] = stems if stems and "" not in stems else None
     for path in sorted(EVENTS_KEPT.glob("*.json")):
-        out[str(path.relative_to(ROOT))] = {path.stem}
+        lab = _load(path).get("lab")
+        out[str(path.relative_to(ROOT))] = {str(lab)} if lab else None
     return out
 
 
@@ -408,10 +410,13 @@ LAB_FOLDERS = ("labs/", "lab_orchestrator/labs/")
 
 def _about(changed: str, labs: set[str] | None) -> bool:
     """Whether CHANGED (a file of the packet path) can change a result that ran LABS (None: any file):
-    a shipped lab's file only for a result that ran that lab."""
-    if labs is None or not changed.startswith(LAB_FOLDERS):
+    a shipped lab's file (a .yml right in the labs folder) only for a result that ran that lab."""
+    path = Path(changed)
+    is_lab = changed.startswith(LAB_FOLDERS) and path.suffix == ".yml" and str(path.parent) in ("labs",
+                                                                                              "lab_orchestrator/labs")
+    if labs is None or not is_lab:
         return True
-    return Path(changed).stem in labs
+    return path.stem in labs
 
 
 def older_than_code(recorded: str, head: str = "HEAD", labs: set[str] | None = None) -> str | None:
@@ -424,7 +429,8 @@ def older_than_code(recorded: str, head: str = "HEAD", labs: set[str] | None = N
     commit = _commit(recorded)
     if _git("merge-base", "--is-ancestor", commit, head).returncode != 0:
         return f"its commit {commit} is not in this checkout's history"
-    changed = [f for f in _git("diff", "--name-only", commit, head, "--", *PACKET_PATH).stdout.split()
+    # --no-renames: a renamed file is its old path and its new one (a renamed lab is one a result ran)
+    changed = [f for f in _git("diff", "--name-only", "--no-renames", commit, head, "--", *PACKET_PATH).stdout.split()
                if _about(f, labs)]
     if changed:
         shown = ", ".join(changed[:5]) + (f" and {len(changed) - 5} more" if len(changed) > 5 else "")

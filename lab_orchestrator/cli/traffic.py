@@ -31,7 +31,8 @@ def traffic_start(
                               "all families together."),
     rate: float = typer.Option(5000, "--rate", help="Aggregate packets/s per direction, all families together."),
     sizes: str = typer.Option("imix", "--sizes", help="imix or a frame size."),
-    duration: float = typer.Option(300, "--duration", help="Seconds before it stops by itself."),
+    duration: float = typer.Option(300, "--duration", help="Seconds the senders send before they stop by "
+                                   "themselves (the receivers stop 13 s later, or at `lab traffic stop`)."),
     reverse: bool = typer.Option(True, "--reverse/--no-reverse", help=REVERSE_HELP),
     family: str | None = typer.Option(None, "--family", help=FAMILY_HELP),
     json_out: bool = JsonOption,

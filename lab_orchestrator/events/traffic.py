@@ -49,14 +49,18 @@ def start(state: LabState, flows: int, rate: float, sizes: str, duration: float,
     where = folder(state)
     where.mkdir(exist_ok=True)
     setups = trafficsetup.by_family(plan, fams, flows, rate, sizes, duration, reverse=reverse, fifo_dir=where,
-                                    receive_duration=duration + 3 + START_MARGIN_S)
+                                    receive_duration=duration + 3 + START_MARGIN_S, reverse_delay=FORWARD_LEAD_S)
     client = supervisor.Supervisor(state.state_dir)
     state.processes = [r for r in state.processes if r.node != NODE]
     started: list[dict[str, Any]] = []
     tried: list[str] = []
     began = time.monotonic()
     try:
-        for step in trafficsetup.start_steps(setups):
+        steps = trafficsetup.start_steps(setups)
+        for number, step in enumerate(steps):
+            gone = [r.name for r in state.processes if r.node == NODE and not supervisor.alive(r)]
+            if gone:  # stopped meanwhile (`lab traffic stop`) or ended: the rest would run without them
+                raise LabError(f"traffic process {gone[0]} ended while the traffic was starting")
             spawned = []
             for fam, step_name, role, job in step:
                 name = trafficsetup.process_name(fam, step_name)
@@ -74,7 +78,7 @@ def start(state: LabState, flows: int, rate: float, sizes: str, duration: float,
             # so in its log), not when it was only forked: a busy machine takes longer than any fixed
             # pause to start Python, and a reverse sender ahead of its forward flows would meet no session
             wait_ready(spawned)
-            if step[0][1] == "tx-forward":
+            if step[0][1] == "tx-forward" and number < len(steps) - 1:
                 # a sender says it is ready before it opens its socket and builds its frames (a few
                 # hundred ms of CPU on a busy machine): the forward packets open the sessions the
                 # reverse flows need
@@ -83,7 +87,7 @@ def start(state: LabState, flows: int, rate: float, sizes: str, duration: float,
         if spent > START_MARGIN_S:
             raise LabError(f"the traffic took {spent:.1f} s to start (the machine is too busy): its receivers, "
                            f"bound to --duration + {3 + START_MARGIN_S:.0f} s, would stop before the senders' last "
-                           "packets and count them lost; nothing was left running")
+                           "packets and count them lost; what it started is stopped")
     except BaseException:  # nothing half-started stays behind, whatever the supervisor answers
         with contextlib.suppress(OSError, LabError):
             client.stop(procs=[(NODE, name) for name in tried], timeout=5)

@@ -371,3 +371,10 @@ def test_daemons_write_their_status_typed() -> None:
 def test_the_raw_status_check_sees_a_raw_write() -> None:
     assert RAW_STATUS.search('write_json(self.config.hsrp_status, {"groups": []})')
     assert not RAW_STATUS.search("write_status(self.config.hsrp_status, status)")
+
+
+def test_the_traffic_by_hand_is_imported_by_the_api_alone() -> None:
+    """bench/docfigures.py leaves `lab traffic`'s module out of the kept results' packet path because
+    no kept run reaches it: only the API's traffic_* methods (which `lab traffic` calls) import it."""
+    importers = sorted(name for name, imported in GRAPH.items() if "lab_orchestrator.events.traffic" in imported)
+    assert importers and all(name.startswith("lab_orchestrator.api") for name in importers), importers

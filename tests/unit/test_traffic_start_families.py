@@ -51,6 +51,7 @@ def started(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
         state = LabState(lab, f"labs/{lab}.yml", str(tmp_path), "ready", [], "br", [], "t", "10.0.0.0/24")
         monkeypatch.setattr(traffic, "load_plan", lambda _state: _plan(lab))
         monkeypatch.setattr(traffic.supervisor, "Supervisor", Recorder)
+        monkeypatch.setattr(traffic.supervisor, "alive", lambda _record: True)
         monkeypatch.setattr(traffic.time, "sleep", lambda _s: None)
         Recorder.spawned = []
         Recorder.stopped = []
@@ -190,14 +191,17 @@ def test_a_process_that_never_gets_ready_stops_every_one_started(tmp_path: Path,
     state = LabState("t3", "labs/topology3.yml", str(tmp_path), "ready", [], "br", [], "t", "10.0.0.0/24")
     monkeypatch.setattr(traffic, "load_plan", lambda _state: _plan("topology3"))
     monkeypatch.setattr(traffic.supervisor, "Supervisor", Dying)
-    monkeypatch.setattr(traffic.supervisor, "alive", lambda record: False)
+    monkeypatch.setattr(traffic.supervisor, "alive", lambda record: record.name != "tx-reverse")
+    monkeypatch.setattr(traffic.time, "sleep", lambda _s: None)
     Recorder.spawned, Recorder.stopped = [], []
     with pytest.raises(traffic.LabError, match="tx-reverse ended before it was ready: OSError"):
         traffic.start(state, 4, 100.0, "imix", 5.0, True)
     assert [name for name, _, _ in Recorder.spawned] == ["rx-forward", "rx-reverse", "tx-forward", "tx-reverse"]
     assert Recorder.stopped == ["rx-forward", "rx-reverse", "tx-forward", "tx-reverse"]  # by name: every one tried
-    assert not [r for r in state.processes if r.node == traffic.NODE]
-    assert not [r for r in LabState.load(tmp_path).processes if r.node == traffic.NODE]
+    # what the supervisor could not stop (alive here) stays on record for `lab traffic stop`; the dead one goes
+    assert [r.name for r in state.processes if r.node == traffic.NODE] == ["rx-forward", "rx-reverse", "tx-forward"]
+    assert [r.name for r in LabState.load(tmp_path).processes if r.node == traffic.NODE] == [
+        "rx-forward", "rx-reverse", "tx-forward"]
 
 
 def test_a_start_slower_than_the_receivers_margin_is_refused(started: Any, monkeypatch: pytest.MonkeyPatch,
@@ -206,6 +210,36 @@ def test_a_start_slower_than_the_receivers_margin_is_refused(started: Any, monke
     machine) would have them stop before the senders' last packets, which would count as lost."""
     clock = iter(range(0, 1000, 4))  # every reading of the clock 4 s later than the one before
     monkeypatch.setattr(traffic.time, "monotonic", lambda: float(next(clock)))
-    with pytest.raises(traffic.LabError, match=r"took \d+\.\d s to start .*nothing was left running"):
+    with pytest.raises(traffic.LabError, match=r"took \d+\.\d s to start .*what it started is stopped"):
         started("topology3", None, flows=4)
     assert len(Recorder.stopped) == 4
+
+
+def test_a_process_stopped_while_the_traffic_starts_stops_the_start(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """`lab traffic stop` during a start (or a receiver that ended): the next step is not started."""
+    (tmp_path / "logs").mkdir()
+    state = LabState("t3", "labs/topology3.yml", str(tmp_path), "ready", [], "br", [], "t", "10.0.0.0/24")
+    monkeypatch.setattr(traffic, "load_plan", lambda _state: _plan("topology3"))
+    monkeypatch.setattr(traffic.supervisor, "Supervisor", Recorder)
+    monkeypatch.setattr(traffic.supervisor, "alive", lambda record: record.name != "rx-reverse")
+    monkeypatch.setattr(traffic.time, "sleep", lambda _s: None)
+    Recorder.spawned, Recorder.stopped = [], []
+    with pytest.raises(traffic.LabError, match="rx-reverse ended while the traffic was starting"):
+        traffic.start(state, 4, 100.0, "imix", 5.0, True)
+    assert [name for name, _, _ in Recorder.spawned] == ["rx-forward", "rx-reverse"]
+
+
+def test_without_reverse_traffic_the_start_does_not_wait_for_it(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "logs").mkdir()
+    monkeypatch.setattr(traffic, "load_plan", lambda _state: _plan("topology3"))
+    monkeypatch.setattr(traffic.supervisor, "Supervisor", Recorder)
+    monkeypatch.setattr(traffic.supervisor, "alive", lambda _record: True)
+    pauses: list[float] = []
+    monkeypatch.setattr(traffic.time, "sleep", pauses.append)
+    for reverse, leads in ((False, 0), (True, 1)):
+        state = LabState("t3", "labs/topology3.yml", str(tmp_path), "ready", [], "br", [], "t", "10.0.0.0/24")
+        pauses.clear()
+        traffic.start(state, 4, 100.0, "imix", 5.0, reverse)
+        assert pauses.count(traffic.FORWARD_LEAD_S) == leads, (reverse, pauses)

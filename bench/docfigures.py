@@ -26,9 +26,10 @@ script under bench/, and docs/benchmarks.md is copied from them by bench/summary
 
 A result's age: every kept run result records the commit it ran on (`git describe --always --dirty`).
 It is older than the code it describes when a file of the product's packet path -- dataplane/, labs/,
-templates/ and lab_orchestrator/ except its front ends (cli/, cli_ssh/, api/, live/, importer/, clab/
-and the package's __init__.py) and the templates of the device configurations a node shows
-(junos-*.conf.j2, ios.conf.j2) -- changed between that commit and the checkout's HEAD, when the commit
+templates/ and lab_orchestrator/ except its front ends (cli/, cli_ssh/, live/, importer/, clab/, the
+package's __init__.py and `lab traffic`'s module) and the templates of the device configurations a node
+shows (junos-*.conf.j2, ios.conf.j2) -- changed between that commit and the checkout's HEAD (a shipped
+lab's file only for the results that ran that lab), when the commit
 is not in the checkout's history, or when the run was made from a checkout with uncommitted
 changes. `make test` checks both (tests/unit/test_doc_figures.py); `make results` reruns the plan
 and `make events-results` the events of every shipped lab, and both rewrite the blocks.
@@ -60,7 +61,8 @@ DEVICE_CONFIG_TEMPLATES = ("junos-mx.conf.j2", "junos-srx.conf.j2", "ios.conf.j2
 # The paths a run's figures depend on (see the module's docstring), as git pathspecs.
 PACKET_PATH = ("dataplane", "labs", "templates", "lab_orchestrator",
                ":(exclude)lab_orchestrator/cli", ":(exclude)lab_orchestrator/cli_ssh",
-               ":(exclude)lab_orchestrator/api", ":(exclude)lab_orchestrator/live",
+               # not the API: `lab events run` and `lab report` run their cases through it
+               ":(exclude)lab_orchestrator/live",
                ":(exclude)lab_orchestrator/importer", ":(exclude)lab_orchestrator/clab",
                ":(exclude)lab_orchestrator/__init__.py",
                # `lab traffic start|stop|stats` (traffic by hand, reached only through the API's

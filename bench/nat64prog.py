@@ -146,15 +146,23 @@ def _udp_or_tcp(asm: Asm, off: int) -> None:
     asm.label("translate")
 
 
-def six_to_four(prefix6: str, pool4: str, clients6: str) -> bytes:
+def _begin(prefix6: str, pool4: str, clients6: str, ethertype: int, header: int,
+           length: int) -> tuple[Asm, IPv6Network, IPv4Network, IPv6Network]:
+    """The mapping checked, and a program's start: the skb kept in R6, a packet of another protocol
+    passed, the header (LENGTH bytes) copied to the stack at HEADER."""
     prefix, pool, clients = IPv6Network(prefix6), IPv4Network(pool4), IPv6Network(clients6)
     if prefix.prefixlen != 96 or pool.prefixlen != 24 or clients.prefixlen != 120:
         raise ValueError("a /96 NAT64 prefix, a /24 pool and a /120 of clients")
     asm = Asm()
     asm.mov_reg(R6, R1)
     asm.load("w", R2, R6, SKB_PROTOCOL)
-    asm.jmp_imm("jne", R2, ETH_P_IPV6_BE, "pass")
-    _load_header(asm, V6, 40)
+    asm.jmp_imm("jne", R2, ethertype, "pass")
+    _load_header(asm, header, length)
+    return asm, prefix, pool, clients
+
+
+def six_to_four(prefix6: str, pool4: str, clients6: str) -> bytes:
+    asm, prefix, pool, clients = _begin(prefix6, pool4, clients6, ETH_P_IPV6_BE, V6, 40)
     _udp_or_tcp(asm, V6 + 6)
     for i in range(3):  # the destination's first 96 bits are the prefix
         asm.load("w", R2, R10, V6 + 24 + 4 * i)
@@ -203,14 +211,7 @@ def six_to_four(prefix6: str, pool4: str, clients6: str) -> bytes:
 
 
 def four_to_six(prefix6: str, pool4: str, clients6: str) -> bytes:
-    prefix, pool, clients = IPv6Network(prefix6), IPv4Network(pool4), IPv6Network(clients6)
-    if prefix.prefixlen != 96 or pool.prefixlen != 24 or clients.prefixlen != 120:
-        raise ValueError("a /96 NAT64 prefix, a /24 pool and a /120 of clients")
-    asm = Asm()
-    asm.mov_reg(R6, R1)
-    asm.load("w", R2, R6, SKB_PROTOCOL)
-    asm.jmp_imm("jne", R2, ETH_P_IP_BE, "pass")
-    _load_header(asm, V4, 20)
+    asm, prefix, pool, clients = _begin(prefix6, pool4, clients6, ETH_P_IP_BE, V4, 20)
     asm.load("b", R2, R10, V4)
     asm.jmp_imm("jne", R2, 0x45, "pass")  # IPv4 without options
     asm.load("h", R2, R10, V4 + 6)

@@ -176,6 +176,17 @@ def test_cli_prints_each_family_and_refuses_a_wrong_one(monkeypatch: pytest.Monk
     assert wrong.exit_code == 2 and "give 4, 6, 64, both or all" in wrong.output
 
 
+def _topology3(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, supervisor: type, dead: str) -> LabState:
+    """A topology3 lab's record, its traffic started through SUPERVISOR, the process named DEAD not alive."""
+    (tmp_path / "logs").mkdir()
+    monkeypatch.setattr(traffic, "load_plan", lambda _state: _plan("topology3"))
+    monkeypatch.setattr(traffic.supervisor, "Supervisor", supervisor)
+    monkeypatch.setattr(traffic.supervisor, "alive", lambda record: record.name != dead)
+    monkeypatch.setattr(traffic.time, "sleep", lambda _s: None)
+    Recorder.spawned, Recorder.stopped = [], []
+    return LabState("t3", "labs/topology3.yml", str(tmp_path), "ready", [], "br", [], "t", "10.0.0.0/24")
+
+
 def test_a_process_that_never_gets_ready_stops_every_one_started(tmp_path: Path,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """The reverse sender of a family dies at its start: nothing is left running or recorded, and the
@@ -187,13 +198,7 @@ def test_a_process_that_never_gets_ready_stops_every_one_started(tmp_path: Path,
                 Path(log).write_text("OSError: [Errno 19] No such device\n")
             return record
 
-    (tmp_path / "logs").mkdir()
-    state = LabState("t3", "labs/topology3.yml", str(tmp_path), "ready", [], "br", [], "t", "10.0.0.0/24")
-    monkeypatch.setattr(traffic, "load_plan", lambda _state: _plan("topology3"))
-    monkeypatch.setattr(traffic.supervisor, "Supervisor", Dying)
-    monkeypatch.setattr(traffic.supervisor, "alive", lambda record: record.name != "tx-reverse")
-    monkeypatch.setattr(traffic.time, "sleep", lambda _s: None)
-    Recorder.spawned, Recorder.stopped = [], []
+    state = _topology3(tmp_path, monkeypatch, Dying, dead="tx-reverse")
     with pytest.raises(traffic.LabError, match="tx-reverse ended before it was ready: OSError"):
         traffic.start(state, 4, 100.0, "imix", 5.0, True)
     assert [name for name, _, _ in Recorder.spawned] == ["rx-forward", "rx-reverse", "tx-forward", "tx-reverse"]
@@ -218,13 +223,7 @@ def test_a_start_slower_than_the_receivers_margin_is_refused(started: Any, monke
 def test_a_process_stopped_while_the_traffic_starts_stops_the_start(tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """`lab traffic stop` during a start (or a receiver that ended): the next step is not started."""
-    (tmp_path / "logs").mkdir()
-    state = LabState("t3", "labs/topology3.yml", str(tmp_path), "ready", [], "br", [], "t", "10.0.0.0/24")
-    monkeypatch.setattr(traffic, "load_plan", lambda _state: _plan("topology3"))
-    monkeypatch.setattr(traffic.supervisor, "Supervisor", Recorder)
-    monkeypatch.setattr(traffic.supervisor, "alive", lambda record: record.name != "rx-reverse")
-    monkeypatch.setattr(traffic.time, "sleep", lambda _s: None)
-    Recorder.spawned, Recorder.stopped = [], []
+    state = _topology3(tmp_path, monkeypatch, Recorder, dead="rx-reverse")
     with pytest.raises(traffic.LabError, match="rx-reverse ended while the traffic was starting"):
         traffic.start(state, 4, 100.0, "imix", 5.0, True)
     assert [name for name, _, _ in Recorder.spawned] == ["rx-forward", "rx-reverse"]

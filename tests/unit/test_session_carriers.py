@@ -3,17 +3,13 @@
 from __future__ import annotations
 
 import contextlib
-import errno
-import socket
 from collections.abc import Callable, Iterator
 from types import SimpleNamespace
 
 import pytest
 
-from lab_orchestrator.events import flowlookup
 from lab_orchestrator.events import watch as eventwatch
 from lab_orchestrator.events.sessions import Session, growth_carriers, udp_counts
-from lab_orchestrator.model.diagnostics import LabError
 
 
 def session(src: str, sport: int, packets: int, protocol: str = "udp") -> Session:
@@ -60,57 +56,3 @@ def test_a_flow_seen_nowhere_is_looked_for_again(monkeypatch: pytest.MonkeyPatch
 
 def flow(src: str, sport: int) -> SimpleNamespace:
     return SimpleNamespace(src=src, dst="203.0.113.10", sport=sport, dport=7000)
-
-
-class FakeAnswer:
-    """A ctnetlink answer's attributes as pyroute2 gives them (nested counters)."""
-
-    def __init__(self, **attrs: object):
-        self.attrs = attrs
-
-    def get_attr(self, name: str) -> object:
-        return self.attrs.get(name)
-
-
-def test_a_flow_s_packets_are_both_directions_of_its_session() -> None:
-    answer = FakeAnswer(CTA_COUNTERS_ORIG=FakeAnswer(CTA_COUNTERS_PACKETS=7),
-                        CTA_COUNTERS_REPLY=FakeAnswer(CTA_COUNTERS_PACKETS=5))
-    assert flowlookup.packets_of(answer) == 12
-    assert flowlookup.packets_of(FakeAnswer()) == 0, "no counters (accounting off): nothing counted"
-
-
-def test_each_flow_is_looked_up_by_its_tuple_in_its_family(monkeypatch: pytest.MonkeyPatch) -> None:
-    """One GET per flow and SRX, in the socket of the flow's family; a flow with no session on an
-    SRX (ENOENT) is simply not there; any other error is a LabError."""
-    from pyroute2.netlink.exceptions import NetlinkError
-
-    asked: list[tuple[str, int, str, str, int]] = []
-
-    class Sock:
-        def __init__(self, node: str, family: int):
-            self.node, self.family = node, family
-
-        def entry(self, cmd: str, tuple_orig: object) -> list[FakeAnswer]:
-            t = tuple_orig
-            asked.append((self.node, self.family, t.saddr, t.daddr, t.sport))  # type: ignore[attr-defined]
-            if self.node == "srx2" and t.saddr == "100.64.0.1":  # type: ignore[attr-defined]
-                raise NetlinkError(errno.ENOENT)
-            return [FakeAnswer(CTA_COUNTERS_ORIG=FakeAnswer(CTA_COUNTERS_PACKETS=3))]
-
-        def close(self) -> None:
-            pass
-
-    counters = object.__new__(flowlookup.FlowCounters)
-    families = (socket.AF_INET, socket.AF_INET6)
-    counters.sockets = {node: {f: Sock(node, f) for f in families} for node in ("srx1", "srx2")}
-    got = counters.read([flow("100.64.0.1", 1024), flow("2001:db8::5", 1025)])  # type: ignore[list-item]
-    assert got == {("100.64.0.1", 1024): {"srx1": 3}, ("2001:db8::5", 1025): {"srx1": 3, "srx2": 3}}
-    assert ("srx1", socket.AF_INET6, "2001:db8::5", "203.0.113.10", 1025) in asked
-    assert ("srx2", socket.AF_INET, "100.64.0.1", "203.0.113.10", 1024) in asked and len(asked) == 4
-
-    def broken(cmd: str, tuple_orig: object) -> list[FakeAnswer]:
-        raise NetlinkError(errno.EPERM)
-
-    counters.sockets["srx1"][socket.AF_INET].entry = broken  # type: ignore[method-assign]
-    with pytest.raises(LabError, match="conntrack lookup on srx1 failed"):
-        counters.read([flow("100.64.0.1", 1024)])  # type: ignore[list-item]

@@ -143,6 +143,9 @@ class Selector(_Part):
     ingress: tuple[str, ...]  # core-facing interfaces whose traffic is steered
     match_prefixes: tuple[str, ...]  # TLB filter-based forwarding; empty: everything from ingress
     watch_prefixes: tuple[str, ...]  # routes whose BGP next hops say an SRX is alive (ECMP)
+    # dual stack (ECMP): the IPv6 routes that must hold the SRX's IPv6 next hop too; an SRX whose
+    # IPv4 sessions are back before its IPv6 ones would be handed IPv6 flows it cannot route
+    watch_prefixes6: tuple[str, ...] = ()
     members: tuple[Member, ...]
     # the nft table's family: ip (IPv4 labs), inet (dual stack: one map, an ip and an ip6 rule)
     nft_family: Literal["ip", "inet"] = "ip"

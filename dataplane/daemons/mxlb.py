@@ -2,7 +2,8 @@
 
 A control plane only. It watches, over netlink in each routing-instance namespace, the carrier of
 every SRX-facing link and, for ECMP, the BGP routes BIRD installs (an SRX whose next hop leaves the
-watched route, after having been in it, has withdrawn); for TLB it takes each real-service's health
+watched route, after having been in it, has withdrawn; on a dual-stack lab its IPv6 next hop must be in
+the watched IPv6 routes too); for TLB it takes each real-service's health
 from the health monitor instead (dataplane.daemons.healthd, the JVD's Network-monitor: a process of its own
 that probes from the trust instance and sends its state over a UNIX datagram socket; the last state
 stays in force while the monitor restarts). It decides which SRXs are
@@ -25,11 +26,11 @@ import socket
 import sys
 import time
 from collections.abc import Mapping
-from ipaddress import IPv4Network
+from ipaddress import ip_address, ip_network
 from typing import Any
 
 from pyroute2 import IPRoute
-from pyroute2.netlink.rtnl import RTMGRP_IPV4_ROUTE, RTMGRP_LINK
+from pyroute2.netlink.rtnl import RTMGRP_IPV4_ROUTE, RTMGRP_IPV6_ROUTE, RTMGRP_LINK
 
 from labkit import unixsock
 from labkit.configs import Member, Selector, SelectorConfig
@@ -74,21 +75,30 @@ def _link_flags(ipr: IPRoute) -> dict[str, int]:
 
 
 def _route_nexthops(routes: list[Any], prefix: str) -> set[str]:
-    """The next hops of PREFIX's route among ROUTES (one dump of the main table)."""
-    net = IPv4Network(prefix)
+    """The next hops of PREFIX's route among ROUTES (one dump of the main table of PREFIX's family),
+    each written as `ipaddress` writes it (the plan's next hops are too)."""
+    net = ip_network(prefix)
     hops: set[str] = set()
     for route in routes:
-        dst = route.get_attr("RTA_DST") or "0.0.0.0"
-        if route["dst_len"] != net.prefixlen or dst != str(net.network_address):
+        dst = route.get_attr("RTA_DST")  # none for a default route
+        if route["dst_len"] != net.prefixlen or (dst is not None and ip_address(dst) != net.network_address):
             continue
         gateway = route.get_attr("RTA_GATEWAY")
         if gateway:
-            hops.add(gateway)
+            hops.add(str(ip_address(gateway)))
         for hop in route.get_attr("RTA_MULTIPATH") or []:
             gw = hop.get_attr("RTA_GATEWAY")
             if gw:
-                hops.add(gw)
+                hops.add(str(ip_address(gw)))
     return hops
+
+
+def _routed(nexthop: str, hops: set[str], nexthop6: str, hops6: set[str] | None) -> bool:
+    """Is a member routed on a side: its next hop in the watched IPv4 routes and, when IPv6 routes are
+    watched (HOPS6 not None), its IPv6 next hop in those too."""
+    if nexthop not in hops:
+        return False
+    return hops6 is None or (bool(nexthop6) and str(ip_address(nexthop6)) in hops6)
 
 
 class Daemon(SelectorCore):
@@ -131,7 +141,8 @@ class Daemon(SelectorCore):
         self.route_hops: dict[str, dict[str, set[str]]] = {sel.side: {} for sel in self.selectors}
         self.chosen: dict[str, dict[str, str]] = {sel.side: {} for sel in self.selectors}
         self.table_base = config.mark_table_base
-        self.watch = {s.side: _open_in(s.ns, RTMGRP_LINK | RTMGRP_IPV4_ROUTE) for s in self.selectors}
+        self.watch = {s.side: _open_in(s.ns, RTMGRP_LINK | RTMGRP_IPV4_ROUTE
+                                       | (RTMGRP_IPV6_ROUTE if s.watch_prefixes6 else 0)) for s in self.selectors}
         self.fallback_route: dict[str, str | None] = {}
         self.counters: dict[str, dict[str, dict[str, int]]] = {}
         self.last_route_event = time.monotonic()
@@ -144,10 +155,16 @@ class Daemon(SelectorCore):
             side = selector.side
             ipr = self.query[side]
             flags = _link_flags(ipr)
-            routes = list(ipr.get_routes(family=2, table=254))
+            routes = list(ipr.get_routes(family=socket.AF_INET, table=254))
             hops: set[str] = set()
             for prefix in selector.watch_prefixes:
                 hops |= _route_nexthops(routes, prefix)
+            hops6: set[str] | None = None
+            if selector.watch_prefixes6:
+                routes6 = list(ipr.get_routes(family=socket.AF_INET6, table=254))
+                hops6 = set()
+                for prefix in selector.watch_prefixes6:
+                    hops6 |= _route_nexthops(routes6, prefix)
             for m in selector.members:
                 state = self.members[m.name]
                 for hop in m.hops:
@@ -158,11 +175,14 @@ class Daemon(SelectorCore):
                     state.lost_carrier(time.monotonic())
                 if len(m.hops) > 1:
                     self.route_hops[side][m.name] = _route_nexthops(routes, f"{m.loopback}/32")
-                if not hops and side in state.routed:
+                known = side in state.routed
+                if not hops and known:
                     # The watched route is gone through every SRX: the destination vanished (e.g. the
                     # subscriber gateway withdrew it), not the SRXs. Keep their standing.
                     continue
-                state.set_routed(side, m.nexthop in hops, time.monotonic())
+                # ...and the same for IPv6 on its own: its routes gone through every SRX say nothing of one
+                state.set_routed(side, _routed(m.nexthop, hops, m.nexthop6, None if hops6 is not None and not hops6
+                                               and known else hops6), time.monotonic())
         self.routes_seen(time.monotonic())
 
     def programmed(self, selector: Selector) -> SelectorTable | None:

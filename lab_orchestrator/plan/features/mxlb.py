@@ -79,6 +79,9 @@ def plan_selectors(topo: Topology, plan: LabPlan, python: str) -> None:
         selectors = []
         for instance, side, field in SIDES:
             watch = ("0.0.0.0/0",) if side == "trust" else clients
+            # ECMP on a dual-stack lab: each SRX re-announces the IPv6 default (trust) and the IPv6
+            # clients (untrust) as it does the IPv4 ones; TLB's health checks decide without routes
+            watch6 = (("::/0",) if side == "trust" else clients6) if mode != "tlb" and plan.dual_stack else ()
             match = clients + clients6 if mode == "tlb" else ()
             if side == "untrust" and topo.services.use_case == "cgnat":
                 if not clients6:
@@ -86,14 +89,14 @@ def plan_selectors(topo: Topology, plan: LabPlan, python: str) -> None:
                 # IPv6 has no NAT pool: its answers are hashed back by destination, as in an SFW lab; an
                 # SRX is routed while the MX learns a pool from it (the IPv4 answers' routes)
                 pools = tuple(dict.fromkeys(str(n.nat_pool) for n in plan.nodes if n.nat_pool))
-                watch, match = pools, clients6
+                watch, match, watch6 = pools, clients6, ()  # the pools are the only routes it announces
             if side == "untrust" and topo.services.use_case == "mixed":
                 # only the SFW clients' answers are hashed back (the JVD's MX_TLB_LB_UNTRUST matches
                 # the client prefixes by destination); the NAPT44 ones follow the pool routes, which
                 # the SRXs announce (in every mode: a hash of a pool address would pick any SRX)
                 sfw = tuple(str(p) for p in usecase.sfw_prefixes(topo))
                 watch, match = sfw, sfw + clients6
-            selector = _selector(plan, node, instance, side, field, marks, services, match, watch)
+            selector = _selector(plan, node, instance, side, field, marks, services, match, watch, watch6)
             if selector.members:
                 selectors.append(selector)
                 _kernel_side(plan, node, selector, topo)
@@ -159,7 +162,7 @@ def _is_client_side(topo: Topology, plan: LabPlan, host: object) -> bool:
 
 def _selector(plan: LabPlan, node: NodePlan, instance: str, side: str, field: str, marks: dict[str, int],
               services: list[tuple[str, tuple[str, ...], str]], match: tuple[str, ...],
-              watch: tuple[str, ...]) -> Selector:
+              watch: tuple[str, ...], watch6: tuple[str, ...]) -> Selector:
     ns = next(n for n in node.namespaces if n.endswith("-" + instance.lower()))
     srxs = {srx for _, carriers, _ in services for srx in carriers}
     hops: dict[str, Hop] = {}
@@ -181,7 +184,8 @@ def _selector(plan: LabPlan, node: NodePlan, instance: str, side: str, field: st
             members.append(Member(name=name, mark=marks[name], dev=reach[0].dev, nexthop=reach[0].nexthop,
                                   loopback=address, hops=reach, nexthop6=reach[0].nexthop6))
     return Selector(side=side, ns=ns, hash_field=field, ingress=tuple(sorted(ingress)), match_prefixes=match,
-                    watch_prefixes=watch, members=tuple(members), nft_family="inet" if plan.dual_stack else "ip")
+                    watch_prefixes=watch, watch_prefixes6=watch6, members=tuple(members),
+                    nft_family="inet" if plan.dual_stack else "ip")
 
 
 def _kernel_side(plan: LabPlan, node: NodePlan, selector: Selector, topo: Topology) -> None:

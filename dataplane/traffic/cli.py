@@ -45,8 +45,8 @@ def _cli_send(args: argparse.Namespace, config: dict[str, Any] | None, out: IO[s
     signal.signal(signal.SIGTERM, lambda *_: sender.stop())
     if args.config == "-":
         _stop_on_eof(sender.stop)
-    if config is not None:
-        _emit(out, {"ready": True})
+    if config is not None:  # after its frames are built, as its first packets leave
+        sender.on_ready = lambda: _emit(out, {"ready": True})
     _emit(out, sender.run())
     return 0
 

@@ -8,7 +8,7 @@ import gc
 import socket
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -103,6 +103,9 @@ class Sender:
     learn_wait: float = 3.0
     host_stack: bool = False  # IPv4: a UDP checksum and DF, as a host's stack (a NAT64 translator needs them)
     quantum_ms: float = 0.25  # paced: send what is due in batches about this long apart
+    # called once the socket is bound and the frames built, just before the first packet (the CLI
+    # says "ready" then: whoever starts the answers waits for the flows that open their sessions)
+    on_ready: Callable[[], None] | None = field(default=None, repr=False)
     _rebinds: int = field(default=0, init=False, repr=False)
     _stop: bool = field(default=False, init=False, repr=False)
     _thread: threading.Thread | None = field(default=None, init=False, repr=False)
@@ -202,6 +205,8 @@ class Sender:
             # the softirq work of the path need. What is built stays: the collector need not walk it.
             gc.collect()
             gc.freeze()
+            if self.on_ready is not None:
+                self.on_ready()
             cpu_before = time.thread_time()
             with set_realtime(self.realtime) as granted:
                 seqs, errors, stats = self._loop(sock, frames)

@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..model import ipfamily
+from ..model.diagnostics import LabError
 from ..plan.pipeline import LabPlan
 
 BASELINE_S = 1.0  # seconds of traffic judged before each event
@@ -205,6 +206,24 @@ def choose(results: list[tuple[float, int, list[str]]]) -> Choice:
 
 
 # --------------------------------------------------------------------------- measuring (a running lab)
+# A traffic process's start: Python, its socket, its frames built (and a reverse sender of translated
+# flows waits up to 3 s for the forward flows' bindings). Longer on a loaded machine; then there is
+# no traffic to judge by, which is not a failed event.
+TRAFFIC_START_S = 20.0
+
+
+class NotStarted(LabError):
+    """A traffic process did not say it was ready: nothing to judge by."""
+
+
+def started(child: Any, family: int, name: str) -> None:
+    """Wait until CHILD (a spawned traffic process, FAMILY's NAME) says it is ready, or raise NotStarted."""
+    try:
+        child.wait_ready(TRAFFIC_START_S)
+    except (TimeoutError, RuntimeError) as exc:
+        raise NotStarted(f"the {ipfamily.name(family)} {name} process did not start: {exc}") from None
+
+
 def measure(plan: LabPlan, flows: int, rate: float, sizes: str, seconds: float = BASELINE_S,
             realtime: bool = True, cpu: int | None = None, reverse: bool = True,
             families: list[int] | None = None) -> Carried:
@@ -223,7 +242,7 @@ def measure(plan: LabPlan, flows: int, rate: float, sizes: str, seconds: float =
         for step in trafficsetup.start_steps(setups):
             for fam, name, _, job in step:
                 children[(fam, name)] = job.spawn()
-                children[(fam, name)].wait_ready()
+                started(children[(fam, name)], fam, name)
             if step[0][1] == "tx-forward":
                 time.sleep(0.3)  # the forward packets open the sessions the reverse flows need
         for key, child in children.items():

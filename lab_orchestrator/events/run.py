@@ -209,7 +209,7 @@ def _checked_run(state: LabState, plan: LabPlan, event: eventsmod.EventKind, tar
         before_traffic()
     try:
         result = _run(state, plan, event, target, spec, progress, daemon, injector or Injector(), tcp, held)
-    except (background.NotOpened, background.Ended) as exc:
+    except (background.NotOpened, background.Ended, baseline.NotStarted) as exc:
         raise CaseError(EventError(event=event.name, title=event.title, target=target, flows=spec.flows,
                                    rate=spec.rate, checks=checks, error=str(exc))) from None
     except sessions.ReadError as exc:
@@ -296,8 +296,12 @@ def preconditions(state: LabState, plan: LabPlan, spec: TrafficSpec, progress: P
         tcp_seconds = max(spec.baseline, tcpmod.BASELINE_MIN_S)
         if tcp is not None:
             tcp.start(tcp_seconds)
-        carried = baseline.measure(plan, spec.flows, spec.rate, spec.sizes, spec.baseline, spec.realtime,
-                                   spec.sender_cpu, spec.reverse, trafficsetup.families(plan, spec.family))
+        try:
+            carried = baseline.measure(plan, spec.flows, spec.rate, spec.sizes, spec.baseline, spec.realtime,
+                                       spec.sender_cpu, spec.reverse, trafficsetup.families(plan, spec.family))
+        except baseline.NotStarted as exc:  # no baseline to judge (the TCP load is closed with the case)
+            checks.append(Check(name=BASELINE_CARRIED, ok=False, detail=f"no baseline: {exc}"))
+            return checks, False
         why = baseline.judge(carried)
         behind = bool(why) and baseline.only_behind(carried)
         checks.append(Check(name=BASELINE_CARRIED, ok=not why,
@@ -370,7 +374,8 @@ def _run(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target: str
             tcp.start(total)
         for step in trafficsetup.start_steps(setups):
             for fam, name, _, job in step:
-                children[(fam, name)] = job.spawn().wait_ready()
+                children[(fam, name)] = job.spawn()  # in CHILDREN at once: stopped if it never starts
+                baseline.started(children[(fam, name)], fam, name)
             if step[0][1] == "tx-forward":
                 time.sleep(0.3)  # the forward packets open the sessions the reverse flows need
         marks["traffic"] = time.monotonic_ns() / 1e9

@@ -463,13 +463,15 @@ class Lab:
         return default
 
     def traffic_choice(self, flows: int | None, rate: float | None, sizes: str = "imix", realtime: bool = True,
-                       progress: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
+                       progress: Callable[[str], None] = lambda _: None,
+                       families: list[int] | None = None) -> dict[str, Any]:
         """The traffic of an events run: FLOWS/RATE as given, or (neither given) calibrated on this lab
-        (`baseline.calibrate`); {"flows", "rate", "line", "json"}."""
+        with the FAMILIES the run sends (`baseline.calibrate`); {"flows", "rate", "line", "json"}."""
         from ..events import baseline
 
         if flows is None and rate is None:
-            return baseline.traffic(None, None, baseline.calibrate(self.plan(), sizes, realtime, progress=progress))
+            return baseline.traffic(None, None, baseline.calibrate(self.plan(), sizes, realtime, progress=progress,
+                                                                   families=families))
         return baseline.traffic(flows, rate)
 
     def traffic_families(self, family: str | None = None, flows: int | None = None) -> list[int]:

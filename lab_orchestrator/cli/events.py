@@ -157,7 +157,7 @@ def events_run(
             if sessions:
                 budgets = budgetsmod.with_session_defaults(budgets)
             fams = running.traffic_families(family, flows)  # --flows 1 over IPv4 and IPv6: exit 2
-            traffic = running.traffic_choice(flows, rate, sizes, realtime, progress=say)
+            traffic = running.traffic_choice(flows, rate, sizes, realtime, progress=say, families=fams)
             (err if json_out else out).print(traffic["line"], highlight=False, soft_wrap=True)
             spec = api.traffic_spec(flows=traffic["flows"], rate=traffic["rate"], sizes=sizes, settle=duration,
                                     warmup=warmup, hold=hold, down_time=down_time, realtime=realtime,

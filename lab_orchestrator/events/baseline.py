@@ -305,11 +305,14 @@ def traffic(flows: int | None, rate: float | None, calibrated: Choice | None = N
 
 
 def calibrate(plan: LabPlan, sizes: str, realtime: bool = True, cpu: int | None = None,
-              progress: Any = lambda _: None) -> Choice:
-    """Climb LADDER on the running lab until a rung is not carried cleanly; `choose` the traffic."""
+              progress: Any = lambda _: None, families: list[int] | None = None) -> Choice:
+    """Climb LADDER on the running lab until a rung is not carried cleanly; `choose` the traffic.
+    FAMILIES (default IPv4): the families the run will send, sharing each rung as the run shares its
+    traffic; a NAT64 flow costs more CPU than an IPv4 one (a user-space translator on its path), so a
+    rate carried by IPv4 alone can be more than a dual-stack lab's mix leaves room for."""
     results: list[tuple[float, int, list[str]]] = []
     for rate, flows in LADDER:
-        reasons = judge(measure(plan, flows, rate, sizes, CALIBRATION_S, realtime, cpu))
+        reasons = judge(measure(plan, flows, rate, sizes, CALIBRATION_S, realtime, cpu, families=families))
         progress(f"calibration: {flows} flows x {rate:.0f} pps per direction: "
                  + ("carried" if not reasons else "; ".join(reasons)))
         results.append((rate, flows, reasons))

@@ -297,8 +297,9 @@ def _calibrated(lab: str, traffic: TrafficParams, doc: dict[str, Any],
     from .. import api
     from ..events import baseline
 
-    choice = baseline.calibrate(api.pick(lab).plan(), str(traffic.sizes), traffic.realtime, traffic.sender_cpu,
-                                progress=step)
+    running = api.pick(lab)
+    choice = baseline.calibrate(running.plan(), str(traffic.sizes), traffic.realtime, traffic.sender_cpu,
+                                progress=step, families=running.traffic_families())
     step(choice.line())
     chosen = traffic.model_copy(update={"flows": choice.flows, "rate_per_flow": choice.rate / choice.flows})
     doc["plan"]["traffic"] = {**chosen.model_dump(), "rate": chosen.rate, "resolution_ms": chosen.resolution_ms,

@@ -110,6 +110,23 @@ def test_calibration_takes_a_share_of_the_highest_clean_rung() -> None:
     assert "calibrated" in choice.line() and json.dumps(choice.to_json())
 
 
+def test_calibration_sends_the_families_the_run_will(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each rung shares its flows between the run's families: a dual-stack lab is calibrated on its mix."""
+    asked: list[tuple[int, float, list[int] | None]] = []
+
+    def measure(plan: Any, flows: int, rate: float, *args: Any, families: list[int] | None = None) -> Any:
+        asked.append((flows, rate, families))
+        return carried(flows_silent=3) if rate > 5000.0 else carried()
+
+    monkeypatch.setattr(baseline, "measure", measure)
+    choice = baseline.calibrate(None, "imix", families=[4, 6, 64])  # type: ignore[arg-type]
+    assert asked == [(50, 2500.0, [4, 6, 64]), (100, 5000.0, [4, 6, 64]), (100, 10000.0, [4, 6, 64])]
+    assert choice.highest_clean == 5000.0
+    asked.clear()
+    baseline.calibrate(None, "imix")  # type: ignore[arg-type]
+    assert {fams for _, _, fams in asked} == {None}, "IPv4 alone unless told"
+
+
 def test_calibration_stops_at_the_first_unclean_rung() -> None:
     # a rung above a failed one that happened to pass does not count
     rungs = [(2500.0, 50, []), (5000.0, 100, ["late"]), (10000.0, 100, [])]
@@ -227,7 +244,7 @@ def test_a_report_without_flows_or_rate_runs_every_case_at_the_calibrated_load(
 
     choice = baseline.choose([(rate, flows, []) for rate, flows in baseline.LADDER[:4]])
     monkeypatch.setattr(baseline, "calibrate", lambda *a, **k: choice)
-    monkeypatch.setattr(api, "pick", lambda name: SimpleNamespace(plan=lambda: None))
+    monkeypatch.setattr(api, "pick", lambda name: SimpleNamespace(plan=lambda: None, traffic_families=lambda: [4]))
     doc: dict[str, Any] = {"plan": {"traffic": {}}}
     steps: list[str] = []
     traffic = reportrun._calibrated("t1", testplan.TrafficParams(), doc, steps.append)

@@ -184,9 +184,9 @@ results: deps
 	$(VENV_PATH) lab report -o build/results $(RESULTS_ARGS); rc=$$?; [ $$rc -le 1 ] || exit $$rc
 	$(PYTHON) bench/docfigures.py --keep build/results
 
-# `lab events run` on every shipped lab of topologies 1-4, topology3-mixed and the dual-stack topologies 3 and 4 (root; one lab at a time, up and down): each report
+# `lab events run` on every shipped lab of topologies 1-4, topology3-mixed and the dual-stack topologies 1-4 (root; one lab at a time, up and down): each report
 # kept in docs/events-results/ (bench/events_results.py), then the pages made from them rewritten.
-EVENTS_LABS ?= topology1 topology2 topology3 topology4 topology1-cgnat topology2-cgnat topology3-cgnat topology4-cgnat topology2-srg1 topology3-srg1 topology4-srg1 topology3-mixed topology3-dualstack topology4-dualstack
+EVENTS_LABS ?= topology1 topology2 topology3 topology4 topology1-cgnat topology2-cgnat topology3-cgnat topology4-cgnat topology2-srg1 topology3-srg1 topology4-srg1 topology3-mixed topology1-dualstack topology2-dualstack topology3-dualstack topology4-dualstack
 events-results: deps
 	$(VENV_PATH) $(PYTHON) bench/events_results.py run $(EVENTS_LABS); rc=$$?; [ $$rc -le 1 ] || exit $$rc
 	$(PYTHON) bench/docfigures.py

@@ -33,10 +33,11 @@ KEPT = ROOT / "docs" / "events-results"
 NOTES_MARKER = "<!-- notes below this line are kept when bench/events_results.py rewrites this file -->"
 
 # Topologies 1-4 as shipped (SFW, the JVD's SRG0 files), their CGNAT files, the SRG1 variants, topology 3
-# with SFW and NAPT44 side by side, and topologies 3 and 4 dual stack (IPv4, IPv6 and NAT64 flows, each family judged).
+# with SFW and NAPT44 side by side, and topologies 1-4 dual stack (IPv4, IPv6 and, but on topology 2, NAT64 flows,
+# each family judged).
 LABS = ("topology1", "topology2", "topology3", "topology4", "topology1-cgnat", "topology2-cgnat",
         "topology3-cgnat", "topology4-cgnat", "topology2-srg1", "topology3-srg1", "topology4-srg1",
-        "topology3-mixed", "topology3-dualstack", "topology4-dualstack")
+        "topology3-mixed", "topology1-dualstack", "topology2-dualstack", "topology3-dualstack", "topology4-dualstack")
 OPTIONS = ("--flows", "60", "--rate", "3000", "--warmup", "1.5", "--hold", "1.5", "--duration", "3",
            "--down-time", "1", "--sessions", "2000")
 EVENT_KEYS = ("event", "target", "passed", "recovered", "flows", "affected_flows", "unaffected_flows",

@@ -50,6 +50,7 @@ class Direction:
     max_lag_ms: float  # the sender's worst lateness against its schedule
     lag_p99_ms: float = 0.0  # 99 % of the packets left at most this late
     flows: int = 0  # flows of this direction (a family's share with IPv4 and IPv6; 0: all of the baseline's)
+    dropped: int = 0  # packets the receiver's socket dropped (it could not keep up): lost to the generator
 
 
 @dataclass
@@ -83,6 +84,8 @@ def judge(carried: Carried) -> list[str]:
             why.append(f"{name}: {d.lost} of {d.sent} packets lost")
         if d.flows_silent:
             why.append(f"{name}: {d.flows_silent} of {d.flows or carried.flows} flows received nothing")
+        if d.dropped:
+            why.append(f"{name}: the receiver's socket dropped {d.dropped} packets (the receiver could not keep up)")
         if d.sent < SENT_SHARE * d.due:
             why.append(f"{name}: the sender sent {d.sent} of {d.due} packets due")
         why += late(name, d.max_lag_ms, d.lag_p99_ms, carried.resolution_ms)
@@ -101,18 +104,18 @@ def late(name: str, max_lag_ms: float, lag_p99_ms: float, resolution_ms: float) 
 
 
 def behind(d: Direction, resolution_ms: float) -> bool:
-    """Whether the sender of D fell behind its schedule (an overloaded generator): fewer than
-    SENT_SHARE of the packets due sent, or `late`."""
-    return d.sent < SENT_SHARE * d.due or bool(late("", d.max_lag_ms, d.lag_p99_ms, resolution_ms))
+    """Whether the generator of D fell behind (overloaded): its sender sent fewer than SENT_SHARE of
+    the packets due or was `late`, or its receiver's socket dropped packets."""
+    return d.sent < SENT_SHARE * d.due or bool(late("", d.max_lag_ms, d.lag_p99_ms, resolution_ms)) or d.dropped > 0
 
 
 def only_behind(carried: Carried) -> bool:
-    """Whether CARRIED was unclean only because a sender fell behind its schedule (`behind`), with no
-    packet lost and no flow silent: the machine's doing (busy, or paused by its hypervisor), not the
-    lab's, so the case may run again rather than be an error."""
+    """Whether CARRIED was unclean only because the generator fell behind (`behind`), with no packet
+    lost but those its receivers dropped and no flow silent: the machine's doing (busy, or paused by
+    its hypervisor), not the lab's, so the case may run again rather than be an error."""
     directions = carried.directions.values()
     return (any(behind(d, carried.resolution_ms) for d in directions)
-            and not any(d.lost or d.flows_silent for d in directions))
+            and not any(d.lost > d.dropped or d.flows_silent for d in directions))
 
 
 def senders_late(senders: dict[str, dict[str, Any]], resolution_ms: float) -> list[str]:
@@ -274,7 +277,8 @@ def _direction(sent: dict[str, Any], report: dict[str, Any], due: int | None, fl
     return Direction(sent=int(sent.get("sent", 0)), due=int(due or 0), lost=sum(int(r.get("lost", 0)) for r in rows),
                      flows_silent=sum(1 for r in rows if not r.get("received")),
                      max_lag_ms=round(float(sent.get("max_lag_ms") or 0.0), 3),
-                     lag_p99_ms=round(float(sent.get("lag_p99_ms") or 0.0), 3), flows=flows)
+                     lag_p99_ms=round(float(sent.get("lag_p99_ms") or 0.0), 3), flows=flows,
+                     dropped=int(report.get("socket_drops") or 0))
 
 
 PER_FLOW_PPS = 100.0  # --flows without --rate: each flow at this rate (a 10 ms resolution)

@@ -15,7 +15,7 @@ from ..model.ipfamily import name as family_name
 from .result import EventResult, FamilyVerdict
 
 SUMMED = ("flows", "received", "lost", "duplicates", "reordered", "foreign", "flows_with_loss", "flows_never_seen",
-          "flows_rebound")
+          "flows_rebound", "socket_drops")
 
 
 def merge_reports(reports: Sequence[dict[str, Any] | None]) -> dict[str, Any] | None:

@@ -28,7 +28,7 @@ from ..plan import trafficsetup
 from ..plan.pipeline import LabPlan
 from ..runtime import bgpready, ops
 from ..runtime.state import LabState
-from . import background, baseline, bgplog, families, routelog, sessions
+from . import background, baseline, bgplog, cpuwait, families, routelog, sessions
 from . import budgets as budgetsmod
 from . import catalog as eventsmod
 from . import tcp as tcpmod
@@ -66,6 +66,11 @@ MAX_EXTRA_S = 30.0
 READINGS_S = 90.0
 ON_SCHEDULE = "senders on schedule"  # the check after the event: a failure makes the case an error
 COVERED = "traffic covered the case"  # every sender still sending when the runner stopped it
+# a task at the lab daemons' priority never waited longer than CPU_WAIT_MAX_S for a CPU while the traffic
+# ran (`cpuwait`): a third of the BGP hold time (3 s), in which BIRD sends its keepalives (1 s apart)
+CPU_LEFT = "lab daemons had a CPU"
+RECEIVED = "receivers kept up"  # no receiver's socket dropped a packet (it would count as lost)
+CPU_WAIT_MAX_S = 1.0
 BASELINE_CARRIED = "baseline carried"  # the check before the event; failed by a late sender alone, the case runs again
 READY_S = 10.0  # before an event: selector members in their tables, MNHA pairs in step
 BGP_WHOLE_S = 20.0  # before an event: every BGP session up and no BIRD still in graceful-restart recovery
@@ -217,7 +222,10 @@ def _checked_run(state: LabState, plan: LabPlan, event: eventsmod.EventKind, tar
                                    rate=spec.rate, checks=checks, error=f"cannot judge the event: {exc}")) from None
     short = ran_out(result.senders, result.marks)
     late = baseline.senders_late(result.senders, result.resolution_ms)
+    dropped = receivers_dropped(result.forward, result.reverse)
     result.checks = checks + (result.checks or []) + [
+        Check(name=RECEIVED, ok=not dropped, when="after", detail="; ".join(dropped) if dropped else
+              "no receiver's socket dropped a packet"),
         Check(name=COVERED, ok=not short, when="after", detail="; ".join(short) if short else
               "every sender sent from before the event until the runner stopped it"),
         Check(name=ON_SCHEDULE, ok=not late, when="after",
@@ -234,9 +242,48 @@ def _checked_run(state: LabState, plan: LabPlan, event: eventsmod.EventKind, tar
                                          "its figures cannot be trusted; " + (
                                              "run it again" if any("paused" in line for line in late)
                                              else "lower --rate/--flows")))
+    if dropped:  # a packet the receiver dropped counts as lost: the loss figures are the generator's
+        raise CaseError(EventError(event=event.name, title=event.title, target=target, flows=spec.flows,
+                                   rate=spec.rate, checks=result.checks, result=result, again=True,
+                                   error=f"the generator's receivers could not keep up ({'; '.join(dropped)}): "
+                                         "those packets count as lost, so the figures cannot be trusted; "
+                                         "lower --rate/--flows"))
+    starved = next((c for c in result.checks if c.name == CPU_LEFT and not c.ok), None)
+    if starved is not None:  # BGP, MNHA and the selectors may have missed their timers: not the event's doing
+        raise CaseError(EventError(event=event.name, title=event.title, target=target, flows=spec.flows,
+                                   rate=spec.rate, checks=result.checks, result=result, again=True,
+                                   error=f"the machine was overloaded: {starved.detail}; lower --rate/--flows"))
     if not all(c.ok for c in result.checks):
         result.passed = False
     return result
+
+
+def receivers_dropped(forward: dict[str, Any] | None, reverse: dict[str, Any] | None) -> list[str]:
+    """What the receivers' sockets dropped (the kernel's count: PACKET_STATISTICS or the UDP socket's
+    drops), per direction; [] when they kept up."""
+    out = []
+    for name, report in (("forward", forward), ("reverse", reverse)):
+        drops = int((report or {}).get("socket_drops") or 0)
+        if drops:
+            out.append(f"the {name} receivers' sockets dropped {drops} packets")
+    return out
+
+
+def cpu_left(waits: list[list[float]] | None, marks: dict[str, float]) -> Check:
+    """The `cpuwait` probe's verdict on the case (from its traffic's start until it stopped)."""
+    start, end = marks.get("traffic"), marks.get("stopped")
+    if waits is None or start is None or end is None:
+        return Check(name=CPU_LEFT, ok=True, when="after", detail="not measured")
+    ms, at = cpuwait.worst(waits, start, end)
+    event = marks.get("event")
+    when = f" ({at + start - event:+.1f} s from the event)" if at is not None and event is not None else ""
+    if ms > CPU_WAIT_MAX_S * 1000:
+        return Check(name=CPU_LEFT, ok=False, when="after",
+                     detail=f"a task at the lab daemons' priority waited {ms / 1000:.1f} s for a CPU{when} "
+                            f"(more than {CPU_WAIT_MAX_S:g} s: the realtime senders and the forwarding left "
+                            "BIRD, the MNHA daemons and the selectors none)")
+    return Check(name=CPU_LEFT, ok=True, when="after",
+                 detail=f"the longest wait for a CPU at the lab daemons' priority was {ms:.0f} ms{when}")
 
 
 def senders_bound(spec: TrafficSpec, event: str) -> float:
@@ -368,6 +415,8 @@ def _run(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target: str
     if held is not None:  # opened before the flows start: their burst does not load the measured traffic
         opened = background.open_all(held, progress)
         held_before = background.wait_synced(plan, opened)
+    waiting = cpuwait.CpuWait().start()
+    waits: list[list[float]] | None = None
     try:
         if tcp is not None:  # opened first: every connection is established before the event
             tcp_open = time.monotonic() + tcp.opening_s + 1.0
@@ -420,11 +469,14 @@ def _run(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target: str
                 got[(fam, name)] = child.stop(sent=got.get((fam, name.replace("rx-", "tx-"))))
         if tcp is not None:
             tcp_report = tcp.stop()
+        marks["stopped"] = time.monotonic_ns() / 1e9
+        waits = waiting.stop()
         if not lasting:  # once the measured traffic has stopped: the probe's burst does not delay its senders
             probe()
     except BaseException:
         for child in children.values():
             child.kill()
+        waiting.stop(timeout=2)
         raise
     finally:
         sampler.stop()
@@ -480,7 +532,8 @@ def _run(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target: str
     result.checks = [Check(name="settled after the event", ok=settled, when="after",
                            detail="every member in service back in every selector table, no change for 2 s"
                            if settled else f"the selector tables did not settle within {MAX_EXTRA_S - 5:.0f} s "
-                           "after the event: the carriers after it were read on an unsettled lab")]
+                           "after the event: the carriers after it were read on an unsettled lab"),
+                     cpu_left(waits, marks)]
     changes = routes.changes()
     result.routes_changed = routelog.counts(changes)
     result.routes_unmonitored = routes.unmonitored or None

@@ -465,14 +465,12 @@ class Lab:
     def traffic_choice(self, flows: int | None, rate: float | None, sizes: str = "imix", realtime: bool = True,
                        progress: Callable[[str], None] = lambda _: None,
                        families: list[int] | None = None) -> dict[str, Any]:
-        """The traffic of an events run: FLOWS/RATE as given, or (neither given) calibrated on this lab
-        with the FAMILIES the run sends (`baseline.calibrate`); {"flows", "rate", "line", "json"}."""
+        """An events run's traffic: FLOWS/RATE, or (neither given) calibrated with the run's FAMILIES."""
         from ..events import baseline
 
-        if flows is None and rate is None:
-            return baseline.traffic(None, None, baseline.calibrate(self.plan(), sizes, realtime, progress=progress,
-                                                                   families=families))
-        return baseline.traffic(flows, rate)
+        chosen = baseline.calibrate(self.plan(), sizes, realtime, progress=progress, families=families) \
+            if flows is None and rate is None else None
+        return baseline.traffic(flows, rate, chosen)
 
     def traffic_families(self, family: str | None = None, flows: int | None = None) -> list[int]:
         """FAMILY's families (None: every family of the lab); BadInput if FLOWS cannot be shared."""

@@ -28,7 +28,7 @@ from ..plan import trafficsetup
 from ..plan.pipeline import LabPlan
 from ..runtime import bgpready, ops
 from ..runtime.state import LabState
-from . import background, baseline, bgplog, cpuwait, families, routelog, sessions
+from . import background, baseline, bgplog, cpuwait, families, keptup, routelog, sessions
 from . import budgets as budgetsmod
 from . import catalog as eventsmod
 from . import tcp as tcpmod
@@ -64,13 +64,6 @@ MAX_EXTRA_S = 30.0
 # SRX carries each flow and each TCP connection): they are quick on a quiet machine and have taken 30 s
 # on a loaded one. A case whose traffic ran out before the runner stopped it is not judged (`COVERED`).
 READINGS_S = 90.0
-ON_SCHEDULE = "senders on schedule"  # the check after the event: a failure makes the case an error
-COVERED = "traffic covered the case"  # every sender still sending when the runner stopped it
-# a task at the lab daemons' priority never waited longer than CPU_WAIT_MAX_S for a CPU while the traffic
-# ran (`cpuwait`): a third of the BGP hold time (3 s), in which BIRD sends its keepalives (1 s apart)
-CPU_LEFT = "lab daemons had a CPU"
-RECEIVED = "receivers kept up"  # no receiver's socket dropped a packet (it would count as lost)
-CPU_WAIT_MAX_S = 1.0
 BASELINE_CARRIED = "baseline carried"  # the check before the event; failed by a late sender alone, the case runs again
 READY_S = 10.0  # before an event: selector members in their tables, MNHA pairs in step
 BGP_WHOLE_S = 20.0  # before an event: every BGP session up and no BIRD still in graceful-restart recovery
@@ -220,70 +213,14 @@ def _checked_run(state: LabState, plan: LabPlan, event: eventsmod.EventKind, tar
     except sessions.ReadError as exc:
         raise CaseError(EventError(event=event.name, title=event.title, target=target, flows=spec.flows,
                                    rate=spec.rate, checks=checks, error=f"cannot judge the event: {exc}")) from None
-    short = ran_out(result.senders, result.marks)
-    late = baseline.senders_late(result.senders, result.resolution_ms)
-    dropped = receivers_dropped(result.forward, result.reverse)
-    result.checks = checks + (result.checks or []) + [
-        Check(name=RECEIVED, ok=not dropped, when="after", detail="; ".join(dropped) if dropped else
-              "no receiver's socket dropped a packet"),
-        Check(name=COVERED, ok=not short, when="after", detail="; ".join(short) if short else
-              "every sender sent from before the event until the runner stopped it"),
-        Check(name=ON_SCHEDULE, ok=not late, when="after",
-              detail="; ".join(late) if late else "both senders kept their schedule during the event")]
-    if short:  # the flows stopped before the case ended: a loss after their end cannot be seen
+    result.checks = checks + (result.checks or []) + keptup.after(result)
+    why = keptup.not_judged(result.checks)
+    if why:  # the machine, not the lab, decided the figures: no verdict, the case runs again
         raise CaseError(EventError(event=event.name, title=event.title, target=target, flows=spec.flows,
-                                   rate=spec.rate, checks=result.checks, result=result, again=True,
-                                   error=f"the traffic did not cover the case ({'; '.join(short)}): "
-                                         "nothing after its end was measured, so there is no verdict"))
-    if late:  # a packet due during the outage and sent after it was not lost: the figures are short
-        raise CaseError(EventError(event=event.name, title=event.title, target=target, flows=spec.flows,
-                                   rate=spec.rate, checks=result.checks, result=result, again=True,
-                                   error=f"the generator fell behind during the event ({'; '.join(late)}): "
-                                         "its figures cannot be trusted; " + (
-                                             "run it again" if any("paused" in line for line in late)
-                                             else "lower --rate/--flows")))
-    if dropped:  # a packet the receiver dropped counts as lost: the loss figures are the generator's
-        raise CaseError(EventError(event=event.name, title=event.title, target=target, flows=spec.flows,
-                                   rate=spec.rate, checks=result.checks, result=result, again=True,
-                                   error=f"the generator's receivers could not keep up ({'; '.join(dropped)}): "
-                                         "those packets count as lost, so the figures cannot be trusted; "
-                                         "lower --rate/--flows"))
-    starved = next((c for c in result.checks if c.name == CPU_LEFT and not c.ok), None)
-    if starved is not None:  # BGP, MNHA and the selectors may have missed their timers: not the event's doing
-        raise CaseError(EventError(event=event.name, title=event.title, target=target, flows=spec.flows,
-                                   rate=spec.rate, checks=result.checks, result=result, again=True,
-                                   error=f"the machine was overloaded: {starved.detail}; lower --rate/--flows"))
+                                   rate=spec.rate, checks=result.checks, result=result, again=True, error=why))
     if not all(c.ok for c in result.checks):
         result.passed = False
     return result
-
-
-def receivers_dropped(forward: dict[str, Any] | None, reverse: dict[str, Any] | None) -> list[str]:
-    """What the receivers' sockets dropped (the kernel's count: PACKET_STATISTICS or the UDP socket's
-    drops), per direction; [] when they kept up."""
-    out = []
-    for name, report in (("forward", forward), ("reverse", reverse)):
-        drops = int((report or {}).get("socket_drops") or 0)
-        if drops:
-            out.append(f"the {name} receivers' sockets dropped {drops} packets")
-    return out
-
-
-def cpu_left(waits: list[list[float]] | None, marks: dict[str, float]) -> Check:
-    """The `cpuwait` probe's verdict on the case (from its traffic's start until it stopped)."""
-    start, end = marks.get("traffic"), marks.get("stopped")
-    if waits is None or start is None or end is None:
-        return Check(name=CPU_LEFT, ok=True, when="after", detail="not measured")
-    ms, at = cpuwait.worst(waits, start, end)
-    event = marks.get("event")
-    when = f" ({at + start - event:+.1f} s from the event)" if at is not None and event is not None else ""
-    if ms > CPU_WAIT_MAX_S * 1000:
-        return Check(name=CPU_LEFT, ok=False, when="after",
-                     detail=f"a task at the lab daemons' priority waited {ms / 1000:.1f} s for a CPU{when} "
-                            f"(more than {CPU_WAIT_MAX_S:g} s: the realtime senders and the forwarding left "
-                            "BIRD, the MNHA daemons and the selectors none)")
-    return Check(name=CPU_LEFT, ok=True, when="after",
-                 detail=f"the longest wait for a CPU at the lab daemons' priority was {ms:.0f} ms{when}")
 
 
 def senders_bound(spec: TrafficSpec, event: str) -> float:
@@ -295,26 +232,6 @@ def senders_bound(spec: TrafficSpec, event: str) -> float:
     return (spec.warmup + (spec.hold if lasting else 0) + spec.settle
             + (spec.down_time if event.endswith("reboot") else 0) + MAX_EXTRA_S + READINGS_S
             + (background.work_s(spec.sessions) if lasting and spec.sessions else 0.0))
-
-
-def ran_out(senders: dict[str, dict[str, Any]], marks: dict[str, float]) -> list[str]:
-    """Why the traffic of a case did not cover it ([] when it did), from SENDERS (name -> the
-    generator's sender report) and the case's MARKS (CLOCK_MONOTONIC seconds): a sender that reached
-    the end of its bound before the runner stopped it, or one that had ended before the event. Such
-    a case measured nothing after the sender's end: a flow that never recovered would look whole."""
-    event = marks.get("event")
-    why = []
-    for name, sent in senders.items():
-        end = sent.get("end_ns")
-        ended_at = f" at {end / 1e9 - event:+.1f} s from the event" if end and event is not None else ""
-        if not sent.get("stopped"):
-            ready = marks.get("readings")
-            took = (f"; the readings before the event took {ready - marks['traffic']:.1f} s"
-                    if ready is not None and "traffic" in marks else "")
-            why.append(f"the {name} sender ran out of its time{ended_at}, before the runner stopped it{took}")
-        elif end and event is not None and end / 1e9 < event:
-            why.append(f"the {name} sender had ended {event - end / 1e9:.1f} s before the event")
-    return why
 
 
 def preconditions(state: LabState, plan: LabPlan, spec: TrafficSpec, progress: Progress,
@@ -533,7 +450,7 @@ def _run(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target: str
                            detail="every member in service back in every selector table, no change for 2 s"
                            if settled else f"the selector tables did not settle within {MAX_EXTRA_S - 5:.0f} s "
                            "after the event: the carriers after it were read on an unsettled lab"),
-                     cpu_left(waits, marks)]
+                     keptup.cpu_left(waits, marks)]
     changes = routes.changes()
     result.routes_changed = routelog.counts(changes)
     result.routes_unmonitored = routes.unmonitored or None

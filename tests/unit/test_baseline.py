@@ -11,7 +11,7 @@ import pytest
 from test_eventresult import sample
 from typer.testing import CliRunner
 
-from lab_orchestrator.events import baseline
+from lab_orchestrator.events import baseline, keptup
 from lab_orchestrator.events import verdict as eventverdict
 from lab_orchestrator.events.baseline import Carried, Direction
 from lab_orchestrator.events.result import Check, EventError, EventResult
@@ -315,19 +315,18 @@ def sender(start_s: float, end_s: float, stopped: bool) -> dict[str, Any]:
 
 
 def test_traffic_that_ran_out_before_the_runner_stopped_it_did_not_cover_the_case() -> None:
-    from lab_orchestrator.events import run
 
     marks = {"traffic": 100.0, "readings": 133.0, "event": 134.0, "restore": 136.0, "settled": 138.0}
     whole = {"forward": sender(100.0, 141.0, True), "reverse IPv6": sender(100.5, 141.1, True)}
-    assert run.ran_out(whole, marks) == []
+    assert keptup.ran_out(whole, marks) == []
     # the readings before the event took 33 s: the forward sender reached its bound a second before the event
     short = {**whole, "forward": sender(100.0, 133.5, False)}
-    assert run.ran_out(short, marks) == [
+    assert keptup.ran_out(short, marks) == [
         "the forward sender ran out of its time at -0.5 s from the event, before the runner stopped it; "
         "the readings before the event took 33.0 s"]
     # stopped by the runner, but before the event (a case that ended early): no traffic under the event
     early = {**whole, "reverse IPv6": sender(100.5, 120.0, True)}
-    assert run.ran_out(early, marks) == ["the reverse IPv6 sender had ended 14.0 s before the event"]
+    assert keptup.ran_out(early, marks) == ["the reverse IPv6 sender had ended 14.0 s before the event"]
 
 
 def test_a_case_whose_traffic_ran_out_is_not_judged_and_runs_again(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -346,13 +345,13 @@ def test_a_case_whose_traffic_ran_out_is_not_judged_and_runs_again(monkeypatch: 
         monkeypatch.setattr(run, "_run", lambda *_a, _m=measured: _m)
         if stopped:
             result = run._checked_run(None, None, event, "srx1", spec, print, None, None, None, None)  # type: ignore[arg-type]
-            assert [c.ok for c in result.checks if c.name == run.COVERED] == [True]
+            assert [c.ok for c in result.checks if c.name == keptup.COVERED] == [True]
             continue
         with pytest.raises(CaseError) as raised:
             run._checked_run(None, None, event, "srx1", spec, print, None, None, None, None)  # type: ignore[arg-type]
         assert raised.value.error.again is True
         assert "the traffic did not cover the case (the forward sender ran out of its time" in raised.value.error.error
-        assert [c.ok for c in raised.value.error.checks or [] if c.name == run.COVERED] == [False]
+        assert [c.ok for c in raised.value.error.checks or [] if c.name == keptup.COVERED] == [False]
 
 
 def test_the_senders_bound_covers_a_lasting_event_s_session_probe() -> None:

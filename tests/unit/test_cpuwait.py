@@ -11,8 +11,7 @@ import time
 
 import pytest
 
-from lab_orchestrator.events import cpuwait
-from lab_orchestrator.events import run as runmod
+from lab_orchestrator.events import cpuwait, keptup
 
 
 def test_the_probe_reports_when_its_input_ends_and_notes_a_late_wake_up(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -49,14 +48,14 @@ def test_the_worst_wait_inside_the_window_and_when() -> None:
 
 def test_a_case_with_a_long_wait_is_flagged_and_a_short_one_is_not() -> None:
     marks = {"traffic": 100.0, "event": 103.0, "stopped": 120.0}
-    starved = runmod.cpu_left([[104_200_000_000, 2400.0]], marks)
+    starved = keptup.cpu_left([[104_200_000_000, 2400.0]], marks)
     assert not starved.ok and "waited 2.4 s for a CPU (+1.2 s from the event)" in starved.detail
-    fine = runmod.cpu_left([[104_200_000_000, 300.0]], marks)
+    fine = keptup.cpu_left([[104_200_000_000, 300.0]], marks)
     assert fine.ok and "300 ms" in fine.detail
-    outside = runmod.cpu_left([[130_000_000_000, 5000.0]], marks)
+    outside = keptup.cpu_left([[130_000_000_000, 5000.0]], marks)
     assert outside.ok, "after the traffic stopped: not the case's concern"
-    assert runmod.cpu_left([], {"traffic": 1.0}).detail == "not measured"
-    assert runmod.cpu_left(None, marks).detail == "not measured", "the probe gave no report"
+    assert keptup.cpu_left([], {"traffic": 1.0}).detail == "not measured"
+    assert keptup.cpu_left(None, marks).detail == "not measured", "the probe gave no report"
 
 
 def test_the_probe_runs_as_a_child_and_reports_when_stopped() -> None:
@@ -73,9 +72,9 @@ def test_packets_a_receiver_dropped_make_the_case_not_judged_and_the_merge_count
 
     merged = families.merge_reports([{"per_flow": [], "socket_drops": 5}, {"per_flow": [], "socket_drops": 7}])
     assert merged is not None and merged["socket_drops"] == 12
-    assert runmod.receivers_dropped(merged, {"socket_drops": 0}) == [
+    assert keptup.receivers_dropped(merged, {"socket_drops": 0}) == [
         "the forward receivers' sockets dropped 12 packets"]
-    assert runmod.receivers_dropped({"per_flow": []}, None) == []
+    assert keptup.receivers_dropped({"per_flow": []}, None) == []
 
 
 def test_a_baseline_whose_receiver_dropped_packets_is_the_generator_behind_not_the_lab() -> None:

@@ -93,12 +93,13 @@ def _route_nexthops(routes: list[Any], prefix: str) -> set[str]:
     return hops
 
 
-def _routed(nexthop: str, hops: set[str], nexthop6: str, hops6: set[str] | None) -> bool:
-    """Is a member routed on a side: its next hop in the watched IPv4 routes and, when IPv6 routes are
-    watched (HOPS6 not None), its IPv6 next hop in those too."""
-    if nexthop not in hops:
-        return False
-    return hops6 is None or (bool(nexthop6) and str(ip_address(nexthop6)) in hops6)
+def ipv6_standing(before: bool | None, nexthop6: str, hops6: set[str]) -> bool | None:
+    """A member's IPv6 standing on a side: its IPv6 next hop in the watched IPv6 routes (HOPS6, every
+    SRX's). None while no IPv6 route was ever seen; with every IPv6 route gone (the destination vanished,
+    not the SRXs) the standing BEFORE is kept, as the IPv4 one is."""
+    if not hops6:
+        return before
+    return bool(nexthop6) and str(ip_address(nexthop6)) in hops6
 
 
 class Daemon(SelectorCore):
@@ -139,6 +140,8 @@ class Daemon(SelectorCore):
         self.dev_up: dict[str, dict[str, bool]] = {sel.side: {} for sel in self.selectors}
         # TLB per pair: which SRX of the pair carries it on each side (BGP decides, see pick_hop).
         self.route_hops: dict[str, dict[str, set[str]]] = {sel.side: {} for sel in self.selectors}
+        # dual-stack ECMP: (side, member) -> its IPv6 next hop in the watched IPv6 routes (`ipv6_standing`)
+        self.routed6: dict[tuple[str, str], bool | None] = {}
         self.chosen: dict[str, dict[str, str]] = {sel.side: {} for sel in self.selectors}
         self.table_base = config.mark_table_base
         self.watch = {s.side: _open_in(s.ns, RTMGRP_LINK | RTMGRP_IPV4_ROUTE
@@ -175,14 +178,14 @@ class Daemon(SelectorCore):
                     state.lost_carrier(time.monotonic())
                 if len(m.hops) > 1:
                     self.route_hops[side][m.name] = _route_nexthops(routes, f"{m.loopback}/32")
-                known = side in state.routed
-                if not hops and known:
+                if hops6 is not None:  # its own standing, kept as the IPv4 one is when every route is gone
+                    self.routed6[(side, m.name)] = ipv6_standing(self.routed6.get((side, m.name)), m.nexthop6, hops6)
+                if not hops and side in state.routed:
                     # The watched route is gone through every SRX: the destination vanished (e.g. the
                     # subscriber gateway withdrew it), not the SRXs. Keep their standing.
                     continue
-                # ...and the same for IPv6 on its own: its routes gone through every SRX say nothing of one
-                state.set_routed(side, _routed(m.nexthop, hops, m.nexthop6, None if hops6 is not None and not hops6
-                                               and known else hops6), time.monotonic())
+                routed6 = hops6 is None or bool(self.routed6.get((side, m.name)))
+                state.set_routed(side, m.nexthop in hops and routed6, time.monotonic())
         self.routes_seen(time.monotonic())
 
     def programmed(self, selector: Selector) -> SelectorTable | None:

@@ -221,7 +221,8 @@ def read_socket_drops(sock: socket.socket) -> dict[str, int]:
         return {}
     with contextlib.suppress(OSError, ValueError):
         inode = os.fstat(sock.fileno()).st_ino
-        for line in _proc_net("udp").splitlines()[1:]:
+        table = "udp6" if sock.family == socket.AF_INET6 else "udp"  # the kernel lists each family apart
+        for line in _proc_net(table).splitlines()[1:]:
             cols = line.split()
             if len(cols) >= 13 and cols[9] == str(inode):
                 return {"socket_drops": int(cols[-1])}

@@ -10,7 +10,7 @@ schedule does not show it (they are the ones running).
 So a small process at normal priority, started with the case's traffic, wakes every PERIOD_S and
 notes each wake-up later than NOTED_MS with when it happened (CLOCK_MONOTONIC, as the case's marks).
 The runner reads them once the traffic has stopped and does not judge a case in which such a task
-waited longer than the lab's timers allow (`run.CPU_WAIT_MAX_S`).
+waited longer than the lab's timers allow (`keptup.CPU_WAIT_MAX_S`).
 
     python -m lab_orchestrator.events.cpuwait    (reports on stdout when its stdin closes)
 """

@@ -46,8 +46,8 @@ def not_judged(checks: list[Check]) -> str | None:
         return (f"the generator fell behind during the event ({late}): its figures cannot be trusted; "
                 + ("run it again" if "paused" in late else "lower --rate/--flows"))
     if RECEIVED in failed:  # a packet the receiver dropped counts as lost: the loss figures are the generator's
-        return (f"the generator's receivers could not keep up ({failed[RECEIVED]}): those packets count as lost, "
-                "so the figures cannot be trusted; lower --rate/--flows")
+        return (f"the generator's receivers could not keep up ({failed[RECEIVED]}): a packet of a measured flow "
+                "they dropped counts as lost, so the figures cannot be trusted; lower --rate/--flows")
     if CPU_LEFT in failed:  # BGP, MNHA and the selectors may have missed their timers: not the event's doing
         return f"the machine was overloaded: {failed[CPU_LEFT]}; lower --rate/--flows"
     return None

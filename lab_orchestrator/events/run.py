@@ -62,7 +62,7 @@ from .watch import (
 MAX_EXTRA_S = 30.0
 # the senders' bound also allows this long for the readings between the warm-up and the event (which
 # SRX carries each flow and each TCP connection): they are quick on a quiet machine and have taken 30 s
-# on a loaded one. A case whose traffic ran out before the runner stopped it is not judged (`COVERED`).
+# on a loaded one. A case whose traffic ran out before the runner stopped it is not judged (`keptup.COVERED`).
 READINGS_S = 90.0
 BASELINE_CARRIED = "baseline carried"  # the check before the event; failed by a late sender alone, the case runs again
 READY_S = 10.0  # before an event: selector members in their tables, MNHA pairs in step
@@ -206,7 +206,14 @@ def _checked_run(state: LabState, plan: LabPlan, event: eventsmod.EventKind, tar
     if before_traffic is not None:
         before_traffic()
     try:
-        result = _run(state, plan, event, target, spec, progress, daemon, injector or Injector(), tcp, held)
+        try:
+            result = _run(state, plan, event, target, spec, progress, daemon, injector or Injector(), tcp, held)
+        except BaseException:  # a case that broke before its event put the nodes back leaves them as it found them
+            for node in taken_out:
+                if node in state.down_nodes:
+                    with contextlib.suppress(LabError):
+                        ops.power_on(state, plan, node)
+            raise
     except (background.NotOpened, background.Ended, baseline.NotStarted) as exc:
         raise CaseError(EventError(event=event.name, title=event.title, target=target, flows=spec.flows,
                                    rate=spec.rate, checks=checks, error=str(exc))) from None
@@ -332,7 +339,7 @@ def _run(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target: str
     if held is not None:  # opened before the flows start: their burst does not load the measured traffic
         opened = background.open_all(held, progress)
         held_before = background.wait_synced(plan, opened)
-    waiting = cpuwait.CpuWait().start()
+    cpu_probe = cpuwait.CpuWait().start()
     waits: list[list[float]] | None = None
     try:
         if tcp is not None:  # opened first: every connection is established before the event
@@ -387,15 +394,15 @@ def _run(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target: str
         if tcp is not None:
             tcp_report = tcp.stop()
         marks["stopped"] = time.monotonic_ns() / 1e9
-        waits = waiting.stop()
+        waits = cpu_probe.stop()
         if not lasting:  # once the measured traffic has stopped: the probe's burst does not delay its senders
             probe()
     except BaseException:
         for child in children.values():
             child.kill()
-        waiting.stop(timeout=2)
         raise
     finally:
+        cpu_probe.stop(timeout=2)  # already stopped on the way through (then a no-op)
         sampler.stop()
         watcher.stop()
         with contextlib.suppress(Exception):  # the route log is a clue: it never hides the case's own error

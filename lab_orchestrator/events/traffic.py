@@ -79,9 +79,8 @@ def start(state: LabState, flows: int, rate: float, sizes: str, duration: float,
             # pause to start Python, and a reverse sender ahead of its forward flows would meet no session
             wait_ready(spawned)
             if step[0][1] == "tx-forward" and number < len(steps) - 1:
-                # a sender says it is ready before it opens its socket and builds its frames (a few
-                # hundred ms of CPU on a busy machine): the forward packets open the sessions the
-                # reverse flows need
+                # the forward packets open the sessions the reverse flows need: a sender says it is
+                # ready as its first packets leave, and they cross the lab before the answers start
                 time.sleep(FORWARD_LEAD_S)
         spent = time.monotonic() - began
         if spent > START_MARGIN_S:

@@ -58,6 +58,8 @@ def order(monkeypatch: pytest.MonkeyPatch) -> Order:
     monkeypatch.setattr(sendmod, "bind_socket", lambda *a: None)
     monkeypatch.setattr(sendmod, "FrameSet", frames)
     monkeypatch.setattr(Sender, "_loop", loop)
+    monkeypatch.setattr(clifile.signal, "signal", lambda *a: None)  # the test process keeps its own handlers
+    monkeypatch.setattr(sendmod.gc, "freeze", lambda: None)  # and its collector
     return seen
 
 

@@ -89,7 +89,8 @@ def plan_selectors(topo: Topology, plan: LabPlan, python: str) -> None:
                 # IPv6 has no NAT pool: its answers are hashed back by destination, as in an SFW lab; an
                 # SRX is routed while the MX learns a pool from it (the IPv4 answers' routes)
                 pools = tuple(dict.fromkeys(str(n.nat_pool) for n in plan.nodes if n.nat_pool))
-                watch, match, watch6 = pools, clients6, ()  # the pools are the only routes it announces
+                # the pools decide for both families (the IPv6 answers' SRX is the one whose pool the MX learns)
+                watch, match, watch6 = pools, clients6, ()
             if side == "untrust" and topo.services.use_case == "mixed":
                 # only the SFW clients' answers are hashed back (the JVD's MX_TLB_LB_UNTRUST matches
                 # the client prefixes by destination); the NAPT44 ones follow the pool routes, which

@@ -33,7 +33,7 @@ def test_a_changed_figure_is_caught(tmp_path: Path) -> None:
     edited = text.replace(body, body.replace("passed", "passd", 1))
     assert edited != text
     filled, found = docfigures.fill(edited, path)
-    assert found == ["results"] and filled == text
+    assert found == ["results", "families"] and filled == text
 
 
 def test_an_unknown_block_is_an_error() -> None:
@@ -243,3 +243,22 @@ def test_the_device_configurations_left_out_of_the_packet_path_are_only_shown() 
 def test_the_traffic_by_hand_is_left_out_of_the_packet_path() -> None:
     """(test_architecture.py checks that only the API imports it, which is why it may be left out)"""
     assert f":(exclude){docfigures.HAND_TRAFFIC}" in docfigures.PACKET_PATH
+
+
+def test_the_dual_stack_labs_get_a_table_per_lab_with_a_column_per_family() -> None:
+    def run(fams: dict[str, Any]) -> dict[str, Any]:
+        return {"started": "2026-12-07T10:17:00", "commit": "abcdef0123", "command": "lab events run x --rate 3000",
+                "events": [{"event": "srx-power-off", "target": "srx1", "families": fams}]}
+
+    good = {"passed": True, "convergence_ms": {"max": 60.0, "median": 40.0}, "packets_lost_by_unaffected_flows": 0,
+            "recovered": True}
+    bad = {**good, "passed": False, "packets_lost_by_unaffected_flows": 7, "recovered": False}
+    kept = {lab: run({"4": good, "6": good}) for lab in docfigures.DUAL_STACK_LABS}
+    kept["topology3-dualstack"] = run({"4": good, "6": bad, "64": good})
+    text = docfigures.render_families(kept)
+    assert "| event | IPv4 | IPv6 | NAT64 |" in text and "| event | IPv4 | IPv6 |" in text
+    assert "| srx-power-off on srx1 | pass, 60 / 40 ms, 0, yes | **FAIL**, 60 / 40 ms, 7, no | pass," in text
+    assert "commit `abcdef0123`" in text and "`lab events run x --rate 3000`" in text
+    del kept["topology1-dualstack"]
+    with pytest.raises(docfigures.FigureError, match="topology1-dualstack.json is missing"):
+        docfigures.render_families(kept)

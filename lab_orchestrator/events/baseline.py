@@ -110,12 +110,13 @@ def behind(d: Direction, resolution_ms: float) -> bool:
 
 
 def only_behind(carried: Carried) -> bool:
-    """Whether CARRIED was unclean only because the generator fell behind (`behind`), with no packet
-    lost but those its receivers dropped and no flow silent: the machine's doing (busy, or paused by
-    its hypervisor), not the lab's, so the case may run again rather than be an error."""
+    """Whether CARRIED was unclean only because a sender fell behind its schedule (`behind`), with no
+    packet lost and no flow silent: the machine's doing (busy, or paused by its hypervisor), not the
+    lab's, so the case may run again rather than be an error. Packets a receiver dropped are lost: a
+    load its receivers cannot take is named as the load (`cannot_carry`)."""
     directions = carried.directions.values()
     return (any(behind(d, carried.resolution_ms) for d in directions)
-            and not any(d.lost > d.dropped or d.flows_silent for d in directions))
+            and not any(d.lost or d.flows_silent for d in directions))
 
 
 def senders_late(senders: dict[str, dict[str, Any]], resolution_ms: float) -> list[str]:

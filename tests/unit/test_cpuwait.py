@@ -76,7 +76,7 @@ def test_packets_a_receiver_dropped_make_the_case_not_judged_and_the_merge_count
     assert keptup.receivers_dropped({"per_flow": []}, None) == []
 
 
-def test_a_baseline_whose_receiver_dropped_packets_is_the_generator_behind_not_the_lab() -> None:
+def test_a_baseline_whose_receiver_dropped_packets_names_the_load() -> None:
     from lab_orchestrator.events import baseline
 
     clean = baseline.Direction(sent=1000, due=1000, lost=0, flows_silent=0, max_lag_ms=1.0)
@@ -84,7 +84,7 @@ def test_a_baseline_whose_receiver_dropped_packets_is_the_generator_behind_not_t
     load = baseline.Carried(100, 10000, 1.0, {"forward": clean, "reverse": dropped})
     why = baseline.judge(load)
     assert "reverse: the receiver's socket dropped 30 packets (the receiver could not keep up)" in why
-    assert baseline.only_behind(load), "every lost packet was the receiver's: run again, not an error"
-    worse = baseline.Carried(100, 10000, 1.0, {"forward": clean, "reverse": baseline.Direction(
-        sent=1000, due=1000, lost=31, flows_silent=0, max_lag_ms=1.0, dropped=30)})
-    assert not baseline.only_behind(worse), "a packet lost beyond the receiver's drops was the lab's"
+    assert baseline.behind(dropped, load.resolution_ms), "the generator fell behind"
+    assert not baseline.only_behind(load), "packets were lost: not a case that only needs running again"
+    assert baseline.cannot_carry(load, why).startswith(
+        "the generator or the path cannot carry 100 flows x 2 directions at 10000 pps here (")

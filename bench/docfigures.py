@@ -37,6 +37,7 @@ and `make events-results` the events of every shipped lab, and both rewrite the 
 
 from __future__ import annotations
 
+import importlib
 import json
 import math
 import re
@@ -276,43 +277,6 @@ def render_events_cgnat(kept: dict[str, dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-DUAL_STACK_LABS = ("topology1-dualstack", "topology2-dualstack", "topology3-dualstack", "topology4-dualstack")
-
-
-def render_families(kept: dict[str, dict[str, Any]]) -> str:
-    """Each family's verdict per event of the dual-stack labs, from their kept `lab events run` (the load
-    and the run's date are in each lab's line)."""
-    from lab_orchestrator.model import ipfamily
-
-    out = []
-    for lab in DUAL_STACK_LABS:
-        if lab not in kept:
-            raise FigureError(f"docs/events-results/{lab}.json is missing: python3 bench/events_results.py run {lab}")
-        run = kept[lab]
-        events = run.get("events") or []
-        fams = sorted({int(f) for e in events for f in (e.get("families") or {})})
-        when = str(run.get("started", "?"))[:16].replace("T", " ")
-        out += [f"**{lab}** ({when} UTC, commit `{_commit(str(run.get('commit', '?')))}`, "
-                f"`{_command(run.get('command'))}`):", "",
-                "| event | " + " | ".join(ipfamily.name(f) for f in fams) + " |", "|---|" + "---|" * len(fams)]
-        for e in events:
-            cells = []
-            for f in fams:
-                fam = (e.get("families") or {}).get(str(f))
-                conv = (fam or {}).get("convergence_ms") or {}
-                cells.append("–" if fam is None else
-                             f"{'pass' if fam.get('passed') else '**FAIL**'}, {_ms(conv.get('max'))} / "
-                             f"{_ms(conv.get('median'))} ms, {fam.get('packets_lost_by_unaffected_flows')}, "
-                             f"{'yes' if fam.get('recovered') else 'no'}")
-            out.append(f"| {e['event']} on {e.get('target', '?')} | " + " | ".join(cells) + " |")
-        out.append("")
-    return "\n".join(out)
-
-
-def _command(command: Any) -> str:
-    return command if isinstance(command, str) else " ".join(str(a) for a in command or [])
-
-
 def _kept_events() -> dict[str, dict[str, Any]]:
     return {p.stem: _load(p) for p in sorted(EVENTS_KEPT.glob("*.json"))}
 
@@ -347,8 +311,8 @@ BLOCKS = (
     Block("events-cgnat", ROOT / "docs" / "events.md",
           lambda: [EVENTS_KEPT / f"{lab}.json" for lab in CGNAT_LABS],
           lambda indent: render_events_cgnat(_kept_events())),
-    Block("families", ROOT / "docs" / "results.md", lambda: [EVENTS_KEPT / f"{lab}.json" for lab in DUAL_STACK_LABS],
-          lambda indent: render_families(_kept_events())),
+    Block("families", ROOT / "docs" / "results.md", lambda: sorted(EVENTS_KEPT.glob("*-dualstack.json")),
+          lambda indent: importlib.import_module("sidematrices").dual_stack_tables(_kept_events(), FigureError)),
     Block("ci-budgets", WORKFLOW, _report_sources, lambda indent: render_ci_budgets(_load(REPORT), indent)),
     Block("chash-moves", ROOT / "docs" / "benchmarks-chash.md", lambda: [ROOT / "bench" / "chash_moves.py"],
           lambda indent: render_chash_moves()),

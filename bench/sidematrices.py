@@ -117,3 +117,32 @@ def families_matrix(cases: list[dict[str, Any]], labs: list[str], events: list[s
             continue
         rows.append(f"| {event} | " + " | ".join(_family_cell(by_key, lab, event, fam) for lab, fam in columns) + " |")
     return rows
+
+
+DUAL_STACK_LABS = ("topology1-dualstack", "topology2-dualstack", "topology3-dualstack", "topology4-dualstack")
+
+
+def dual_stack_tables(kept: dict[str, dict[str, Any]], missing: type[Exception]) -> str:
+    """Each family's verdict per event of the dual-stack labs, from their kept `lab events run` (KEPT: lab ->
+    its report; the run's date, commit and command in each lab's line); MISSING raised for a lab not kept."""
+    from lab_orchestrator.model import ipfamily
+    from lab_orchestrator.report import families
+
+    out = []
+    for lab in DUAL_STACK_LABS:
+        if lab not in kept:
+            raise missing(f"docs/events-results/{lab}.json is missing: python3 bench/events_results.py run {lab}")
+        run = kept[lab]
+        events = run.get("events") or []
+        fams = sorted({int(f) for e in events for f in (e.get("families") or {})})
+        command = run.get("command")
+        when = str(run.get("started", "?"))[:16].replace("T", " ")
+        out += [f"**{lab}** ({when} UTC, commit `{run.get('commit', '?')}`, "
+                f"`{command if isinstance(command, str) else ' '.join(map(str, command or []))}`):", "",
+                "| event | " + " | ".join(ipfamily.name(f) for f in fams) + " |", "|---|" + "---|" * len(fams)]
+        for e in events:
+            figures = families.of({"families": e.get("families") or {}})
+            out.append(f"| {e['event']} on {e.get('target', '?')} | "
+                       + " | ".join(family_cell(figures.get(f)) for f in fams) + " |")
+        out.append("")
+    return "\n".join(out)

@@ -253,12 +253,13 @@ def test_the_dual_stack_labs_get_a_table_per_lab_with_a_column_per_family() -> N
     good = {"passed": True, "convergence_ms": {"max": 60.0, "median": 40.0}, "packets_lost_by_unaffected_flows": 0,
             "recovered": True}
     bad = {**good, "passed": False, "packets_lost_by_unaffected_flows": 7, "recovered": False}
-    kept = {lab: run({"4": good, "6": good}) for lab in docfigures.DUAL_STACK_LABS}
+    tables = load("sidematrices")
+    kept = {lab: run({"4": good, "6": good}) for lab in tables.DUAL_STACK_LABS}
     kept["topology3-dualstack"] = run({"4": good, "6": bad, "64": good})
-    text = docfigures.render_families(kept)
+    text = tables.dual_stack_tables(kept, docfigures.FigureError)
     assert "| event | IPv4 | IPv6 | NAT64 |" in text and "| event | IPv4 | IPv6 |" in text
-    assert "| srx-power-off on srx1 | pass, 60 / 40 ms, 0, yes | **FAIL**, 60 / 40 ms, 7, no | pass," in text
+    assert "| srx-power-off on srx1 | pass 60 / 40, 0, rec | **FAIL** 60 / 40, 7, **not rec** | pass 60" in text
     assert "commit `abcdef0123`" in text and "`lab events run x --rate 3000`" in text
     del kept["topology1-dualstack"]
     with pytest.raises(docfigures.FigureError, match="topology1-dualstack.json is missing"):
-        docfigures.render_families(kept)
+        tables.dual_stack_tables(kept, docfigures.FigureError)

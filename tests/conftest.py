@@ -51,3 +51,24 @@ def update_golden() -> bool:
 def installed_wheel(tmp_path_factory: pytest.TempPathFactory) -> InstalledWheel:
     """`pip wheel` of a copy of the sources, installed (--no-deps, --no-index) into a fresh venv (tests/wheelkit.py)."""
     return build_and_install(tmp_path_factory)
+
+
+# The suite's time per test file, printed at the end of a run of several files: the twenty slowest
+# tests alone do not show which files spend the suite's time.
+_FILE_SECONDS: dict[str, float] = {}
+SLOWEST_FILES = 12
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    path = report.nodeid.split("::", 1)[0]
+    _FILE_SECONDS[path] = _FILE_SECONDS.get(path, 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if len(_FILE_SECONDS) < 2:
+        return
+    total = sum(_FILE_SECONDS.values())
+    terminalreporter.section("slowest test files")
+    for path, seconds in sorted(_FILE_SECONDS.items(), key=lambda item: -item[1])[:SLOWEST_FILES]:
+        terminalreporter.write_line(f"{seconds:8.1f} s {100 * seconds / total:5.1f} %  {path}")
+    terminalreporter.write_line(f"{total:8.1f} s in {len(_FILE_SECONDS)} files (setup, call and teardown)")

@@ -1,6 +1,8 @@
 """A run whose sender is held off the CPU during the event (SIGSTOP for 500 ms, as a paused virtual
 machine would hold it) is not judged: with --reruns the case runs again and the second run is the
-verdict, the first one's reason kept; with --reruns 0 the case is an error (exit 3)."""
+verdict, the first one's reason kept; with --reruns 0 the case is an error (exit 3). The same for a
+run in which a task at the lab daemons' priority (the runner's CPU-wait probe) was held off the CPU
+longer than the lab's timers allow."""
 
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ NAME = "rerun1"
 # no baseline: the first sender the run spawns is the event's own
 ARGS = ["--flows", "20", "--rate", "400", "--warmup", "2", "--duration", "2", "--baseline", "0"]
 HOLD_S = 0.5  # the resolution is 50 ms (20 pps per flow): late means over 4 intervals
+PROBE_HOLD_S = 1.6  # longer than the lab's timers allow a daemon to wait (keptup.CPU_WAIT_MAX_S: 1 s)
 
 
 def parent(pid: int) -> int:
@@ -38,7 +41,12 @@ def parent(pid: int) -> int:
 
 def senders_of(ancestor: int) -> list[int]:
     """The generator's senders started by process ANCESTOR (its children, or theirs)."""
-    done = subprocess.run(["pgrep", "-f", "dataplane.traffic send"], capture_output=True, text=True)
+    return descendants("dataplane.traffic send", ancestor)
+
+
+def descendants(pattern: str, ancestor: int) -> list[int]:
+    """The processes whose command line holds PATTERN started by process ANCESTOR (its children, or theirs)."""
+    done = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True)
     found = []
     for pid in (int(p) for p in done.stdout.split()):
         up = pid
@@ -62,13 +70,28 @@ def hold_the_first_sender(ancestor: int, stop: threading.Event) -> None:
         time.sleep(0.02)
 
 
-def run(tmp_path: Path, reruns: int) -> tuple[dict[str, Any], int]:
-    out = tmp_path / f"events-{reruns}.json"
+def hold_the_cpu_probe(ancestor: int, stop: threading.Event) -> None:
+    """Once a sender of the run has sent for a while, hold the runner's CPU-wait probe (a process at
+    the lab daemons' priority) off the CPU for PROBE_HOLD_S, once: as if the machine had left it none."""
+    while not stop.is_set():
+        if senders_of(ancestor):
+            time.sleep(1.0)
+            probes = descendants("lab_orchestrator.events.cpuwait", ancestor)
+            assert probes, "no CPU-wait probe beside the run's senders"
+            os.kill(probes[0], signal.SIGSTOP)
+            time.sleep(PROBE_HOLD_S)
+            os.kill(probes[0], signal.SIGCONT)
+            return
+        time.sleep(0.02)
+
+
+def run(tmp_path: Path, reruns: int, hold: Any = hold_the_first_sender) -> tuple[dict[str, Any], int]:
+    out = tmp_path / f"events-{reruns}-{hold.__name__}.json"
     stop = threading.Event()
     proc = subprocess.Popen([*LAB, "events", "run", "--lab", NAME, "-e", "srx-link-failure", *ARGS,
                              "--reruns", str(reruns), "--json-out", str(out)],
                             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    holder = threading.Thread(target=hold_the_first_sender, args=(proc.pid, stop), daemon=True)
+    holder = threading.Thread(target=hold, args=(proc.pid, stop), daemon=True)
     holder.start()
     try:
         stdout, stderr = proc.communicate(timeout=240)
@@ -108,3 +131,14 @@ def test_without_reruns_the_held_run_is_an_error(running_lab: str, tmp_path: Pat
     assert "the generator fell behind" in event["error"] and event["runs_not_judged"] == []
     held = event["result"]["senders"]
     assert max(s["max_lag_ms"] for s in held.values()) >= HOLD_S * 1000 * 0.9
+
+
+def test_a_held_daemon_priority_task_makes_the_run_not_judged_and_the_case_runs_again(
+        running_lab: str, tmp_path: Path) -> None:
+    event, code = run(tmp_path, 1, hold_the_cpu_probe)
+    assert event["status"] == "passed" and code == 0, event.get("error")
+    reasons = event.get("runs_not_judged")
+    assert reasons and len(reasons) == 1, event.get("checks")
+    assert "the machine was overloaded" in reasons[0] and "waited 1." in reasons[0], reasons[0]
+    judged = {c["name"]: c for c in event["checks"]}["lab daemons had a CPU"]
+    assert judged["ok"] and "longest wait" in judged["detail"], judged

@@ -6,8 +6,8 @@
 The lab's session sync writes the copies straight into the peer's kernel (`DisableExternalCache On`)
 with the timeout the session had on the sender. A peer that lengthened its copies itself would need
 no refresh of live sessions; this measures whether that is possible. No lab: two network namespaces
-(the sender and the peer) joined by a veth, one conntrackd each (FTFW over unicast UDP, no external
-cache, as the lab runs them). One UDP session is written on the sender with TIMEOUT s; once its copy
+(the sender and the peer) joined by a veth, one conntrackd each with the lab's sync settings (FTFW
+over unicast UDP, no external cache). One UDP session is written on the sender with TIMEOUT s; once its copy
 is on the peer, another process sets the copy's timeout to LENGTHENED s (`conntrack -U -t`), and the
 timeouts of both are read again. Prints what it saw (JSON); exit 0 when it measured. Holds
 /tmp/lab-ns.lock while its namespaces exist. Needs root.
@@ -92,30 +92,40 @@ def wait_timeout(node: str, wanted: range, seconds: float = 5.0) -> int | None:
 
 
 def measure(timeout: int, lengthened: int, state: Path) -> dict[str, int | None]:
-    sh("ip", "link", "add", DEV, "netns", NS["sender"], "type", "veth", "peer", "name", DEV, "netns", NS["peer"])
-    daemons = []
-    for node, other in (("sender", "peer"), ("peer", "sender")):
-        sh("ip", "-n", NS[node], "addr", "add", f"{ADDR[node]}/24", "dev", DEV)
-        sh("ip", "-n", NS[node], "link", "set", DEV, "up")
-        sh("ip", "-n", NS[node], "link", "set", "lo", "up")
-        conf = state / f"{node}.conf"
-        conf.write_text(CONF.format(local=ADDR[node], peer=ADDR[other], port=PORT, dev=DEV, dir=state, name=node))
-        daemons.append(subprocess.Popen(["ip", "netns", "exec", NS[node], "conntrackd", "-C", str(conf)],
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+    daemons: list[subprocess.Popen[bytes]] = []
     try:
+        sh("ip", "link", "add", DEV, "netns", NS["sender"], "type", "veth", "peer", "name", DEV,
+           "netns", NS["peer"])
+        for node, other in (("sender", "peer"), ("peer", "sender")):
+            sh("ip", "-n", NS[node], "addr", "add", f"{ADDR[node]}/24", "dev", DEV)
+            sh("ip", "-n", NS[node], "link", "set", DEV, "up")
+            sh("ip", "-n", NS[node], "link", "set", "lo", "up")
+            conf = state / f"{node}.conf"
+            conf.write_text(CONF.format(local=ADDR[node], peer=ADDR[other], port=PORT, dev=DEV, dir=state,
+                                        name=node))
+            daemons.append(subprocess.Popen(["ip", "netns", "exec", NS[node], "conntrackd", "-C", str(conf)],
+                                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         time.sleep(1.0)  # both daemons listening
         sh("ip", "netns", "exec", NS["sender"], "conntrack", "-I", *FLOW, *REPLY, "-t", str(timeout),
            "-u", "SEEN_REPLY,ASSURED")
         copied = wait_timeout("peer", range(1, timeout + 1))
+        seen: dict[str, int | None] = {"timeout": timeout, "lengthened": lengthened, "copy_on_the_peer": copied,
+                                       "peer_after": None, "sender_after": None}
+        if copied is None:  # no copy to lengthen: nothing measured
+            return seen
         sh("ip", "netns", "exec", NS["peer"], "conntrack", "-U", *FLOW, "-t", str(lengthened))
-        peer = wait_timeout("peer", range(lengthened - 10, lengthened + 1))
-        sender = wait_timeout("sender", range(timeout + 1, lengthened + 1))
-        return {"timeout": timeout, "lengthened": lengthened, "copy_on_the_peer": copied,
-                "peer_after": peer, "sender_after": sender}
+        seen["peer_after"] = wait_timeout("peer", range(lengthened - 10, lengthened + 1))
+        seen["sender_after"] = wait_timeout("sender", range(timeout + 1, lengthened + 1))
+        return seen
     finally:
         for daemon in daemons:
             daemon.terminate()
-            daemon.wait(10)
+        for daemon in daemons:
+            try:
+                daemon.wait(10)
+            except subprocess.TimeoutExpired:
+                daemon.kill()
+                daemon.wait()
 
 
 def main() -> int:
@@ -128,9 +138,10 @@ def main() -> int:
         return 2
     with LOCK.open("a") as lock, tempfile.TemporaryDirectory() as tmp:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        for ns in NS.values():
-            sh("ip", "netns", "add", ns)
         try:
+            for ns in NS.values():
+                sh("ip", "netns", "del", ns, check=False)  # left by a run that was killed
+                sh("ip", "netns", "add", ns)
             seen = measure(args.timeout, args.lengthened, Path(tmp))
         finally:
             for ns in NS.values():

@@ -65,11 +65,12 @@ LIVE_TIMEOUT = 3600
 log = logger("extcache")
 
 CONF = """\
-# conntrackd for {name}: FTFW over unicast UDP on the veth; copies received from the peer are kept in the
-# external cache (user space) and written into the kernel only by a commit (conntrackd -c).
+# conntrackd for {name}: FTFW over unicast UDP on the veth. With the external cache, copies received from
+# the peer are kept in user space and written into the kernel only by a commit (conntrackd -c); without
+# it (DisableExternalCache On, as the lab), they are written into the kernel as they arrive.
 Sync {{
 	Mode FTFW {{
-		DisableExternalCache Off
+		DisableExternalCache {external_off}
 		ResendQueueSize 131072
 {commit}	}}
 	UDP {{
@@ -134,7 +135,7 @@ class Daemon:
     """One conntrackd in a namespace, in the foreground (its pid is ours to stop), and its client commands."""
 
     def __init__(self, name: str, ns: str, local: str, peer: str, workdir: Path, capacity: int,
-                 commit_timeout: int | None):
+                 commit_timeout: int | None, external_cache: bool = True):
         self.name, self.ns, self.workdir = name, ns, workdir
         self.conf = workdir / f"{name}.conf"
         hash_size = 65536
@@ -142,7 +143,8 @@ class Daemon:
             hash_size *= 2
         commit = f"\t\tCommitTimeout {commit_timeout}\n" if commit_timeout else ""
         self.conf.write_text(CONF.format(name=name, local=local, peer=peer, port=PORT, dev=DEV, dir=workdir,
-                                         hash_size=hash_size, hash_limit=capacity, commit=commit))
+                                         hash_size=hash_size, hash_limit=capacity, commit=commit,
+                                         external_off="Off" if external_cache else "On"))
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:

@@ -119,7 +119,11 @@ def families_matrix(cases: list[dict[str, Any]], labs: list[str], events: list[s
     return rows
 
 
-DUAL_STACK_LABS = ("topology1-dualstack", "topology2-dualstack", "topology3-dualstack", "topology4-dualstack")
+def dual_stack_labs() -> list[str]:
+    """The shipped dual-stack labs whose events are kept (bench/events_results.py's list)."""
+    from events_results import LABS
+
+    return [lab for lab in LABS if lab.endswith("-dualstack")]
 
 
 def dual_stack_tables(kept: dict[str, dict[str, Any]], missing: type[Exception]) -> str:
@@ -129,7 +133,7 @@ def dual_stack_tables(kept: dict[str, dict[str, Any]], missing: type[Exception])
     from lab_orchestrator.report import families
 
     out = []
-    for lab in DUAL_STACK_LABS:
+    for lab in dual_stack_labs():
         if lab not in kept:
             raise missing(f"docs/events-results/{lab}.json is missing: python3 bench/events_results.py run {lab}")
         run = kept[lab]

@@ -3,10 +3,11 @@
 The kernel keeps one session hash for every namespace, and a dump of one namespace's table walks all
 of it with the CPU's softirqs (and so preemption) off until a message is full. A namespace that holds
 few sessions makes one call walk every namespace's sessions: conntrackd reads its kernel table when it
-starts, so an SRX that powers on beside 300,000 sessions kept one CPU for 147 ms in one go (measured
-with `perf sched`). A SCHED_FIFO sender woken on that CPU waits the whole walk: the kernel moves a
-woken realtime task to another CPU only when the one it last ran on runs another realtime task. The
-flows then fall behind their schedule at the restore, and the case cannot be judged.
+starts, so an SRX that powers on beside a few hundred thousand sessions kept one CPU for over a
+hundred milliseconds in one go (seen with `perf sched`). A SCHED_FIFO sender woken on that CPU waits
+the whole walk: the kernel moves a woken realtime task to another CPU only when the one it last ran
+on runs another realtime task. The flows then fall behind their schedule at the restore, and the case
+cannot be judged.
 
 So with sessions the senders get the last CPU the run may use, and the rest of the case runs on the
 other CPUs: every process of the lab (its daemons, and the supervisor, whose children the daemons a

@@ -380,6 +380,55 @@ def wait_for_state(name: str, proc: subprocess.Popen[str], ready: Any, timeout: 
     pytest.fail(f"{path} never reached the awaited point within {timeout} s")
 
 
+def ping(name: str, node: str, target: str, source: str | None = None) -> str:
+    argv = ["ping", "-c", "2", "-i", "0.2", "-W", "1"] + (["-I", source] if source else []) + [target]
+    result = lab_exec(name, node, *argv)
+    assert result.returncode == 0, f"{node} -> {target} in lab {name}: {explain(result)}"
+    assert " 2 received" in result.stdout, result.stdout
+    return result.stdout
+
+
+def assert_ready(facts: PlanFacts) -> None:
+    report = status_of(facts.name)
+    assert report["status"] == "ready", report
+    assert report["namespaces_present"] == report["namespaces_expected"] == len(facts.namespaces), report
+    # lab-wide daemons (SSH server, health-check responder) are listed under a pseudo-node of their own
+    assert [n["name"] for n in report["nodes"] if n["kind"] != "lab-wide"] == facts.nodes
+    established = set()
+    for node in report["nodes"]:
+        daemons = {d["name"]: d["running"] for d in node["daemons"]}
+        assert sorted(daemons) == sorted(facts.processes.get(node["name"], [])), node
+        assert all(daemons.values()), f"{node['name']}: a daemon is not running: {node['daemons']}"
+        for session in node["bgp"]:
+            assert session["info"].startswith("Established"), f"{node['name']}: {session}"
+            established.add((node["name"], session["protocol"]))
+    assert established == facts.sessions
+    # Lab-wide daemons (not under a node in `lab status`, e.g. the SSH front end) run too.
+    state = json.loads((facts.state_dir / "state.json").read_text())
+    assert sorted((p["node"], p["name"]) for p in state["processes"]) == sorted(
+        (node, name) for node, names in facts.processes.items() for name in names)
+    dead = [p for p in state["processes"] if proc_starttime(p["pid"]) != p["starttime"]]
+    assert not dead, f"daemons not running: {dead}"
+
+
+def proc_starttime(pid: int) -> int | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat.rsplit(")", 1)[1].split()
+    return None if fields[0] in ("Z", "X") else int(fields[19])
+
+
+def assert_down_clean(facts: PlanFacts, *args: str) -> None:
+    """`lab ARGS` (a down) ends well, says so, prints no traceback and leaves nothing of the lab."""
+    down = run_lab(*args, timeout=60)
+    assert down.returncode == 0, explain(down)
+    assert_no_traceback(down.stderr)
+    assert f"lab {facts.name} is down" in flat(down.stdout)
+    assert leftovers(facts) == []
+
+
 def running_copy(tmp_path_factory: pytest.TempPathFactory, shipped: str, name: str) -> Iterator[PlanFacts]:
     """A copy of the shipped lab SHIPPED (a file of labs/) running under NAME for a module's tests: a
     module-scoped fixture yields from it. Up before the first test; after the last, down with nothing

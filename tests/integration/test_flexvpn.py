@@ -3,10 +3,11 @@
 Three labs, each brought up by this module and taken down by it (never anyone else's):
 
 * `fvship` — labs/flexvpn.yml as shipped, renamed (not to clash with a `lab up labs/flexvpn.yml` of
-  someone else on this machine; default HSRP timers 3 s / 10 s, max-session 10):
-  HSRP election, the VIP with its virtual MAC, `show standby`, the cluster, strongSwan redirected
-  and established (PSK and certificates, CHILD_SA through kernel-libipsec), tshark decoding HSRP and
-  REDIRECT / REDIRECTED_FROM, a forged REDIRECT, a redirect loop, malformed input, master power-off.
+  someone else on this machine; default HSRP timers 3 s / 10 s, max-session 10): ready and
+  forwarding (as every shipped lab in test_shipped_labs.py), HSRP election, the VIP with its virtual
+  MAC, `show standby`, the cluster, strongSwan redirected and established (PSK and certificates,
+  CHILD_SA through kernel-libipsec), tshark decoding HSRP and REDIRECT / REDIRECTED_FROM, a forged
+  REDIRECT, a redirect loop, malformed input, master power-off; down with nothing left.
 * `fvlb` — the same with 1 s / 3 s timers and max-session 100: 30 clients spread within one session,
   a member's silent loss detected in the hold time, a new member taking the new sessions, overload.
 * `fvauth` — `redirect: auth`: redirect in IKE_AUTH after mutual authentication.
@@ -28,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from labtools import STATE_ROOT, LabOwner, copy_lab, explain, run_lab
+from labtools import STATE_ROOT, LabOwner, PlanFacts, assert_down_clean, assert_ready, copy_lab, explain, ping, run_lab
 
 from dataplane.ikev2 import swan
 from lab_orchestrator import api
@@ -126,16 +127,22 @@ def wait_for(check: Callable[[], Any], timeout: float, what: str, step: float = 
     raise AssertionError(f"timed out after {timeout} s waiting for {what} (last: {last!r})")
 
 
+FACTS: dict[str, PlanFacts] = {}  # lab name -> what it creates on the host
+
+
 def bring_up(tmp: Path, name: str, edit: Callable[[str], str] = lambda t: t) -> Iterator[Lab]:
+    """labs/flexvpn.yml (EDITed) up as NAME for the module; after its last test, down by `lab down`,
+    which must end well and leave nothing of it (the cleanup only takes down what that left)."""
     source = tmp / "source.yml"
     source.write_text(edit((REPO / "labs/flexvpn.yml").read_text()))
     path = copy_lab(source, name, tmp)
     owner = LabOwner(tmp)
-    owner.claim(path)
+    FACTS[name] = owner.claim(path)
     try:
         result = run_lab("up", str(path), timeout=120)
         assert result.returncode == 0, explain(result)
         yield Lab(name)
+        assert_down_clean(FACTS[name], "down", "--lab", name)
     finally:
         problems = owner.cleanup()
         assert not problems, problems
@@ -208,6 +215,14 @@ class Capture:
 
 
 # ------------------------------------------------------------------------------------------ flexvpn (shipped)
+def test_the_shipped_lab_is_ready_and_forwards(shipped: Lab) -> None:
+    """As every shipped lab (test_shipped_labs.py): its daemons run, and the remote-access client
+    reaches the cluster's LAN across the WAN router."""
+    assert_ready(FACTS[shipped.name])
+    ping(shipped.name, "client1", "10.10.10.3")
+    ping(shipped.name, "client1", "10.10.10.1")  # router1's Ethernet0/1
+
+
 def test_hsrp_elects_router1_active_router2_standby(shipped: Lab) -> None:
     elected(shipped, 45)
     text = shipped.show("router3", "show standby")

@@ -29,7 +29,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from labtools import STATE_ROOT, LabOwner, PlanFacts, assert_down_clean, assert_ready, copy_lab, explain, ping, run_lab
+from labtools import (
+    STATE_ROOT,
+    LabOwner,
+    PlanFacts,
+    assert_down_clean,
+    assert_ready,
+    copy_lab,
+    explain,
+    flat,
+    ping,
+    run_lab,
+)
 
 from dataplane.ikev2 import swan
 from lab_orchestrator import api
@@ -141,6 +152,7 @@ def bring_up(tmp: Path, name: str, edit: Callable[[str], str] = lambda t: t) -> 
     try:
         result = run_lab("up", str(path), timeout=120)
         assert result.returncode == 0, explain(result)
+        assert f"lab {name} is up" in flat(result.stdout)
         yield Lab(name)
         assert_down_clean(FACTS[name], "down", "--lab", name)
     finally:

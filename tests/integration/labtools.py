@@ -24,6 +24,8 @@ from typing import Any
 
 import pytest
 
+from lab_orchestrator.runtime import supervisor
+
 REPO = Path(__file__).resolve().parents[2]
 LABS = sorted((REPO / "labs").glob("*.yml"))
 STATE_ROOT = Path(os.environ.get("LAB_STATE_ROOT", "/run/lab"))
@@ -407,17 +409,8 @@ def assert_ready(facts: PlanFacts) -> None:
     state = json.loads((facts.state_dir / "state.json").read_text())
     assert sorted((p["node"], p["name"]) for p in state["processes"]) == sorted(
         (node, name) for node, names in facts.processes.items() for name in names)
-    dead = [p for p in state["processes"] if proc_starttime(p["pid"]) != p["starttime"]]
+    dead = [p for p in state["processes"] if supervisor.starttime(p["pid"]) != p["starttime"]]
     assert not dead, f"daemons not running: {dead}"
-
-
-def proc_starttime(pid: int) -> int | None:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = stat.rsplit(")", 1)[1].split()
-    return None if fields[0] in ("Z", "X") else int(fields[19])
 
 
 def assert_down_clean(facts: PlanFacts, *args: str) -> None:

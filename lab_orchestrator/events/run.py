@@ -19,7 +19,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..model import ipfamily
@@ -28,7 +28,7 @@ from ..plan import trafficsetup
 from ..plan.pipeline import LabPlan
 from ..runtime import bgpready, ops
 from ..runtime.state import LabState
-from . import background, baseline, bgplog, cpuwait, families, keptup, routelog, sessions
+from . import background, baseline, bgplog, cpus, cpuwait, families, keptup, routelog, sessions
 from . import budgets as budgetsmod
 from . import catalog as eventsmod
 from . import tcp as tcpmod
@@ -157,22 +157,26 @@ def run_event(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target
     # the background sessions' opening, probes and table reads take at their rates
     bound = (TCP_SERVER_S + spec.warmup + spec.hold + spec.settle + spec.down_time + spec.baseline
              + background.work_s(spec.sessions))
-    try:
-        load = tcpmod.TcpLoad(plan, spec.tcp).serve(bound) if spec.tcp else None
-    except LabError as exc:
-        raise cannot("the TCP connections", exc) from None
-    held: background.SessionLoad | None = None
-    try:
+    # big session tables: the senders on a CPU of their own for the case (`cpus`)
+    with cpus.apart(state, bool(spec.sessions) and spec.realtime and spec.sender_cpu is None) as cpu:
+        if cpu is not None:
+            spec = replace(spec, sender_cpu=cpu)
         try:
-            held = background.SessionLoad(plan, spec.sessions).start(bound) if spec.sessions else None
+            load = tcpmod.TcpLoad(plan, spec.tcp).serve(bound) if spec.tcp else None
         except LabError as exc:
-            raise cannot("the background sessions", exc) from None
-        result = _checked_run(state, plan, event, target, spec, progress, daemon, injector, before_traffic, load,
-                              held)
-    finally:
-        for running in (load, held):
-            if running is not None:
-                running.close()
+            raise cannot("the TCP connections", exc) from None
+        held: background.SessionLoad | None = None
+        try:
+            try:
+                held = background.SessionLoad(plan, spec.sessions).start(bound) if spec.sessions else None
+            except LabError as exc:
+                raise cannot("the background sessions", exc) from None
+            result = _checked_run(state, plan, event, target, spec, progress, daemon, injector, before_traffic,
+                                  load, held)
+        finally:
+            for running in (load, held):
+                if running is not None:
+                    running.close()
     defaults: list[budgetsmod.Budget] = []
     if spec.tcp:
         defaults = budgetsmod.with_tcp_defaults(defaults, mnha=bool(plan.mnha))

@@ -158,7 +158,7 @@ def run_event(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target
     bound = (TCP_SERVER_S + spec.warmup + spec.hold + spec.settle + spec.down_time + spec.baseline
              + background.work_s(spec.sessions))
     # big session tables: the senders on a CPU of their own for the case (`cpus`)
-    with cpus.apart(state, bool(spec.sessions) and spec.realtime and spec.sender_cpu is None) as cpu:
+    with cpus.apart(state, cpus.wanted(spec.sessions, spec.realtime, spec.sender_cpu)) as cpu:
         if cpu is not None:
             spec = replace(spec, sender_cpu=cpu)
         try:

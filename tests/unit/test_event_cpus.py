@@ -43,7 +43,8 @@ def daemon() -> Iterator[subprocess.Popen[bytes]]:
 
 def _state(tmp_path: Path, pids: list[int]) -> LabState:
     state = LabState("t", "f.yml", str(tmp_path), "ready", [], "br", [], "tbl", "198.19.0.0/24")
-    state.processes = [supervisor.ProcessRecord("srx1", f"d{pid}", "ns", pid, 0, "log", []) for pid in pids]
+    state.processes = [supervisor.ProcessRecord("srx1", f"d{pid}", "ns", pid, supervisor.starttime(pid) or 0, "log", [])
+                       for pid in pids]
     return state
 
 
@@ -75,7 +76,8 @@ def test_a_daemon_started_during_the_case_gets_every_cpu_after_it(tmp_path: Path
     with cpus.apart(state, True) as cpu:
         assert cpu is not None
         late = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])  # inherits the others
-        state.processes.append(supervisor.ProcessRecord("srx1", "late", "ns", late.pid, 0, "log", []))
+        state.processes.append(supervisor.ProcessRecord("srx1", "late", "ns", late.pid,
+                                                        supervisor.starttime(late.pid) or 0, "log", []))
     try:
         assert os.sched_getaffinity(late.pid) == everything
     finally:
@@ -83,12 +85,40 @@ def test_a_daemon_started_during_the_case_gets_every_cpu_after_it(tmp_path: Path
         late.wait()
 
 
+def test_only_big_tables_with_realtime_senders_and_no_chosen_cpu_split() -> None:
+    big = cpus.SPLIT_MIN_SESSIONS
+    assert cpus.wanted(big, True, None)
+    assert not cpus.wanted(big - 1, True, None), "the usual 2,000 sessions leave the senders free"
+    assert not cpus.wanted(0, True, None)
+    assert not cpus.wanted(big, False, None), "senders at normal priority are not woken past others"
+    assert not cpus.wanted(big, True, 0), "a CPU chosen for the senders stays theirs, nothing moves"
+
+
 def test_nothing_moves_when_not_wanted(tmp_path: Path, daemon: subprocess.Popen[bytes]) -> None:
-    before = _affinities(daemon.pid)
+    before, mine = _affinities(daemon.pid), os.sched_getaffinity(0)
     with cpus.apart(_state(tmp_path, [daemon.pid]), False) as cpu:
         assert cpu is None
-        assert _affinities(daemon.pid) == before and os.sched_getaffinity(0) == os.sched_getaffinity(0)
+        assert _affinities(daemon.pid) == before and os.sched_getaffinity(0) == mine
     assert _affinities(daemon.pid) == before
+
+
+@TWO_CPUS
+def test_the_cpus_come_back_when_the_case_breaks(tmp_path: Path, daemon: subprocess.Popen[bytes]) -> None:
+    everything = os.sched_getaffinity(0)
+    with pytest.raises(RuntimeError), cpus.apart(_state(tmp_path, [daemon.pid]), True):
+        assert os.sched_getaffinity(0) != everything
+        raise RuntimeError("the case broke")
+    assert _affinities(daemon.pid) == [everything] * 2 and os.sched_getaffinity(0) == everything
+
+
+@TWO_CPUS
+def test_a_record_whose_process_ended_is_not_touched(tmp_path: Path, daemon: subprocess.Popen[bytes]) -> None:
+    """Its pid may be another process's by now: a record with another start time stands for that."""
+    state = _state(tmp_path, [])
+    state.processes = [supervisor.ProcessRecord("srx1", "old", "ns", daemon.pid, 1, "log", [])]
+    before = _affinities(daemon.pid)
+    with cpus.apart(state, True) as cpu:
+        assert cpu is not None and _affinities(daemon.pid) == before
 
 
 def test_ended_processes_and_unset_pids_are_skipped(tmp_path: Path) -> None:

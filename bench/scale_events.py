@@ -1,6 +1,7 @@
 """Failure events with the JVD's session scale in the tables: docs/benchmarks-scale-events.md.
 
     python3 bench/scale_events.py [--sessions 1000000] [--events srx-power-off,mnha-pair-power-off,srx-reboot]
+                                  [--attempts 2]
 
 Runs `lab events run --sessions N` (docs/events.md, "Sessions in the tables") on topology3 with a
 client prefix large enough for N distinct sources (100.64.0.0/12: its second quarter holds 262,142
@@ -8,7 +9,8 @@ addresses, four source ports each for a million sessions), the kernel's session 
 sessions and their copies (`services.max_sessions`), and a UDP timeout long enough that sessions
 opened first are still there when the last are probed (`services.udp_timeout`; the sessions are
 idle between the two). The flows keep the events' usual figures beside them. Root; about three
-minutes an event at a million sessions. Each event runs on a lab of its own.
+minutes an event at a million sessions. Each event runs on a lab of its own, and again on a fresh one
+(`--attempts`) while its case is not judged.
 """
 
 from __future__ import annotations
@@ -91,13 +93,30 @@ def exit_code(codes: list[int]) -> int:
     return 1 if 1 in codes else next((c for c in codes if c != 0), 0)
 
 
-def run(sessions: int, events: list[str], tmp: Path) -> tuple[dict[str, Any], str, float]:
-    """Each of EVENTS on its own lab (`run_one`); one document of them all."""
+def not_judged(doc: dict[str, Any]) -> str | None:
+    """Why DOC's case was not judged (`lab events run` exit 3: a precondition failed, the generator fell
+    behind, the machine was paused), or None for a verdict, or for a run that gave no report."""
+    if doc["exit_code"] != 3 or not doc["events"] or any(e.get("status") != "error" for e in doc["events"]):
+        return None
+    return "; ".join(str(e.get("error", "")) for e in doc["events"])
+
+
+def run(sessions: int, events: list[str], tmp: Path, attempts: int = 1) -> tuple[dict[str, Any], str, float]:
+    """Each of EVENTS on its own lab (`run_one`); one document of them all. A case that was not judged
+    runs again on a fresh lab, ATTEMPTS in all at most (what `lab events run --reruns` does on one lab,
+    which the sessions left in its tables rule out here); the earlier attempts' reasons are kept."""
     started = time.monotonic()
     merged: dict[str, Any] = {"events": [], "udp_timeout": 0}
     commands, codes = [], []
     for event in events:
+        earlier: list[str] = []
         doc, command = run_one(sessions, event, tmp)
+        while (why := not_judged(doc)) is not None and len(earlier) + 1 < attempts:
+            earlier.append(why)
+            log(f"{event}: not judged ({why}); again on a fresh lab")
+            doc, command = run_one(sessions, event, tmp)
+        for case in doc["events"]:
+            case["earlier_attempts"] = earlier
         merged["events"] += doc["events"]
         codes.append(doc["exit_code"])
         merged["udp_timeout"] = doc["udp_timeout"]
@@ -141,6 +160,10 @@ def markdown(doc: dict[str, Any], command: str, seconds: float, sessions: int) -
             f"{s['failed_over']} / {s['survived']} | {s['lost']} / {s['judged']} | {s['expected_lost']} | "
             f"{s['probe_at_s']} | {judged['convergence_ms']['max']:.0f} | "
             f"{judged.get('packets_lost_by_unaffected_flows', '-')} | lost ≤ 0.01 % of judged |")
+    again = [f"- {e['event']}: attempt {len(e['earlier_attempts']) + 1}; not judged before: "
+             + "; ".join(e["earlier_attempts"]) for e in doc["events"] if e.get("earlier_attempts")]
+    if again:
+        lines += ["", "Cases run again on a fresh lab because an earlier attempt was not judged:", *again]
     return "\n".join(lines) + "\n"
 
 
@@ -148,13 +171,15 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sessions", type=int, default=1_000_000)
     parser.add_argument("--events", default="srx-power-off,mnha-pair-power-off,srx-reboot")
+    parser.add_argument("--attempts", type=int, default=2,
+                        help="runs of an event at most, each on a fresh lab, while it is not judged (default 2)")
     parser.add_argument("--no-doc", action="store_true", help="print the table only")
     args = parser.parse_args()
     if os.geteuid() != 0:
         print("needs root (network namespaces)", file=sys.stderr)
         return 2
     with tempfile.TemporaryDirectory() as tmp:  # `lab down` gives the raised conntrack hash back
-        doc, command, seconds = run(args.sessions, args.events.split(","), Path(tmp))
+        doc, command, seconds = run(args.sessions, args.events.split(","), Path(tmp), args.attempts)
     text = markdown(doc, command, seconds, args.sessions)
     return publish(text, DOC, keep=not args.no_doc)
 

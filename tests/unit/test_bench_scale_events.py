@@ -105,3 +105,46 @@ def test_an_event_without_a_report_is_a_row_and_the_others_stay(tmp_path: Path,
     assert downs == [["lab", "down", "--lab", scale_events.LAB]]
     assert doc["exit_code"] == 2
     assert scale_events.exit_code([0, 3, 1]) == 1 and scale_events.exit_code([0, -9, 3]) == -9
+
+
+def test_a_case_not_judged_runs_again_on_a_fresh_lab_and_its_reason_is_kept(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """srx-power-off not judged twice, then judged: three labs, the verdict of the third and both
+    reasons under the table; mnha-pair-power-off failed: a verdict, never run again; srx-reboot not
+    judged up to the limit of attempts: its last reason is its row."""
+    runs: list[str] = []
+    outcomes = {"srx-power-off": ["error", "error", "passed"], "mnha-pair-power-off": ["failed"],
+                "srx-reboot": ["error", "error", "error", "error"]}
+
+    def fake_run(argv: list[str], **_: object) -> object:
+        event = argv[argv.index("-e") + 1]
+        runs.append(event)
+        status = outcomes[event].pop(0)
+        case: dict[str, object] = {"event": event, "target": "srx1", "status": status, "sessions": SESSIONS,
+                                   "convergence_ms": {"max": 50.0}}
+        if status == "error":
+            case["error"] = f"paused {len(runs)}"
+        Path(argv[argv.index("--json-out") + 1]).write_text(json.dumps({"events": [case]}))
+        code = {"passed": 0, "failed": 1, "error": 3}[status]
+        return type("Done", (), {"returncode": code, "stdout": "", "stderr": ""})()
+
+    monkeypatch.setattr(scale_events.subprocess, "run", fake_run)
+    monkeypatch.setattr(scale_events, "lab_cmd", lambda: ["lab"])
+    doc, _, _ = scale_events.run(1000, ["srx-power-off", "mnha-pair-power-off", "srx-reboot"], tmp_path, attempts=3)
+    assert runs == ["srx-power-off"] * 3 + ["mnha-pair-power-off"] + ["srx-reboot"] * 3
+    rows = {e["event"]: e for e in doc["events"]}
+    assert rows["srx-power-off"]["status"] == "passed"
+    assert rows["srx-power-off"]["earlier_attempts"] == ["paused 1", "paused 2"]
+    assert rows["mnha-pair-power-off"]["earlier_attempts"] == []
+    assert rows["srx-reboot"]["error"] == "paused 7" and rows["srx-reboot"]["earlier_attempts"] == ["paused 5",
+                                                                                                 "paused 6"]
+    assert doc["exit_code"] == 1
+    text = scale_events.markdown({**doc, "udp_timeout": 120}, "lab events run", 60.0, 1000)
+    assert "- srx-power-off: attempt 3; not judged before: paused 1; paused 2" in text
+    assert "- mnha-pair-power-off" not in text
+    # one attempt (the default of run()): a case not judged is its row, with nothing run again
+    runs.clear()
+    outcomes["srx-reboot"] = ["error"]
+    once, _, _ = scale_events.run(1000, ["srx-reboot"], tmp_path)
+    assert runs == ["srx-reboot"] and once["events"][0]["earlier_attempts"] == []
+    assert "fresh lab" not in scale_events.markdown({**once, "udp_timeout": 120}, "lab events run", 60.0, 1000)

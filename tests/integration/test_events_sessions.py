@@ -1,8 +1,8 @@
 """`lab events run --sessions N`: idle UDP sessions opened before an event, each asked after it
-whether its reverse packet passes. Synced sessions survive their SRX's power-off on its MNHA peer;
-without a peer (topology 1) the failed SRX's sessions are really lost (the probe can tell); and
-with the peer's session sync stopped, the sessions of the SRX that fails are lost and the default
-budget says so."""
+whether its reverse packet passes. Synced sessions survive their SRX's power-off on its MNHA peer,
+and so do long-lived TCP connections run beside them (`--tcp`); without a peer (topology 1) the
+failed SRX's sessions are really lost (the probe can tell); and with the peer's session sync
+stopped, the sessions of the SRX that fails are lost and the default budget says so."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ import json
 import os
 import shutil
 import signal
+import subprocess
+import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
@@ -35,21 +37,29 @@ def up(name: str, source: str, tmp_path: Path) -> None:
     lab("up", str(topo))
 
 
-def run(name: str, tmp_path: Path, event: str) -> tuple[dict[str, Any], int]:
+def run(name: str, tmp_path: Path, event: str, *more: str) -> tuple[dict[str, Any], int]:
+    case, done = run_printed(name, tmp_path, event, *more)
+    return case, done.returncode
+
+
+def run_printed(name: str, tmp_path: Path, event: str, *more: str
+                ) -> tuple[dict[str, Any], subprocess.CompletedProcess[str]]:
     report = tmp_path / "events.json"
     done = lab("events", "run", "--lab", name, "-e", event, "--target", "srx1", "--sessions", str(SESSIONS), *ARGS,
-               "--json-out", str(report), check=False, timeout=300)
+               "--json-out", str(report), *more, check=False, timeout=300)
     assert report.exists(), done.stderr + done.stdout
-    return json.loads(report.read_text())["events"][0], done.returncode
+    return json.loads(report.read_text())["events"][0], done
 
 
-def test_synced_sessions_survive_their_srx_power_off_on_the_peer(tmp_path: Path) -> None:
+def test_synced_sessions_and_long_lived_tcp_survive_their_srx_power_off_on_the_peer(tmp_path: Path) -> None:
+    junit = tmp_path / "r.xml"
     up("bgs3", "topology3.yml", tmp_path)
     try:
-        event, code = run("bgs3", tmp_path, "srx-power-off")
+        event, done = run_printed("bgs3", tmp_path, "srx-power-off", "--tcp", "--tcp-connections", "50",
+                                  "--junit-out", str(junit))
     finally:
         lab("down", "--lab", "bgs3", check=False)
-    assert event["status"] == "passed" and code == 0, event.get("error") or event.get("budgets")
+    assert event["status"] == "passed" and done.returncode == 0, event.get("error") or event.get("budgets")
     s = event["sessions"]
     assert s["opened"] == SESSIONS and s["taken_out"] == ["srx1"]
     carried = s["carried_before"]
@@ -59,6 +69,19 @@ def test_synced_sessions_survive_their_srx_power_off_on_the_peer(tmp_path: Path)
     assert s["lost"] == 0 and s["judged"] == SESSIONS and s["expected_lost"] == 0
     row = next(b for b in event["budgets"] if b["metric"] == "sessions_lost_pct")
     assert row["ok"] and row["limit"] == 0.01
+    tcp = event["tcp"]
+    outcome = {k: tcp[k] for k in ("connections", "completed", "reset", "failed", "timed_out", "stuck")}
+    assert outcome == {"connections": 50, "completed": 50, "reset": 0, "failed": 0, "timed_out": 0, "stuck": 0}, tcp
+    # the connections crossed the SRXs, and the powered-off one carried some of them
+    assert sum(tcp["carried_before"].values()) == 50 and tcp["carried_before"]["srx1"] > 0, tcp
+    assert ("TCP baseline answered", True) in [(c["name"], c["ok"]) for c in event["checks"]]
+    # topology3 has MNHA pairs: srx-power-off must reset, fail and leave stuck none, on top of the JVD's 1 %
+    assert sorted((b["metric"], b["scope"], b["ok"]) for b in event["budgets"] if b["metric"].startswith("tcp")) == [
+        ("tcp_failed", "srx-power-off", True), ("tcp_reset", "srx-power-off", True),
+        ("tcp_reset_pct", "all events", True), ("tcp_stuck", "srx-power-off", True)]
+    out = ET.parse(junit).getroot().find("testcase/system-out")
+    assert out is not None and json.loads(out.text or "{}")["tcp"]["completed"] == 50
+    assert "TCP beside the flows: 50 connections" in done.stdout
 
 
 def test_without_a_peer_the_failed_srx_sessions_are_lost_and_the_probe_tells(tmp_path: Path) -> None:

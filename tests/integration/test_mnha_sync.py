@@ -1,6 +1,8 @@
-"""MNHA session sync without periodic full pushes (topology3 with an 8 s UDP timeout): the peer's
-copy of a live flow is kept by the refresh windows, outlives many timeouts, and carries the flow
-when its SRX powers off; the returning node's cold sync is acknowledged; the counters are shown."""
+"""MNHA session sync without periodic full pushes (topology3-dualstack with an 8 s UDP timeout): the
+peer's copy of a live flow, IPv4 and IPv6 alike, is kept by the refresh windows and outlives many
+timeouts (a copy that aged out would leave the flow's return packets to the default deny after a
+failover); the IPv4 flow's copy carries the flow when its SRX powers off; the returning node's cold
+sync is acknowledged; the counters are shown."""
 
 from __future__ import annotations
 
@@ -15,21 +17,23 @@ import pytest
 from running import REPO, RunningLab, lab
 from test_mnha import PEER, PushFlow, deny_count
 
+from dataplane.traffic import Sender, make_flows, reverse_flows
 from lab_orchestrator.events import sessions
 
 pytestmark = [
     pytest.mark.root,
     pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces"),
-    pytest.mark.skipif(any(shutil.which(t) is None for t in ("bird", "conntrack", "conntrackd")),
-                       reason="needs bird2, conntrack and conntrackd (make deps)"),
+    pytest.mark.skipif(any(shutil.which(t) is None for t in ("bird", "conntrack", "conntrackd", "tayga")),
+                       reason="needs bird2, conntrack, conntrackd and tayga (make deps)"),
 ]
 
 UDP_TIMEOUT = 8  # refresh window: 2 s
+SOURCES6, SERVER6, SPORT6 = "2001:db8:172:80::3:0/112", "2001:db8:203::a", 41900
 
 
 @pytest.fixture(scope="module")
 def short(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningLab]:
-    with RunningLab("ms3", REPO / "labs/topology3.yml", tmp_path_factory.mktemp("mnhasync"),
+    with RunningLab("ms3", REPO / "labs/topology3-dualstack.yml", tmp_path_factory.mktemp("mnhasync"),
                     udp_timeout=str(UDP_TIMEOUT)) as running:
         yield running
 
@@ -44,6 +48,21 @@ def copy_of(running: RunningLab, node: str, port: int) -> sessions.Session | Non
     return next((s for s in sessions.read(running.ns(node)) if s.destination_port == port), None)
 
 
+def ipv6_session(running: RunningLab, node: str, source: str) -> sessions.Session | None:
+    table = sessions.parse_conntrack(running.exec(node, "conntrack", "-L", "-f", "ipv6"))
+    return next((s for s in table if s.source == source and s.source_port == SPORT6), None)
+
+
+def ipv6_carrier(running: RunningLab, source: str) -> str:
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        found = next((srx for srx in PEER if (s := ipv6_session(running, srx, source)) and s.packets > 20), None)
+        if found:
+            return found
+        time.sleep(0.2)
+    raise AssertionError("no SRX carries the IPv6 flow")
+
+
 def test_the_srx_session_timeouts_are_the_labs(short: RunningLab) -> None:
     udp = short.exec("srx1", "sysctl", "-n", "net.netfilter.nf_conntrack_udp_timeout_stream").strip()
     tcp = short.exec("srx1", "sysctl", "-n", "net.netfilter.nf_conntrack_tcp_timeout_established").strip()
@@ -51,19 +70,32 @@ def test_the_srx_session_timeouts_are_the_labs(short: RunningLab) -> None:
 
 
 def test_a_live_flows_copy_outlives_its_timeout_and_carries_the_flow_after_a_power_off(short: RunningLab) -> None:
-    seconds = 6 * UDP_TIMEOUT
+    seconds, seconds6 = 6 * UDP_TIMEOUT, 4 * UDP_TIMEOUT
     flow = PushFlow(short, "100.64.9.19", 7201, seconds=seconds, rate=50)
-    carrier = flow.carrier()
-    peer = PEER[carrier]
-    started = time.monotonic()
-    before = mnha_status(short, peer)["sync"]
-    assert isinstance(before, dict)
-    # Three timeouts: without refreshes the copy (given the carrier's timeout when the flow opened)
-    # would be gone after one.
-    while time.monotonic() - started < 3 * UDP_TIMEOUT:
-        copy = copy_of(short, peer, 7201)
-        assert copy is not None, f"the peer's copy vanished after {time.monotonic() - started:.1f} s"
-        time.sleep(0.5)
+    # an IPv6 flow beside it, both ways: the refresh rule touches established sessions (a reply seen)
+    forward6 = make_flows(1, SOURCES6, SERVER6, sport=SPORT6)
+    ahead6 = Sender(iface="eth1", ns=short.ns("client"), flows=forward6, rate=50, duration=seconds6).spawn()
+    time.sleep(0.3)
+    back6 = Sender(iface="eth1", ns=short.ns("server"), flows=reverse_flows(forward6, 100000), rate=50,
+                   duration=seconds6 - 1).spawn()
+    try:
+        carrier = flow.carrier()
+        peer, peer6 = PEER[carrier], PEER[ipv6_carrier(short, forward6[0].src)]
+        started = time.monotonic()
+        before = mnha_status(short, peer)["sync"]
+        assert isinstance(before, dict)
+        # Three timeouts: without refreshes a copy (given the carrier's timeout when the flow opened)
+        # would be gone after one.
+        while time.monotonic() - started < 3 * UDP_TIMEOUT:
+            age = time.monotonic() - started
+            assert copy_of(short, peer, 7201) is not None, f"{peer}'s copy vanished after {age:.1f} s"
+            assert ipv6_session(short, peer6, forward6[0].src) is not None, \
+                f"{peer6}'s copy of the IPv6 session vanished after {age:.1f} s"
+            time.sleep(0.5)
+    finally:
+        sent6 = ahead6.wait()
+        back6.wait()
+    assert sent6["sent"] >= 50 * (seconds6 - 1)
     after = mnha_status(short, peer)["sync"]
     assert isinstance(after, dict)
     denied = deny_count(short, peer)

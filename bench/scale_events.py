@@ -94,9 +94,11 @@ def exit_code(codes: list[int]) -> int:
 
 
 def not_judged(doc: dict[str, Any]) -> str | None:
-    """Why DOC's case was not judged (`lab events run` exit 3: a precondition failed, the generator fell
-    behind, the machine was paused), or None for a verdict, or for a run that gave no report."""
-    if doc["exit_code"] != 3 or not doc["events"] or any(e.get("status") != "error" for e in doc["events"]):
+    """Why DOC's case was not judged because of the machine (`lab events run` exit 3, the case marked
+    `again`: the generator fell behind, the machine was paused), or None: a verdict, a precondition that
+    would fail again (BGP not settled, say), a run that gave no report."""
+    if doc["exit_code"] != 3 or not doc["events"] or \
+            any(e.get("status") != "error" or not e.get("again") for e in doc["events"]):
         return None
     return "; ".join(str(e.get("error", "")) for e in doc["events"])
 

@@ -70,7 +70,8 @@ def test_the_srx_session_timeouts_are_the_labs(short: RunningLab) -> None:
 
 
 def test_a_live_flows_copy_outlives_its_timeout_and_carries_the_flow_after_a_power_off(short: RunningLab) -> None:
-    seconds, seconds6 = 6 * UDP_TIMEOUT, 4 * UDP_TIMEOUT
+    # the IPv6 flow outlasts the check's three timeouts, started once both carriers are found (5 s each at most)
+    seconds, seconds6 = 6 * UDP_TIMEOUT, 3 * UDP_TIMEOUT + 12
     flow = PushFlow(short, "100.64.9.19", 7201, seconds=seconds, rate=50)
     # an IPv6 flow beside it, both ways: the refresh rule touches established sessions (a reply seen)
     forward6 = make_flows(1, SOURCES6, SERVER6, sport=SPORT6)
@@ -102,6 +103,7 @@ def test_a_live_flows_copy_outlives_its_timeout_and_carries_the_flow_after_a_pow
     lab("fail", "--lab", short.name, carrier, "srx-power-off")
     try:
         result = flow.result()
+        assert result["highest_seq"] > 0.9 * 50 * seconds, f"the flow ran on after the power-off: {result}"
         assert deny_count(short, peer) == denied, "the peer's firewall dropped nothing: it had the session"
         assert result["received"] >= 0.97 * (result["highest_seq"] + 1)
         assert result["longest_gap_s"] < 0.5, f"the flow kept going: {result}"

@@ -111,10 +111,11 @@ def test_a_case_not_judged_runs_again_on_a_fresh_lab_and_its_reason_is_kept(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """srx-power-off not judged twice, then judged: three labs, the verdict of the third and both
     reasons under the table; mnha-pair-power-off failed: a verdict, never run again; srx-reboot not
-    judged up to the limit of attempts: its last reason is its row."""
+    judged up to the limit of attempts: its last reason is its row; nexthop-delete not judged for a
+    reason that is not the machine's: run once."""
     runs: list[str] = []
     outcomes = {"srx-power-off": ["error", "error", "passed"], "mnha-pair-power-off": ["failed"],
-                "srx-reboot": ["error", "error", "error", "error"]}
+                "srx-reboot": ["error", "error", "error", "error"], "nexthop-delete": ["error", "passed"]}
 
     def fake_run(argv: list[str], **_: object) -> object:
         event = argv[argv.index("-e") + 1]
@@ -124,18 +125,21 @@ def test_a_case_not_judged_runs_again_on_a_fresh_lab_and_its_reason_is_kept(
                                    "convergence_ms": {"max": 50.0}}
         if status == "error":
             case["error"] = f"paused {len(runs)}"
+            case["again"] = event != "nexthop-delete"  # its precondition would fail again
         Path(argv[argv.index("--json-out") + 1]).write_text(json.dumps({"events": [case]}))
         code = {"passed": 0, "failed": 1, "error": 3}[status]
         return type("Done", (), {"returncode": code, "stdout": "", "stderr": ""})()
 
     monkeypatch.setattr(scale_events.subprocess, "run", fake_run)
     monkeypatch.setattr(scale_events, "lab_cmd", lambda: ["lab"])
-    doc, _, _ = scale_events.run(1000, ["srx-power-off", "mnha-pair-power-off", "srx-reboot"], tmp_path, attempts=3)
-    assert runs == ["srx-power-off"] * 3 + ["mnha-pair-power-off"] + ["srx-reboot"] * 3
+    doc, _, _ = scale_events.run(1000, ["srx-power-off", "mnha-pair-power-off", "srx-reboot", "nexthop-delete"],
+                                 tmp_path, attempts=3)
+    assert runs == ["srx-power-off"] * 3 + ["mnha-pair-power-off"] + ["srx-reboot"] * 3 + ["nexthop-delete"]
     rows = {e["event"]: e for e in doc["events"]}
     assert rows["srx-power-off"]["status"] == "passed"
     assert rows["srx-power-off"]["earlier_attempts"] == ["paused 1", "paused 2"]
     assert rows["mnha-pair-power-off"]["earlier_attempts"] == []
+    assert rows["nexthop-delete"]["status"] == "error", "a precondition that would fail again: one run"
     assert rows["srx-reboot"]["error"] == "paused 7" and rows["srx-reboot"]["earlier_attempts"] == ["paused 5",
                                                                                                  "paused 6"]
     assert doc["exit_code"] == 1

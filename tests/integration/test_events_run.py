@@ -69,11 +69,10 @@ def run_and_judge(running: RunningLab, applicable: set[str], picked: list[str], 
 
 
 def test_events_run_reports_convergence_and_recovery(t1: RunningLab, tmp_path: Path) -> None:
-    running = t1
-    logs = running.running.state_dir / "logs"
+    logs = t1.running.state_dir / "logs"
     seen = {log: log.stat().st_size for log in logs.glob("*bird*.log")}  # what earlier tests left there
     report, junit, png = tmp_path / "r.json", tmp_path / "r.xml", tmp_path / "r.png"
-    result = lab("events", "run", "--lab", running.name, "-e", "srx-power-off", "-e", "restart-tlb",
+    result = lab("events", "run", "--lab", t1.name, "-e", "srx-power-off", "-e", "restart-tlb",
                  "--flows", "100", "--rate", "5000", "--duration", "3",
                  "--json-out", str(report), "--junit-out", str(junit), "--plot-out", str(png), check=False)
     assert result.returncode == 0, result.stderr + result.stdout
@@ -101,7 +100,7 @@ def test_events_run_reports_convergence_and_recovery(t1: RunningLab, tmp_path: P
     # CI gating: a budget the lab cannot meet (no flow at 50 pps has a gap under 1 ms) exits 1 and says
     # which event broke which budget; a budget the lab meets does not fail the run.
     gated = tmp_path / "gated.json"
-    result = lab("events", "run", "--lab", running.name, "-e", "srx-power-off",
+    result = lab("events", "run", "--lab", t1.name, "-e", "srx-power-off",
                  "--flows", "50", "--rate", "2500", "--warmup", "1", "--duration", "2",
                  "--max-convergence-ms", "100000", "--budget", "restart-tlb:longest_gap_ms=1",
                  "--budget", "srx-power-off:longest_gap_ms=1", "--json-out", str(gated), check=False)
@@ -117,16 +116,15 @@ def test_events_run_reports_convergence_and_recovery(t1: RunningLab, tmp_path: P
     assert any(x["log"].startswith("mx1 bird") and x["text"].startswith("fw_srx1:") and x["at_s"] >= 0
                for x in power_log), power_log
     assert "BGP log during the case" in result.stdout + result.stderr
-    bad = lab("events", "run", "--lab", running.name, "--budget", "convergence<3", check=False)
+    bad = lab("events", "run", "--lab", t1.name, "--budget", "convergence<3", check=False)
     assert bad.returncode == 2 and "expected [EVENT:]METRIC=LIMIT" in bad.stderr
 
 
 def test_a_rate_the_path_cannot_carry_is_an_error_not_a_failed_event(t1: RunningLab, tmp_path: Path) -> None:
     """No generator of this kind sends a million packets/s each way: the baseline before the event
     says so, the case is an error with the reason (exit 3), and the event is never injected."""
-    running = t1
     report, junit = tmp_path / "r.json", tmp_path / "r.xml"
-    result = lab("events", "run", "--lab", running.name, "-e", "srx-power-off", "--rate", "1000000",
+    result = lab("events", "run", "--lab", t1.name, "-e", "srx-power-off", "--rate", "1000000",
                  "--json-out", str(report), "--junit-out", str(junit), check=False)
     assert result.returncode == 3, result.stderr + result.stdout
     assert "not judged (a precondition failed): srx-power-off" in result.stderr
@@ -139,19 +137,18 @@ def test_a_rate_the_path_cannot_carry_is_an_error_not_a_failed_event(t1: Running
         ("selectors ready", True), ("BGP settled", True), ("baseline carried", False)]
     suite = ET.parse(junit).getroot()
     assert (suite.get("errors"), suite.get("failures")) == ("1", "0")
-    [status] = json.loads(lab("status", running.name, "--json").stdout)
+    [status] = json.loads(lab("status", t1.name, "--json").stdout)
     assert not any(node["powered_off"] for node in status["nodes"]), "the event was not injected"
 
 
 def test_traffic_by_hand_start_stats_stop(t1: RunningLab) -> None:
     """Before the events of the next test: the lab as the two cases above left it, every check of the
     last one (selectors ready, BGP settled) passed and no event injected."""
-    running = t1
-    lab("traffic", "start", "--lab", running.name, "--flows", "40", "--rate", "2000", "--duration", "30")
-    stats = json.loads(lab("traffic", "stats", "--lab", running.name, "--json").stdout)
+    lab("traffic", "start", "--lab", t1.name, "--flows", "40", "--rate", "2000", "--duration", "30")
+    stats = json.loads(lab("traffic", "stats", "--lab", t1.name, "--json").stdout)
     assert all(stats["daemons"].values()) and len(stats["daemons"]) == 4
     assert sum(stats["pps_per_srx"].values()) > 1000, stats
-    reports = json.loads(lab("traffic", "stop", "--lab", running.name, "--json").stdout)
+    reports = json.loads(lab("traffic", "stop", "--lab", t1.name, "--json").stdout)
     assert reports["tx-forward"]["sent"] < 2000 * 30, "stopped before its duration"
     assert reports["rx-forward"]["received"] == reports["tx-forward"]["sent"]
     assert reports["rx-reverse"]["lost"] == 0

@@ -127,6 +127,14 @@ def run(sessions: int, events: list[str], tmp: Path, attempts: int = 1) -> tuple
     return merged, "`, `".join(commands), time.monotonic() - started
 
 
+def _sample(early: dict[str, Any] | None) -> str:
+    """The three sample columns: when its datagrams went, failed over / passed, lost / judged."""
+    if not early:
+        return "- | - | -"
+    return (f"{early['at_s']}-{early['sent_by_s']} ({early['sampled']} sampled, 1 in {early['step']}) | "
+            f"{early['failed_over']} / {early['survived']} | {early['lost']} / {early['judged']}")
+
+
 def markdown(doc: dict[str, Any], command: str, seconds: float, sessions: int) -> str:
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     lines = [
@@ -139,20 +147,22 @@ def markdown(doc: dict[str, Any], command: str, seconds: float, sessions: int) -
         f"{sessions} idle UDP sessions opened before each event on topology3 (client prefix 100.64.0.0/12, "
         f"`services.max_sessions` {2 * sessions + 200000}, `services.udp_timeout` {doc['udp_timeout']} s so that "
         "no session ages out between its opening and its probe), each sent one reverse datagram after the event "
-        "(a lasting event: before its restore); 100 flows x 100 pps each way beside them. Exit code "
-        f"{doc['exit_code']}.",
+        "(a lasting event: before its restore), and a sample of them (every STEP-th session, events/background.py) "
+        "two reverse datagrams right after the event, on a thread of its own beside it; 100 flows x 100 pps each "
+        f"way beside them. Exit code {doc['exit_code']}.",
         "",
         "| event | target | verdict | sessions opened | carried by the target | of them synced to its peer | "
-        "failed over / passed | lost / judged | expected lost | probe at (s from the event) | flows: convergence "
+        "failed over / passed | lost / judged | expected lost | probe at (s from the event) | sample: sent "
+        "(s from the event) | sample: failed over / passed | sample: lost / judged | flows: convergence "
         "max (ms) | flows of the SRXs the event left alone: packets lost | goal |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for event in doc["events"]:
         # a case not judged (its flows' sender fell behind, say) may still have probed its sessions
         judged = event if event.get("status") != "error" else (event.get("result") or {})
         s = judged.get("sessions")
         if not s:
-            lines.append(f"| {event['event']} | {event['target']} | error: {event['error']} |" + " - |" * 10)
+            lines.append(f"| {event['event']} | {event['target']} | error: {event['error']} |" + " - |" * 13)
             continue
         target = event["target"]
         verdict = event["status"] if event.get("status") != "error" else f"flows not judged: {event['error']}"
@@ -160,8 +170,9 @@ def markdown(doc: dict[str, Any], command: str, seconds: float, sessions: int) -
             f"| {event['event']} | {target} | {verdict} | {s['opened']} | "
             f"{s['carried_before'].get(target, 0)} | {s['synced_before'].get(target, 0)} | "
             f"{s['failed_over']} / {s['survived']} | {s['lost']} / {s['judged']} | {s['expected_lost']} | "
-            f"{s['probe_at_s']} | {judged['convergence_ms']['max']:.0f} | "
-            f"{judged.get('packets_lost_by_unaffected_flows', '-')} | lost ≤ 0.01 % of judged |")
+            f"{s['probe_at_s']} | {_sample(s.get('early'))} | {judged['convergence_ms']['max']:.0f} | "
+            f"{judged.get('packets_lost_by_unaffected_flows', '-')} | lost ≤ 0.01 % of judged; the sample's too, "
+            "all sent within 2 s |")
     again = [f"- {e['event']}: attempt {len(e['earlier_attempts']) + 1}; not judged before: "
              + "; ".join(e["earlier_attempts"]) for e in doc["events"] if e.get("earlier_attempts")]
     if again:

@@ -18,14 +18,17 @@ Both read commands on stdin, one per line, and answer each with one JSON line on
 - `serve`, once listening, prints {"serving": ADDR:PORT}. It echoes every datagram and remembers the
   address and port it came from (behind a NAT: the session's public binding). `probe RATE`: one
   datagram to every remembered session at RATE per second, the reverse direction alone;
-  {"probed": N, "seconds": S}. `report`: {"sessions": N, "echoed": M}.
+  {"probed": N, "seconds": S}. `sample STEP`: set aside the sessions whose number is a multiple of
+  STEP, {"sampled": N}; `probe RATE sample` then sends to those alone (the list is made beforehand,
+  so that a probe right after an event starts at once). `report`: {"sessions": N, "echoed": M}.
 - `hold`, once bound, prints {"holding": COUNT, "ports": K}. `open RATE WAIT [QUIET]`: one datagram
   from every session at RATE per second, then up to WAIT seconds for their echoes (with QUIET: less
   when none arrived for that long); then the same once more for the sessions not answered (a datagram
   lost on a loaded path); {"sent", "sent_again", "answered", "missing" (up to 20
-  "ADDR:PORT"), "seconds"}. `expect`: forget what arrived. `count WAIT QUIET`:
-  wait until every session got a datagram since `expect`, or WAIT seconds, or QUIET seconds without
-  a new one; {"received", "missing_count", "missing", "missing_indexes" (every one)}.
+  "ADDR:PORT"), "seconds"}. `expect`: forget what arrived. `count WAIT QUIET [STEP]`:
+  wait until every session (with STEP: every one whose number is a multiple of STEP) got a datagram
+  since `expect`, or WAIT seconds, or QUIET seconds without a new one; {"received",
+  "missing_count", "missing", "missing_indexes" (every one)}.
 
 Both end at end of input, on `quit`, or after --seconds.
 """
@@ -124,6 +127,7 @@ def serve(address: str, port: int, seconds: float) -> int:
     sock.bind((address, port))
     sock.setblocking(False)
     peers: dict[tuple[str, int], bytes] = {}
+    sample: list[tuple[tuple[str, int], bytes]] = []  # `sample STEP`'s sessions
     echoed = [0]
     lock = threading.Lock()
     stop = threading.Event()
@@ -151,9 +155,17 @@ def serve(address: str, port: int, seconds: float) -> int:
     _say({"serving": f"{address}:{sock.getsockname()[1]}"})  # --port 0: the port the kernel chose
     try:
         for words in _commands(time.monotonic() + seconds):
-            if words[0] == "probe":
+            if words[0] == "sample":
+                step = int(words[1])
                 with lock:
-                    targets = list(peers.items())
+                    sample = [(peer, data) for peer, data in peers.items() if (index_of(data) or 0) % step == 0]
+                _say({"sampled": len(sample)})
+            elif words[0] == "probe":
+                if words[2:3] == ["sample"]:
+                    targets = sample
+                else:
+                    with lock:
+                        targets = list(peers.items())
                 started = time.monotonic()
                 for i in _paced(len(targets), float(words[1])):
                     peer, data = targets[i]
@@ -230,21 +242,24 @@ class Holder:
                     time.sleep(0.001)
         return len(which)
 
-    def wait(self, seconds: float, quiet: float | None = None) -> None:
-        """Until every session was heard, SECONDS passed, or (QUIET) that long without a new one."""
+    def wait(self, seconds: float, quiet: float | None = None, want: int | None = None) -> None:
+        """Until every session was heard (WANT of them), SECONDS passed, or (QUIET) that long without a
+        new one."""
         start = time.monotonic()
-        while self.received < self.count and time.monotonic() - start < seconds:
+        want = self.count if want is None else want
+        while self.received < want and time.monotonic() - start < seconds:
             if quiet is not None and time.monotonic() - max(start, self.last_arrival) > quiet:
                 break
             time.sleep(0.05)
 
-    def missing_indexes(self) -> list[int]:
-        return [i for i, heard in enumerate(self.heard) if not heard]
+    def missing_indexes(self, step: int = 1) -> list[int]:
+        """The sessions not heard from (with STEP: of those whose number is a multiple of STEP)."""
+        return [i for i in range(0, self.count, step) if not self.heard[i]]
 
-    def missing(self) -> list[str]:
+    def missing(self, step: int = 1) -> list[str]:
         out = []
-        for i, heard in enumerate(self.heard):
-            if not heard:
+        for i in range(0, self.count, step):
+            if not self.heard[i]:
                 address, port = session_of(i, self.sources, self.port_base)
                 out.append(f"{address}:{port}")
                 if len(out) == MISSING_SHOWN:
@@ -281,9 +296,11 @@ def hold(sources: IPv4Network, count: int, to: tuple[str, int], port_base: int, 
                 holder.expect()
                 _say({"ok": True})
             elif words[0] == "count":
-                holder.wait(float(words[1]), float(words[2]))
-                _say({"received": holder.received, "missing_count": count - holder.received,
-                      "missing": holder.missing(), "missing_indexes": holder.missing_indexes()})
+                step = int(words[3]) if len(words) > 3 else 1
+                holder.wait(float(words[1]), float(words[2]), want=len(range(0, count, step)))
+                missing = holder.missing_indexes(step)
+                _say({"received": holder.received, "missing_count": len(missing),
+                      "missing": holder.missing(step), "missing_indexes": missing})
             else:
                 _say({"error": f"unknown command {words[0]!r}"})
     finally:

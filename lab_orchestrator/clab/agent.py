@@ -285,21 +285,21 @@ class Agent:
             # As runtime.ops.power_off: the box drops carrier on every interface of every namespace
             # before any daemon dies (its neighbours see the failure by carrier loss, never by a BGP
             # session a dying BIRD's sockets close), and it is recorded powered off as soon as its links
-            # are down, so a step that fails after that (a daemon that does not stop, conntrack) leaves
-            # it in a state power-on restores.
+            # are down, so a step that fails after that (a daemon that does not stop) leaves it in a
+            # state power-on restores. Its sessions and routes are forgotten at power-on.
             try:
                 for ns in sorted(namespaces):
                     ops.set_links(ns, up=False)
                 self.state.phase = "powered-off"
                 self._stop_all(kill=True)
-                for ns in sorted(namespaces):
-                    ops.forget_node_state(ns)
             finally:
                 self.save()
             return f"{self.config.node} powered off"
         if op == "power-on":
             if self.state.phase != "powered-off":
                 raise RuntimeError(f"{self.config.node} is not powered off")
+            for ns in sorted(namespaces):  # as runtime.ops.power_on: it boots empty, links still down
+                ops.forget_node_state(ns)  # (an error here leaves it powered off)
             try:
                 for ns in sorted(namespaces):
                     ops.set_links(ns, up=True)

@@ -97,7 +97,8 @@ def events_run(
                                      "srx-power-off:convergence_ms=300; metrics: convergence_ms, unaffected_loss, "
                                      "longest_gap_ms, flows_moved_excess; with --tcp also tcp_reset_pct, tcp_reset, "
                                      "tcp_failed, tcp_stuck, tcp_longest_gap_ms; with --sessions also "
-                                     "sessions_lost_pct, sessions_lost. A per-event budget overrides the "
+                                     "sessions_lost_pct, sessions_lost, sessions_early_lost_pct. A per-event "
+                                     "budget overrides the "
                                      "global one."),
     tcp: bool = typer.Option(False, "--tcp", help="Run long-lived TCP connections beside the UDP flows (client "
                              "host to server host, a 16-byte request/answer every 100 ms each) and judge them: "
@@ -113,7 +114,9 @@ def events_run(
                                  "survived, synced to the MNHA peer that took over. Sessions of an SRX taken out "
                                  "with its peer (or without one) are expected lost; of the rest at most 0.01 % may "
                                  "be lost for srx-power-off, srx-link-failure, srx-reboot, mnha-pair-power-off and "
-                                 "nexthop-delete (the default budget sessions_lost_pct). 0: none."),
+                                 "nexthop-delete (the default budget sessions_lost_pct). A sample of them (up to "
+                                 "5,000) gets two reverse datagrams 0.8-1.8 s after the event, judged alike "
+                                 "(sessions_early_lost_pct): did they pass within 2 s? 0: none."),
     reruns: int = typer.Option(1, "--reruns", min=0, max=5, metavar="N",
                                help="Run a case again, up to N times, when its generator fell behind its schedule "
                                "during the event or in the baseline before it (a busy or paused machine: its "

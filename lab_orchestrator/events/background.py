@@ -10,6 +10,12 @@ reverse direction alone. An SRX drops a packet from the untrust side that matche
 datagram that arrives proves that its session was there, on the node that carried it or on the one
 that took over: a synced copy counts exactly.
 
+A probe of every session takes its time (a million at PROBE_RATE: minutes), so it tells that a
+session survived, not how soon it passed again. A sample says that: up to SAMPLE_MAX sessions, set
+aside before the event, are each sent two reverse datagrams from SAMPLE_AT_S after the event on, at
+SAMPLE_RATE, on a thread of their own beside the event (a reboot's power-on included), all sent
+before SAMPLE_BY_S; `early` in the figures, judged as the whole.
+
 Which SRX carried each session comes from the SRXs' tables before the event: the session whose
 packet counter is not zero (a synced copy has none of its own). The sessions whose carrier the event
 took out and whose MNHA peer went with it (or that have none) are expected lost and not judged (the
@@ -27,10 +33,12 @@ import os
 import select
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from ipaddress import IPv4Network
 from typing import Any
 
@@ -51,6 +59,10 @@ OPEN_RATE = 20000.0  # sessions opened per second
 PROBE_RATE = 5000.0
 ANSWER_WAIT_S = 5.0  # after opening: the longest wait for every echo
 QUIET_S = 1.0  # after the probe: no new datagram for this long ends the count
+SAMPLE_MAX = 5000  # sessions in the early sample (every STEP-th, STEP = ceil(N / SAMPLE_MAX))
+SAMPLE_RATE = 10000.0  # its reverse datagrams per second: two rounds of 5,000 take a second
+SAMPLE_AT_S = 0.8  # after the event: past the flows' convergence (a few hundred ms in every lab)
+SAMPLE_BY_S = 2.0  # the JVD's: a failed SRX's sessions pass through its peer within 2 s
 SYNC_WAIT_S = 5.0  # before the event: the longest wait for every session's copy on its MNHA peer
 LOST_SHOWN = 10
 
@@ -136,10 +148,12 @@ def peer_of(plan: LabPlan) -> dict[str, str]:
 
 def figures(count: int, opened: list[tuple[str, int]], carriers: dict[tuple[str, int], str],
             holders: dict[tuple[str, int], set[str]], peers: dict[str, str], taken_out: set[str],
-            lost: set[tuple[str, int]], probe_at_s: float | None) -> dict[str, Any]:
+            lost: set[tuple[str, int]], probe_at_s: float | None,
+            early: Early | None = None) -> dict[str, Any]:
     """The sessions' part of an event's result. OPENED: the sessions answered before the event;
     CARRIERS / HOLDERS: `read_carriers` before the event; PEERS: SRX -> its MNHA peer; TAKEN_OUT: the
-    SRXs the event took out; LOST: the opened sessions whose reverse datagram did not arrive."""
+    SRXs the event took out; LOST: the opened sessions whose reverse datagram did not arrive; EARLY:
+    the sample's probe right after the event."""
     carried: Counter[str] = Counter()
     synced: Counter[str] = Counter()
     failed_over = expected_lost = expected_passed = judged = lost_judged = lost_failed_over = unseen = 0
@@ -173,7 +187,34 @@ def figures(count: int, opened: list[tuple[str, int]], carriers: dict[tuple[str,
         "survived": failed_over - lost_failed_over, "lost": lost_judged,
         "lost_pct": round(100.0 * lost_judged / judged, 4) if judged else 0.0,
         "lost_sessions": shown, "probe_at_s": probe_at_s,
+        "early": _early(early, opened, carriers, holders, peers, taken_out) if early is not None else None,
     }
+
+
+@dataclass(frozen=True)
+class Early:
+    """The early sample's probe: every STEP-th session, its datagrams sent from AT_S to SENT_BY_S after
+    the event; LOST: the sampled sessions that answered neither."""
+
+    step: int
+    at_s: float
+    sent_by_s: float
+    lost: frozenset[tuple[str, int]]
+
+
+def sample_step(count: int) -> int:
+    """Every how many sessions one is in the early sample."""
+    return max(1, -(-count // SAMPLE_MAX))
+
+
+def _early(early: Early, opened: list[tuple[str, int]], carriers: dict[tuple[str, int], str],
+           holders: dict[tuple[str, int], set[str]], peers: dict[str, str], taken_out: set[str]) -> dict[str, Any]:
+    """The sample's figures, judged as the whole's (sessions of a pair taken out are expected lost)."""
+    sampled = opened[::early.step]
+    whole = figures(len(sampled), sampled, carriers, holders, peers, taken_out, set(early.lost), early.at_s)
+    return {"step": early.step, "sampled": len(sampled), "at_s": early.at_s, "sent_by_s": early.sent_by_s,
+            "judged": whole["judged"], "failed_over": whole["failed_over"], "survived": whole["survived"],
+            "lost": whole["lost"], "lost_pct": whole["lost_pct"], "expected_lost": whole["expected_lost"]}
 
 
 class SessionLoad:
@@ -269,6 +310,29 @@ class SessionLoad:
                 break
         return {self.key(i) for i in report["missing_indexes"]}
 
+    def prepare_sample(self) -> int:
+        """Before the event: the server sets the early sample aside (every `sample_step`-th session);
+        how many it holds."""
+        self._tell(self.server, f"sample {sample_step(self.count)}")
+        sampled = int(self._answer(self.server, "server", 30.0)["sampled"])
+        self._tell(self.client, "expect")
+        self._answer(self.client, "client", 10.0)
+        return sampled
+
+    def probe_sample(self, event_at: float) -> Early:
+        """From SAMPLE_AT_S after EVENT_AT (time.monotonic) on, two reverse datagrams to every sampled
+        session; which of them neither reached."""
+        step = sample_step(self.count)
+        time.sleep(max(0.0, event_at + SAMPLE_AT_S - time.monotonic()))
+        at = time.monotonic() - event_at
+        for _ in range(2):  # a datagram lost on a loaded path: its second one, a round later
+            self._tell(self.server, f"probe {SAMPLE_RATE:g} sample")
+            self._answer(self.server, "server", SAMPLE_MAX / SAMPLE_RATE + 30)
+        sent_by = time.monotonic() - event_at
+        self._tell(self.client, f"count {ANSWER_WAIT_S:g} {QUIET_S:g} {step}")
+        report = self._answer(self.client, "client", ANSWER_WAIT_S + 30)
+        return Early(step, round(at, 3), round(sent_by, 3), frozenset(self.key(i) for i in report["missing_indexes"]))
+
     def key(self, index: int) -> tuple[str, int]:
         """Session INDEX's source address and port."""
         return sessionload.session_of(index, self.source, self.port_base)
@@ -289,6 +353,36 @@ class SessionLoad:
                 if stream is not None:
                     with contextlib.suppress(OSError):  # stdin of an ended process: its unsent command
                         stream.close()
+
+
+class EarlySampler:
+    """`SessionLoad.probe_sample` on a thread of its own, started at the event: the injection (a
+    reboot's power-on, a table emptied) goes on beside it."""
+
+    def __init__(self, held: SessionLoad):
+        self.held = held
+        self.thread: threading.Thread | None = None
+        self.early: Early | None = None
+        self.error: BaseException | None = None
+
+    def start(self, event_at: float) -> None:
+        def run() -> None:
+            try:
+                self.early = self.held.probe_sample(event_at)
+            except BaseException as exc:  # handed to the runner by result()
+                self.error = exc
+
+        self.thread = threading.Thread(target=run, name="early-sample", daemon=True)
+        self.thread.start()
+
+    def result(self) -> Early | None:
+        """The sample's probe once done (None when it never started); its error, raised here."""
+        if self.thread is None:
+            return None
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+        return self.early
 
 
 def wait_synced(plan: LabPlan, opened: list[tuple[str, int]], timeout: float = SYNC_WAIT_S) -> tuple[

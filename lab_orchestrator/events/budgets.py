@@ -23,7 +23,8 @@ Metrics (of an event's report, see `eventverdict.analyse`):
   sessions whose reverse datagram did not pass after the event (those of an SRX taken out with its
   MNHA peer, or without one, are expected lost and not judged). `with_session_defaults` adds the
   JVD's: at least 99.99 % pass (at most 0.01 % lost) for the events that take SRXs out
-  (SESSION_GOAL_EVENTS).
+  (SESSION_GOAL_EVENTS). `sessions_early_lost_pct`: the same of the sample probed right after the
+  event (its datagrams sent within 2 s of it), with the same default.
 """
 
 from __future__ import annotations
@@ -46,6 +47,8 @@ METRICS: dict[str, str] = {
     "tcp_longest_gap_ms": "longest gap between two answers of a TCP connection (ms)",
     "sessions_lost_pct": "share of the judged background sessions whose reverse packet did not pass (%)",
     "sessions_lost": "judged background sessions whose reverse packet did not pass",
+    "sessions_early_lost_pct": "share of the judged sampled sessions whose reverse packet did not pass right "
+                               "after the event (%)",
 }
 # the JVD: "< 1 % resets can be seen during failure-event testing", none during the basic MNHA failovers
 TCP_RESET_PCT = 1.0
@@ -74,6 +77,8 @@ class Budget:
 
 
 def measured(result: dict[str, Any], metric: str) -> float:
+    if metric == "sessions_early_lost_pct":
+        return float(result["sessions"]["early"]["lost_pct"])
     if metric.startswith("sessions_"):
         return float(result["sessions"]["lost_pct" if metric == "sessions_lost_pct" else "lost"])
     if metric.startswith("tcp_"):
@@ -133,7 +138,8 @@ def with_tcp_defaults(budgets: list[Budget], mnha: bool) -> list[Budget]:
 
 def with_session_defaults(budgets: list[Budget]) -> list[Budget]:
     """BUDGETS and the default session budgets (see the top) the user did not set, as `with_tcp_defaults`."""
-    defaults = [Budget("sessions_lost_pct", SESSIONS_LOST_PCT, event) for event in SESSION_GOAL_EVENTS]
+    defaults = [Budget(metric, SESSIONS_LOST_PCT, event) for event in SESSION_GOAL_EVENTS
+                for metric in ("sessions_lost_pct", "sessions_early_lost_pct")]
     given = {(b.metric, b.event) for b in budgets}
     return [*budgets, *(d for d in defaults if (d.metric, None) not in given and (d.metric, d.event) not in given)]
 
@@ -151,8 +157,11 @@ def applicable(budgets: list[Budget], event: str, tcp: bool = True, sessions: bo
 def judge(result: dict[str, Any], budgets: list[Budget]) -> list[dict[str, Any]]:
     """Verdicts of the budgets that hold for this event's report."""
     rows = []
+    early = bool((result.get("sessions") or {}).get("early"))
     for budget in applicable(budgets, result["event"], tcp=bool(result.get("tcp")),
                              sessions=bool(result.get("sessions"))):
+        if budget.metric == "sessions_early_lost_pct" and not early:
+            continue  # a report without the sample (written before it was taken): nothing to judge
         value = measured(result, budget.metric)
         rows.append({"metric": budget.metric, "limit": budget.limit, "measured": value,
                      "ok": value <= budget.limit, "scope": budget.event or "all events"})

@@ -121,6 +121,22 @@ class TcpFigures(_Model):
                 f"(carried before: {carried})")
 
 
+class EarlySample(_Model):
+    """Every STEP-th background session, sent two reverse datagrams right after the event: did they
+    pass within the JVD's 2 s? (events.background: judged as the whole, `sessions_early_lost_pct`)"""
+
+    step: int
+    sampled: int
+    at_s: float  # the first datagram, from the event
+    sent_by_s: float  # the last one
+    judged: int
+    failed_over: int
+    survived: int
+    lost: int
+    lost_pct: float
+    expected_lost: int
+
+
 class SessionFigures(_Model):
     """The background sessions run beside the flows (`--sessions`, events.background): did the
     reverse datagram of each pass after the event?"""
@@ -140,6 +156,7 @@ class SessionFigures(_Model):
     lost_pct: float
     lost_sessions: list[str]  # the first 10 lost: "ADDR:PORT (carrier)"
     probe_at_s: float | None  # when the reverse datagrams were sent, from the event
+    early: EarlySample | None = None  # the sample probed right after the event
 
     def line(self) -> str:
         """One line for the terminal."""
@@ -150,6 +167,9 @@ class SessionFigures(_Model):
                f"({self.lost_pct:g} %)")
         if self.expected_lost:
             out += f"; {self.expected_lost} expected lost with {', '.join(self.taken_out)}"
+        if self.early is not None:
+            out += (f"; sample sent {self.early.at_s:g}-{self.early.sent_by_s:g} s after the event: "
+                    f"{self.early.lost} of {self.early.judged} judged lost")
         return out
 
 

@@ -334,15 +334,20 @@ def _run(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target: str
     unanswered: set[tuple[str, int]] = set()
     probe_at: float | None = None
 
+    sampler_early = background.EarlySampler(held) if held is not None else None
+    early: background.Early | None = None
+
     def probe() -> None:
-        nonlocal unanswered, probe_at
-        if held is not None:
+        nonlocal unanswered, probe_at, early
+        if held is not None and sampler_early is not None:
+            early = sampler_early.result()  # its datagrams and answers are done before the whole's
             probe_at = round(time.monotonic_ns() / 1e9 - marks["event"], 3)
             unanswered = held.probe()
 
     if held is not None:  # opened before the flows start: their burst does not load the measured traffic
         opened = background.open_all(held, progress)
         held_before = background.wait_synced(plan, opened)
+        held.prepare_sample()
     cpu_probe = cpuwait.CpuWait().start()
     waits: list[list[float]] | None = None
     try:
@@ -371,6 +376,8 @@ def _run(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target: str
         progress(f"{event.name} on {target}" + (f" ({daemon})" if crash else "")
                  + (f", {families.label(fams)} flows" if fams != [4] else ""))
         marks["event"] = time.monotonic_ns() / 1e9
+        if sampler_early is not None:  # a sample of the sessions asked right after the event
+            sampler_early.start(marks["event"])
         summary = injector.inject(state, plan, event.name, target, down_time=spec.down_time, daemon=daemon)
         during: dict[tuple[str, int], str] = {}
         if lasting:
@@ -477,7 +484,7 @@ def _run(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target: str
     if held is not None:
         result.sessions = SessionFigures.model_validate(background.figures(
             held.count, opened, *held_before, background.peer_of(plan), background.taken_out(plan, event.name, target),
-            unanswered, probe_at))
+            unanswered, probe_at, early))
     if during:
         result.flows_moved_on_restore = len(moved_back)
         result.flows_moved_on_restore_ideal_max = round(len(flows) / max(1, len(set(after.values()))))

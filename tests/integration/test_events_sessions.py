@@ -69,6 +69,11 @@ def test_synced_sessions_and_long_lived_tcp_survive_their_srx_power_off_on_the_p
     assert s["lost"] == 0 and s["judged"] == SESSIONS and s["expected_lost"] == 0
     row = next(b for b in event["budgets"] if b["metric"] == "sessions_lost_pct")
     assert row["ok"] and row["limit"] == 0.01
+    # the sample asked right after the event (every session, at this N): srx1's already through srx2
+    early = s["early"]
+    assert early["step"] == 1 and early["sampled"] == SESSIONS and early["at_s"] >= 0.8
+    assert early["sent_by_s"] > early["at_s"] and early["failed_over"] == carried["srx1"]
+    assert early["survived"] == early["failed_over"] and early["lost"] == 0 and early["judged"] == SESSIONS
     tcp = event["tcp"]
     outcome = {k: tcp[k] for k in ("connections", "completed", "reset", "failed", "timed_out", "stuck")}
     assert outcome == {"connections": 50, "completed": 50, "reset": 0, "failed": 0, "timed_out": 0, "stuck": 0}, tcp
@@ -78,7 +83,7 @@ def test_synced_sessions_and_long_lived_tcp_survive_their_srx_power_off_on_the_p
     # topology3 has MNHA pairs: srx-power-off must reset, fail and leave stuck none, on top of the JVD's 1 %;
     # and lose no more than 0.01 % of its sessions
     assert sorted((b["metric"], b["scope"], b["ok"]) for b in event["budgets"]) == [
-        ("sessions_lost_pct", "srx-power-off", True),
+        ("sessions_early_lost_pct", "srx-power-off", True), ("sessions_lost_pct", "srx-power-off", True),
         ("tcp_failed", "srx-power-off", True), ("tcp_reset", "srx-power-off", True),
         ("tcp_reset_pct", "all events", True), ("tcp_stuck", "srx-power-off", True)]
     out = ET.parse(junit).getroot().find("testcase/system-out")
@@ -98,6 +103,7 @@ def test_without_a_peer_the_failed_srx_sessions_are_lost_and_the_probe_tells(tmp
     # their reverse packets reached SRXs without their session, which dropped every one
     assert s["expected_lost_passed"] == 0
     assert s["judged"] == SESSIONS - s["expected_lost"] and s["lost"] == 0
+    assert s["early"]["expected_lost"] == s["expected_lost"] and s["early"]["lost"] == 0
 
 
 def test_with_the_sync_stopped_the_sessions_are_lost_and_the_budget_is_broken(tmp_path: Path) -> None:
@@ -119,3 +125,6 @@ def test_with_the_sync_stopped_the_sessions_are_lost_and_the_budget_is_broken(tm
     assert s["lost"] == s["failed_over"]
     row = next(b for b in event["budgets"] if b["metric"] == "sessions_lost_pct")
     assert not row["ok"] and event["status"] == "failed" and code == 1
+    # the sample right after the event tells the same: srx1's sessions had no copy to pass through
+    assert s["early"]["lost"] == s["early"]["failed_over"] > 0
+    assert not next(b for b in event["budgets"] if b["metric"] == "sessions_early_lost_pct")["ok"]

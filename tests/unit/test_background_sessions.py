@@ -60,6 +60,32 @@ def test_a_session_no_srx_showed_as_carried_is_judged_all_the_same() -> None:
     assert f["lost_sessions"] == ["100.64.64.5:20001 (no carrier seen)"]
 
 
+def test_the_early_sample_is_judged_as_the_whole_and_by_a_budget_of_its_own() -> None:
+    """Every other session sampled (0, 2, 4 of six): two on srx1, whose peer takes them over, one on
+    srx3; the one of srx1 whose copy never reached srx2 (2) is lost in the sample too."""
+    opened, carriers, holders = table()
+    assert background.sample_step(6) == 1 and background.sample_step(background.SAMPLE_MAX + 1) == 2
+    assert background.sample_step(1_000_000) * background.SAMPLE_MAX == 1_000_000
+    early = background.Early(step=2, at_s=0.8, sent_by_s=1.3, lost=frozenset({opened[2]}))
+    f = background.figures(6, opened, carriers, holders, PEERS, {"srx1"}, lost={opened[2]}, probe_at_s=3.0,
+                           early=early)
+    assert f["early"] == {"step": 2, "sampled": 3, "at_s": 0.8, "sent_by_s": 1.3, "judged": 3, "failed_over": 2,
+                          "survived": 1, "lost": 1, "lost_pct": round(100 / 3, 4), "expected_lost": 0}
+    data = sample()
+    data["event"] = "srx-power-off"
+    result = EventResult.from_json({**data, "sessions": f})
+    result.judge(budgets.with_session_defaults([]))
+    assert result.budgets is not None
+    assert {(b.metric, b.measured, b.ok) for b in result.budgets} == {
+        ("sessions_lost_pct", round(100 / 6, 4), False), ("sessions_early_lost_pct", round(100 / 3, 4), False)}
+    assert result.sessions is not None and "sample sent 0.8-1.3 s after the event: 1 of 3 judged lost" \
+        in result.sessions.line()
+    # a pair taken out: its sampled sessions are expected lost, not judged
+    pair = background.figures(6, opened, carriers, holders, PEERS, {"srx1", "srx2"}, lost=set(opened[:3]),
+                              probe_at_s=3.0, early=background.Early(2, 0.8, 1.3, frozenset(opened[:3])))
+    assert (pair["early"]["judged"], pair["early"]["expected_lost"], pair["early"]["lost"]) == (1, 2, 0)
+
+
 def test_the_events_that_take_srxs_out() -> None:
     class Plan:
         mnha = [["srx1", "srx2"], ["srx3", "srx4"]]
@@ -87,10 +113,10 @@ def test_each_second_opens_its_own_block_of_ports() -> None:
 def test_the_default_session_budget_holds_for_the_events_that_take_srxs_out() -> None:
     held = budgets.with_session_defaults([])
     assert {(b.metric, b.event, b.limit) for b in held} == {
-        ("sessions_lost_pct", e, 0.01) for e in budgets.SESSION_GOAL_EVENTS}
+        (m, e, 0.01) for e in budgets.SESSION_GOAL_EVENTS for m in ("sessions_lost_pct", "sessions_early_lost_pct")}
     # a budget the user gives replaces the default of that metric
     mine = budgets.with_session_defaults([Budget("sessions_lost_pct", 1.0)])
-    assert mine == [Budget("sessions_lost_pct", 1.0)]
+    assert [b for b in mine if b.metric == "sessions_lost_pct"] == [Budget("sessions_lost_pct", 1.0)]
 
 
 def figures_json(lost: int = 0) -> dict[str, Any]:
@@ -143,6 +169,15 @@ def test_the_session_tool_opens_and_probes_every_session_on_loopback() -> None:
         assert ask(server, "probe 1000")["probed"] == 20
         got = ask(client, "count 5 1")
         assert got["received"] == 20 and got["missing_indexes"] == []
+        # a sample: every 7th session (0, 7, 14), prepared before the probe that sends to it alone
+        assert ask(server, "sample 7") == {"sampled": 3}
+        ask(client, "expect")
+        assert ask(server, "probe 1000 sample")["probed"] == 3
+        got = ask(client, "count 5 1 7")
+        assert got["received"] == 3 and got["missing_count"] == 0 and got["missing_indexes"] == []
+        # the sessions left out of the sample got nothing: counted whole, they are the missing ones
+        whole = ask(client, "count 0.2 0.1")
+        assert whole["missing_count"] == 17 and 0 not in whole["missing_indexes"] and 1 in whole["missing_indexes"]
         assert "error" in ask(server, "frobnicate")
     finally:
         for proc in (client, server):

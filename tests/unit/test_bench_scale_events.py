@@ -12,7 +12,9 @@ from benchmod import load
 scale_events = load("scale_events")
 
 SESSIONS = {"opened": 1000, "carried_before": {"srx1": 480}, "synced_before": {"srx1": 480}, "failed_over": 480,
-            "survived": 1000, "lost": 0, "judged": 1000, "expected_lost": 0, "probe_at_s": 3.2}
+            "survived": 1000, "lost": 0, "judged": 1000, "expected_lost": 0, "probe_at_s": 3.2,
+            "early": {"step": 1, "sampled": 1000, "at_s": 0.8, "sent_by_s": 1.21, "judged": 1000, "failed_over": 480,
+                      "survived": 480, "lost": 0, "lost_pct": 0.0, "expected_lost": 0}}
 
 
 def _row(doc: dict[str, object], line: str) -> list[str]:
@@ -27,7 +29,11 @@ def test_a_judged_event_shows_its_sessions_and_verdict() -> None:
              "convergence_ms": {"max": 412.4}, "packets_lost_by_unaffected_flows": 0}
     cells = _row({"events": [event]}, "| srx-power-off")
     assert cells[:4] == ["srx-power-off", "srx1", "passed", "1000"]
-    assert cells[6:8] == ["480 / 1000", "0 / 1000"] and cells[10] == "412" and cells[11] == "0"
+    assert cells[6:8] == ["480 / 1000", "0 / 1000"] and cells[13] == "412" and cells[14] == "0"
+    assert cells[10:13] == ["0.8-1.21 (1000 sampled, 1 in 1)", "480 / 480", "0 / 1000"]
+    # a report without the sample (kept before it was taken): dashes, not a failure
+    early_less = {**event, "sessions": {k: v for k, v in SESSIONS.items() if k != "early"}}
+    assert _row({"events": [early_less]}, "| srx-power-off")[10:13] == ["-", "-", "-"]
 
 
 def test_flows_not_judged_still_show_the_sessions_that_were_probed() -> None:
@@ -38,7 +44,7 @@ def test_flows_not_judged_still_show_the_sessions_that_were_probed() -> None:
     cells = _row({"events": [error]}, "| srx-power-off")
     assert cells[2] == "flows not judged: the generator fell behind"
     assert cells[6:8] == ["480 / 1000", "0 / 1000"]
-    assert cells[11] == "3"  # lost packets are counted whatever the sender's lateness
+    assert cells[14] == "3"  # lost packets are counted whatever the sender's lateness
     bare = {"event": "srx-power-off", "target": "srx1", "status": "error", "error": "no report"}
     assert _row({"events": [bare]}, "| srx-power-off")[2:4] == ["error: no report", "-"]
 

@@ -138,8 +138,12 @@ def test_power_off_drops_carrier_on_every_namespace_before_any_daemon_dies(
     recorder = PowerRecorder(monkeypatch, agent)
     assert agent._do({"op": "power-off"}) == "mx1 powered off"
     assert recorder.done == [("down", "t3-mx1"), ("down", "t3-mx1-trust-vr"), ("down", "t3-mx1-untrust-vr"),
-                             ("stop", "all"), ("forget", "t3-mx1"), ("forget", "t3-mx1-trust-vr"),
-                             ("forget", "t3-mx1-untrust-vr"), ("saved", "powered-off")]
+                             ("stop", "all"), ("saved", "powered-off")]
+    # at power-on it boots empty: its tables forgotten while its links are still down
+    recorder.done.clear()
+    agent._do({"op": "power-on"})
+    assert recorder.done[:6] == [("forget", "t3-mx1"), ("forget", "t3-mx1-trust-vr"), ("forget", "t3-mx1-untrust-vr"),
+                                 ("up", "t3-mx1"), ("up", "t3-mx1-trust-vr"), ("up", "t3-mx1-untrust-vr")]
 
 
 def test_a_power_off_that_fails_after_the_links_went_down_is_recorded_powered_off(

@@ -21,12 +21,13 @@ class FakeNodes:
     """Records what the power-off and power-on did to the links and the daemons; STOP_FAILS: the
     node whose daemons do not stop."""
 
-    def __init__(self, monkeypatch: pytest.MonkeyPatch, stop_fails: str | None = None) -> None:
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, stop_fails: str | None = None,
+                 forget_fails: str | None = None) -> None:
         self.done: list[tuple[str, str]] = []
-        self.stop_fails = stop_fails
+        self.stop_fails, self.forget_fails = stop_fails, forget_fails
         monkeypatch.setattr(ops, "set_links", self.set_links)
         monkeypatch.setattr(ops, "stop_processes", self.stop_processes)
-        monkeypatch.setattr(ops, "forget_node_state", lambda ns: self.done.append(("forget", ns)))
+        monkeypatch.setattr(ops, "forget_node_state", self.forget)
         monkeypatch.setattr(ops, "reapply", lambda plan, namespaces: None)
         monkeypatch.setattr(ops, "start_processes", lambda state, records, recover=False: self.done.append(
             ("start", ",".join(r.node for r in records))))
@@ -34,6 +35,11 @@ class FakeNodes:
     def set_links(self, ns: str, up: bool, only: set[str] | None = None) -> list[str]:
         self.done.append(("up" if up else "down", ns))
         return []
+
+    def forget(self, ns: str) -> None:
+        if ns == self.forget_fails:
+            raise LabError(f"{ns}: emptying its 2000000 sessions (conntrack -F) did not end within 210 s")
+        self.done.append(("forget", ns))
 
     def stop_processes(self, state: LabState, node: str, kill: bool = True, names: Any = None) -> list[Any]:
         if node == self.stop_fails:
@@ -62,7 +68,9 @@ def test_a_power_off_that_fails_after_the_links_went_down_leaves_the_node_record
     nodes.done.clear()
     restored = LabState.load(tmp_path)
     assert ops.restore(restored, plan, "srx1") == ["srx1 powered on"]
-    assert sorted(nodes.done) == [("start", ""), ("up", "srx1-trust"), ("up", "srx1-untrust")]
+    # it boots empty: its tables are emptied while its links are still down, then they come up
+    assert nodes.done == [("forget", "srx1-trust"), ("forget", "srx1-untrust"), ("up", "srx1-trust"),
+                          ("up", "srx1-untrust"), ("start", "")]
     assert restored.down_nodes == []
 
 
@@ -82,10 +90,24 @@ def test_a_clean_power_off_records_the_node_once(tmp_path: Path, monkeypatch: py
     nodes = FakeNodes(monkeypatch)
     state, plan = _lab(tmp_path)
     ops.power_off(state, plan, "srx2")
-    assert ("stop", "srx2") in nodes.done and ("forget", "srx2-untrust") in nodes.done
+    # links down, daemons stopped; the tables are left for the power-on (nothing can reach them)
+    assert nodes.done == [("down", "srx2-trust"), ("down", "srx2-untrust"), ("stop", "srx2")]
     assert LabState.load(tmp_path).down_nodes == ["srx2"]
     with pytest.raises(LabError, match="already powered off"):
         ops.power_off(LabState.load(tmp_path), plan, "srx2")
+
+
+def test_a_power_on_whose_table_cannot_be_emptied_leaves_the_node_dark_and_down(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No link comes up over stale sessions: the node stays powered off, `lab restore` tries again."""
+    nodes = FakeNodes(monkeypatch, forget_fails="srx1-untrust")
+    state, plan = _lab(tmp_path)
+    ops.power_off(state, plan, "srx1")
+    nodes.done.clear()
+    with pytest.raises(LabError, match="did not end within"):
+        ops.power_on(state, plan, "srx1")
+    assert nodes.done == [("forget", "srx1-trust")]
+    assert LabState.load(tmp_path).down_nodes == ["srx1"]
 
 
 class FailingSupervisor:

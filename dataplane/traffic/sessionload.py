@@ -242,12 +242,17 @@ class Holder:
                     time.sleep(0.001)
         return len(which)
 
-    def wait(self, seconds: float, quiet: float | None = None, want: int | None = None) -> None:
-        """Until every session was heard (WANT of them), SECONDS passed, or (QUIET) that long without a
-        new one."""
+    def heard_of(self, step: int) -> int:
+        """How many of the sessions whose number is a multiple of STEP were heard from."""
+        return self.received if step == 1 else sum(self.heard[::step])
+
+    def wait(self, seconds: float, quiet: float | None = None, step: int = 1) -> None:
+        """Until every session (with STEP: whose number is a multiple of it) was heard, SECONDS passed,
+        or (QUIET) that long without a new one. A datagram of a session left out (a late echo) does
+        not count."""
         start = time.monotonic()
-        want = self.count if want is None else want
-        while self.received < want and time.monotonic() - start < seconds:
+        want = len(range(0, self.count, step))
+        while self.heard_of(step) < want and time.monotonic() - start < seconds:
             if quiet is not None and time.monotonic() - max(start, self.last_arrival) > quiet:
                 break
             time.sleep(0.05)
@@ -297,9 +302,9 @@ def hold(sources: IPv4Network, count: int, to: tuple[str, int], port_base: int, 
                 _say({"ok": True})
             elif words[0] == "count":
                 step = int(words[3]) if len(words) > 3 else 1
-                holder.wait(float(words[1]), float(words[2]), want=len(range(0, count, step)))
+                holder.wait(float(words[1]), float(words[2]), step)
                 missing = holder.missing_indexes(step)
-                _say({"received": holder.received, "missing_count": len(missing),
+                _say({"received": holder.heard_of(step), "missing_count": len(missing),
                       "missing": holder.missing(step), "missing_indexes": missing})
             else:
                 _say({"error": f"unknown command {words[0]!r}"})

@@ -298,6 +298,9 @@ class Lab:
         if ns not in self.state.namespaces:
             nodes = {n[len(self.name) + 1:] for n in self.state.namespaces}
             raise BadInput(f"lab {self.name} has no node {node}{did_you_mean(node, nodes)}")
+        if node in self.state.down_nodes:  # its table is emptied at power-on: what it holds is unreachable
+            raise LabError(f"{node} in lab {self.name} is powered off: it holds no session anyone can reach "
+                           f"(`lab restore {node}` powers it on, empty)")
         return [s for s in sessionsmod.read(ns) if 179 not in (s.source_port, s.destination_port)]
 
     def selector(self, node: str) -> dict[str, Any]:

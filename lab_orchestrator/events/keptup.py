@@ -1,7 +1,8 @@
 """Whether the machine kept up with a case: the checks after it that make a case not judged (an error
 that runs again) rather than failed. The senders kept their schedule, ran until the runner stopped
-them, the receivers took every packet in, and the lab's daemons had a CPU: otherwise the figures say
-what the generator or the machine did, not what the lab did."""
+them, the receivers took every packet in, the lab's daemons had a CPU, and the background sessions'
+sample went out within 2 s of the event: otherwise the figures say what the generator or the machine
+did, not what the lab did."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ RECEIVED = "receivers kept up"  # no receiver's socket dropped a packet (it woul
 # ran (`cpuwait`): a third of the BGP hold time (3 s), in which BIRD sends its keepalives (1 s apart)
 CPU_LEFT = "lab daemons had a CPU"
 CPU_WAIT_MAX_S = 1.0
+# the background sessions' sample (`--sessions`) went out within the JVD's 2 s of the event
+SAMPLE_IN_TIME = "sessions' sample sent in time"
 
 
 def after(result: EventResult) -> list[Check]:
@@ -50,7 +53,17 @@ def not_judged(checks: list[Check]) -> str | None:
                 "they dropped counts as lost, so the figures cannot be trusted; lower --rate/--flows")
     if CPU_LEFT in failed:  # BGP, MNHA and the selectors may have missed their timers: not the event's doing
         return f"the machine was overloaded: {failed[CPU_LEFT]}; lower --rate/--flows"
+    if SAMPLE_IN_TIME in failed:  # a sample sent late says nothing of the first 2 s after the event
+        return f"the machine was too busy to ask the sessions in time: {failed[SAMPLE_IN_TIME]}; run it again"
     return None
+
+
+def sample_in_time(sent_by_s: float, limit_s: float) -> Check:
+    """Whether the sessions' sample was sent within LIMIT_S of the event (SENT_BY_S: its last datagram)."""
+    ok = sent_by_s <= limit_s
+    return Check(name=SAMPLE_IN_TIME, ok=ok, when="after",
+                 detail=f"its last reverse datagram went {sent_by_s:g} s after the event"
+                 + ("" if ok else f", later than {limit_s:g} s"))
 
 
 def ran_out(senders: dict[str, dict[str, Any]], marks: dict[str, float]) -> list[str]:

@@ -469,6 +469,8 @@ def _run(state: LabState, plan: LabPlan, event: eventsmod.EventKind, target: str
                            if settled else f"the selector tables did not settle within {MAX_EXTRA_S - 5:.0f} s "
                            "after the event: the carriers after it were read on an unsettled lab"),
                      keptup.cpu_left(waits, marks)]
+    if early is not None:
+        result.checks.append(keptup.sample_in_time(early.sent_by_s, background.SAMPLE_BY_S))
     changes = routes.changes()
     result.routes_changed = routelog.counts(changes)
     result.routes_unmonitored = routes.unmonitored or None

@@ -2,9 +2,10 @@
 restart daemons. The failure events of `events.py` are made of these.
 
 Power off means the node vanishes at once: every interface of every namespace of the node goes
-down (its peers see carrier loss), its daemons are SIGKILLed, its sessions (conntrack) and the
-routes its routing daemon installed are forgotten. Power on brings it back as after a boot: links up,
-the plan's static routes and nft rulesets applied again, daemons started again.
+down (its peers see carrier loss) and its daemons are SIGKILLed. Power on brings it back as after a
+boot: its sessions (conntrack) and the routes its routing daemon installed are forgotten while its
+links are still down, then links up, the plan's static routes and nft rulesets applied again,
+daemons started again.
 """
 
 from __future__ import annotations
@@ -192,21 +193,27 @@ def _route_key(route: Any) -> dict[str, object]:
             "table": route["table"], "proto": route["proto"]}
 
 
-def power_on(state: LabState, plan: LabPlan, node: str) -> None:
-    if node not in state.down_nodes:
-        raise LabError(f"{node} is not powered off")
-    namespaces = set(_node_plan(plan, node))
-    for ns in sorted(namespaces):  # a box boots empty; its links come up after that
-        forget_node_state(ns)
-    for ns in sorted(namespaces):
-        set_links(ns, up=True)
-    reapply(plan, namespaces)
-    boot = mnha.boot_role(plan, node)  # an MNHA node waits for its peer's sessions before drawing traffic
-    if boot is not None:
-        Path(plan.state_dir, mnha.role_file(plan, node)).write_text(boot)
-    records = [r for r in state.processes if r.node == node]
-    state.down_nodes.remove(node)
-    start_processes(state, records, recover=False)
+def power_on(state: LabState, plan: LabPlan, node: str, *more: str) -> None:
+    """NODE (and MORE: the rest of an MNHA pair) powers on. Every one's tables are emptied, links still
+    down, before any link comes up: a pair whose second table cannot be emptied stays down whole."""
+    nodes = [node, *more]
+    for name in nodes:
+        if name not in state.down_nodes:
+            raise LabError(f"{name} is not powered off")
+    namespaces = {name: set(_node_plan(plan, name)) for name in nodes}
+    for name in nodes:
+        for ns in sorted(namespaces[name]):  # a box boots empty; its links come up after that
+            forget_node_state(ns)
+    for name in nodes:
+        for ns in sorted(namespaces[name]):
+            set_links(ns, up=True)
+        reapply(plan, namespaces[name])
+        boot = mnha.boot_role(plan, name)  # an MNHA node waits for its peer's sessions before drawing traffic
+        if boot is not None:
+            Path(plan.state_dir, mnha.role_file(plan, name)).write_text(boot)
+        records = [r for r in state.processes if r.node == name]
+        state.down_nodes.remove(name)
+        start_processes(state, records, recover=False)
 
 
 def reapply(plan: LabPlan, namespaces: set[str]) -> None:
@@ -393,8 +400,7 @@ def inject(state: LabState, plan: LabPlan, event: str, target: str, down_time: f
             raise LabError(f"{target} is in service already (`lab fail {target} nexthop-delete` takes it out)")
         # an MNHA pair comes into service as a pair (as `nexthop-delete` took it out)
         added = [n for n in service_group(plan, target) if n in state.down_nodes]
-        for member in added:
-            power_on(state, plan, member)
+        power_on(state, plan, *added)
         return f"{'/'.join(added)} in service"
     if event in ("srx-reboot", "mx-reboot"):
         power_off(state, plan, target)
@@ -439,10 +445,11 @@ def restore(state: LabState, plan: LabPlan, target: str) -> list[str]:
     """Undo what events left undone on TARGET: power it on, bring its failed links up."""
     done = []
     pair = next((p for p in plan.mnha if target in p), [target])
-    for node in pair if len(pair) > 1 and all(n in state.down_nodes for n in pair) else [target]:
-        if node in state.down_nodes:
-            power_on(state, plan, node)
-            done.append(f"{node} powered on")
+    nodes = [n for n in (pair if len(pair) > 1 and all(n in state.down_nodes for n in pair) else [target])
+             if n in state.down_nodes]
+    if nodes:
+        power_on(state, plan, *nodes)
+        done += [f"{node} powered on" for node in nodes]
     for node, peer in [tuple(p) for p in state.down_links]:
         if target in (node, peer):
             links_up(state, plan, node, peer)

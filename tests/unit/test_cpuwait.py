@@ -88,3 +88,14 @@ def test_a_baseline_whose_receiver_dropped_packets_names_the_load() -> None:
     assert not baseline.only_behind(load), "packets were lost: not a case that only needs running again"
     assert baseline.cannot_carry(load, why).startswith(
         "the generator or the path cannot carry 100 flows x 2 directions at 10000 pps here (")
+
+
+def test_a_sample_sent_late_leaves_the_case_not_judged() -> None:
+    """The sessions' sample must go out within 2 s of the event to say anything of those 2 s: later, the
+    case is not judged (run again), not failed."""
+    on_time = keptup.sample_in_time(1.84, 2.0)
+    assert on_time.ok and keptup.not_judged([on_time]) is None
+    late = keptup.sample_in_time(2.7, 2.0)
+    assert not late.ok and "2.7 s after the event, later than 2 s" in late.detail
+    why = keptup.not_judged([late])
+    assert why is not None and "too busy to ask the sessions in time" in why

@@ -110,6 +110,23 @@ def test_a_power_on_whose_table_cannot_be_emptied_leaves_the_node_dark_and_down(
     assert LabState.load(tmp_path).down_nodes == ["srx1"]
 
 
+def test_a_pair_powers_on_only_once_both_tables_are_empty(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pair comes back as a pair: when the second node's table cannot be emptied, neither comes up."""
+    nodes = FakeNodes(monkeypatch, forget_fails="srx2-trust")
+    state, plan = _lab(tmp_path)
+    plan.mnha = [["srx1", "srx2"]]
+    ops.power_off(state, plan, "srx1", "srx2")
+    nodes.done.clear()
+    with pytest.raises(LabError, match="did not end within"):
+        ops.restore(state, plan, "srx1")
+    assert nodes.done == [("forget", "srx1-trust"), ("forget", "srx1-untrust")]
+    assert sorted(LabState.load(tmp_path).down_nodes) == ["srx1", "srx2"]
+    nodes.forget_fails = None
+    nodes.done.clear()
+    assert ops.restore(state, plan, "srx2") == ["srx1 powered on", "srx2 powered on"]
+    assert [what for what, _ in nodes.done] == ["forget"] * 4 + ["up", "up", "start", "up", "up", "start"]
+
+
 class FailingSupervisor:
     """A supervisor that starts daemons with new pids until it meets FAILS, which it cannot start."""
 

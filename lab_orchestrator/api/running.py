@@ -290,17 +290,13 @@ class Lab:
     # -- inspection
 
     def sessions(self, node: str) -> list[Session]:
-        """An SRX's transit sessions (conntrack; its own BGP sessions on port 179 left out)."""
+        """An SRX's transit sessions (conntrack; BGP's port 179 left out); none of a powered-off node."""
         from ..events import sessions as sessionsmod
 
         hostcheck.require_root()
-        ns = self.ns(node)
-        if ns not in self.state.namespaces:
-            nodes = {n[len(self.name) + 1:] for n in self.state.namespaces}
-            raise BadInput(f"lab {self.name} has no node {node}{did_you_mean(node, nodes)}")
-        if node in self.state.down_nodes:  # its table is emptied at power-on: what it holds is unreachable
-            raise LabError(f"{node} in lab {self.name} is powered off: it holds no session anyone can reach "
-                           f"(`lab restore {node}` powers it on, empty)")
+        ns = self.exec_namespace(node)  # BadInput for a node the lab has not
+        if node in self.state.down_nodes:
+            raise LabError(f"{node} in lab {self.name} is powered off (`lab restore {node}` powers it on, empty)")
         return [s for s in sessionsmod.read(ns) if 179 not in (s.source_port, s.destination_port)]
 
     def selector(self, node: str) -> dict[str, Any]:
